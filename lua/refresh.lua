@@ -1,0 +1,13 @@
+-- refresh.lua: push the expiry of every lock in KEYS, only if one owner holds them all.
+-- KEYS: lock hashes
+-- ARGV: [token, ttl_ms]
+-- Returns 1 when renewed, 0 when any key is no longer this owner's (nothing changed).
+for _, key in ipairs(KEYS) do
+  if redis.call('HGET', key, 'token') ~= ARGV[1] then
+    return 0
+  end
+end
+for _, key in ipairs(KEYS) do
+  redis.call('PEXPIRE', key, ARGV[2])
+end
+return 1

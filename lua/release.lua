@@ -1,0 +1,32 @@
+-- release.lua: give up every lock in KEYS, only if one owner holds them all.
+-- KEYS: lock hashes
+-- ARGV: [token, force]   force = '1' releases whoever holds them (force_release)
+-- Returns the number of keys released (0: not held by this owner, nothing changed).
+local token, force = ARGV[1], ARGV[2] == '1'
+
+if not force then
+  for _, key in ipairs(KEYS) do
+    if redis.call('HGET', key, 'token') ~= token then
+      return 0
+    end
+  end
+end
+
+local now = redis.call('TIME')
+local now_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
+local released = 0
+for _, key in ipairs(KEYS) do
+  if redis.call('HEXISTS', key, 'token') == 1 then
+    released = released + 1
+    local fence = tonumber(redis.call('HGET', key, 'fence')) or 0
+    if fence < now_us then
+      redis.call('DEL', key)
+    else
+      -- The clock has not passed this fence yet (same microsecond, or a clock
+      -- step back): keep the fence on record until it has, so the next one is higher.
+      redis.call('HDEL', key, 'token', 'meta')
+      redis.call('PEXPIRE', key, math.floor((fence - now_us) / 1000) + 1)
+    end
+  end
+end
+return released

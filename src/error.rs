@@ -1,0 +1,54 @@
+//! The few ways a lock operation can fail.
+
+use std::fmt;
+
+/// Every failure of the core, kept small so each maps to one Python exception.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// The lock could not be taken within the wait allowed.
+    NotAcquired(String),
+    /// This handle does not hold the lock (never acquired, released, expired or taken over).
+    NotOwned(String),
+    /// The hold ended while the owner believed it held the lock.
+    Lost(String),
+    /// Redis could not be reached, refused the credentials, or did not answer in time.
+    Connection(String),
+    /// A caller passed something unusable (the message names it).
+    InvalidArgument(String),
+    /// Redis answered with an error (for example WRONGTYPE on a key that is not a lock).
+    Redis(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::NotAcquired(m)
+            | Error::NotOwned(m)
+            | Error::Lost(m)
+            | Error::Connection(m)
+            | Error::InvalidArgument(m)
+            | Error::Redis(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<redis::RedisError> for Error {
+    fn from(e: redis::RedisError) -> Self {
+        // RedisError's text never carries the URL, so no password can leak through it.
+        if e.kind() == redis::ErrorKind::AuthenticationFailed {
+            Error::Connection(format!("Redis refused the credentials: {e}"))
+        } else if e.is_timeout() {
+            Error::Connection(format!("Redis did not answer in time: {e}"))
+        } else if e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() {
+            Error::Connection(format!("cannot reach Redis: {e}"))
+        } else if e.is_unrecoverable_error() {
+            Error::Connection(format!("Redis connection failed: {e}"))
+        } else {
+            Error::Redis(format!("Redis error: {e}"))
+        }
+    }
+}

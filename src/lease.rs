@@ -1,0 +1,100 @@
+//! What one hold knows about itself: until when it is surely valid (a local
+//! monotonic deadline), and whether it has been lost.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+/// Called once, with the reason, when a hold is lost.
+pub type LostHook = Box<dyn FnOnce(&str) + Send>;
+
+/// The safety margin taken off every validity window: clocks of the client
+/// and the server may run at slightly different rates.
+pub fn drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
+pub struct Lease {
+    ttl_ms: AtomicU64,
+    valid_until: Mutex<Option<Instant>>,
+    lost: AtomicBool,
+    reason: Mutex<Option<String>>,
+    hooks: Mutex<Vec<LostHook>>,
+    lost_notify: Notify,
+}
+
+impl Lease {
+    /// A hold whose acquire was sent at `sent` (`None`: restored from a token,
+    /// its expiry unknown until the next renewal).
+    pub(crate) fn new(sent: Option<Instant>, ttl: Duration) -> Lease {
+        Lease {
+            ttl_ms: AtomicU64::new(ttl.as_millis() as u64),
+            valid_until: Mutex::new(sent.map(|t| t + ttl.saturating_sub(drift(ttl)))),
+            lost: AtomicBool::new(false),
+            reason: Mutex::new(None),
+            hooks: Mutex::new(Vec::new()),
+            lost_notify: Notify::new(),
+        }
+    }
+
+    pub fn ttl(&self) -> Duration {
+        Duration::from_millis(self.ttl_ms.load(Ordering::Relaxed))
+    }
+
+    pub fn valid_until(&self) -> Option<Instant> {
+        *self.valid_until.lock().unwrap()
+    }
+
+    /// A renewal (or extend) for `ttl`, sent at `sent`, succeeded.
+    pub(crate) fn renewed(&self, sent: Instant, ttl: Duration) {
+        self.ttl_ms.store(ttl.as_millis() as u64, Ordering::Relaxed);
+        *self.valid_until.lock().unwrap() = Some(sent + ttl.saturating_sub(drift(ttl)));
+    }
+
+    /// Lost: reported by the watchdog or a failed extend/release, or past the
+    /// validity deadline with no renewal to push it.
+    pub fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst) || self.valid_until().is_some_and(|t| Instant::now() >= t)
+    }
+
+    pub fn lost_reason(&self) -> Option<String> {
+        self.reason.lock().unwrap().clone()
+    }
+
+    /// Marks the hold lost; the first call runs the hooks and wakes waiters.
+    pub(crate) fn mark_lost(&self, reason: &str) {
+        if self.lost.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        *self.reason.lock().unwrap() = Some(reason.to_string());
+        let hooks = std::mem::take(&mut *self.hooks.lock().unwrap());
+        for hook in hooks {
+            hook(reason);
+        }
+        self.lost_notify.notify_waiters();
+    }
+
+    /// Runs `hook` once when the hold is lost (at once if it is already).
+    pub fn on_lost(&self, hook: LostHook) {
+        let mut hooks = self.hooks.lock().unwrap();
+        if self.lost.load(Ordering::SeqCst) {
+            drop(hooks);
+            hook(&self.lost_reason().unwrap_or_default());
+        } else {
+            hooks.push(hook);
+        }
+    }
+
+    /// Resolves when the hold is marked lost (seed 003's `Done()`).
+    pub async fn wait_lost(&self) {
+        loop {
+            let notified = self.lost_notify.notified();
+            if self.lost.load(Ordering::SeqCst) {
+                return;
+            }
+            notified.await;
+        }
+    }
+}

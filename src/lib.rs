@@ -1,0 +1,22 @@
+//! ferrolock: distributed locks on Redis. The core (everything outside `py`)
+//! knows nothing of Python; `py` holds the PyO3 bindings.
+
+pub mod client;
+pub mod error;
+pub mod keys;
+pub mod lease;
+pub mod lock;
+pub mod retry;
+pub mod scripts;
+pub mod token;
+mod watchdog;
+
+#[cfg(feature = "python")]
+mod py;
+
+pub use client::{Client, ClientOptions};
+pub use error::{Error, Result};
+pub use lease::Lease;
+pub use lock::{Lock, LockOptions, Wait};
+pub use retry::{Backoff, Retry};
+pub use scripts::Record;

@@ -1,0 +1,31 @@
+//! Owner tokens: 128 random bits from the operating system, as 32 hex digits.
+
+use crate::error::{Error, Result};
+
+pub fn new_token() -> Result<String> {
+    let mut buf = [0u8; 16];
+    getrandom::fill(&mut buf)
+        .map_err(|e| Error::Connection(format!("the OS random source failed: {e}")))?;
+    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// A uniformly random fraction in [0, 1) for jitter.
+pub fn random_unit() -> f64 {
+    let mut buf = [0u8; 8];
+    if getrandom::fill(&mut buf).is_err() {
+        return 0.5;
+    }
+    (u64::from_le_bytes(buf) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn tokens_are_128_bit_and_fresh() {
+        let a = super::new_token().unwrap();
+        let b = super::new_token().unwrap();
+        assert_eq!(a.len(), 32);
+        assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+    }
+}
