@@ -140,11 +140,13 @@ impl Client {
             return Ok(conn);
         }
         let timeout = self.inner.opts.connect_timeout;
+        // No retries inside the manager: a failed command triggers the next
+        // reconnect, and callers (the watchdog, acquire loops) retry on their own
+        // schedule, so a dead server is reported at once.
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(timeout))
             .set_response_timeout(Some(self.inner.opts.command_timeout))
-            .set_number_of_retries(2)
-            .set_max_delay(Duration::from_millis(500));
+            .set_number_of_retries(0);
         let conn = tokio::time::timeout(
             timeout,
             ConnectionManager::new_with_config(self.inner.redis.clone(), config),

@@ -1,0 +1,90 @@
+//! Python arguments checked and turned into core values, with messages that
+//! name the argument and what was wrong with it.
+
+use std::time::{Duration, Instant};
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyFloat, PyInt, PyString};
+
+use crate::lock::Wait;
+
+fn type_name(v: &Bound<'_, PyAny>) -> String {
+    v.get_type().name().map_or_else(|_| "?".into(), |n| n.to_string())
+}
+
+/// A real number of seconds (int or float, not bool).
+pub fn number(what: &str, v: &Bound<'_, PyAny>) -> PyResult<f64> {
+    if v.is_instance_of::<PyBool>() || !(v.is_instance_of::<PyFloat>() || v.is_instance_of::<PyInt>()) {
+        return Err(PyTypeError::new_err(format!("{what} must be a number of seconds, got {}", type_name(v))));
+    }
+    let x: f64 = v.extract().map_err(|_| PyValueError::new_err(format!("{what} is out of range")))?;
+    if x.is_nan() {
+        return Err(PyValueError::new_err(format!("{what} must be a number of seconds, got NaN")));
+    }
+    Ok(x)
+}
+
+/// A positive, finite number of seconds.
+pub fn seconds(what: &str, v: &Bound<'_, PyAny>) -> PyResult<Duration> {
+    let x = number(what, v)?;
+    if !x.is_finite() || x <= 0.0 {
+        return Err(PyValueError::new_err(format!("{what} must be a positive, finite number of seconds, got {x}")));
+    }
+    Duration::try_from_secs_f64(x).map_err(|_| PyValueError::new_err(format!("{what} is out of range: {x}")))
+}
+
+/// `None` or a positive, finite number of seconds.
+pub fn optional_seconds(what: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Duration>> {
+    match v {
+        None => Ok(None),
+        Some(v) if v.is_none() => Ok(None),
+        Some(v) => seconds(what, v).map(Some),
+    }
+}
+
+/// A str lock name, valid Unicode.
+pub fn name(v: &Bound<'_, PyAny>) -> PyResult<String> {
+    text("lock name", v)
+}
+
+pub fn text(what: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
+    let s = v
+        .cast::<PyString>()
+        .map_err(|_| PyTypeError::new_err(format!("{what} must be str, got {}", type_name(v))))?;
+    s.to_cow()
+        .map(std::borrow::Cow::into_owned)
+        .map_err(|_| PyValueError::new_err(format!("{what} must be valid Unicode (it holds a lone surrogate)")))
+}
+
+/// `threading.Lock.acquire(blocking, timeout)` semantics.
+pub fn wait(blocking: bool, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Wait> {
+    let timeout = match timeout {
+        None => None,
+        Some(t) if t.is_none() => None,
+        Some(t) => Some(number("timeout", t)?),
+    };
+    match (blocking, timeout) {
+        (false, Some(t)) if t != -1.0 => {
+            Err(PyValueError::new_err("can't specify a timeout for a non-blocking call"))
+        }
+        (false, _) => Ok(Wait::No),
+        (true, None) => Ok(Wait::Forever),
+        (true, Some(t)) if t == -1.0 => Ok(Wait::Forever),
+        (true, Some(t)) if t < 0.0 => Err(PyValueError::new_err(format!(
+            "timeout must be a non-negative number of seconds, or -1 / None to wait forever; got {t}"
+        ))),
+        (true, Some(t)) if !t.is_finite() => {
+            Err(PyValueError::new_err("timeout must be finite; use -1 or None to wait forever"))
+        }
+        (true, Some(t)) => deadline(t),
+    }
+}
+
+pub fn deadline(t: f64) -> PyResult<Wait> {
+    Duration::try_from_secs_f64(t)
+        .ok()
+        .and_then(|d| Instant::now().checked_add(d))
+        .map(Wait::Until)
+        .ok_or_else(|| PyValueError::new_err(format!("timeout is out of range: {t}")))
+}

@@ -1,0 +1,348 @@
+//! `ferrolock.Lock`: a thin shell over the core `Lock`, with sync and asyncio
+//! context managers.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyString, PyTuple};
+
+use crate::lock::{Lock, LockOptions, LostCallback, Wait};
+
+use super::args;
+use super::client::{LockInfo, PyClient};
+use super::errors::{internal_error, LockLost, LockNotAcquired};
+use super::retry::PyRetry;
+use super::runtime::{awaitable, call_soon, runtime, wait, wait_interruptible};
+
+#[pyclass(name = "Lock", module = "ferrolock", frozen)]
+pub struct PyLock {
+    core: Arc<Lock>,
+    client: Py<PyClient>,
+    blocking_timeout: Option<Duration>,
+    /// The `async with` block currently holding, to cancel if the hold is lost.
+    scope: Arc<Mutex<Option<Py<LossScope>>>>,
+}
+
+/// Cancels the task inside an `async with` block when its hold is lost.
+/// Runs on the event loop's thread (scheduled with `call_soon_threadsafe`).
+#[pyclass(frozen)]
+struct LossScope {
+    task: Py<PyAny>,
+    inside: AtomicBool,
+    fired: AtomicBool,
+}
+
+#[pymethods]
+impl LossScope {
+    fn __call__(&self, py: Python<'_>) -> PyResult<()> {
+        if self.inside.load(Ordering::SeqCst) && !self.fired.swap(true, Ordering::SeqCst) {
+            self.task.call_method1(py, "cancel", ("ferrolock: the lock was lost",))?;
+        }
+        Ok(())
+    }
+}
+
+fn names_of(name: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    if name.is_instance_of::<PyString>() {
+        return Ok(vec![args::name(name)?]);
+    }
+    if name.is_instance_of::<pyo3::types::PyList>() || name.is_instance_of::<PyTuple>() {
+        return name.try_iter()?.map(|n| args::name(&n?)).collect();
+    }
+    args::name(name).map(|n| vec![n])
+}
+
+fn on_lost_callback(f: Option<&Bound<'_, PyAny>>) -> PyResult<Option<LostCallback>> {
+    let Some(f) = f.filter(|f| !f.is_none()) else { return Ok(None) };
+    if !f.is_callable() {
+        return Err(PyTypeError::new_err("on_lost must be callable"));
+    }
+    let f = Arc::new(f.clone().unbind());
+    Ok(Some(Arc::new(move |_why: &str| {
+        let f = f.clone();
+        call_soon(move |py| {
+            if let Err(e) = f.call0(py) {
+                e.write_unraisable(py, Some(f.bind(py)));
+            }
+        });
+    })))
+}
+
+impl PyLock {
+    fn label(&self) -> String {
+        format!("lock {:?}", self.core.names().join(", "))
+    }
+
+    fn entry_wait(&self) -> PyResult<Wait> {
+        match self.blocking_timeout {
+            None => Ok(Wait::Forever),
+            Some(d) => args::deadline(d.as_secs_f64()),
+        }
+    }
+
+    fn not_acquired(&self) -> PyErr {
+        let within = self.blocking_timeout.map_or(String::new(), |d| format!(" within {} s", d.as_secs_f64()));
+        LockNotAcquired::new_err(format!("{} was not acquired{within}", self.label()))
+    }
+}
+
+/// The end of a `with` block: a lost hold raises `LockLost`, whatever the release said.
+fn finish(core: &Lock, released: PyResult<()>) -> PyResult<bool> {
+    if let Some(lease) = core.lease().filter(|l| l.is_lost()) {
+        let why = lease.lost_reason().unwrap_or_else(|| "its ttl ran out".into());
+        return Err(LockLost::new_err(format!("lock {:?} was lost: {why}", core.names().join(", "))));
+    }
+    released.map(|()| false)
+}
+
+#[pymethods]
+impl PyLock {
+    #[new]
+    #[pyo3(signature = (client, name, *, ttl=None, auto_renew=true, blocking_timeout=None, retry=None, metadata=None, token=None, on_lost=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        client: &Bound<'_, PyClient>,
+        name: &Bound<'_, PyAny>,
+        ttl: Option<&Bound<'_, PyAny>>,
+        auto_renew: bool,
+        blocking_timeout: Option<&Bound<'_, PyAny>>,
+        retry: Option<&Bound<'_, PyRetry>>,
+        metadata: Option<&Bound<'_, PyAny>>,
+        token: Option<&Bound<'_, PyAny>>,
+        on_lost: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let defaults = LockOptions::default();
+        let blocking_timeout = match blocking_timeout {
+            Some(t) if !t.is_none() => {
+                let t = args::number("blocking_timeout", t)?;
+                if !(t.is_finite() && t >= 0.0) {
+                    return Err(PyValueError::new_err(format!(
+                        "blocking_timeout must be a non-negative, finite number of seconds or None, got {t}"
+                    )));
+                }
+                Some(Duration::from_secs_f64(t))
+            }
+            _ => None,
+        };
+        let text = |what: &str, v: Option<&Bound<'_, PyAny>>| match v {
+            Some(v) if !v.is_none() => args::text(what, v).map(Some),
+            _ => Ok(None),
+        };
+        let opts = LockOptions {
+            ttl: args::optional_seconds("ttl", ttl)?.unwrap_or(defaults.ttl),
+            auto_renew,
+            retry: retry.map_or(defaults.retry, |r| r.get().inner.clone()),
+            metadata: text("metadata", metadata)?,
+            on_lost: on_lost_callback(on_lost)?,
+        };
+        let core = Lock::new(client.get().core.clone(), names_of(name)?, opts, text("token", token)?)?;
+        Ok(PyLock {
+            core: Arc::new(core),
+            client: client.clone().unbind(),
+            blocking_timeout,
+            scope: Arc::new(Mutex::new(None)),
+        })
+    }
+
+    /// `threading.Lock.acquire` semantics; the GIL is released while waiting.
+    #[pyo3(signature = (blocking=true, timeout=None))]
+    fn acquire(&self, py: Python<'_>, blocking: bool, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+        let wait_for = args::wait(blocking, timeout)?;
+        let core = self.core.clone();
+        wait_interruptible(py, self.core.client(), async move { core.acquire(wait_for).await })
+    }
+
+    #[pyo3(signature = (blocking=true, timeout=None))]
+    fn aacquire<'py>(&self, py: Python<'py>, blocking: bool, timeout: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        let wait_for = args::wait(blocking, timeout)?;
+        let core = self.core.clone();
+        awaitable(py, async move { Ok(core.acquire(wait_for).await?) })
+    }
+
+    fn release(&self, py: Python<'_>) -> PyResult<()> {
+        let core = self.core.clone();
+        wait(py, async move { core.release().await })
+    }
+
+    /// Releases even when the awaiting task is cancelled.
+    fn arelease<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let core = self.core.clone();
+        awaitable(py, async move {
+            match runtime().spawn(async move { core.release().await }).await {
+                Ok(released) => Ok(released?),
+                Err(e) => Err(internal_error(&e)),
+            }
+        })
+    }
+
+    #[pyo3(signature = (ttl=None))]
+    fn extend(&self, py: Python<'_>, ttl: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let (core, ttl) = (self.core.clone(), args::optional_seconds("ttl", ttl)?);
+        wait(py, async move { core.extend(ttl).await })
+    }
+
+    #[pyo3(signature = (ttl=None))]
+    fn aextend<'py>(&self, py: Python<'py>, ttl: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        let (core, ttl) = (self.core.clone(), args::optional_seconds("ttl", ttl)?);
+        awaitable(py, async move { Ok(core.extend(ttl).await?) })
+    }
+
+    fn locked(&self, py: Python<'_>) -> PyResult<bool> {
+        let core = self.core.clone();
+        wait(py, async move { core.locked().await })
+    }
+
+    fn alocked<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let core = self.core.clone();
+        awaitable(py, async move { Ok(core.locked().await?) })
+    }
+
+    fn owned(&self, py: Python<'_>) -> PyResult<bool> {
+        let core = self.core.clone();
+        wait(py, async move { core.owned().await })
+    }
+
+    fn aowned<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let core = self.core.clone();
+        awaitable(py, async move { Ok(core.owned().await?) })
+    }
+
+    /// Seconds left on this handle's hold, or None when it holds nothing.
+    fn ttl(&self, py: Python<'_>) -> PyResult<Option<f64>> {
+        let core = self.core.clone();
+        wait(py, async move { Ok(core.remaining().await?.map(|d| d.as_secs_f64())) })
+    }
+
+    fn attl<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let core = self.core.clone();
+        awaitable(py, async move { Ok(core.remaining().await?.map(|d| d.as_secs_f64())) })
+    }
+
+    /// Who holds each name of this lock (None for a free one).
+    fn inspect(&self, py: Python<'_>) -> PyResult<Vec<Option<LockInfo>>> {
+        let core = self.core.clone();
+        wait(py, async move {
+            let records = core.inspect().await?;
+            Ok(core.names().iter().zip(records).map(|(n, r)| r.map(|r| LockInfo::new(n.clone(), r))).collect())
+        })
+    }
+
+    #[getter]
+    fn name(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let names = self.core.names();
+        if names.len() == 1 {
+            Ok(PyString::new(py, &names[0]).into_any().unbind())
+        } else {
+            Ok(PyTuple::new(py, names)?.into_any().unbind())
+        }
+    }
+
+    #[getter]
+    fn names<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.core.names())
+    }
+
+    #[getter]
+    fn token(&self) -> Option<String> {
+        self.core.token()
+    }
+
+    #[getter]
+    fn fence(&self) -> Option<i64> {
+        self.core.fence()
+    }
+
+    #[getter]
+    fn lost(&self) -> bool {
+        self.core.lost()
+    }
+
+    #[getter]
+    fn client(&self, py: Python<'_>) -> Py<PyClient> {
+        self.client.clone_ref(py)
+    }
+
+    fn __enter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, Self>> {
+        let me = slf.get();
+        let (core, wait_for) = (me.core.clone(), me.entry_wait()?);
+        if wait_interruptible(slf.py(), me.core.client(), async move { core.acquire(wait_for).await })? {
+            Ok(slf.clone())
+        } else {
+            Err(me.not_acquired())
+        }
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        let core = self.core.clone();
+        let released = wait(py, async move { core.release().await });
+        finish(&self.core, released)
+    }
+
+    fn __aenter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let me = slf.get();
+        let asyncio = py.import("asyncio")?;
+        let task = asyncio.call_method0("current_task")?;
+        let event_loop = asyncio.call_method0("get_running_loop")?.unbind();
+        let scope = Py::new(py, LossScope { task: task.unbind(), inside: AtomicBool::new(true), fired: AtomicBool::new(false) })?;
+        let hook_scope = scope.clone_ref(py);
+        let (core, wait_for, slot) = (me.core.clone(), me.entry_wait()?, me.scope.clone());
+        let not_acquired = me.not_acquired();
+        let handle = slf.clone().unbind();
+        awaitable(py, async move {
+            if !core.acquire(wait_for).await? {
+                return Err(not_acquired);
+            }
+            *slot.lock().unwrap() = Some(scope);
+            if let Some(lease) = core.lease() {
+                lease.on_lost(Box::new(move |_| {
+                    call_soon(move |py| {
+                        let _ = event_loop.call_method1(py, "call_soon_threadsafe", (hook_scope,));
+                    });
+                }));
+            }
+            Ok(handle)
+        })
+    }
+
+    #[pyo3(signature = (exc_type, _exc=None, _tb=None))]
+    fn __aexit__<'py>(
+        &self,
+        py: Python<'py>,
+        exc_type: &Bound<'py, PyAny>,
+        _exc: Option<&Bound<'py, PyAny>>,
+        _tb: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        if let Some(scope) = self.scope.lock().unwrap().take() {
+            let scope = scope.get();
+            scope.inside.store(false, Ordering::SeqCst);
+            let cancelled = py.import("asyncio")?.getattr("CancelledError")?;
+            let ours = scope.fired.load(Ordering::SeqCst) && !exc_type.is_none() && exc_type.is(&cancelled);
+            if ours && scope.task.bind(py).hasattr("uncancel")? {
+                scope.task.call_method0(py, "uncancel")?;
+            }
+        }
+        let core = self.core.clone();
+        awaitable(py, async move {
+            let releasing = core.clone();
+            let released = match runtime().spawn(async move { releasing.release().await }).await {
+                Ok(r) => r.map_err(PyErr::from),
+                Err(e) => Err(internal_error(&e)),
+            };
+            finish(&core, released)
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        let state = match (self.core.is_held(), self.core.fence()) {
+            (true, Some(f)) => format!(" held fence={f}"),
+            (true, None) => " restored".into(),
+            (false, _) => String::new(),
+        };
+        format!("<ferrolock.Lock {:?}{state}>", self.core.names().join(", "))
+    }
+}

@@ -1,0 +1,38 @@
+//! PyO3 bindings: the only code that knows about Python.
+
+pub mod args;
+pub mod client;
+pub mod errors;
+pub mod lock;
+pub mod retry;
+pub mod runtime;
+
+use pyo3::prelude::*;
+
+
+#[pymodule]
+pub mod _ferrolock {
+    use pyo3::prelude::*;
+
+    #[pymodule_export]
+    use super::client::{LockInfo, PyClient};
+    #[pymodule_export]
+    use super::lock::PyLock;
+    #[pymodule_export]
+    use super::retry::PyRetry;
+
+    #[pymodule_init]
+    fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
+        let py = m.py();
+        m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+        m.add("LockError", py.get_type::<super::errors::LockError>())?;
+        m.add("LockNotAcquired", py.get_type::<super::errors::LockNotAcquired>())?;
+        m.add("LockNotOwned", py.get_type::<super::errors::LockNotOwned>())?;
+        m.add("LockLost", py.get_type::<super::errors::LockLost>())?;
+        m.add("LockConnectionError", super::errors::connection_error(py)?)?;
+        // Core log records go to Python's `logging`, under the `ferrolock` logger.
+        let _ = pyo3_log::try_init();
+        Ok(())
+    }
+}
+

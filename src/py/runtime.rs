@@ -1,0 +1,153 @@
+//! The tokio runtime behind every call, and the two ways Python waits on it.
+//! One runtime per process: after `os.fork()` the child builds its own (the
+//! parent's worker threads do not exist there).
+
+use std::cell::OnceCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use pyo3_async_runtimes::{generic, TaskLocals};
+use tokio::runtime::Runtime;
+
+use crate::client::Client;
+use crate::error::Result;
+
+use super::errors::internal_error;
+
+static RUNTIME: Mutex<Option<(u32, Arc<Runtime>)>> = Mutex::new(None);
+
+/// How often a blocked `acquire` looks for Ctrl-C.
+const SIGNAL_POLL: Duration = Duration::from_millis(50);
+
+pub fn runtime() -> Arc<Runtime> {
+    let pid = std::process::id();
+    let mut slot = RUNTIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((owner, rt)) = &*slot {
+        if *owner == pid {
+            return rt.clone();
+        }
+    }
+    if let Some(stale) = slot.take() {
+        // The parent's runtime: its threads are gone, and shutting it down would wait for them.
+        std::mem::forget(stale);
+    }
+    let rt = Arc::new(
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("ferrolock")
+            .enable_all()
+            .build()
+            .expect("cannot start the tokio runtime"),
+    );
+    *slot = Some((pid, rt.clone()));
+    rt
+}
+
+/// Runs `fut` with the GIL released until it ends (use for steps bounded by
+/// the command timeout).
+pub fn wait<F, T>(py: Python<'_>, fut: F) -> PyResult<T>
+where
+    F: Future<Output = Result<T>> + Send + 'static,
+    T: Send + 'static,
+{
+    let rt = runtime();
+    let task = rt.spawn(fut);
+    match py.detach(|| rt.block_on(task)) {
+        Ok(result) => result.map_err(PyErr::from),
+        Err(e) => Err(internal_error(&e)),
+    }
+}
+
+/// Like `wait`, for waits of any length: looks for signals every 50 ms, and on
+/// one (Ctrl-C) drops `fut` (cancel-safe: nothing is left behind) and waits
+/// for `client`'s clean-ups before raising.
+pub fn wait_interruptible<F, T>(py: Python<'_>, client: &Client, fut: F) -> PyResult<T>
+where
+    F: Future<Output = Result<T>> + Send + 'static,
+    T: Send + 'static,
+{
+    let rt = runtime();
+    let mut task = rt.spawn(fut);
+    loop {
+        let joined = py.detach(|| rt.block_on(async { tokio::time::timeout(SIGNAL_POLL, &mut task).await }));
+        match joined {
+            Ok(Ok(result)) => return result.map_err(PyErr::from),
+            Ok(Err(e)) => return Err(internal_error(&e)),
+            Err(_) => {
+                if let Err(signal) = py.check_signals() {
+                    task.abort();
+                    let client = client.clone();
+                    let limit = client.options().command_timeout;
+                    py.detach(|| {
+                        rt.block_on(async {
+                            let _ = (&mut task).await;
+                            let _ = tokio::time::timeout(limit, client.settle()).await;
+                        });
+                    });
+                    return Err(signal);
+                }
+            }
+        }
+    }
+}
+
+/// Hands our runtime to pyo3-async-runtimes.
+pub struct Rt;
+
+tokio::task_local! {
+    static TASK_LOCALS: OnceCell<TaskLocals>;
+}
+
+impl generic::Runtime for Rt {
+    type JoinError = tokio::task::JoinError;
+    type JoinHandle = tokio::task::JoinHandle<()>;
+
+    fn spawn<F>(fut: F) -> Self::JoinHandle
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        runtime().spawn(fut)
+    }
+
+    fn spawn_blocking<F>(f: F) -> Self::JoinHandle
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        runtime().spawn_blocking(f)
+    }
+}
+
+impl generic::ContextExt for Rt {
+    fn scope<F, R>(locals: TaskLocals, fut: F) -> Pin<Box<dyn Future<Output = R> + Send>>
+    where
+        F: Future<Output = R> + Send + 'static,
+    {
+        let cell = OnceCell::new();
+        let _ = cell.set(locals);
+        Box::pin(TASK_LOCALS.scope(cell, fut))
+    }
+
+    fn get_task_locals() -> Option<TaskLocals> {
+        TASK_LOCALS.try_with(|c| c.get().cloned()).unwrap_or_default()
+    }
+}
+
+/// An asyncio awaitable running `fut` on our runtime. Cancelling it drops `fut`.
+pub fn awaitable<'py, F, T>(py: Python<'py>, fut: F) -> PyResult<Bound<'py, PyAny>>
+where
+    F: Future<Output = PyResult<T>> + Send + 'static,
+    T: for<'a> IntoPyObject<'a> + Send + 'static,
+{
+    generic::future_into_py::<Rt, F, T>(py, fut)
+}
+
+/// Runs a Python callable on a blocking thread (never on a runtime worker).
+pub fn call_soon<F>(f: F)
+where
+    F: FnOnce(Python<'_>) + Send + 'static,
+{
+    runtime().spawn_blocking(move || Python::attach(f));
+}
