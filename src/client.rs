@@ -79,7 +79,11 @@ impl Client {
         }
         let url = normalize_url(&opts.url)?;
         let info = url.as_str().into_connection_info().map_err(|e| {
-            Error::InvalidArgument(format!("invalid Redis URL {}: {}", redact(&url), e.detail().unwrap_or("unparsable")))
+            Error::InvalidArgument(format!(
+                "invalid Redis URL {}: {}",
+                redact(&url),
+                e.detail().unwrap_or("unparsable")
+            ))
         })?;
         let display = describe(&info);
         let redis = match (&opts.ca_file, info.addr()) {
@@ -88,11 +92,16 @@ impl Client {
                     Error::InvalidArgument(format!("cannot read ca_file {}: {e}", path.display()))
                 })?;
                 install_crypto_provider();
-                let certs = redis::TlsCertificates { client_tls: None, root_cert: Some(pem) };
+                let certs = redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(pem),
+                };
                 redis::Client::build_with_tls(info, certs)
             }
             (Some(_), _) => {
-                return Err(Error::InvalidArgument("ca_file needs a rediss:// URL".into()));
+                return Err(Error::InvalidArgument(
+                    "ca_file needs a rediss:// URL".into(),
+                ));
             }
             (None, addr) => {
                 if matches!(addr, ConnectionAddr::TcpTls { .. }) {
@@ -189,7 +198,10 @@ impl Client {
     /// Who holds `name`, or `None` when it is free.
     pub async fn inspect(&self, name: &str) -> Result<Option<Record>> {
         let keys = [self.keys().lock(name)];
-        Ok(scripts::inspect(&mut self.conn().await?, &keys).await?.pop().flatten())
+        Ok(scripts::inspect(&mut self.conn().await?, &keys)
+            .await?
+            .pop()
+            .flatten())
     }
 
     /// Runs a clean-up (a release after a cancelled acquire) detached from
@@ -249,7 +261,9 @@ fn normalize_url(raw: &str) -> Result<String> {
 fn percent_encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
             _ => format!("%{b:02X}"),
         })
         .collect()
@@ -286,8 +300,14 @@ mod tests {
 
     #[test]
     fn seed_style_addresses() {
-        assert_eq!(normalize_url("s3cret@10.0.0.1:6380").unwrap(), "redis://:s3cret@10.0.0.1:6380");
-        assert_eq!(normalize_url("localhost:6379").unwrap(), "redis://localhost:6379");
+        assert_eq!(
+            normalize_url("s3cret@10.0.0.1:6380").unwrap(),
+            "redis://:s3cret@10.0.0.1:6380"
+        );
+        assert_eq!(
+            normalize_url("localhost:6379").unwrap(),
+            "redis://localhost:6379"
+        );
         assert_eq!(normalize_url("p@ss@h:1").unwrap(), "redis://:p%40ss@h:1");
         assert!(normalize_url("  ").is_err());
     }

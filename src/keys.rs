@@ -24,7 +24,9 @@ pub struct KeySpace {
 
 impl KeySpace {
     pub fn new(prefix: &str) -> Self {
-        Self { prefix: escape(prefix) }
+        Self {
+            prefix: escape(prefix),
+        }
     }
 
     /// The hash holding the exclusive hold of `name`.

@@ -88,25 +88,45 @@ struct Hold {
     lease: Arc<Lease>,
     /// Restored from a token, not yet re-acquired: the next acquire adopts it.
     adopted: bool,
-    _watchdog: Option<Watchdog>,
+    watchdog: Option<Watchdog>,
 }
 
 impl Lock {
     /// A handle on the lock `names` (one name, or several taken all-or-nothing).
     /// With `token`, the handle starts out holding the lock that token owns
     /// (seed 004's restore): it can release it, or acquire to adopt it.
-    pub fn new(client: Client, names: Vec<String>, opts: LockOptions, token: Option<String>) -> Result<Lock> {
+    pub fn new(
+        client: Client,
+        names: Vec<String>,
+        opts: LockOptions,
+        token: Option<String>,
+    ) -> Result<Lock> {
         validate(&names, &opts, token.as_deref())?;
         let keys: Arc<[String]> = names.iter().map(|n| client.keys().lock(n)).collect();
         let gate = Arc::new(Semaphore::new(1));
         let mut state = State::default();
         if let Some(token) = token {
-            gate.try_acquire().expect("a new gate has its permit").forget();
+            gate.try_acquire()
+                .expect("a new gate has its permit")
+                .forget();
             let lease = Arc::new(Lease::new(None, opts.ttl));
             state.last = Some(lease.clone());
-            state.hold = Some(Hold { token, fence: None, lease, adopted: true, _watchdog: None });
+            state.hold = Some(Hold {
+                token,
+                fence: None,
+                lease,
+                adopted: true,
+                watchdog: None,
+            });
         }
-        Ok(Lock { client, names, keys, opts, gate, state: Mutex::new(state) })
+        Ok(Lock {
+            client,
+            names,
+            keys,
+            opts,
+            gate,
+            state: Mutex::new(state),
+        })
     }
 
     pub fn names(&self) -> &[String] {
@@ -149,7 +169,14 @@ impl Lock {
             // Until the answer is in, the script may have taken the lock: if this
             // future is dropped now, release it in the background.
             let guard = adopted.is_none().then(|| CleanupGuard::new(self, &token));
-            let answer = scripts::obtain(&mut self.client.conn().await?, &self.keys, &token, ttl_ms, metadata).await;
+            let answer = scripts::obtain(
+                &mut self.client.conn().await?,
+                &self.keys,
+                &token,
+                ttl_ms,
+                metadata,
+            )
+            .await;
             let answer = match answer {
                 Ok(a) => a,
                 Err(e) => return Err(e), // the guard releases, in case it ran
@@ -170,7 +197,9 @@ impl Lock {
                         g.disarm();
                     }
                     failed += 1;
-                    let Some(mut delay) = self.opts.retry.delay(failed) else { return Ok(false) };
+                    let Some(mut delay) = self.opts.retry.delay(failed) else {
+                        return Ok(false);
+                    };
                     if wait.expired() {
                         return Ok(false);
                     }
@@ -193,7 +222,10 @@ impl Lock {
         match wait {
             Wait::No => gate.try_acquire_owned().ok(),
             Wait::Forever => gate.acquire_owned().await.ok(),
-            Wait::Until(t) => tokio::time::timeout_at(t.into(), gate.acquire_owned()).await.ok()?.ok(),
+            Wait::Until(t) => tokio::time::timeout_at(t.into(), gate.acquire_owned())
+                .await
+                .ok()?
+                .ok(),
         }
     }
 
@@ -220,19 +252,37 @@ impl Lock {
         let watchdog = Watchdog::start(renewal, self.opts.auto_renew);
         let mut state = self.state.lock().unwrap();
         state.last = Some(lease.clone());
-        state.hold = Some(Hold { token, fence: Some(fence), lease, adopted: false, _watchdog: Some(watchdog) });
+        state.hold = Some(Hold {
+            token,
+            fence: Some(fence),
+            lease,
+            adopted: false,
+            watchdog: Some(watchdog),
+        });
     }
 
     /// Gives the lock up. `NotOwned` when this handle holds nothing, or Redis
     /// says its hold had already ended (then nobody else's hold is touched).
     pub async fn release(&self) -> Result<()> {
-        let hold = self.state.lock().unwrap().hold.take().ok_or_else(|| self.not_owned())?;
+        let hold = self
+            .state
+            .lock()
+            .unwrap()
+            .hold
+            .take()
+            .ok_or_else(|| self.not_owned())?;
         // This handle no longer holds, whatever Redis answers; renewal stops
         // (the watchdog drops) before the release is sent.
         self.gate.add_permits(1);
-        let Hold { token, lease, _watchdog, .. } = hold;
-        drop(_watchdog);
-        let released = scripts::release(&mut self.client.conn().await?, &self.keys, &token, false).await?;
+        let Hold {
+            token,
+            lease,
+            watchdog,
+            ..
+        } = hold;
+        drop(watchdog);
+        let released =
+            scripts::release(&mut self.client.conn().await?, &self.keys, &token, false).await?;
         if released == 0 {
             lease.mark_lost("it had expired or been taken over before release");
             return Err(Error::NotOwned(format!(
@@ -250,15 +300,29 @@ impl Lock {
         check_ttl(ttl)?;
         let (token, lease) = self.current().ok_or_else(|| self.not_owned())?;
         if lease.is_lost() {
-            return Err(Error::NotOwned(format!("{} was lost: {}", self.label(), lease.lost_reason().unwrap_or_default())));
+            return Err(Error::NotOwned(format!(
+                "{} was lost: {}",
+                self.label(),
+                lease.lost_reason().unwrap_or_default()
+            )));
         }
         let sent = Instant::now();
-        if scripts::refresh(&mut self.client.conn().await?, &self.keys, &token, ttl.as_millis() as u64).await? {
+        if scripts::refresh(
+            &mut self.client.conn().await?,
+            &self.keys,
+            &token,
+            ttl.as_millis() as u64,
+        )
+        .await?
+        {
             lease.renewed(sent, ttl);
             Ok(())
         } else {
             lease.mark_lost("it had expired or been taken over before extend");
-            Err(Error::NotOwned(format!("{} is no longer held by this handle", self.label())))
+            Err(Error::NotOwned(format!(
+                "{} is no longer held by this handle",
+                self.label()
+            )))
         }
     }
 
@@ -279,12 +343,16 @@ impl Lock {
 
     /// Time left on this handle's hold, or `None` when it holds nothing.
     pub async fn remaining(&self) -> Result<Option<Duration>> {
-        let Some((token, _)) = self.current() else { return Ok(None) };
+        let Some((token, _)) = self.current() else {
+            return Ok(None);
+        };
         let records = self.inspect().await?;
         let mut least: Option<i64> = None;
         for r in &records {
             match r {
-                Some(r) if r.token == token => least = Some(least.map_or(r.pttl_ms, |l| l.min(r.pttl_ms))),
+                Some(r) if r.token == token => {
+                    least = Some(least.map_or(r.pttl_ms, |l| l.min(r.pttl_ms)));
+                }
                 _ => return Ok(None),
             }
         }
@@ -292,7 +360,12 @@ impl Lock {
     }
 
     fn current(&self) -> Option<(String, Arc<Lease>)> {
-        self.state.lock().unwrap().hold.as_ref().map(|h| (h.token.clone(), h.lease.clone()))
+        self.state
+            .lock()
+            .unwrap()
+            .hold
+            .as_ref()
+            .map(|h| (h.token.clone(), h.lease.clone()))
     }
 
     /// Whether this handle holds the lock, by its own account (no round trip).
@@ -306,7 +379,12 @@ impl Lock {
 
     /// The fence of the current hold: greater than every earlier one for these names.
     pub fn fence(&self) -> Option<i64> {
-        self.state.lock().unwrap().hold.as_ref().and_then(|h| h.fence)
+        self.state
+            .lock()
+            .unwrap()
+            .hold
+            .as_ref()
+            .and_then(|h| h.fence)
     }
 
     /// The lease of the current (or latest) hold.
@@ -334,7 +412,12 @@ struct CleanupGuard {
 
 impl CleanupGuard {
     fn new(lock: &Lock, token: &str) -> Self {
-        CleanupGuard { client: lock.client.clone(), keys: lock.keys.clone(), token: token.to_string(), armed: true }
+        CleanupGuard {
+            client: lock.client.clone(),
+            keys: lock.keys.clone(),
+            token: token.to_string(),
+            armed: true,
+        }
     }
 
     fn disarm(mut self) {
@@ -347,7 +430,11 @@ impl Drop for CleanupGuard {
         if !self.armed {
             return;
         }
-        let (client, keys, token) = (self.client.clone(), self.keys.clone(), std::mem::take(&mut self.token));
+        let (client, keys, token) = (
+            self.client.clone(),
+            self.keys.clone(),
+            std::mem::take(&mut self.token),
+        );
         self.client.spawn_cleanup(async move {
             if let Ok(mut conn) = client.conn().await {
                 let _ = scripts::release(&mut conn, &keys, &token, false).await;
@@ -383,21 +470,33 @@ pub fn check_name(name: &str) -> Result<()> {
 
 fn validate(names: &[String], opts: &LockOptions, token: Option<&str>) -> Result<()> {
     if names.is_empty() {
-        return Err(Error::InvalidArgument("a lock needs at least one name".into()));
+        return Err(Error::InvalidArgument(
+            "a lock needs at least one name".into(),
+        ));
     }
     for (i, name) in names.iter().enumerate() {
         check_name(name)?;
         if names[..i].contains(name) {
-            return Err(Error::InvalidArgument(format!("lock name {name:?} is given twice")));
+            return Err(Error::InvalidArgument(format!(
+                "lock name {name:?} is given twice"
+            )));
         }
     }
     check_ttl(opts.ttl)?;
-    if opts.metadata.as_ref().is_some_and(|m| m.len() > MAX_METADATA) {
-        return Err(Error::InvalidArgument(format!("metadata is longer than {MAX_METADATA} bytes")));
+    if opts
+        .metadata
+        .as_ref()
+        .is_some_and(|m| m.len() > MAX_METADATA)
+    {
+        return Err(Error::InvalidArgument(format!(
+            "metadata is longer than {MAX_METADATA} bytes"
+        )));
     }
     if let Some(t) = token {
         if t.is_empty() || t.len() > MAX_TOKEN {
-            return Err(Error::InvalidArgument(format!("token must be 1 to {MAX_TOKEN} bytes long")));
+            return Err(Error::InvalidArgument(format!(
+                "token must be 1 to {MAX_TOKEN} bytes long"
+            )));
         }
     }
     Ok(())

@@ -11,7 +11,11 @@ use crate::error::{Error, Result};
 macro_rules! lua {
     ($name:ident, $file:literal) => {
         static $name: LazyLock<Script> = LazyLock::new(|| {
-            Script::new(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $file)))
+            Script::new(include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/lua/",
+                $file
+            )))
         });
     };
 }
@@ -24,9 +28,13 @@ lua!(INSPECT, "inspect.lua");
 /// What `obtain.lua` answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Obtain {
-    Taken { fence: i64 },
+    Taken {
+        fence: i64,
+    },
     /// Held by another owner for `pttl_ms` more (-1: no expiry, -2: just gone).
-    Busy { pttl_ms: i64 },
+    Busy {
+        pttl_ms: i64,
+    },
 }
 
 /// The holder of one lock key, as stored in Redis.
@@ -45,9 +53,18 @@ pub async fn obtain(
     ttl_ms: u64,
     metadata: &str,
 ) -> Result<Obtain> {
-    let (taken, n): (i64, i64) =
-        OBTAIN.key(keys).arg(token).arg(ttl_ms).arg(metadata).invoke_async(conn).await?;
-    Ok(if taken == 1 { Obtain::Taken { fence: n } } else { Obtain::Busy { pttl_ms: n } })
+    let (taken, n): (i64, i64) = OBTAIN
+        .key(keys)
+        .arg(token)
+        .arg(ttl_ms)
+        .arg(metadata)
+        .invoke_async(conn)
+        .await?;
+    Ok(if taken == 1 {
+        Obtain::Taken { fence: n }
+    } else {
+        Obtain::Busy { pttl_ms: n }
+    })
 }
 
 /// Returns how many keys were released; 0 when `token` did not hold them all.
@@ -57,7 +74,12 @@ pub async fn release(
     token: &str,
     force: bool,
 ) -> Result<u64> {
-    Ok(RELEASE.key(keys).arg(token).arg(if force { "1" } else { "0" }).invoke_async(conn).await?)
+    Ok(RELEASE
+        .key(keys)
+        .arg(token)
+        .arg(if force { "1" } else { "0" })
+        .invoke_async(conn)
+        .await?)
 }
 
 /// Returns whether `token` still held every key (and now holds it for `ttl_ms`).
@@ -67,7 +89,12 @@ pub async fn refresh(
     token: &str,
     ttl_ms: u64,
 ) -> Result<bool> {
-    let renewed: i64 = REFRESH.key(keys).arg(token).arg(ttl_ms).invoke_async(conn).await?;
+    let renewed: i64 = REFRESH
+        .key(keys)
+        .arg(token)
+        .arg(ttl_ms)
+        .invoke_async(conn)
+        .await?;
     Ok(renewed == 1)
 }
 
@@ -80,7 +107,8 @@ fn parse_record(entry: Vec<Value>) -> Result<Option<Record>> {
     if entry.is_empty() {
         return Ok(None);
     }
-    let bad = |e: redis::ParsingError| Error::Redis(format!("unexpected reply from inspect.lua: {e}"));
+    let bad =
+        |e: redis::ParsingError| Error::Redis(format!("unexpected reply from inspect.lua: {e}"));
     let mut it = entry.into_iter();
     let mut next = || it.next().unwrap_or(Value::Nil);
     let token: String = redis::from_redis_value(next()).map_err(bad)?;

@@ -39,7 +39,9 @@ impl Watchdog {
                 renew_until_lost(renewal).await;
             } else if let Some(until) = renewal.lease.valid_until() {
                 sleep_until(until.into()).await;
-                renewal.lease.mark_lost("its ttl ran out (auto_renew is off)");
+                renewal
+                    .lease
+                    .mark_lost("its ttl ran out (auto_renew is off)");
             }
         });
         Watchdog { task }
@@ -52,7 +54,9 @@ async fn renew_until_lost(r: Renewal) {
         sleep_until((sent + r.lease.ttl() / 3).into()).await;
         let mut backoff = Duration::from_millis(10);
         loop {
-            let Some(deadline) = r.lease.valid_until() else { return };
+            let Some(deadline) = r.lease.valid_until() else {
+                return;
+            };
             let ttl = r.lease.ttl();
             sent = Instant::now();
             let attempt = async {
@@ -71,7 +75,12 @@ async fn renew_until_lost(r: Renewal) {
                     log::debug!("renewed {} for {:?}", r.label, ttl);
                     break;
                 }
-                Ok(false) => return lose(&r, "it expired or was taken over before it could be renewed"),
+                Ok(false) => {
+                    return lose(
+                        &r,
+                        "it expired or was taken over before it could be renewed",
+                    )
+                }
                 Err(e) => {
                     log::warn!("renewing {} failed, retrying: {e}", r.label);
                     tokio::select! {

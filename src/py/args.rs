@@ -10,17 +10,28 @@ use pyo3::types::{PyBool, PyFloat, PyInt, PyString};
 use crate::lock::Wait;
 
 fn type_name(v: &Bound<'_, PyAny>) -> String {
-    v.get_type().name().map_or_else(|_| "?".into(), |n| n.to_string())
+    v.get_type()
+        .name()
+        .map_or_else(|_| "?".into(), |n| n.to_string())
 }
 
 /// A real number of seconds (int or float, not bool).
 pub fn number(what: &str, v: &Bound<'_, PyAny>) -> PyResult<f64> {
-    if v.is_instance_of::<PyBool>() || !(v.is_instance_of::<PyFloat>() || v.is_instance_of::<PyInt>()) {
-        return Err(PyTypeError::new_err(format!("{what} must be a number of seconds, got {}", type_name(v))));
+    if v.is_instance_of::<PyBool>()
+        || !(v.is_instance_of::<PyFloat>() || v.is_instance_of::<PyInt>())
+    {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be a number of seconds, got {}",
+            type_name(v)
+        )));
     }
-    let x: f64 = v.extract().map_err(|_| PyValueError::new_err(format!("{what} is out of range")))?;
+    let x: f64 = v
+        .extract()
+        .map_err(|_| PyValueError::new_err(format!("{what} is out of range")))?;
     if x.is_nan() {
-        return Err(PyValueError::new_err(format!("{what} must be a number of seconds, got NaN")));
+        return Err(PyValueError::new_err(format!(
+            "{what} must be a number of seconds, got NaN"
+        )));
     }
     Ok(x)
 }
@@ -29,9 +40,12 @@ pub fn number(what: &str, v: &Bound<'_, PyAny>) -> PyResult<f64> {
 pub fn seconds(what: &str, v: &Bound<'_, PyAny>) -> PyResult<Duration> {
     let x = number(what, v)?;
     if !x.is_finite() || x <= 0.0 {
-        return Err(PyValueError::new_err(format!("{what} must be a positive, finite number of seconds, got {x}")));
+        return Err(PyValueError::new_err(format!(
+            "{what} must be a positive, finite number of seconds, got {x}"
+        )));
     }
-    Duration::try_from_secs_f64(x).map_err(|_| PyValueError::new_err(format!("{what} is out of range: {x}")))
+    Duration::try_from_secs_f64(x)
+        .map_err(|_| PyValueError::new_err(format!("{what} is out of range: {x}")))
 }
 
 /// `None` or a positive, finite number of seconds.
@@ -52,9 +66,11 @@ pub fn text(what: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
     let s = v
         .cast::<PyString>()
         .map_err(|_| PyTypeError::new_err(format!("{what} must be str, got {}", type_name(v))))?;
-    s.to_cow()
-        .map(std::borrow::Cow::into_owned)
-        .map_err(|_| PyValueError::new_err(format!("{what} must be valid Unicode (it holds a lone surrogate)")))
+    s.to_cow().map(std::borrow::Cow::into_owned).map_err(|_| {
+        PyValueError::new_err(format!(
+            "{what} must be valid Unicode (it holds a lone surrogate)"
+        ))
+    })
 }
 
 /// `threading.Lock.acquire(blocking, timeout)` semantics.
@@ -69,8 +85,7 @@ pub fn wait(blocking: bool, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Wait
             Err(PyValueError::new_err("can't specify a timeout for a non-blocking call"))
         }
         (false, _) => Ok(Wait::No),
-        (true, None) => Ok(Wait::Forever),
-        (true, Some(t)) if t == -1.0 => Ok(Wait::Forever),
+        (true, None | Some(-1.0)) => Ok(Wait::Forever),
         (true, Some(t)) if t < 0.0 => Err(PyValueError::new_err(format!(
             "timeout must be a non-negative number of seconds, or -1 / None to wait forever; got {t}"
         ))),

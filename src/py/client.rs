@@ -32,7 +32,13 @@ pub struct LockInfo {
 impl LockInfo {
     pub(crate) fn new(name: String, r: Record) -> Self {
         let ttl = (r.pttl_ms >= 0).then(|| r.pttl_ms as f64 / 1000.0);
-        LockInfo { name, token: r.token, metadata: r.metadata, fence: r.fence, ttl }
+        LockInfo {
+            name,
+            token: r.token,
+            metadata: r.metadata,
+            fence: r.fence,
+            ttl,
+        }
     }
 }
 
@@ -69,8 +75,10 @@ impl PyClient {
                 Some(u) if !u.is_none() => args::text("url", u)?,
                 _ => defaults.url.clone(),
             },
-            connect_timeout: args::optional_seconds("connect_timeout", connect_timeout)?.unwrap_or(defaults.connect_timeout),
-            command_timeout: args::optional_seconds("command_timeout", command_timeout)?.unwrap_or(defaults.command_timeout),
+            connect_timeout: args::optional_seconds("connect_timeout", connect_timeout)?
+                .unwrap_or(defaults.connect_timeout),
+            command_timeout: args::optional_seconds("command_timeout", command_timeout)?
+                .unwrap_or(defaults.command_timeout),
             prefix: match prefix {
                 Some(p) if !p.is_none() => args::text("prefix", p)?,
                 _ => defaults.prefix,
@@ -85,14 +93,25 @@ impl PyClient {
 
     /// A `Lock` on `name`; keyword arguments as for `Lock`.
     #[pyo3(signature = (name, **options))]
-    fn lock<'py>(slf: &Bound<'py, Self>, name: &Bound<'py, PyAny>, options: Option<&Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyLock>> {
+    fn lock<'py>(
+        slf: &Bound<'py, Self>,
+        name: &Bound<'py, PyAny>,
+        options: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyLock>> {
         let py = slf.py();
-        py.get_type::<PyLock>().call(PyTuple::new(py, [slf.as_any(), name])?, options)?.cast_into::<PyLock>().map_err(Into::into)
+        py.get_type::<PyLock>()
+            .call(PyTuple::new(py, [slf.as_any(), name])?, options)?
+            .cast_into::<PyLock>()
+            .map_err(Into::into)
     }
 
     /// One `Lock` over every name in `names`, taken all-or-nothing.
     #[pyo3(signature = (names, **options))]
-    fn multi_lock<'py>(slf: &Bound<'py, Self>, names: &Bound<'py, PyAny>, options: Option<&Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyLock>> {
+    fn multi_lock<'py>(
+        slf: &Bound<'py, Self>,
+        names: &Bound<'py, PyAny>,
+        options: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyLock>> {
         let names = PyTuple::new(slf.py(), names.try_iter()?.collect::<PyResult<Vec<_>>>()?)?;
         Self::lock(slf, names.as_any(), options)
     }
@@ -103,7 +122,11 @@ impl PyClient {
         wait(py, async move { client.force_release(&name).await })
     }
 
-    fn aforce_release<'py>(&self, py: Python<'py>, name: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    fn aforce_release<'py>(
+        &self,
+        py: Python<'py>,
+        name: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let (client, name) = (self.core.clone(), checked(name)?);
         awaitable(py, async move { Ok(client.force_release(&name).await?) })
     }
@@ -111,12 +134,20 @@ impl PyClient {
     /// Who holds `name` (token, metadata, fence, ttl), or None.
     fn inspect(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<Option<LockInfo>> {
         let (client, name) = (self.core.clone(), checked(name)?);
-        wait(py, async move { Ok(client.inspect(&name).await?.map(|r| LockInfo::new(name, r))) })
+        wait(py, async move {
+            Ok(client.inspect(&name).await?.map(|r| LockInfo::new(name, r)))
+        })
     }
 
-    fn ainspect<'py>(&self, py: Python<'py>, name: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    fn ainspect<'py>(
+        &self,
+        py: Python<'py>,
+        name: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let (client, name) = (self.core.clone(), checked(name)?);
-        awaitable(py, async move { Ok(client.inspect(&name).await?.map(|r| LockInfo::new(name, r))) })
+        awaitable(py, async move {
+            Ok(client.inspect(&name).await?.map(|r| LockInfo::new(name, r)))
+        })
     }
 
     #[getter]
@@ -125,7 +156,11 @@ impl PyClient {
     }
 
     fn __repr__(&self) -> String {
-        format!("Client({:?}, prefix={:?})", self.core.describe(), self.core.options().prefix)
+        format!(
+            "Client({:?}, prefix={:?})",
+            self.core.describe(),
+            self.core.options().prefix
+        )
     }
 }
 
@@ -134,4 +169,3 @@ fn checked(name: &Bound<'_, PyAny>) -> PyResult<String> {
     check_name(&name)?;
     Ok(name)
 }
-

@@ -39,7 +39,8 @@ struct LossScope {
 impl LossScope {
     fn __call__(&self, py: Python<'_>) -> PyResult<()> {
         if self.inside.load(Ordering::SeqCst) && !self.fired.swap(true, Ordering::SeqCst) {
-            self.task.call_method1(py, "cancel", ("ferrolock: the lock was lost",))?;
+            self.task
+                .call_method1(py, "cancel", ("ferrolock: the lock was lost",))?;
         }
         Ok(())
     }
@@ -56,7 +57,9 @@ fn names_of(name: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
 }
 
 fn on_lost_callback(f: Option<&Bound<'_, PyAny>>) -> PyResult<Option<LostCallback>> {
-    let Some(f) = f.filter(|f| !f.is_none()) else { return Ok(None) };
+    let Some(f) = f.filter(|f| !f.is_none()) else {
+        return Ok(None);
+    };
     if !f.is_callable() {
         return Err(PyTypeError::new_err("on_lost must be callable"));
     }
@@ -84,7 +87,9 @@ impl PyLock {
     }
 
     fn not_acquired(&self) -> PyErr {
-        let within = self.blocking_timeout.map_or(String::new(), |d| format!(" within {} s", d.as_secs_f64()));
+        let within = self
+            .blocking_timeout
+            .map_or(String::new(), |d| format!(" within {} s", d.as_secs_f64()));
         LockNotAcquired::new_err(format!("{} was not acquired{within}", self.label()))
     }
 }
@@ -92,8 +97,13 @@ impl PyLock {
 /// The end of a `with` block: a lost hold raises `LockLost`, whatever the release said.
 fn finish(core: &Lock, released: PyResult<()>) -> PyResult<bool> {
     if let Some(lease) = core.lease().filter(|l| l.is_lost()) {
-        let why = lease.lost_reason().unwrap_or_else(|| "its ttl ran out".into());
-        return Err(LockLost::new_err(format!("lock {:?} was lost: {why}", core.names().join(", "))));
+        let why = lease
+            .lost_reason()
+            .unwrap_or_else(|| "its ttl ran out".into());
+        return Err(LockLost::new_err(format!(
+            "lock {:?} was lost: {why}",
+            core.names().join(", ")
+        )));
     }
     released.map(|()| false)
 }
@@ -138,7 +148,12 @@ impl PyLock {
             metadata: text("metadata", metadata)?,
             on_lost: on_lost_callback(on_lost)?,
         };
-        let core = Lock::new(client.get().core.clone(), names_of(name)?, opts, text("token", token)?)?;
+        let core = Lock::new(
+            client.get().core.clone(),
+            names_of(name)?,
+            opts,
+            text("token", token)?,
+        )?;
         Ok(PyLock {
             core: Arc::new(core),
             client: client.clone().unbind(),
@@ -149,14 +164,26 @@ impl PyLock {
 
     /// `threading.Lock.acquire` semantics; the GIL is released while waiting.
     #[pyo3(signature = (blocking=true, timeout=None))]
-    fn acquire(&self, py: Python<'_>, blocking: bool, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+    fn acquire(
+        &self,
+        py: Python<'_>,
+        blocking: bool,
+        timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
         let wait_for = args::wait(blocking, timeout)?;
         let core = self.core.clone();
-        wait_interruptible(py, self.core.client(), async move { core.acquire(wait_for).await })
+        wait_interruptible(py, self.core.client(), async move {
+            core.acquire(wait_for).await
+        })
     }
 
     #[pyo3(signature = (blocking=true, timeout=None))]
-    fn aacquire<'py>(&self, py: Python<'py>, blocking: bool, timeout: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+    fn aacquire<'py>(
+        &self,
+        py: Python<'py>,
+        blocking: bool,
+        timeout: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let wait_for = args::wait(blocking, timeout)?;
         let core = self.core.clone();
         awaitable(py, async move { Ok(core.acquire(wait_for).await?) })
@@ -185,7 +212,11 @@ impl PyLock {
     }
 
     #[pyo3(signature = (ttl=None))]
-    fn aextend<'py>(&self, py: Python<'py>, ttl: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+    fn aextend<'py>(
+        &self,
+        py: Python<'py>,
+        ttl: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let (core, ttl) = (self.core.clone(), args::optional_seconds("ttl", ttl)?);
         awaitable(py, async move { Ok(core.extend(ttl).await?) })
     }
@@ -213,12 +244,16 @@ impl PyLock {
     /// Seconds left on this handle's hold, or None when it holds nothing.
     fn ttl(&self, py: Python<'_>) -> PyResult<Option<f64>> {
         let core = self.core.clone();
-        wait(py, async move { Ok(core.remaining().await?.map(|d| d.as_secs_f64())) })
+        wait(py, async move {
+            Ok(core.remaining().await?.map(|d| d.as_secs_f64()))
+        })
     }
 
     fn attl<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let core = self.core.clone();
-        awaitable(py, async move { Ok(core.remaining().await?.map(|d| d.as_secs_f64())) })
+        awaitable(py, async move {
+            Ok(core.remaining().await?.map(|d| d.as_secs_f64()))
+        })
     }
 
     /// Who holds each name of this lock (None for a free one).
@@ -226,7 +261,12 @@ impl PyLock {
         let core = self.core.clone();
         wait(py, async move {
             let records = core.inspect().await?;
-            Ok(core.names().iter().zip(records).map(|(n, r)| r.map(|r| LockInfo::new(n.clone(), r))).collect())
+            Ok(core
+                .names()
+                .iter()
+                .zip(records)
+                .map(|(n, r)| r.map(|r| LockInfo::new(n.clone(), r)))
+                .collect())
         })
     }
 
@@ -268,7 +308,9 @@ impl PyLock {
     fn __enter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, Self>> {
         let me = slf.get();
         let (core, wait_for) = (me.core.clone(), me.entry_wait()?);
-        if wait_interruptible(slf.py(), me.core.client(), async move { core.acquire(wait_for).await })? {
+        if wait_interruptible(slf.py(), me.core.client(), async move {
+            core.acquire(wait_for).await
+        })? {
             Ok(slf.clone())
         } else {
             Err(me.not_acquired())
@@ -288,7 +330,14 @@ impl PyLock {
         let asyncio = py.import("asyncio")?;
         let task = asyncio.call_method0("current_task")?;
         let event_loop = asyncio.call_method0("get_running_loop")?.unbind();
-        let scope = Py::new(py, LossScope { task: task.unbind(), inside: AtomicBool::new(true), fired: AtomicBool::new(false) })?;
+        let scope = Py::new(
+            py,
+            LossScope {
+                task: task.unbind(),
+                inside: AtomicBool::new(true),
+                fired: AtomicBool::new(false),
+            },
+        )?;
         let hook_scope = scope.clone_ref(py);
         let (core, wait_for, slot) = (me.core.clone(), me.entry_wait()?, me.scope.clone());
         let not_acquired = me.not_acquired();
@@ -321,7 +370,9 @@ impl PyLock {
             let scope = scope.get();
             scope.inside.store(false, Ordering::SeqCst);
             let cancelled = py.import("asyncio")?.getattr("CancelledError")?;
-            let ours = scope.fired.load(Ordering::SeqCst) && !exc_type.is_none() && exc_type.is(&cancelled);
+            let ours = scope.fired.load(Ordering::SeqCst)
+                && !exc_type.is_none()
+                && exc_type.is(&cancelled);
             if ours && scope.task.bind(py).hasattr("uncancel")? {
                 scope.task.call_method0(py, "uncancel")?;
             }
@@ -329,7 +380,10 @@ impl PyLock {
         let core = self.core.clone();
         awaitable(py, async move {
             let releasing = core.clone();
-            let released = match runtime().spawn(async move { releasing.release().await }).await {
+            let released = match runtime()
+                .spawn(async move { releasing.release().await })
+                .await
+            {
                 Ok(r) => r.map_err(PyErr::from),
                 Err(e) => Err(internal_error(&e)),
             };

@@ -9,7 +9,6 @@ pub mod runtime;
 
 use pyo3::prelude::*;
 
-
 #[pymodule]
 pub mod _ferrolock {
     use pyo3::prelude::*;
@@ -26,7 +25,10 @@ pub mod _ferrolock {
         let py = m.py();
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
         m.add("LockError", py.get_type::<super::errors::LockError>())?;
-        m.add("LockNotAcquired", py.get_type::<super::errors::LockNotAcquired>())?;
+        m.add(
+            "LockNotAcquired",
+            py.get_type::<super::errors::LockNotAcquired>(),
+        )?;
         m.add("LockNotOwned", py.get_type::<super::errors::LockNotOwned>())?;
         m.add("LockLost", py.get_type::<super::errors::LockLost>())?;
         m.add("LockConnectionError", super::errors::connection_error(py)?)?;
@@ -35,4 +37,3 @@ pub mod _ferrolock {
         Ok(())
     }
 }
-

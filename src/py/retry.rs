@@ -17,7 +17,9 @@ fn attempts(n: Option<i64>) -> PyResult<Option<u32>> {
     match n {
         None => Ok(None),
         Some(n) if n >= 1 && n <= i64::from(u32::MAX) => Ok(Some(n as u32)),
-        Some(n) => Err(PyValueError::new_err(format!("attempts must be a positive whole number or None, got {n}"))),
+        Some(n) => Err(PyValueError::new_err(format!(
+            "attempts must be a positive whole number or None, got {n}"
+        ))),
     }
 }
 
@@ -26,32 +28,61 @@ impl PyRetry {
     /// One attempt, no waiting.
     #[staticmethod]
     fn none() -> Self {
-        PyRetry { inner: Retry::none() }
+        PyRetry {
+            inner: Retry::none(),
+        }
     }
 
     #[staticmethod]
     #[pyo3(signature = (interval, attempts=None))]
     fn fixed(interval: &Bound<'_, PyAny>, attempts: Option<i64>) -> PyResult<Self> {
         let backoff = Backoff::Fixed(seconds("interval", interval)?);
-        Ok(PyRetry { inner: Retry { backoff, attempts: self::attempts(attempts)? } })
+        Ok(PyRetry {
+            inner: Retry {
+                backoff,
+                attempts: self::attempts(attempts)?,
+            },
+        })
     }
 
     #[staticmethod]
     #[pyo3(signature = (step, max_interval, attempts=None))]
-    fn linear(step: &Bound<'_, PyAny>, max_interval: &Bound<'_, PyAny>, attempts: Option<i64>) -> PyResult<Self> {
-        let (step, max) = (seconds("step", step)?, seconds("max_interval", max_interval)?);
-        Ok(PyRetry { inner: Retry { backoff: Backoff::Linear { step, max }, attempts: self::attempts(attempts)? } })
+    fn linear(
+        step: &Bound<'_, PyAny>,
+        max_interval: &Bound<'_, PyAny>,
+        attempts: Option<i64>,
+    ) -> PyResult<Self> {
+        let (step, max) = (
+            seconds("step", step)?,
+            seconds("max_interval", max_interval)?,
+        );
+        Ok(PyRetry {
+            inner: Retry {
+                backoff: Backoff::Linear { step, max },
+                attempts: self::attempts(attempts)?,
+            },
+        })
     }
 
     #[staticmethod]
     #[pyo3(signature = (min, max, attempts=None, jitter=true))]
-    fn exponential(min: &Bound<'_, PyAny>, max: &Bound<'_, PyAny>, attempts: Option<i64>, jitter: bool) -> PyResult<Self> {
+    fn exponential(
+        min: &Bound<'_, PyAny>,
+        max: &Bound<'_, PyAny>,
+        attempts: Option<i64>,
+        jitter: bool,
+    ) -> PyResult<Self> {
         let (min, max) = (seconds("min", min)?, seconds("max", max)?);
         if max < min {
             return Err(PyValueError::new_err("max must not be less than min"));
         }
         let backoff = Backoff::Exponential { min, max, jitter };
-        Ok(PyRetry { inner: Retry { backoff, attempts: self::attempts(attempts)? } })
+        Ok(PyRetry {
+            inner: Retry {
+                backoff,
+                attempts: self::attempts(attempts)?,
+            },
+        })
     }
 
     /// The wait after `failed` attempts, in seconds, or None to give up.
@@ -60,12 +91,19 @@ impl PyRetry {
     }
 
     fn __repr__(&self) -> String {
-        let n = self.inner.attempts.map_or("None".to_string(), |n| n.to_string());
+        let n = self
+            .inner
+            .attempts
+            .map_or("None".to_string(), |n| n.to_string());
         match &self.inner.backoff {
             Backoff::None => "Retry.none()".into(),
             Backoff::Fixed(d) => format!("Retry.fixed({}, attempts={n})", d.as_secs_f64()),
             Backoff::Linear { step, max } => {
-                format!("Retry.linear({}, {}, attempts={n})", step.as_secs_f64(), max.as_secs_f64())
+                format!(
+                    "Retry.linear({}, {}, attempts={n})",
+                    step.as_secs_f64(),
+                    max.as_secs_f64()
+                )
             }
             Backoff::Exponential { min, max, jitter } => format!(
                 "Retry.exponential({}, {}, attempts={n}, jitter={})",

@@ -24,7 +24,9 @@ const SIGNAL_POLL: Duration = Duration::from_millis(50);
 
 pub fn runtime() -> Arc<Runtime> {
     let pid = std::process::id();
-    let mut slot = RUNTIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut slot = RUNTIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some((owner, rt)) = &*slot {
         if *owner == pid {
             return rt.clone();
@@ -72,7 +74,8 @@ where
     let rt = runtime();
     let mut task = rt.spawn(fut);
     loop {
-        let joined = py.detach(|| rt.block_on(async { tokio::time::timeout(SIGNAL_POLL, &mut task).await }));
+        let joined =
+            py.detach(|| rt.block_on(async { tokio::time::timeout(SIGNAL_POLL, &mut task).await }));
         match joined {
             Ok(Ok(result)) => return result.map_err(PyErr::from),
             Ok(Err(e)) => return Err(internal_error(&e)),
@@ -131,7 +134,9 @@ impl generic::ContextExt for Rt {
     }
 
     fn get_task_locals() -> Option<TaskLocals> {
-        TASK_LOCALS.try_with(|c| c.get().cloned()).unwrap_or_default()
+        TASK_LOCALS
+            .try_with(|c| c.get().cloned())
+            .unwrap_or_default()
     }
 }
 
