@@ -68,7 +68,16 @@ impl Client {
     /// selection included), failing within `connect_timeout`.
     pub async fn connect(opts: ClientOptions) -> Result<Client> {
         let client = Client::new(opts)?;
-        client.conn().await?;
+        let mut conn = client.conn().await?;
+        // One round trip now, so a server that wants a password we lack, or a
+        // database it does not have, is reported here rather than at first use.
+        let ping: redis::RedisResult<String> = redis::cmd("PING").query_async(&mut conn).await;
+        ping.map_err(|e| match Error::from(e) {
+            Error::Connection(m) | Error::Redis(m) => {
+                Error::Connection(format!("{m} (at {})", client.describe()))
+            }
+            other => other,
+        })?;
         Ok(client)
     }
 
@@ -274,8 +283,8 @@ pub fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.split('@').next_back().unwrap_or("").to_string();
     };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
+    // A password may hold '/', '@' or ':'; a host holds none of '@'.
+    match rest.rfind('@') {
         Some(at) => {
             let user = rest[..at].split(':').next().unwrap_or("");
             format!("{scheme}://{user}:***@{}", &rest[at + 1..])
@@ -318,5 +327,6 @@ mod tests {
         assert_eq!(redact("redis://:pw@h"), "redis://:***@h");
         assert_eq!(redact("redis://h:1/0"), "redis://h:1/0");
         assert!(!redact("redis://:a@b@h").contains("a@b"));
+        assert_eq!(redact("redis://:s3cret/pw@h:1/0"), "redis://:***@h:1/0");
     }
 }

@@ -39,7 +39,11 @@ impl std::error::Error for Error {}
 impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Self {
         // RedisError's text never carries the URL, so no password can leak through it.
-        if e.kind() == redis::ErrorKind::AuthenticationFailed {
+        let code = e.code().unwrap_or("");
+        if e.kind() == redis::ErrorKind::AuthenticationFailed
+            || code == "NOAUTH"
+            || code == "WRONGPASS"
+        {
             Error::Connection(format!("Redis refused the credentials: {e}"))
         } else if e.is_timeout() {
             Error::Connection(format!("Redis did not answer in time: {e}"))

@@ -19,10 +19,13 @@ pub fn drift(ttl: Duration) -> Duration {
 pub struct Lease {
     ttl_ms: AtomicU64,
     valid_until: Mutex<Option<Instant>>,
+    renewed_at: Mutex<Instant>,
     lost: AtomicBool,
+    released: AtomicBool,
     reason: Mutex<Option<String>>,
     hooks: Mutex<Vec<LostHook>>,
     lost_notify: Notify,
+    rescheduled: Notify,
 }
 
 impl Lease {
@@ -32,10 +35,13 @@ impl Lease {
         Lease {
             ttl_ms: AtomicU64::new(ttl.as_millis() as u64),
             valid_until: Mutex::new(sent.map(|t| t + ttl.saturating_sub(drift(ttl)))),
+            renewed_at: Mutex::new(sent.unwrap_or_else(Instant::now)),
             lost: AtomicBool::new(false),
+            released: AtomicBool::new(false),
             reason: Mutex::new(None),
             hooks: Mutex::new(Vec::new()),
             lost_notify: Notify::new(),
+            rescheduled: Notify::new(),
         }
     }
 
@@ -47,16 +53,46 @@ impl Lease {
         *self.valid_until.lock().unwrap()
     }
 
-    /// A renewal (or extend) for `ttl`, sent at `sent`, succeeded.
+    /// When the last successful acquire, renewal or extend was sent.
+    pub fn renewed_at(&self) -> Instant {
+        *self.renewed_at.lock().unwrap()
+    }
+
+    /// A renewal for `ttl`, sent at `sent`, succeeded.
     pub(crate) fn renewed(&self, sent: Instant, ttl: Duration) {
         self.ttl_ms.store(ttl.as_millis() as u64, Ordering::Relaxed);
+        *self.renewed_at.lock().unwrap() = sent;
         *self.valid_until.lock().unwrap() = Some(sent + ttl.saturating_sub(drift(ttl)));
     }
 
-    /// Lost: reported by the watchdog or a failed extend/release, or past the
-    /// validity deadline with no renewal to push it.
+    /// An extend succeeded: like a renewal, and the watchdog re-plans its
+    /// next renewal for the new ttl.
+    pub(crate) fn extended(&self, sent: Instant, ttl: Duration) {
+        self.renewed(sent, ttl);
+        self.rescheduled.notify_one();
+    }
+
+    /// Resolves when an extend changed the renewal plan.
+    pub(crate) async fn wait_rescheduled(&self) {
+        self.rescheduled.notified().await;
+    }
+
+    /// The hold ended by a successful release: never reported lost after that.
+    pub(crate) fn mark_released(&self) {
+        self.released.store(true, Ordering::SeqCst);
+    }
+
+    /// Definitely lost: reported by the watchdog or a failed extend/release.
+    pub fn is_marked_lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst)
+    }
+
+    /// Lost: marked so, or still held past the validity deadline with no
+    /// renewal to push it.
     pub fn is_lost(&self) -> bool {
-        self.lost.load(Ordering::SeqCst) || self.valid_until().is_some_and(|t| Instant::now() >= t)
+        self.is_marked_lost()
+            || (!self.released.load(Ordering::SeqCst)
+                && self.valid_until().is_some_and(|t| Instant::now() >= t))
     }
 
     pub fn lost_reason(&self) -> Option<String> {

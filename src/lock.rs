@@ -149,6 +149,7 @@ impl Lock {
     /// or the retry strategy gave up. Cancel-safe: dropping the future leaves
     /// no lock behind.
     pub async fn acquire(&self, wait: Wait) -> Result<bool> {
+        self.forget_lost_hold();
         let adopted = self.adopted_token();
         let permit = match adopted {
             Some(_) => None,
@@ -229,6 +230,19 @@ impl Lock {
         }
     }
 
+    /// A hold known to be lost protects nothing: free the handle for a new one.
+    fn forget_lost_hold(&self) {
+        let mut state = self.state.lock().unwrap();
+        if state
+            .hold
+            .as_ref()
+            .is_some_and(|h| h.lease.is_marked_lost())
+        {
+            state.hold = None;
+            self.gate.add_permits(1);
+        }
+    }
+
     fn adopted_token(&self) -> Option<String> {
         match &self.state.lock().unwrap().hold {
             Some(h) if h.adopted => Some(h.token.clone()),
@@ -290,6 +304,7 @@ impl Lock {
                 self.label()
             )));
         }
+        lease.mark_released();
         Ok(())
     }
 
@@ -315,7 +330,7 @@ impl Lock {
         )
         .await?
         {
-            lease.renewed(sent, ttl);
+            lease.extended(sent, ttl);
             Ok(())
         } else {
             lease.mark_lost("it had expired or been taken over before extend");

@@ -49,16 +49,19 @@ impl Watchdog {
 }
 
 async fn renew_until_lost(r: Renewal) {
-    let mut sent = Instant::now();
     loop {
-        sleep_until((sent + r.lease.ttl() / 3).into()).await;
+        let next = r.lease.renewed_at() + r.lease.ttl() / 3;
+        tokio::select! {
+            () = sleep_until(next.into()) => {}
+            () = r.lease.wait_rescheduled() => continue,
+        }
         let mut backoff = Duration::from_millis(10);
         loop {
             let Some(deadline) = r.lease.valid_until() else {
                 return;
             };
             let ttl = r.lease.ttl();
-            sent = Instant::now();
+            let sent = Instant::now();
             let attempt = async {
                 let mut conn = r.client.conn().await?;
                 scripts::refresh(&mut conn, &r.keys, &r.token, ttl.as_millis() as u64).await

@@ -15,7 +15,7 @@ use super::args;
 use super::client::{LockInfo, PyClient};
 use super::errors::{internal_error, LockLost, LockNotAcquired};
 use super::retry::PyRetry;
-use super::runtime::{awaitable, call_soon, runtime, wait, wait_interruptible};
+use super::runtime::{awaitable, awaitable_or_undo, call_soon, runtime, wait, wait_interruptible};
 
 #[pyclass(name = "Lock", module = "ferrolock", frozen)]
 pub struct PyLock {
@@ -94,6 +94,31 @@ impl PyLock {
     }
 }
 
+/// A blocking acquire that Ctrl-C interrupts, leaving no lock behind.
+fn acquire_blocking(py: Python<'_>, core: &Arc<Lock>, wait_for: Wait) -> PyResult<bool> {
+    let (acquiring, undoing) = (core.clone(), core.clone());
+    wait_interruptible(
+        py,
+        core.client(),
+        async move { acquiring.acquire(wait_for).await },
+        move |acquired| async move {
+            if acquired {
+                let _ = undoing.release().await;
+            }
+        },
+    )
+}
+
+/// Gives back a hold whose acquire nobody received (its awaiter was cancelled).
+fn undo_acquire(core: &Arc<Lock>) -> impl FnOnce() + Send + 'static {
+    let core = core.clone();
+    move || {
+        runtime().spawn(async move {
+            let _ = core.release().await;
+        });
+    }
+}
+
 /// The end of a `with` block: a lost hold raises `LockLost`, whatever the release said.
 fn finish(core: &Lock, released: PyResult<()>) -> PyResult<bool> {
     if let Some(lease) = core.lease().filter(|l| l.is_lost()) {
@@ -133,7 +158,9 @@ impl PyLock {
                         "blocking_timeout must be a non-negative, finite number of seconds or None, got {t}"
                     )));
                 }
-                Some(Duration::from_secs_f64(t))
+                Some(Duration::try_from_secs_f64(t).map_err(|_| {
+                    PyValueError::new_err(format!("blocking_timeout is out of range: {t}"))
+                })?)
             }
             _ => None,
         };
@@ -170,11 +197,7 @@ impl PyLock {
         blocking: bool,
         timeout: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        let wait_for = args::wait(blocking, timeout)?;
-        let core = self.core.clone();
-        wait_interruptible(py, self.core.client(), async move {
-            core.acquire(wait_for).await
-        })
+        acquire_blocking(py, &self.core, args::wait(blocking, timeout)?)
     }
 
     #[pyo3(signature = (blocking=true, timeout=None))]
@@ -186,7 +209,14 @@ impl PyLock {
     ) -> PyResult<Bound<'py, PyAny>> {
         let wait_for = args::wait(blocking, timeout)?;
         let core = self.core.clone();
-        awaitable(py, async move { Ok(core.acquire(wait_for).await?) })
+        awaitable_or_undo(
+            py,
+            async move {
+                let acquired = core.acquire(wait_for).await?;
+                Ok((acquired, acquired))
+            },
+            undo_acquire(&self.core),
+        )
     }
 
     fn release(&self, py: Python<'_>) -> PyResult<()> {
@@ -307,10 +337,7 @@ impl PyLock {
 
     fn __enter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, Self>> {
         let me = slf.get();
-        let (core, wait_for) = (me.core.clone(), me.entry_wait()?);
-        if wait_interruptible(slf.py(), me.core.client(), async move {
-            core.acquire(wait_for).await
-        })? {
+        if acquire_blocking(slf.py(), &me.core, me.entry_wait()?)? {
             Ok(slf.clone())
         } else {
             Err(me.not_acquired())
@@ -342,20 +369,26 @@ impl PyLock {
         let (core, wait_for, slot) = (me.core.clone(), me.entry_wait()?, me.scope.clone());
         let not_acquired = me.not_acquired();
         let handle = slf.clone().unbind();
-        awaitable(py, async move {
-            if !core.acquire(wait_for).await? {
-                return Err(not_acquired);
-            }
-            *slot.lock().unwrap() = Some(scope);
-            if let Some(lease) = core.lease() {
-                lease.on_lost(Box::new(move |_| {
-                    call_soon(move |py| {
-                        let _ = event_loop.call_method1(py, "call_soon_threadsafe", (hook_scope,));
-                    });
-                }));
-            }
-            Ok(handle)
-        })
+        let undo = undo_acquire(&me.core);
+        awaitable_or_undo(
+            py,
+            async move {
+                if !core.acquire(wait_for).await? {
+                    return Err(not_acquired);
+                }
+                *slot.lock().unwrap() = Some(scope);
+                if let Some(lease) = core.lease() {
+                    lease.on_lost(Box::new(move |_| {
+                        call_soon(move |py| {
+                            let _ =
+                                event_loop.call_method1(py, "call_soon_threadsafe", (hook_scope,));
+                        });
+                    }));
+                }
+                Ok((handle, true))
+            },
+            undo,
+        )
     }
 
     #[pyo3(signature = (exc_type, _exc=None, _tb=None))]

@@ -13,7 +13,18 @@ pub struct PyRetry {
     pub(crate) inner: Retry,
 }
 
-fn attempts(n: Option<i64>) -> PyResult<Option<u32>> {
+fn attempts(n: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u32>> {
+    let n = match n {
+        Some(v) if v.is_instance_of::<pyo3::types::PyBool>() => {
+            return Err(pyo3::exceptions::PyTypeError::new_err(
+                "attempts must be an int or None, got bool",
+            ));
+        }
+        Some(v) if !v.is_none() => Some(v.extract::<i64>().map_err(|_| {
+            pyo3::exceptions::PyTypeError::new_err("attempts must be an int or None")
+        })?),
+        _ => None,
+    };
     match n {
         None => Ok(None),
         Some(n) if n >= 1 && n <= i64::from(u32::MAX) => Ok(Some(n as u32)),
@@ -35,7 +46,7 @@ impl PyRetry {
 
     #[staticmethod]
     #[pyo3(signature = (interval, attempts=None))]
-    fn fixed(interval: &Bound<'_, PyAny>, attempts: Option<i64>) -> PyResult<Self> {
+    fn fixed(interval: &Bound<'_, PyAny>, attempts: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
         let backoff = Backoff::Fixed(seconds("interval", interval)?);
         Ok(PyRetry {
             inner: Retry {
@@ -50,7 +61,7 @@ impl PyRetry {
     fn linear(
         step: &Bound<'_, PyAny>,
         max_interval: &Bound<'_, PyAny>,
-        attempts: Option<i64>,
+        attempts: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let (step, max) = (
             seconds("step", step)?,
@@ -69,7 +80,7 @@ impl PyRetry {
     fn exponential(
         min: &Bound<'_, PyAny>,
         max: &Bound<'_, PyAny>,
-        attempts: Option<i64>,
+        attempts: Option<&Bound<'_, PyAny>>,
         jitter: bool,
     ) -> PyResult<Self> {
         let (min, max) = (seconds("min", min)?, seconds("max", max)?);

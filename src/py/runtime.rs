@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pyo3::prelude::*;
+use pyo3::IntoPyObjectExt;
 use pyo3_async_runtimes::{generic, TaskLocals};
 use tokio::runtime::Runtime;
 
@@ -64,12 +65,20 @@ where
 }
 
 /// Like `wait`, for waits of any length: looks for signals every 50 ms, and on
-/// one (Ctrl-C) drops `fut` (cancel-safe: nothing is left behind) and waits
+/// one (Ctrl-C) drops `fut` (cancel-safe: nothing is left behind), undoes its
+/// result if it had already succeeded (`undo` gets that result), and waits
 /// for `client`'s clean-ups before raising.
-pub fn wait_interruptible<F, T>(py: Python<'_>, client: &Client, fut: F) -> PyResult<T>
+pub fn wait_interruptible<F, T, U, UF>(
+    py: Python<'_>,
+    client: &Client,
+    fut: F,
+    undo: U,
+) -> PyResult<T>
 where
     F: Future<Output = Result<T>> + Send + 'static,
     T: Send + 'static,
+    U: FnOnce(T) -> UF + Send,
+    UF: Future<Output = ()> + Send,
 {
     let rt = runtime();
     let mut task = rt.spawn(fut);
@@ -86,7 +95,10 @@ where
                     let limit = client.options().command_timeout;
                     py.detach(|| {
                         rt.block_on(async {
-                            let _ = (&mut task).await;
+                            if let Ok(Ok(done)) = (&mut task).await {
+                                // Finished before the abort landed: nobody will see it.
+                                let _ = tokio::time::timeout(limit, undo(done)).await;
+                            }
                             let _ = tokio::time::timeout(limit, client.settle()).await;
                         });
                     });
@@ -147,6 +159,113 @@ where
     T: for<'a> IntoPyObject<'a> + Send + 'static,
 {
     generic::future_into_py::<Rt, F, T>(py, fut)
+}
+
+/// Like `awaitable`, for a step whose success must not go unseen (an
+/// acquire): `fut` yields its value and whether it needs undoing if nobody
+/// receives it. The value is handed over on the event loop's own thread; if
+/// the awaiting future was cancelled by then, `undo` runs instead, so a
+/// cancellation landing just after Redis granted the lock leaves nothing.
+pub fn awaitable_or_undo<'py, F, T, U>(
+    py: Python<'py>,
+    fut: F,
+    undo: U,
+) -> PyResult<Bound<'py, PyAny>>
+where
+    F: Future<Output = PyResult<(T, bool)>> + Send + 'static,
+    T: for<'a> IntoPyObject<'a> + Send + 'static,
+    U: FnOnce() + Send + 'static,
+{
+    let event_loop = py.import("asyncio")?.call_method0("get_running_loop")?;
+    let target = event_loop.call_method0("create_future")?;
+    let cancelled = Arc::new(tokio::sync::Notify::new());
+    target.call_method1(
+        "add_done_callback",
+        (OnCancel {
+            cancelled: cancelled.clone(),
+        },),
+    )?;
+    let (event_loop, handoff) = (event_loop.unbind(), target.clone().unbind());
+    runtime().spawn(async move {
+        let outcome = tokio::select! {
+            biased;
+            () = cancelled.notified() => return, // drops `fut`, which is cancel-safe
+            outcome = fut => outcome,
+        };
+        call_soon(move |py| {
+            let needs_undo = matches!(outcome, Ok((_, true)));
+            let undo: Option<Box<dyn FnOnce() + Send>> =
+                needs_undo.then(|| Box::new(undo) as Box<_>);
+            let outcome = outcome.and_then(|(value, _)| value.into_py_any(py));
+            let delivery = Delivery {
+                target: handoff,
+                outcome: Mutex::new(Some(outcome)),
+                undo: Mutex::new(undo),
+            };
+            let Ok(delivery) = Py::new(py, delivery) else {
+                return;
+            };
+            if event_loop
+                .call_method1(py, "call_soon_threadsafe", (delivery.clone_ref(py),))
+                .is_err()
+            {
+                // The loop is closed: nobody will ever receive the value.
+                delivery.get().undo();
+            }
+        });
+    });
+    Ok(target)
+}
+
+#[pyclass(frozen)]
+struct OnCancel {
+    cancelled: Arc<tokio::sync::Notify>,
+}
+
+#[pymethods]
+impl OnCancel {
+    fn __call__(&self, fut: &Bound<'_, PyAny>) -> PyResult<()> {
+        if fut.call_method0("cancelled")?.is_truthy()? {
+            self.cancelled.notify_one();
+        }
+        Ok(())
+    }
+}
+
+/// Sets the awaited future's outcome, on the loop's thread; undoes it instead
+/// when that future was cancelled.
+#[pyclass(frozen)]
+struct Delivery {
+    target: Py<PyAny>,
+    outcome: Mutex<Option<PyResult<Py<PyAny>>>>,
+    undo: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+}
+
+impl Delivery {
+    fn undo(&self) {
+        if let Some(undo) = self.undo.lock().unwrap().take() {
+            undo();
+        }
+    }
+}
+
+#[pymethods]
+impl Delivery {
+    fn __call__(&self, py: Python<'_>) -> PyResult<()> {
+        let Some(outcome) = self.outcome.lock().unwrap().take() else {
+            return Ok(());
+        };
+        let target = self.target.bind(py);
+        if target.call_method0("done")?.is_truthy()? {
+            self.undo();
+            return Ok(());
+        }
+        match outcome {
+            Ok(value) => target.call_method1("set_result", (value,))?,
+            Err(e) => target.call_method1("set_exception", (e.into_value(py),))?,
+        };
+        Ok(())
+    }
 }
 
 /// Runs a Python callable on a blocking thread (never on a runtime worker).

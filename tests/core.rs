@@ -1,0 +1,321 @@
+//! The pyo3-free core against a real redis-server (started on a free port,
+//! or the one REDIS_URL names).
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use ferrolock::{Client, ClientOptions, Error, Lock, LockOptions, Retry, Wait};
+
+struct Server {
+    url: String,
+    _child: Option<Child>,
+}
+
+static SERVER: OnceLock<Server> = OnceLock::new();
+static PREFIX: AtomicUsize = AtomicUsize::new(0);
+
+fn server_url() -> &'static str {
+    &SERVER
+        .get_or_init(|| {
+            if let Ok(url) = std::env::var("REDIS_URL") {
+                return Server { url, _child: None };
+            }
+            let port = TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            // The shell stops redis-server when our end of its stdin closes,
+            // that is when this test process exits, however it exits.
+            let child = Command::new("sh")
+                .args([
+                    "-c",
+                    "redis-server \"$@\" >/dev/null 2>&1 & pid=$!; read _; kill $pid",
+                    "sh",
+                ])
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("redis-server must be installed (make test installs it)");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                assert!(Instant::now() < deadline, "redis-server did not start");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Server {
+                url: format!("redis://127.0.0.1:{port}/0"),
+                _child: Some(child),
+            }
+        })
+        .url
+}
+
+async fn client() -> Client {
+    let n = PREFIX.fetch_add(1, Ordering::SeqCst);
+    let opts = ClientOptions {
+        url: server_url().to_string(),
+        prefix: format!("core:{}:{n}:", std::process::id()),
+        ..ClientOptions::default()
+    };
+    Client::connect(opts).await.unwrap()
+}
+
+fn lock(client: &Client, name: &str, opts: LockOptions) -> Lock {
+    Lock::new(client.clone(), vec![name.to_string()], opts, None).unwrap()
+}
+
+fn quick(ttl_ms: u64) -> LockOptions {
+    LockOptions {
+        ttl: Duration::from_millis(ttl_ms),
+        ..LockOptions::default()
+    }
+}
+
+#[tokio::test]
+async fn obtain_release_and_fences_increase() {
+    let c = client().await;
+    let a = lock(&c, "orders:42", quick(5000));
+    let b = lock(&c, "orders:42", quick(5000));
+    assert!(a.acquire(Wait::No).await.unwrap());
+    assert!(!b.acquire(Wait::No).await.unwrap());
+    let first = a.fence().unwrap();
+    let rec = c.inspect("orders:42").await.unwrap().unwrap();
+    assert_eq!(rec.token, a.token().unwrap());
+    assert_eq!(rec.fence, first);
+    a.release().await.unwrap();
+    assert!(c.inspect("orders:42").await.unwrap().is_none());
+    let mut last = first;
+    for _ in 0..50 {
+        assert!(b.acquire(Wait::No).await.unwrap());
+        let f = b.fence().unwrap();
+        assert!(f > last, "fence {f} not above {last}");
+        last = f;
+        b.release().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn release_by_a_non_owner_touches_nothing() {
+    let c = client().await;
+    let a = lock(
+        &c,
+        "n",
+        LockOptions {
+            auto_renew: false,
+            ..quick(100)
+        },
+    );
+    assert!(a.acquire(Wait::No).await.unwrap());
+    let b = lock(&c, "n", quick(5000));
+    assert!(b
+        .acquire(Wait::Until(Instant::now() + Duration::from_secs(2)))
+        .await
+        .unwrap());
+    assert!(a.lost());
+    assert!(matches!(a.release().await, Err(Error::NotOwned(_))));
+    assert_eq!(
+        c.inspect("n").await.unwrap().unwrap().token,
+        b.token().unwrap()
+    );
+    b.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn waiter_times_out_and_retry_gives_up() {
+    let c = client().await;
+    let holder = lock(&c, "busy", quick(5000));
+    assert!(holder.acquire(Wait::No).await.unwrap());
+    let waiter = lock(&c, "busy", quick(5000));
+    let t = Instant::now();
+    assert!(!waiter
+        .acquire(Wait::Until(t + Duration::from_millis(150)))
+        .await
+        .unwrap());
+    assert!(t.elapsed() >= Duration::from_millis(150));
+    let limited = LockOptions {
+        retry: Retry {
+            backoff: ferrolock::Backoff::Fixed(Duration::from_millis(1)),
+            attempts: Some(3),
+        },
+        ..quick(5000)
+    };
+    assert!(!lock(&c, "busy", limited)
+        .acquire(Wait::Forever)
+        .await
+        .unwrap());
+    holder.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn watchdog_keeps_the_hold_past_several_ttls() {
+    let c = client().await;
+    let a = lock(&c, "wd", quick(300));
+    assert!(a.acquire(Wait::No).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert!(a.owned().await.unwrap());
+    assert!(!a.lost());
+    a.release().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(
+        c.inspect("wd").await.unwrap().is_none(),
+        "renewal outlived release"
+    );
+}
+
+#[tokio::test]
+async fn takeover_is_reported_once() {
+    let c = client().await;
+    let fired = Arc::new(AtomicUsize::new(0));
+    let counter = fired.clone();
+    let opts = LockOptions {
+        on_lost: Some(Arc::new(move |_| {
+            counter.fetch_add(1, Ordering::SeqCst);
+        })),
+        ..quick(300)
+    };
+    let a = lock(&c, "taken", opts);
+    assert!(a.acquire(Wait::No).await.unwrap());
+    c.force_release("taken").await.unwrap();
+    let b = lock(&c, "taken", quick(5000));
+    assert!(b.acquire(Wait::No).await.unwrap());
+    tokio::time::timeout(Duration::from_secs(2), a.lease().unwrap().wait_lost())
+        .await
+        .unwrap();
+    assert!(a.lost());
+    assert_eq!(fired.load(Ordering::SeqCst), 1);
+    assert!(matches!(a.release().await, Err(Error::NotOwned(_))));
+    assert!(b.owned().await.unwrap());
+    b.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn multi_lock_is_all_or_nothing() {
+    let c = client().await;
+    let names: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+    let single = lock(&c, "c", quick(5000));
+    assert!(single.acquire(Wait::No).await.unwrap());
+    let multi = Lock::new(c.clone(), names.clone(), quick(5000), None).unwrap();
+    assert!(!multi.acquire(Wait::No).await.unwrap());
+    assert!(
+        c.inspect("a").await.unwrap().is_none(),
+        "a partial multi-lock was left"
+    );
+    single.release().await.unwrap();
+    assert!(multi.acquire(Wait::No).await.unwrap());
+    for n in &names {
+        assert_eq!(
+            c.inspect(n).await.unwrap().unwrap().token,
+            multi.token().unwrap()
+        );
+    }
+    multi.release().await.unwrap();
+    for n in &names {
+        assert!(c.inspect(n).await.unwrap().is_none());
+    }
+}
+
+#[tokio::test]
+async fn dropped_acquire_leaves_nothing_behind() {
+    let c = client().await;
+    for steps in 0..20u64 {
+        let a = lock(&c, "cancel", quick(5000));
+        let fut = a.acquire(Wait::Forever);
+        // Drop the acquire after a varying time, possibly after the script ran.
+        let _ = tokio::time::timeout(Duration::from_micros(steps * 25), fut).await;
+        if a.is_held() {
+            a.release().await.unwrap();
+        }
+        c.settle().await;
+        assert!(
+            c.inspect("cancel").await.unwrap().is_none(),
+            "left behind after {steps} steps"
+        );
+    }
+}
+
+#[tokio::test]
+async fn restored_token_releases_and_adopts() {
+    let c = client().await;
+    let a = lock(&c, "job", quick(5000));
+    assert!(a.acquire(Wait::No).await.unwrap());
+    let token = a.token().unwrap();
+    let wrong = Lock::new(
+        c.clone(),
+        vec!["job".into()],
+        quick(5000),
+        Some("f".repeat(32)),
+    )
+    .unwrap();
+    assert!(matches!(wrong.release().await, Err(Error::NotOwned(_))));
+    let restored = Lock::new(
+        c.clone(),
+        vec!["job".into()],
+        quick(5000),
+        Some(token.clone()),
+    )
+    .unwrap();
+    assert!(
+        restored.acquire(Wait::No).await.unwrap(),
+        "adopting its own hold"
+    );
+    assert_eq!(restored.fence(), a.fence());
+    restored.release().await.unwrap();
+    assert!(c.inspect("job").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn bad_options_are_rejected() {
+    let c = client().await;
+    let bad = |names: Vec<&str>, opts: LockOptions| {
+        Lock::new(
+            c.clone(),
+            names.into_iter().map(String::from).collect(),
+            opts,
+            None,
+        )
+        .err()
+    };
+    assert!(matches!(
+        bad(vec![""], quick(100)),
+        Some(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        bad(vec![], quick(100)),
+        Some(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        bad(vec!["a", "a"], quick(100)),
+        Some(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        bad(vec!["a"], quick(0)),
+        Some(Error::InvalidArgument(_))
+    ));
+    let long = "x".repeat(5000);
+    assert!(matches!(
+        bad(vec![long.as_str()], quick(100)),
+        Some(Error::InvalidArgument(_))
+    ));
+    let refused = Client::connect(ClientOptions {
+        url: "redis://127.0.0.1:1/0".into(),
+        connect_timeout: Duration::from_millis(500),
+        ..ClientOptions::default()
+    });
+    let t = Instant::now();
+    assert!(matches!(refused.await, Err(Error::Connection(_))));
+    assert!(t.elapsed() < Duration::from_secs(2));
+}

@@ -1,0 +1,474 @@
+"""Faults on a private redis-server: dropped connections, a crash and restart,
+a dead port, a server too slow to answer, bad credentials, and Ctrl-C during
+a blocked acquire. Nothing hangs, nothing is left behind, and a holder never
+goes on believing it holds a lock Redis no longer gives it."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+import ferrolock
+from ferrolock import LockConnectionError, LockError, LockLost
+from redis_server import RedisServer, free_port
+
+
+class LostProbe:
+    def __init__(self):
+        self.event = threading.Event()
+        self.calls = 0
+        self.at: float | None = None
+
+    def __call__(self):
+        self.calls += 1
+        self.at = time.monotonic()
+        self.event.set()
+
+    def wait(self, timeout: float) -> bool:
+        return self.event.wait(timeout)
+
+
+def key(prefix: str, name: str) -> str:
+    return f"{prefix}{{{name}}}"
+
+
+def reply_int(reply: bytes) -> int:
+    assert reply.startswith(b":"), reply
+    return int(reply[1:].strip())
+
+
+def hget(server, k: str, field: str):
+    reply = server.command("HGET", k, field)
+    if reply.startswith(b"$-1"):
+        return None
+    return reply.split(b"\r\n")[1].decode()
+
+
+def exists(server, k: str) -> bool:
+    return reply_int(server.command("EXISTS", k)) == 1
+
+
+def pttl(server, k: str) -> int:
+    return reply_int(server.command("PTTL", k))
+
+
+# ---------------------------------------------------------------- dropped connections
+
+
+def test_client_kill_while_holding_is_survived(server, prefix):
+    client = ferrolock.Client(server.url, prefix=prefix, connect_timeout=1, command_timeout=1)
+    probe = LostProbe()
+    lock = client.lock("killed", ttl=0.6, on_lost=probe)
+    k = key(prefix, "killed")
+    assert lock.acquire()
+    token = lock.token
+    assert server.command("CLIENT", "LIST").count(b"id=") >= 2  # the lock's and ours
+    killed = 0
+    start = time.monotonic()
+    while time.monotonic() - start < 2.4:  # 4 ttls, the connection dropped every 0.2 s
+        killed += reply_int(server.command("CLIENT", "KILL", "TYPE", "normal"))
+        time.sleep(0.2)
+    assert killed >= 3, "the lock's connection was never there to kill"
+    assert not probe.event.is_set()
+    assert not lock.lost
+    assert lock.owned()
+    assert hget(server, k, "token") == token
+    assert 0 < pttl(server, k) <= 600
+    lock.release()
+    assert not exists(server, k)
+    assert not probe.event.is_set()
+
+
+async def test_client_kill_while_holding_async(server, prefix):
+    client = ferrolock.Client(server.url, prefix=prefix, connect_timeout=1, command_timeout=1)
+    lock = client.lock("killed-async", ttl=0.6)
+    async with lock:
+        for _ in range(8):
+            server.command("CLIENT", "KILL", "TYPE", "normal")
+            await asyncio.sleep(0.2)
+        assert await lock.aowned()
+        assert not lock.lost
+    assert not exists(server, key(prefix, "killed-async"))
+
+
+# ---------------------------------------------------------------- crash and restart
+
+
+@pytest.mark.parametrize("down_for", [0.0, 1.5], ids=["restart-at-once", "down-past-ttl"])
+def test_server_restart_while_holding(server, prefix, down_for):
+    client = ferrolock.Client(server.url, prefix=prefix, connect_timeout=0.5, command_timeout=0.5)
+    probe = LostProbe()
+    lock = client.lock("crash", ttl=1.0, on_lost=probe)
+    with pytest.raises(LockLost) as info:
+        with lock:
+            acquired = time.monotonic()
+            server.kill()
+            if down_for:
+                # Redis gone: the holder must give up by its own deadline,
+                # before the key could have expired on a live server.
+                assert probe.wait(3.0), "never reported lost while Redis was down"
+                assert probe.at - acquired <= 1.0 + 0.15, probe.at - acquired
+                assert lock.lost
+                time.sleep(max(0.0, down_for - (time.monotonic() - acquired)))
+                server.start()
+            else:
+                server.start()
+                # The data is gone: the next renewal says not owned.
+                assert probe.wait(3.0), "never reported lost after the restart"
+                assert probe.at - acquired <= 1.0 + 0.15, probe.at - acquired
+            assert lock.lost
+    assert info.value.__context__ is None, "the block itself failed"
+    assert probe.calls == 1
+    # The same Client works again, no new one needed.
+    again = client.lock("crash", ttl=1.0)
+    assert again.acquire(timeout=5)
+    assert hget(server, key(prefix, "crash"), "token") == again.token
+    again.release()
+    assert not exists(server, key(prefix, "crash"))
+    with client.lock("other", ttl=1.0):
+        assert exists(server, key(prefix, "other"))
+
+
+def test_restart_while_not_holding_is_transparent(server, prefix):
+    client = ferrolock.Client(server.url, prefix=prefix, connect_timeout=0.5, command_timeout=0.5)
+    assert not client.lock("idle").locked()
+    server.kill()
+    server.start()
+    # The first command after a restart may see the dead connection; the
+    # client reconnects by itself and later ones succeed.
+    deadline = time.monotonic() + 3
+    while True:
+        try:
+            lock = client.lock("idle", ttl=1)
+            assert lock.acquire(blocking=False)
+            break
+        except LockConnectionError:
+            assert time.monotonic() < deadline, "never reconnected"
+    lock.release()
+    assert not exists(server, key(prefix, "idle"))
+
+
+# ---------------------------------------------------------------- unreachable
+
+
+def test_connect_to_dead_port_fails_fast():
+    port = free_port()
+    start = time.monotonic()
+    with pytest.raises(LockConnectionError) as info:
+        ferrolock.Client(f"redis://127.0.0.1:{port}/0", connect_timeout=0.5)
+    assert time.monotonic() - start < 1.0
+    assert isinstance(info.value, ConnectionError)
+    assert isinstance(info.value, LockError)
+    assert str(port) in str(info.value)
+
+
+def test_connect_to_silent_listener_times_out():
+    """A port that accepts TCP but never speaks: the connect timeout bounds the wait."""
+    with socket.socket() as blackhole:
+        blackhole.bind(("127.0.0.1", 0))
+        blackhole.listen(16)
+        port = blackhole.getsockname()[1]
+        start = time.monotonic()
+        with pytest.raises(LockConnectionError):
+            c = ferrolock.Client(
+                f"redis://127.0.0.1:{port}/0", connect_timeout=0.5, command_timeout=0.5
+            )
+            c.lock("x").acquire()
+        assert time.monotonic() - start < 1.5
+
+
+def test_acquire_while_server_down_raises(server, prefix):
+    client = ferrolock.Client(server.url, prefix=prefix, connect_timeout=0.5, command_timeout=0.5)
+    lock = client.lock("down", ttl=1)
+    assert not lock.locked()
+    server.stop()
+    for attempt in (
+        lambda: lock.acquire(),
+        lambda: lock.acquire(timeout=10),
+        lambda: lock.acquire(blocking=False),
+        lambda: lock.locked(),
+        lambda: client.inspect("down"),
+        lambda: client.lock("down2", blocking_timeout=10).__enter__(),
+    ):
+        start = time.monotonic()
+        with pytest.raises(LockConnectionError) as info:
+            attempt()
+        assert isinstance(info.value, ConnectionError)
+        assert time.monotonic() - start < 0.5 + 0.5 + 0.5, "waited past connect+command timeouts"
+    assert lock.token is None
+    assert not lock.lost
+    server.start()
+    deadline = time.monotonic() + 3
+    while True:
+        try:
+            assert lock.acquire(blocking=False)
+            break
+        except LockConnectionError:
+            assert time.monotonic() < deadline, "never reconnected"
+    assert hget(server, key(prefix, "down"), "token") == lock.token
+    lock.release()
+    assert not exists(server, key(prefix, "down"))
+
+
+async def test_aacquire_while_server_down_raises(server, prefix):
+    client = ferrolock.Client(server.url, prefix=prefix, connect_timeout=0.5, command_timeout=0.5)
+    lock = client.lock("adown", ttl=1)
+    server.stop()
+    start = time.monotonic()
+    with pytest.raises(LockConnectionError):
+        await lock.aacquire()
+    with pytest.raises(LockConnectionError):
+        async with lock:
+            pytest.fail("entered without Redis")
+    assert time.monotonic() - start < 2.0
+    assert lock.token is None
+
+
+# ---------------------------------------------------------------- slow server
+
+
+class Asleep:
+    """`DEBUG SLEEP seconds` on its own connection; the reply is read on exit."""
+
+    def __init__(self, server, seconds: float):
+        self.server, self.seconds = server, seconds
+
+    def __enter__(self):
+        payload = b"*3\r\n$5\r\nDEBUG\r\n$5\r\nSLEEP\r\n"
+        arg = str(self.seconds).encode()
+        payload += b"$%d\r\n%s\r\n" % (len(arg), arg)
+        self.sock = socket.create_connection(("127.0.0.1", self.server.port), timeout=10)
+        self.sock.sendall(payload)
+        self.reply = None
+        self.thread = threading.Thread(target=self._read)
+        self.thread.start()
+        # Wait until the server is surely asleep: a PING goes unanswered.
+        while True:
+            with socket.create_connection(("127.0.0.1", self.server.port), timeout=1) as probe:
+                probe.settimeout(0.05)
+                probe.sendall(b"PING\r\n")
+                try:
+                    probe.recv(64)
+                except socket.timeout:
+                    return self
+            time.sleep(0.01)  # the DEBUG SLEEP is still in flight
+
+    def _read(self):
+        self.reply = self.sock.recv(64)
+
+    def __exit__(self, *exc):
+        self.thread.join(10)
+        self.sock.close()
+        assert self.reply == b"+OK\r\n"
+
+
+def test_slow_server_hits_the_command_timeout(server, prefix):
+    client = ferrolock.Client(server.url, prefix=prefix, command_timeout=0.3)
+    lock = client.lock("slow", ttl=1)
+    assert not lock.locked()  # connected
+    with Asleep(server, 2):
+        start = time.monotonic()
+        with pytest.raises(LockConnectionError) as info:
+            lock.locked()
+        assert time.monotonic() - start < 1.0
+        assert isinstance(info.value, ConnectionError)
+        start = time.monotonic()
+        with pytest.raises(LockConnectionError):
+            lock.acquire()
+        assert time.monotonic() - start < 1.0
+    # Awake again: the same client answers, and the late replies to the
+    # timed-out commands are not mistaken for answers to new ones.
+    assert not lock.locked()
+    assert lock.acquire(blocking=False)
+    assert lock.owned()
+    assert lock.ttl() <= 1.0
+    info = client.inspect("slow")
+    assert info is not None and info.token == lock.token
+    lock.release()
+    assert not lock.locked()
+    assert not exists(server, key(prefix, "slow"))
+
+
+def test_holder_reports_lost_before_a_stalled_server_expires_it(server, prefix):
+    client = ferrolock.Client(server.url, prefix=prefix, command_timeout=0.3)
+    probe = LostProbe()
+    lock = client.lock("stalled", ttl=1.0, on_lost=probe)
+    with pytest.raises(LockLost) as info:
+        with lock:
+            acquired = time.monotonic()
+            with Asleep(server, 2):
+                # The server cannot renew and will expire the key on waking:
+                # the holder must know by its own deadline.
+                assert probe.wait(3.0)
+                assert probe.at - acquired <= 1.0 + 0.15, probe.at - acquired
+                assert lock.lost
+    assert info.value.__context__ is None, "the block itself failed"
+    assert probe.calls == 1
+    assert not exists(server, key(prefix, "stalled"))
+
+
+# ---------------------------------------------------------------- credentials
+
+
+@pytest.fixture
+def auth_server():
+    s = RedisServer(password="pw").start()
+    yield s
+    s.close()
+
+
+def test_wrong_password_is_refused_without_echoing_it(auth_server, prefix):
+    wrong = "wrong-Pa55-xyz"
+    for url in (
+        f"redis://:{wrong}@127.0.0.1:{auth_server.port}/0",
+        f"redis://default:{wrong}@127.0.0.1:{auth_server.port}/0",
+        f"{wrong}@127.0.0.1:{auth_server.port}",
+    ):
+        start = time.monotonic()
+        with pytest.raises(LockConnectionError) as info:
+            ferrolock.Client(url, prefix=prefix)
+        assert time.monotonic() - start < 2.0
+        assert isinstance(info.value, ConnectionError)
+        text = " ".join([str(info.value), repr(info.value), *getattr(info.value, "__notes__", ())])
+        assert wrong not in text
+        assert "pw" not in text.replace(wrong, "")  # nor the right one
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://:pw@127.0.0.1:{port}/0",
+        "redis://default:pw@127.0.0.1:{port}/0",
+        "pw@127.0.0.1:{port}",
+    ],
+    ids=["url", "url-with-user", "seed-style"],
+)
+def test_right_password_works(auth_server, prefix, url):
+    client = ferrolock.Client(url.format(port=auth_server.port), prefix=prefix)
+    lock = client.lock("authed", ttl=0.6)
+    with lock:
+        time.sleep(0.4)  # a renewal goes through the authenticated connection
+        assert lock.owned()
+        assert hget(auth_server, key(prefix, "authed"), "token") == lock.token
+    assert not lock.lost
+    assert not exists(auth_server, key(prefix, "authed"))
+
+
+def test_missing_password_is_a_connection_error(auth_server, prefix):
+    with pytest.raises(LockConnectionError):
+        client = ferrolock.Client(f"redis://127.0.0.1:{auth_server.port}/0", prefix=prefix)
+        client.lock("x").acquire()
+
+
+# ---------------------------------------------------------------- Ctrl-C
+
+CHILD = textwrap.dedent(
+    """
+    import sys, time
+    import ferrolock
+    url, prefix, mode = sys.argv[1:4]
+    client = ferrolock.Client(url, prefix=prefix)
+    lock = client.lock("busy", ttl=5)
+    print("waiting", flush=True)
+    start = time.monotonic()
+    try:
+        if mode == "acquire":
+            lock.acquire()
+        elif mode == "acquire-timeout":
+            lock.acquire(timeout=60)
+        else:
+            with lock:
+                pass
+    except KeyboardInterrupt:
+        print(f"interrupted token={lock.token} lost={lock.lost}", flush=True)
+        sys.exit(3)
+    print("acquired", flush=True)
+    sys.exit(0)
+    """
+)
+
+
+def _script_calls(server) -> int:
+    info = server.command("INFO", "commandstats").decode()
+    total = 0
+    for line in info.splitlines():
+        if line.startswith(("cmdstat_evalsha:", "cmdstat_eval:")):
+            total += int(line.split("calls=", 1)[1].split(",", 1)[0])
+    return total
+
+
+@pytest.mark.parametrize("mode", ["acquire", "acquire-timeout", "with"])
+def test_ctrl_c_during_blocked_acquire(server, prefix, mode):
+    client = ferrolock.Client(server.url, prefix=prefix)
+    holder = client.lock("busy", ttl=30, auto_renew=False)  # no renewals: only the child runs scripts
+    assert holder.acquire()
+    k = key(prefix, "busy")
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, server.url, prefix, mode],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "waiting"
+        # Wait until the child is inside acquire, retrying on the busy lock.
+        baseline = _script_calls(server)
+        deadline = time.monotonic() + 10
+        while _script_calls(server) < baseline + 3:
+            assert time.monotonic() < deadline, "the child never tried to acquire"
+            assert child.poll() is None, child.stderr.read()
+            time.sleep(0.02)
+        sent = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=5)
+        took = time.monotonic() - sent
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 3, (child.returncode, out, err)
+    assert "interrupted token=None lost=False" in out, (out, err)
+    assert took < 2.0, took
+    # The holder is untouched, and the child left nothing behind.
+    assert hget(server, k, "token") == holder.token
+    assert holder.owned()
+    holder.release()
+    assert not exists(server, k)
+    assert server.command("KEYS", prefix + "*") == b"*0\r\n"
+
+
+def test_ctrl_c_default_handler_exits_with_keyboard_interrupt(server, prefix):
+    """Uncaught, the interrupt ends the child like any KeyboardInterrupt."""
+    client = ferrolock.Client(server.url, prefix=prefix)
+    holder = client.lock("busy", ttl=30, auto_renew=False)
+    assert holder.acquire()
+    script = CHILD.replace("except KeyboardInterrupt:", "except ZeroDivisionError:")
+    child = subprocess.Popen(
+        [sys.executable, "-c", script, server.url, prefix, "acquire"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "waiting"
+        baseline = _script_calls(server)
+        deadline = time.monotonic() + 10
+        while _script_calls(server) < baseline + 3:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=5)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert "KeyboardInterrupt" in err
+    assert child.returncode in (-signal.SIGINT, 130, 1), child.returncode
+    assert "acquired" not in out
+    assert hget(server, key(prefix, "busy"), "token") == holder.token
+    holder.release()
+    assert server.command("KEYS", prefix + "*") == b"*0\r\n"

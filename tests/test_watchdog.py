@@ -1,0 +1,390 @@
+"""The watchdog: renewal every ttl/3 keeps a hold alive for as long as it is held
+and stops with the release; a hold that ends behind the holder's back (expiry
+without renewal, takeover) is reported lost exactly once: `lock.lost`,
+`on_lost()`, `LockLost` at the end of a `with` / `async with` block."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+import time
+
+import pytest
+
+import ferrolock
+from ferrolock import LockLost, LockNotOwned
+
+
+class LostProbe:
+    """An on_lost callback that counts its calls and can be awaited."""
+
+    def __init__(self):
+        self.event = threading.Event()
+        self.calls = 0
+        self.threads: list = []
+        self.at: float | None = None
+
+    def __call__(self, *args):
+        assert args == ()  # on_lost takes no arguments
+        self.calls += 1
+        self.threads.append(threading.current_thread())
+        self.at = time.monotonic()
+        self.event.set()
+
+    def wait(self, timeout: float) -> bool:
+        return self.event.wait(timeout)
+
+
+def key(prefix: str, name: str) -> str:
+    return f"{prefix}{{{name}}}"
+
+
+def fields(raw, k: str) -> dict:
+    reply = raw("HGETALL", k)
+    return {reply[i].decode(): reply[i + 1].decode() for i in range(0, len(reply), 2)}
+
+
+def test_renewal_keeps_the_hold_for_many_ttls(client, raw, prefix):
+    probe = LostProbe()
+    lock = client.lock("renewed", ttl=0.5, on_lost=probe)
+    k = key(prefix, "renewed")
+    assert lock.acquire()
+    token = lock.token
+    start = time.monotonic()
+    pttls = []
+    checks = 0
+    while time.monotonic() - start < 2.0:  # 4 ttls
+        pttl = raw("PTTL", k)
+        pttls.append(pttl)
+        assert 0 < pttl <= 500, pttls
+        assert fields(raw, k)["token"] == token
+        if len(pttls) % 5 == 0:
+            assert lock.owned()
+            remaining = lock.ttl()
+            assert remaining is not None and 0 < remaining <= 0.5
+            checks += 1
+        assert not lock.lost
+        time.sleep(0.05)
+    assert checks >= 4
+    # Renewed every ttl/3: the expiry never came close to running out.
+    assert min(pttls) > 150, pttls
+    assert not probe.event.is_set()
+    assert not lock.lost
+    lock.release()
+    assert raw("EXISTS", k) == 0
+    time.sleep(1.0)  # two ttls: a renewal still running would have shown up by now
+    assert raw("EXISTS", k) == 0
+    assert raw.keys(prefix + "*") == []
+    assert not probe.event.is_set()
+
+
+def test_renewal_stops_with_release(server, prefix):
+    """After release, the client sends Redis nothing more for that hold."""
+    client = ferrolock.Client(server.url, prefix=prefix)
+    lock = client.lock("quiet", ttl=0.3)
+    assert lock.acquire()
+    time.sleep(0.4)  # a few renewals happen while held
+    held_calls = _evalsha_calls(server)
+    assert held_calls >= 3  # acquire + at least two renewals
+    lock.release()
+    after_release = _evalsha_calls(server)
+    time.sleep(1.0)  # > 3 ttls
+    assert _evalsha_calls(server) == after_release
+
+
+def _evalsha_calls(server) -> int:
+    """Scripts run so far on this server (EVALSHA, plus EVAL for the first loads)."""
+    info = server.command("INFO", "commandstats").decode()
+    total = 0
+    for line in info.splitlines():
+        if line.startswith(("cmdstat_evalsha:", "cmdstat_eval:")):
+            total += int(line.split("calls=", 1)[1].split(",", 1)[0])
+    return total
+
+
+def test_multi_lock_renews_every_key(client, raw, prefix):
+    lock = client.lock(["m1", "m2", "m3"], ttl=0.4)
+    assert lock.acquire()
+    start = time.monotonic()
+    while time.monotonic() - start < 1.5:
+        for name in ("m1", "m2", "m3"):
+            assert 100 < raw("PTTL", key(prefix, name)) <= 400
+        time.sleep(0.05)
+    assert lock.owned() and not lock.lost
+    lock.release()
+    assert raw.keys(prefix + "*") == []
+
+
+def test_no_auto_renew_expires_and_reports_lost(client, raw, prefix):
+    probe = LostProbe()
+    lock = client.lock("plain", ttl=0.3, auto_renew=False, on_lost=probe)
+    k = key(prefix, "plain")
+    with pytest.raises(LockLost) as info:
+        with lock:
+            start = time.monotonic()
+            assert 0 < raw("PTTL", k) <= 300
+            assert not lock.lost
+            assert probe.wait(2.0), "on_lost never fired"
+            lost_after = probe.at - start
+            # Reported at the local deadline, a safety margin before Redis expires it.
+            time.sleep(0.05)
+            assert raw("EXISTS", k) == 0
+            assert lock.lost
+            assert not lock.owned()
+    assert info.value.__context__ is None, "the block itself failed"
+    # Not before the ttl (the hold was still good), and not long after it.
+    assert 0.25 <= lost_after <= 0.6, lost_after
+    assert "plain" in str(info.value)
+    time.sleep(0.3)
+    assert probe.calls == 1
+    assert probe.threads[0] is not threading.main_thread()
+    assert raw.keys(prefix + "*") == []
+    assert lock.token is None
+
+
+def test_no_auto_renew_not_lost_while_within_ttl(client, raw, prefix):
+    probe = LostProbe()
+    lock = client.lock("short", ttl=1.0, auto_renew=False, on_lost=probe)
+    with lock:
+        time.sleep(0.3)
+        assert not lock.lost
+        assert 0 < raw("PTTL", key(prefix, "short")) <= 700  # not renewed
+    assert not probe.event.is_set()
+    time.sleep(1.0)  # past the old ttl: a released hold is never reported lost
+    assert not probe.event.is_set()
+    assert probe.calls == 0
+
+
+@pytest.mark.parametrize("auto_renew", [True, False])
+def test_clean_release_is_never_reported_lost(client, raw, prefix, auto_renew):
+    lock = client.lock("clean", ttl=0.3, auto_renew=auto_renew)
+    assert lock.acquire()
+    lock.release()
+    assert not lock.lost
+    time.sleep(0.5)
+    assert raw.keys(prefix + "*") == []
+    assert not lock.lost
+
+
+def test_extend_changes_subsequent_renewals(client, raw, prefix):
+    lock = client.lock("ext", ttl=0.5)
+    k = key(prefix, "ext")
+    assert lock.acquire()
+    lock.extend(ttl=2)
+    assert 1800 < raw("PTTL", k) <= 2000
+    start = time.monotonic()
+    pttls = []
+    while time.monotonic() - start < 1.5:  # renewals at ~0.17 s, then every ~0.67 s
+        pttls.append(raw("PTTL", k))
+        time.sleep(0.05)
+    # Renewals kept the 2 s ttl: with the old 0.5 s the expiry would sit below 500 ms.
+    assert min(pttls) > 1000, pttls
+    assert any(b > a for a, b in zip(pttls, pttls[1:])), "no renewal seen"
+    assert lock.ttl() > 1.0
+    assert not lock.lost
+    lock.release()
+    assert raw("EXISTS", k) == 0
+
+
+@pytest.mark.parametrize("how", ["shorter-than-own-ttl", "back-to-own-ttl"])
+def test_extend_to_a_shorter_ttl_keeps_the_hold(client, raw, prefix, how):
+    probe = LostProbe()
+    k = key(prefix, "shrink")
+    if how == "shorter-than-own-ttl":
+        lock = client.lock("shrink", ttl=3, on_lost=probe)
+        assert lock.acquire()
+        lock.extend(ttl=0.3)
+    else:
+        lock = client.lock("shrink", ttl=0.5, on_lost=probe)
+        assert lock.acquire()
+        lock.extend(ttl=2)
+        time.sleep(0.3)  # one renewal at the 2 s ttl: the next is ~0.67 s away
+        lock.extend()  # back to the handle's 0.5 s
+    assert 0 < raw("PTTL", k) <= 500
+    time.sleep(1.5)  # several of the new, shorter ttls
+    assert not probe.event.is_set()
+    assert not lock.lost
+    assert 0 < raw("PTTL", k) <= 500
+    lock.release()
+
+
+def test_loss_by_takeover(client, raw, prefix, redis_url):
+    probe = LostProbe()
+    first = client.lock("taken", ttl=0.6, on_lost=probe)
+    other = ferrolock.Client(redis_url, prefix=prefix).lock("taken", ttl=5, auto_renew=False)
+    k = key(prefix, "taken")
+    body_ran = False
+    with pytest.raises(LockLost):
+        with first:
+            old_fence = first.fence
+            assert raw("DEL", k) == 1
+            deleted = time.monotonic()
+            assert other.acquire(blocking=False)
+            assert other.fence > old_fence
+            assert probe.wait(2.0), "takeover never reported"
+            # The next renewal (within ttl/3, plus a round trip) notices.
+            assert probe.at - deleted < 0.6, probe.at - deleted
+            assert first.lost
+            assert not first.owned()
+            body_ran = True
+    assert body_ran
+    # The new holder's key was left alone by the loser's exit.
+    rec = fields(raw, k)
+    assert rec["token"] == other.token
+    assert int(rec["fence"]) == other.fence
+    assert 4000 < raw("PTTL", k) <= 5000
+    assert other.owned()
+    time.sleep(0.3)
+    assert probe.calls == 1  # once, although the release also found the hold gone
+    # Nor does the loser's watchdog touch it later.
+    assert 4000 < raw("PTTL", k) <= 4800
+    other.release()
+    assert raw.keys(prefix + "*") == []
+
+
+def test_loss_keeps_the_body_exception_as_context(client, raw, prefix):
+    probe = LostProbe()
+    lock = client.lock("ctx", ttl=0.3, on_lost=probe)
+    with pytest.raises(LockLost) as info:
+        with lock:
+            raw("DEL", key(prefix, "ctx"))
+            assert probe.wait(2.0)
+            raise KeyError("from the body")
+    assert isinstance(info.value.__context__, KeyError)
+
+
+def test_release_after_loss_raises_not_owned(client, raw, prefix):
+    probe = LostProbe()
+    lock = client.lock("gone", ttl=0.3, on_lost=probe)
+    assert lock.acquire()
+    raw("DEL", key(prefix, "gone"))
+    assert probe.wait(2.0)
+    with pytest.raises(LockNotOwned):
+        lock.extend()
+    with pytest.raises(LockNotOwned):
+        lock.release()
+    assert lock.lost
+    assert probe.calls == 1
+    # The handle can take the lock again, and the new hold is not lost.
+    probe2 = LostProbe()
+    again = client.lock("gone", ttl=0.3, on_lost=probe2)
+    with again:
+        time.sleep(0.5)
+        assert not again.lost
+    assert not probe2.event.is_set()
+
+
+async def test_async_with_cancels_the_body_on_loss(client, raw, prefix):
+    probe = LostProbe()
+    lock = client.lock("async", ttl=0.6, on_lost=probe)
+    k = key(prefix, "async")
+    body = {"cancelled": False, "finished": False}
+    start = None
+    with pytest.raises(LockLost):
+        async with lock:
+            assert await lock.aowned()
+            assert raw("DEL", k) == 1
+            start = time.monotonic()
+            try:
+                await asyncio.sleep(30)
+                body["finished"] = True
+            except asyncio.CancelledError:
+                body["cancelled"] = True
+                raise
+    elapsed = time.monotonic() - start
+    assert body == {"cancelled": True, "finished": False}
+    assert elapsed < 0.6 + 0.4, elapsed
+    assert probe.calls == 1
+    assert lock.lost
+    # The task is not left half-cancelled: it goes on awaiting normally.
+    if sys.version_info >= (3, 11):
+        assert asyncio.current_task().cancelling() == 0
+    await asyncio.sleep(0.01)
+    assert raw.keys(prefix + "*") == []
+
+
+async def test_async_with_expiry_without_renewal_cancels_the_body(client, raw, prefix):
+    lock = client.lock("async-plain", ttl=0.3, auto_renew=False)
+    start = time.monotonic()
+    cancelled = False
+    with pytest.raises(LockLost):
+        async with lock:
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                cancelled = True
+                raise
+    assert cancelled
+    assert time.monotonic() - start < 0.3 + 0.4
+    await asyncio.sleep(0)
+
+
+async def test_async_with_not_lost_is_left_alone(client, raw, prefix):
+    probe = LostProbe()
+    lock = client.lock("async-ok", ttl=0.3, on_lost=probe)
+    async with lock:
+        await asyncio.sleep(1.0)  # > 3 ttls, renewed throughout
+        assert await lock.aowned()
+        assert not lock.lost
+    assert not probe.event.is_set()
+    assert raw.keys(prefix + "*") == []
+
+
+async def test_outside_cancellation_is_not_turned_into_lock_lost(client, raw, prefix):
+    """Cancelling the task from outside is a plain cancellation, and releases."""
+    lock = client.lock("async-cancel", ttl=0.5)
+    entered = asyncio.Event()
+
+    async def body():
+        async with lock:
+            entered.set()
+            await asyncio.sleep(30)
+
+    task = asyncio.create_task(body())
+    await asyncio.wait_for(entered.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not lock.lost
+    assert raw.keys(prefix + "*") == []
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_on_lost_that_raises_is_reported_and_harmless(client, raw, prefix, monkeypatch):
+    reported = []
+    hook_called = threading.Event()
+
+    def hook(unraisable):
+        reported.append(unraisable.exc_value)
+        hook_called.set()
+
+    monkeypatch.setattr(sys, "unraisablehook", hook)
+    fired = threading.Event()
+
+    def on_lost():
+        fired.set()
+        raise RuntimeError("callback failed")
+
+    lock = client.lock("raising", ttl=0.3, on_lost=on_lost)
+    with pytest.raises(LockLost) as info:
+        with lock:
+            raw("DEL", key(prefix, "raising"))
+            assert fired.wait(2.0)
+            assert hook_called.wait(2.0)
+    assert info.value.__context__ is None, "the block itself failed"
+    assert len(reported) == 1
+    assert isinstance(reported[0], RuntimeError)
+    assert "callback failed" in str(reported[0])
+    # Everything still works, including other on_lost callbacks.
+    probe = LostProbe()
+    again = client.lock("raising", ttl=0.3, on_lost=probe)
+    with pytest.raises(LockLost) as info:
+        with again:
+            raw("DEL", key(prefix, "raising"))
+            assert probe.wait(2.0)
+    assert info.value.__context__ is None, "the block itself failed"
+    with client.lock("raising", ttl=0.3):
+        assert raw("EXISTS", key(prefix, "raising")) == 1
+    assert raw.keys(prefix + "*") == []
+    assert len(reported) == 1
