@@ -12,10 +12,10 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 all: lint test
 
 redis:
-	@command -v redis-server >/dev/null 2>&1 || { \
+	@{ command -v redis-server && command -v redis-sentinel; } >/dev/null 2>&1 || { \
 	  echo "installing redis-server (Debian packages)"; \
 	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq redis-server redis-tools >/dev/null; }
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq redis-server redis-tools redis-sentinel >/dev/null; }
 
 venv: $(VENV)/.ready
 $(VENV)/.ready: tests/requirements.txt
@@ -41,7 +41,8 @@ demo: redis build-dev
 format:
 	cargo fmt --all
 
-lint:
+lint: build-dev
+	$(PY) -m mypy.stubtest ferrolock._ferrolock
 	cargo fmt --all -- --check
 	cargo clippy --all-targets -- -D warnings
 	cargo clippy --no-default-features --all-targets -- -D warnings

@@ -17,6 +17,7 @@ use crate::scripts::{self, Record};
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
     /// `redis://[user:password@]host[:port][/db]`, `rediss://…`, `unix:///path[?db=N]`,
+    /// `redis+sentinel://[user:password@]host:port[,host:port…]/service[/db]`,
     /// or seed-style `[password@]host[:port]`.
     pub url: String,
     pub connect_timeout: Duration,
@@ -44,8 +45,72 @@ pub struct Client {
     inner: Arc<Inner>,
 }
 
+/// Where the master is.
+enum Target {
+    Direct(redis::Client),
+    /// Asked of the Sentinels at each (re)connect, so a failover is followed.
+    Sentinel(SentinelTarget),
+}
+
+/// Redis's Sentinel client protocol: ask each Sentinel in turn
+/// `SENTINEL get-master-addr-by-name`, then check with `ROLE` that the node
+/// named is a master indeed.
+struct SentinelTarget {
+    sentinels: Vec<redis::Client>,
+    service: String,
+    /// `redis://[credentials@]`, and `/db` after the master's address.
+    node_head: String,
+    node_tail: String,
+}
+
+impl SentinelTarget {
+    async fn master(&self) -> redis::RedisResult<redis::Client> {
+        let mut last = None;
+        for sentinel in &self.sentinels {
+            match self.ask(sentinel).await {
+                Ok(master) => return Ok(master),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| (redis::ErrorKind::Client, "no Sentinel configured").into()))
+    }
+
+    async fn ask(&self, sentinel: &redis::Client) -> redis::RedisResult<redis::Client> {
+        let mut conn = sentinel.get_multiplexed_async_connection().await?;
+        let addr: Option<(String, u16)> = redis::cmd("SENTINEL")
+            .arg("get-master-addr-by-name")
+            .arg(&self.service)
+            .query_async(&mut conn)
+            .await?;
+        let Some((host, port)) = addr else {
+            return Err((
+                redis::ErrorKind::Client,
+                "the Sentinel does not know this service",
+            )
+                .into());
+        };
+        let host = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host
+        };
+        let master =
+            redis::Client::open(format!("{}{host}:{port}{}", self.node_head, self.node_tail))?;
+        let mut conn = master.get_multiplexed_async_connection().await?;
+        let role: Vec<redis::Value> = redis::cmd("ROLE").query_async(&mut conn).await?;
+        match role.first().map(redis::from_redis_value_ref::<String>) {
+            Some(Ok(r)) if r == "master" => Ok(master),
+            _ => Err((
+                redis::ErrorKind::Client,
+                "the node the Sentinel named is not a master (yet)",
+            )
+                .into()),
+        }
+    }
+}
+
 struct Inner {
-    redis: redis::Client,
+    target: Target,
     opts: ClientOptions,
     keys: KeySpace,
     display: String,
@@ -87,6 +152,12 @@ impl Client {
             return Err(Error::InvalidArgument("timeouts must be positive".into()));
         }
         let url = normalize_url(&opts.url)?;
+        if let Some(rest) = url.strip_prefix("redis+sentinel://") {
+            let (target, display) = sentinel_target(rest).map_err(|e| {
+                Error::InvalidArgument(format!("invalid Redis Sentinel URL {}: {e}", redact(&url)))
+            })?;
+            return Ok(Client::from_target(target, display, opts));
+        }
         let info = url.as_str().into_connection_info().map_err(|e| {
             Error::InvalidArgument(format!(
                 "invalid Redis URL {}: {}",
@@ -120,9 +191,13 @@ impl Client {
             }
         }
         .map_err(|e| Error::InvalidArgument(format!("invalid Redis URL {}: {e}", redact(&url))))?;
-        Ok(Client {
+        Ok(Client::from_target(Target::Direct(redis), display, opts))
+    }
+
+    fn from_target(target: Target, display: String, opts: ClientOptions) -> Client {
+        Client {
             inner: Arc::new(Inner {
-                redis,
+                target,
                 keys: KeySpace::new(&opts.prefix),
                 opts,
                 display,
@@ -131,7 +206,45 @@ impl Client {
                 cleanups: AtomicUsize::new(0),
                 cleanups_done: Notify::new(),
             }),
+        }
+    }
+
+    /// Runs one operation on the connection. When the connection turns out to
+    /// be dropped (a server restart, `CLIENT KILL`, a failover) it runs once
+    /// more on a fresh one: every script is safe to repeat with the same token.
+    /// In Sentinel mode a dropped connection is forgotten, so the next one goes
+    /// to whichever node the Sentinels name master now.
+    pub(crate) async fn call<T, F, Fut>(&self, op: F) -> Result<T>
+    where
+        F: Fn(ConnectionManager) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        let err = match op(self.conn().await?).await {
+            Ok(v) => return Ok(v),
+            Err(e) => e,
+        };
+        let dropped = err.is_connection_dropped()
+            || err.is_connection_refusal()
+            || err.is_unrecoverable_error()
+            || matches!(err.code(), Some("READONLY" | "MASTERDOWN"));
+        if !dropped || err.is_timeout() {
+            return Err(err.into());
+        }
+        self.forget_connection();
+        log::info!(
+            "connection to {} dropped ({err}); retrying once",
+            self.inner.display
+        );
+        op(self.conn().await?).await.map_err(|e| {
+            self.forget_connection();
+            e.into()
         })
+    }
+
+    fn forget_connection(&self) {
+        if matches!(self.inner.target, Target::Sentinel(_)) {
+            self.inner.conn.lock().unwrap().take();
+        }
     }
 
     pub fn options(&self) -> &ClientOptions {
@@ -165,22 +278,28 @@ impl Client {
             .set_connection_timeout(Some(timeout))
             .set_response_timeout(Some(self.inner.opts.command_timeout))
             .set_number_of_retries(0);
-        let conn = tokio::time::timeout(
-            timeout,
-            ConnectionManager::new_with_config(self.inner.redis.clone(), config),
-        )
-        .await
-        .map_err(|_| {
-            Error::Connection(format!(
-                "cannot reach Redis at {}: no answer within {:.3} s",
-                self.inner.display,
-                timeout.as_secs_f64()
-            ))
-        })?
-        .map_err(|e| match Error::from(e) {
-            Error::Connection(m) => Error::Connection(format!("{m} (at {})", self.inner.display)),
-            other => other,
-        })?;
+        let connect = async {
+            let redis = match &self.inner.target {
+                Target::Direct(redis) => redis.clone(),
+                Target::Sentinel(sentinel) => sentinel.master().await?,
+            };
+            ConnectionManager::new_with_config(redis, config).await
+        };
+        let conn = tokio::time::timeout(timeout, connect)
+            .await
+            .map_err(|_| {
+                Error::Connection(format!(
+                    "cannot reach Redis at {}: no answer within {:.3} s",
+                    self.inner.display,
+                    timeout.as_secs_f64()
+                ))
+            })?
+            .map_err(|e| match Error::from(e) {
+                Error::Connection(m) => {
+                    Error::Connection(format!("{m} (at {})", self.inner.display))
+                }
+                other => other,
+            })?;
         let mut slot = self.inner.conn.lock().unwrap();
         if let Some(stale) = slot.take() {
             // Opened by the parent before a fork: its driver task lives in the
@@ -201,16 +320,13 @@ impl Client {
     /// Deletes the lock `name` whoever holds it (seed 004's `forceRelease`).
     pub async fn force_release(&self, name: &str) -> Result<bool> {
         let keys = [self.keys().lock(name)];
-        Ok(scripts::release(&mut self.conn().await?, &keys, "", true).await? > 0)
+        Ok(scripts::release(self, &keys, "", true).await? > 0)
     }
 
     /// Who holds `name`, or `None` when it is free.
     pub async fn inspect(&self, name: &str) -> Result<Option<Record>> {
         let keys = [self.keys().lock(name)];
-        Ok(scripts::inspect(&mut self.conn().await?, &keys)
-            .await?
-            .pop()
-            .flatten())
+        Ok(scripts::inspect(self, &keys).await?.pop().flatten())
     }
 
     /// Runs a clean-up (a release after a cancelled acquire) detached from
@@ -291,6 +407,53 @@ pub fn redact(url: &str) -> String {
         }
         None => url.to_string(),
     }
+}
+
+/// `host:port[,host:port…]/service[/db]`, with optional credentials for the
+/// data nodes in front (the Sentinels themselves are asked without).
+fn sentinel_target(rest: &str) -> std::result::Result<(Target, String), String> {
+    let (auth, rest) = match rest.rfind('@') {
+        Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
+        None => (None, rest),
+    };
+    let (hosts, path) = rest
+        .split_once('/')
+        .ok_or("expected /service_name after the Sentinel addresses")?;
+    let mut path = path.split('/');
+    let service = path
+        .next()
+        .filter(|s| !s.is_empty())
+        .ok_or("the service (master) name is missing")?;
+    let db = match path.next() {
+        Some(db) if !db.is_empty() => db
+            .parse::<i64>()
+            .map_err(|_| format!("bad database number {db:?}"))?,
+        _ => 0,
+    };
+    let sentinels = hosts
+        .split(',')
+        .filter(|h| !h.is_empty())
+        .map(|h| {
+            redis::Client::open(format!("redis://{h}"))
+                .map_err(|e| format!("bad Sentinel address {h:?}: {e}"))
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    if sentinels.is_empty() {
+        return Err("no Sentinel address given".into());
+    }
+    let target = SentinelTarget {
+        sentinels,
+        service: service.to_string(),
+        node_head: format!(
+            "redis://{}",
+            auth.map_or(String::new(), |a| format!("{a}@"))
+        ),
+        node_tail: format!("/{db}"),
+    };
+    Ok((
+        Target::Sentinel(target),
+        format!("redis+sentinel://{hosts}/{service}/{db}"),
+    ))
 }
 
 fn describe(info: &redis::ConnectionInfo) -> String {

@@ -45,6 +45,10 @@ impl From<redis::RedisError> for Error {
             || code == "WRONGPASS"
         {
             Error::Connection(format!("Redis refused the credentials: {e}"))
+        } else if code == "READONLY" || code == "MASTERDOWN" {
+            Error::Connection(format!(
+                "Redis node cannot take writes (a failover may be under way): {e}"
+            ))
         } else if e.is_timeout() {
             Error::Connection(format!("Redis did not answer in time: {e}"))
         } else if e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() {

@@ -170,18 +170,9 @@ impl Lock {
             // Until the answer is in, the script may have taken the lock: if this
             // future is dropped now, release it in the background.
             let guard = adopted.is_none().then(|| CleanupGuard::new(self, &token));
-            let answer = scripts::obtain(
-                &mut self.client.conn().await?,
-                &self.keys,
-                &token,
-                ttl_ms,
-                metadata,
-            )
-            .await;
-            let answer = match answer {
-                Ok(a) => a,
-                Err(e) => return Err(e), // the guard releases, in case it ran
-            };
+            // On an error the guard releases, in case the script ran.
+            let answer =
+                scripts::obtain(&self.client, &self.keys, &token, ttl_ms, metadata).await?;
             match answer {
                 Obtain::Taken { fence } => {
                     if let Some(g) = guard {
@@ -295,8 +286,7 @@ impl Lock {
             ..
         } = hold;
         drop(watchdog);
-        let released =
-            scripts::release(&mut self.client.conn().await?, &self.keys, &token, false).await?;
+        let released = scripts::release(&self.client, &self.keys, &token, false).await?;
         if released == 0 {
             lease.mark_lost("it had expired or been taken over before release");
             return Err(Error::NotOwned(format!(
@@ -322,14 +312,7 @@ impl Lock {
             )));
         }
         let sent = Instant::now();
-        if scripts::refresh(
-            &mut self.client.conn().await?,
-            &self.keys,
-            &token,
-            ttl.as_millis() as u64,
-        )
-        .await?
-        {
+        if scripts::refresh(&self.client, &self.keys, &token, ttl.as_millis() as u64).await? {
             lease.extended(sent, ttl);
             Ok(())
         } else {
@@ -343,7 +326,7 @@ impl Lock {
 
     /// The holder of each key, as Redis sees it now.
     pub async fn inspect(&self) -> Result<Vec<Option<Record>>> {
-        scripts::inspect(&mut self.client.conn().await?, &self.keys).await
+        scripts::inspect(&self.client, &self.keys).await
     }
 
     /// Held by anyone (any of the names, for a multi-lock).
@@ -451,9 +434,7 @@ impl Drop for CleanupGuard {
             std::mem::take(&mut self.token),
         );
         self.client.spawn_cleanup(async move {
-            if let Ok(mut conn) = client.conn().await {
-                let _ = scripts::release(&mut conn, &keys, &token, false).await;
-            }
+            let _ = scripts::release(&client, &keys, &token, false).await;
         });
     }
 }

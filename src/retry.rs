@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::token::random_unit;
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Backoff {
     /// One attempt only.
     None,
@@ -24,7 +24,7 @@ pub enum Backoff {
 }
 
 /// A backoff plus an optional cap on the total number of attempts.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Retry {
     pub backoff: Backoff,
     pub attempts: Option<u32>,

@@ -3,9 +3,9 @@
 
 use std::sync::LazyLock;
 
-use redis::aio::ConnectionManager;
-use redis::{Script, Value};
+use redis::{Script, ScriptInvocation, Value};
 
+use crate::client::Client;
 use crate::error::{Error, Result};
 
 macro_rules! lua {
@@ -47,19 +47,17 @@ pub struct Record {
 }
 
 pub async fn obtain(
-    conn: &mut ConnectionManager,
+    client: &Client,
     keys: &[String],
     token: &str,
     ttl_ms: u64,
     metadata: &str,
 ) -> Result<Obtain> {
-    let (taken, n): (i64, i64) = OBTAIN
-        .key(keys)
-        .arg(token)
-        .arg(ttl_ms)
-        .arg(metadata)
-        .invoke_async(conn)
-        .await?;
+    let (taken, n): (i64, i64) = run(
+        client,
+        OBTAIN.key(keys).arg(token).arg(ttl_ms).arg(metadata),
+    )
+    .await?;
     Ok(if taken == 1 {
         Obtain::Taken { fence: n }
     } else {
@@ -68,39 +66,36 @@ pub async fn obtain(
 }
 
 /// Returns how many keys were released; 0 when `token` did not hold them all.
-pub async fn release(
-    conn: &mut ConnectionManager,
-    keys: &[String],
-    token: &str,
-    force: bool,
-) -> Result<u64> {
-    Ok(RELEASE
-        .key(keys)
-        .arg(token)
-        .arg(if force { "1" } else { "0" })
-        .invoke_async(conn)
-        .await?)
+pub async fn release(client: &Client, keys: &[String], token: &str, force: bool) -> Result<u64> {
+    run(
+        client,
+        RELEASE
+            .key(keys)
+            .arg(token)
+            .arg(if force { "1" } else { "0" }),
+    )
+    .await
 }
 
 /// Returns whether `token` still held every key (and now holds it for `ttl_ms`).
-pub async fn refresh(
-    conn: &mut ConnectionManager,
-    keys: &[String],
-    token: &str,
-    ttl_ms: u64,
-) -> Result<bool> {
-    let renewed: i64 = REFRESH
-        .key(keys)
-        .arg(token)
-        .arg(ttl_ms)
-        .invoke_async(conn)
-        .await?;
+pub async fn refresh(client: &Client, keys: &[String], token: &str, ttl_ms: u64) -> Result<bool> {
+    let renewed: i64 = run(client, REFRESH.key(keys).arg(token).arg(ttl_ms)).await?;
     Ok(renewed == 1)
 }
 
-pub async fn inspect(conn: &mut ConnectionManager, keys: &[String]) -> Result<Vec<Option<Record>>> {
-    let entries: Vec<Vec<Value>> = INSPECT.key(keys).invoke_async(conn).await?;
+pub async fn inspect(client: &Client, keys: &[String]) -> Result<Vec<Option<Record>>> {
+    let entries: Vec<Vec<Value>> = run(client, &mut INSPECT.key(keys)).await?;
     entries.into_iter().map(parse_record).collect()
+}
+
+async fn run<T: redis::FromRedisValue>(
+    client: &Client,
+    invocation: &mut ScriptInvocation<'_>,
+) -> Result<T> {
+    let invocation = &*invocation;
+    client
+        .call(|mut c| async move { invocation.invoke_async(&mut c).await })
+        .await
 }
 
 fn parse_record(entry: Vec<Value>) -> Result<Option<Record>> {

@@ -62,10 +62,7 @@ async fn renew_until_lost(r: Renewal) {
             };
             let ttl = r.lease.ttl();
             let sent = Instant::now();
-            let attempt = async {
-                let mut conn = r.client.conn().await?;
-                scripts::refresh(&mut conn, &r.keys, &r.token, ttl.as_millis() as u64).await
-            };
+            let attempt = scripts::refresh(&r.client, &r.keys, &r.token, ttl.as_millis() as u64);
             let outcome = tokio::select! {
                 outcome = attempt => outcome,
                 () = sleep_until(deadline.into()) => {

@@ -19,7 +19,8 @@ pub struct PyClient {
 }
 
 /// Who holds a lock, as `Client.inspect` found it.
-#[pyclass(name = "LockInfo", module = "ferrolock", frozen, get_all)]
+#[pyclass(name = "LockInfo", module = "ferrolock", frozen, get_all, eq)]
+#[derive(PartialEq)]
 pub struct LockInfo {
     name: String,
     token: String,
@@ -44,16 +45,16 @@ impl LockInfo {
 
 #[pymethods]
 impl LockInfo {
-    fn __repr__(&self) -> String {
-        let py_repr = |v: Option<String>| v.unwrap_or_else(|| "None".into());
-        format!(
-            "LockInfo(name={:?}, token={:?}, metadata={}, fence={}, ttl={})",
-            self.name,
-            self.token,
-            py_repr(self.metadata.as_ref().map(|m| format!("{m:?}"))),
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let r = |v: Bound<'_, PyAny>| v.repr().map(|r| r.to_string());
+        Ok(format!(
+            "LockInfo(name={}, token={}, metadata={}, fence={}, ttl={})",
+            r(self.name.clone().into_pyobject(py)?.into_any())?,
+            r(self.token.clone().into_pyobject(py)?.into_any())?,
+            r(self.metadata.clone().into_pyobject(py)?.into_any())?,
             self.fence,
-            py_repr(self.ttl.map(|t| t.to_string())),
-        )
+            r(self.ttl.into_pyobject(py)?.into_any())?,
+        ))
     }
 }
 
@@ -112,6 +113,11 @@ impl PyClient {
         names: &Bound<'py, PyAny>,
         options: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyLock>> {
+        if names.is_instance_of::<pyo3::types::PyString>() {
+            return Err(pyo3::exceptions::PyTypeError::new_err(
+                "multi_lock takes a list of names, not a str (use client.lock for one name)",
+            ));
+        }
         let names = PyTuple::new(slf.py(), names.try_iter()?.collect::<PyResult<Vec<_>>>()?)?;
         Self::lock(slf, names.as_any(), options)
     }

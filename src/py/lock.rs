@@ -119,18 +119,37 @@ fn undo_acquire(core: &Arc<Lock>) -> impl FnOnce() + Send + 'static {
     }
 }
 
-/// The end of a `with` block: a lost hold raises `LockLost`, whatever the release said.
-fn finish(core: &Lock, released: PyResult<()>) -> PyResult<bool> {
-    if let Some(lease) = core.lease().filter(|l| l.is_lost()) {
+/// The end of a `with` block. A lost hold raises `LockLost`, unless the body
+/// raised an exception of its own: that one propagates (Ctrl-C stays Ctrl-C),
+/// with a note saying the lock was lost too.
+fn finish(core: &Lock, released: PyResult<()>, body_raised: Option<Py<PyAny>>) -> PyResult<bool> {
+    let label = core.names().join(", ");
+    let lost = core.lease().filter(|l| l.is_lost()).map(|lease| {
         let why = lease
             .lost_reason()
             .unwrap_or_else(|| "its ttl ran out".into());
-        return Err(LockLost::new_err(format!(
-            "lock {:?} was lost: {why}",
-            core.names().join(", ")
-        )));
+        format!("lock {label:?} was lost: {why}")
+    });
+    match (lost, body_raised) {
+        (Some(lost), None) => Err(LockLost::new_err(lost)),
+        (Some(lost), Some(exc)) => {
+            Python::attach(|py| {
+                let exc = exc.bind(py);
+                if exc.hasattr("add_note").unwrap_or(false) {
+                    let _ = exc.call_method1("add_note", (format!("ferrolock: {lost}"),));
+                }
+            });
+            log::warn!("{lost} (while the block raised)");
+            Ok(false)
+        }
+        (None, Some(_)) => {
+            if let Err(e) = released {
+                log::warn!("releasing lock {label:?} failed while the block raised: {e}");
+            }
+            Ok(false)
+        }
+        (None, None) => released.map(|()| false),
     }
-    released.map(|()| false)
 }
 
 #[pymethods]
@@ -344,11 +363,16 @@ impl PyLock {
         }
     }
 
-    #[pyo3(signature = (*_exc))]
-    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
+    #[pyo3(signature = (*exc))]
+    fn __exit__(&self, py: Python<'_>, exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
         let core = self.core.clone();
         let released = wait(py, async move { core.release().await });
-        finish(&self.core, released)
+        let body_raised = exc
+            .get_item(1)
+            .ok()
+            .filter(|e| !e.is_none())
+            .map(Bound::unbind);
+        finish(&self.core, released, body_raised)
     }
 
     fn __aenter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
@@ -391,14 +415,15 @@ impl PyLock {
         )
     }
 
-    #[pyo3(signature = (exc_type, _exc=None, _tb=None))]
+    #[pyo3(signature = (exc_type, exc=None, _tb=None))]
     fn __aexit__<'py>(
         &self,
         py: Python<'py>,
         exc_type: &Bound<'py, PyAny>,
-        _exc: Option<&Bound<'py, PyAny>>,
+        exc: Option<&Bound<'py, PyAny>>,
         _tb: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let mut body_raised = exc.filter(|e| !e.is_none()).map(|e| e.clone().unbind());
         if let Some(scope) = self.scope.lock().unwrap().take() {
             let scope = scope.get();
             scope.inside.store(false, Ordering::SeqCst);
@@ -406,8 +431,12 @@ impl PyLock {
             let ours = scope.fired.load(Ordering::SeqCst)
                 && !exc_type.is_none()
                 && exc_type.is(&cancelled);
-            if ours && scope.task.bind(py).hasattr("uncancel")? {
-                scope.task.call_method0(py, "uncancel")?;
+            if ours {
+                // Our own cancellation, not the body's exception: LockLost replaces it.
+                body_raised = None;
+                if scope.task.bind(py).hasattr("uncancel")? {
+                    scope.task.call_method0(py, "uncancel")?;
+                }
             }
         }
         let core = self.core.clone();
@@ -420,7 +449,7 @@ impl PyLock {
                 Ok(r) => r.map_err(PyErr::from),
                 Err(e) => Err(internal_error(&e)),
             };
-            finish(&core, released)
+            finish(&core, released, body_raised)
         })
     }
 

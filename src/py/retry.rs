@@ -7,8 +7,8 @@ use crate::retry::{Backoff, Retry};
 
 use super::args::seconds;
 
-#[pyclass(name = "Retry", module = "ferrolock", frozen, eq)]
-#[derive(Clone, PartialEq)]
+#[pyclass(name = "Retry", module = "ferrolock", frozen, eq, hash)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct PyRetry {
     pub(crate) inner: Retry,
 }

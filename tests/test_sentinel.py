@@ -1,0 +1,94 @@
+"""Seed 000's Sentinel master name: locks through `redis+sentinel://`, and the
+same Client follows a failover to the promoted replica."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+import ferrolock
+from redis_server import RedisServer, free_port
+
+pytestmark = pytest.mark.skipif(shutil.which("redis-sentinel") is None, reason="redis-sentinel not installed")
+
+
+class Sentinel:
+    def __init__(self, master_port: int):
+        self.port = free_port()
+        self.dir = RedisServer().dir
+        conf = os.path.join(self.dir, "sentinel.conf")
+        with open(conf, "w") as f:
+            f.write(
+                f"port {self.port}\nbind 127.0.0.1\ndir {self.dir}\n"
+                f"sentinel monitor mymaster 127.0.0.1 {master_port} 1\n"
+                "sentinel down-after-milliseconds mymaster 400\n"
+                "sentinel failover-timeout mymaster 4000\n"
+            )
+        self.proc = subprocess.Popen(
+            ["redis-sentinel", conf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        self.probe = RedisServer(port=self.port)
+
+    def master_port(self) -> int:
+        reply = self.probe.command("SENTINEL", "get-master-addr-by-name", "mymaster")
+        return int(reply.split(b"\r\n")[-2])
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def wait_for(predicate, limit: float, what: str) -> None:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            if predicate():
+                return
+        except OSError:
+            pass
+        time.sleep(0.05)  # polling another process's state: no event to await
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def topology():
+    master = RedisServer().start()
+    replica = RedisServer(extra=("--replicaof", "127.0.0.1", str(master.port))).start()
+    wait_for(lambda: b"master_link_status:up" in replica.command("INFO", "replication"), 10, "replication")
+    sentinel = Sentinel(master.port)
+    wait_for(lambda: sentinel.master_port() == master.port, 10, "sentinel to answer")
+    yield master, replica, sentinel
+    sentinel.close()
+    replica.close()
+    master.close()
+
+
+def test_lock_through_sentinel_follows_failover(topology, prefix):
+    master, replica, sentinel = topology
+    client = ferrolock.Client(
+        f"redis+sentinel://127.0.0.1:{sentinel.port}/mymaster/0", prefix=prefix, connect_timeout=2
+    )
+    assert "sentinel" in repr(client)
+    lock = client.lock("job", ttl=5)
+    with lock:
+        key = f"{prefix}{{job}}"
+        assert master.command("HGET", key, "token").split(b"\r\n")[1].decode() == lock.token
+        first = lock.fence
+    master.kill()
+    wait_for(lambda: sentinel.master_port() == replica.port, 30, "sentinel to promote the replica")
+    after = client.lock("job", ttl=5)
+    assert after.acquire(timeout=15), "the same Client did not follow the failover"
+    assert replica.command("EXISTS", f"{prefix}{{job}}").strip() == b":1"
+    assert after.fence > first
+    after.release()
+
+
+def test_bad_sentinel_urls_are_refused():
+    for url in ("redis+sentinel://127.0.0.1:1", "redis+sentinel:///mymaster", "redis+sentinel://h:1/m/x"):
+        with pytest.raises(ValueError, match="Sentinel"):
+            ferrolock.Client(url)
