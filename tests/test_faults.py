@@ -18,26 +18,8 @@ import pytest
 
 import ferrolock
 from ferrolock import LockConnectionError, LockError, LockLost
+from helpers import LostProbe, key
 from redis_server import RedisServer, free_port
-
-
-class LostProbe:
-    def __init__(self):
-        self.event = threading.Event()
-        self.calls = 0
-        self.at: float | None = None
-
-    def __call__(self):
-        self.calls += 1
-        self.at = time.monotonic()
-        self.event.set()
-
-    def wait(self, timeout: float) -> bool:
-        return self.event.wait(timeout)
-
-
-def key(prefix: str, name: str) -> str:
-    return f"{prefix}{{{name}}}"
 
 
 def reply_int(reply: bytes) -> int:
@@ -405,25 +387,36 @@ def _script_calls(server) -> int:
     return total
 
 
+def _start_blocked_child(server, script: str, prefix: str, mode: str) -> subprocess.Popen:
+    """Start `script` in a child and return once it is inside acquire,
+    retrying on the busy lock (seen in the server's script call count)."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", script, server.url, prefix, mode],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "waiting"
+        baseline = _script_calls(server)
+        deadline = time.monotonic() + 10
+        while _script_calls(server) < baseline + 3:
+            assert time.monotonic() < deadline, "the child never tried to acquire"
+            assert child.poll() is None, child.stderr.read()
+            time.sleep(0.02)  # polling another process's progress: no event to await
+    except BaseException:
+        child.kill()
+        child.wait()
+        raise
+    return child
+
+
 @pytest.mark.parametrize("mode", ["acquire", "acquire-timeout", "with"])
 def test_ctrl_c_during_blocked_acquire(server, prefix, mode):
     client = ferrolock.Client(server.url, prefix=prefix)
     holder = client.lock("busy", ttl=30, auto_renew=False)  # no renewals: only the child runs scripts
     assert holder.acquire()
     k = key(prefix, "busy")
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, server.url, prefix, mode],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    child = _start_blocked_child(server, CHILD, prefix, mode)
     try:
-        assert child.stdout.readline().strip() == "waiting"
-        # Wait until the child is inside acquire, retrying on the busy lock.
-        baseline = _script_calls(server)
-        deadline = time.monotonic() + 10
-        while _script_calls(server) < baseline + 3:
-            assert time.monotonic() < deadline, "the child never tried to acquire"
-            assert child.poll() is None, child.stderr.read()
-            time.sleep(0.02)
         sent = time.monotonic()
         child.send_signal(signal.SIGINT)
         out, err = child.communicate(timeout=5)
@@ -449,17 +442,8 @@ def test_ctrl_c_default_handler_exits_with_keyboard_interrupt(server, prefix):
     holder = client.lock("busy", ttl=30, auto_renew=False)
     assert holder.acquire()
     script = CHILD.replace("except KeyboardInterrupt:", "except ZeroDivisionError:")
-    child = subprocess.Popen(
-        [sys.executable, "-c", script, server.url, prefix, "acquire"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    child = _start_blocked_child(server, script, prefix, "acquire")
     try:
-        assert child.stdout.readline().strip() == "waiting"
-        baseline = _script_calls(server)
-        deadline = time.monotonic() + 10
-        while _script_calls(server) < baseline + 3:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
         child.send_signal(signal.SIGINT)
         out, err = child.communicate(timeout=5)
     finally:
