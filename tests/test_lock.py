@@ -646,3 +646,22 @@ def test_processes_increment_file_counter_exactly(redis_url, prefix, raw, tmp_pa
     assert [p.exitcode for p in procs] == [0, 0, 0, 0]
     assert int(path.read_text()) == 200
     assert raw.keys(prefix + "*") == []
+
+
+def test_unix_socket_url(prefix, tmp_path):
+    """`unix:///path?db=N` reaches a server listening on a socket only."""
+    from redis_server import RedisServer
+
+    sock = tmp_path / "redis.sock"
+    server = RedisServer(extra=("--unixsocket", str(sock), "--unixsocketperm", "700")).start()
+    try:
+        client = ferrolock.Client(f"unix://{sock}?db=2", prefix=prefix)
+        assert "unix://" in repr(client)
+        lock = client.lock("over-a-socket")
+        with lock:
+            assert client.inspect("over-a-socket").token == lock.token
+            assert b"db2:keys=1," in server.command("INFO", "keyspace")
+        assert client.inspect("over-a-socket") is None
+        assert b"db2:" not in server.command("INFO", "keyspace")
+    finally:
+        server.close()
