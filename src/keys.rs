@@ -33,6 +33,25 @@ impl KeySpace {
     pub fn lock(&self, name: &str) -> String {
         format!("{}{{{}}}", self.prefix, escape(name))
     }
+
+    /// The keys of the read/write mutex `name`, all under its hash tag.
+    pub fn rw(&self, name: &str) -> RwKeys {
+        let base = self.lock(name);
+        RwKeys {
+            writer: format!("{base}:w"),
+            readers: format!("{base}:r"),
+            intent: format!("{base}:i"),
+        }
+    }
+}
+
+/// An RWMutex: the writer's hold (shaped like a Lock's), the readers (a sorted
+/// set of token -> expiry in server milliseconds), and a waiting writer's intent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RwKeys {
+    pub writer: String,
+    pub readers: String,
+    pub intent: String,
 }
 
 #[cfg(test)]
@@ -46,5 +65,10 @@ mod tests {
         assert_eq!(ks.lock("a}b{c"), "app:{a%7Db%7Bc}");
         assert_ne!(ks.lock("%7B"), ks.lock("{"));
         assert_eq!(KeySpace::new("{x}").lock("n"), "%7Bx%7D{n}");
+        let rw = ks.rw("doc}7");
+        assert_eq!(
+            [rw.writer, rw.readers, rw.intent],
+            ["app:{doc%7D7}:w", "app:{doc%7D7}:r", "app:{doc%7D7}:i"]
+        );
     }
 }

@@ -9,8 +9,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::lease::Lease;
+use crate::mode::Mode;
 use crate::retry::Retry;
-use crate::scripts::{self, Obtain, Record};
+use crate::scripts::{Obtain, Record};
 use crate::token::new_token;
 use crate::watchdog::{Renewal, Watchdog};
 
@@ -67,7 +68,7 @@ impl Wait {
 pub struct Lock {
     client: Client,
     names: Vec<String>,
-    keys: Arc<[String]>,
+    mode: Mode,
     opts: LockOptions,
     /// One permit: held while this handle holds, so two tasks sharing a handle
     /// never share a hold (the second waits, as with `threading.Lock`).
@@ -102,7 +103,18 @@ impl Lock {
         token: Option<String>,
     ) -> Result<Lock> {
         validate(&names, &opts, token.as_deref())?;
-        let keys: Arc<[String]> = names.iter().map(|n| client.keys().lock(n)).collect();
+        let mode = Mode::Exclusive(names.iter().map(|n| client.keys().lock(n)).collect());
+        Ok(Lock::with_mode(client, names, mode, opts, token))
+    }
+
+    /// A handle taking `mode` (already validated) under the label `names`.
+    pub(crate) fn with_mode(
+        client: Client,
+        names: Vec<String>,
+        mode: Mode,
+        opts: LockOptions,
+        token: Option<String>,
+    ) -> Lock {
         let gate = Arc::new(Semaphore::new(1));
         let mut state = State::default();
         if let Some(token) = token {
@@ -119,14 +131,14 @@ impl Lock {
                 watchdog: None,
             });
         }
-        Ok(Lock {
+        Lock {
             client,
             names,
-            keys,
+            mode,
             opts,
             gate,
             state: Mutex::new(state),
-        })
+        }
     }
 
     pub fn names(&self) -> &[String] {
@@ -147,7 +159,7 @@ impl Lock {
 
     /// Takes the lock, waiting as `wait` allows. `Ok(false)`: not taken in time,
     /// or the retry strategy gave up. Cancel-safe: dropping the future leaves
-    /// no lock behind.
+    /// no lock (and no writer's intent) behind.
     pub async fn acquire(&self, wait: Wait) -> Result<bool> {
         self.forget_lost_hold();
         let adopted = self.adopted_token();
@@ -163,42 +175,45 @@ impl Lock {
             None => new_token()?,
         };
         let metadata = self.opts.metadata.as_deref().unwrap_or("");
-        let ttl_ms = self.opts.ttl.as_millis() as u64;
+        // While a script may have taken the lock (its answer not in yet), or a
+        // waiting writer's intent stands, a dropped future must undo that. A
+        // restored token's hold is its owner's: never released here.
+        let mut undo = Undo {
+            client: self.client.clone(),
+            mode: self.mode.clone(),
+            token: token.clone(),
+            release: adopted.is_none(),
+            pending: false,
+        };
         let mut failed = 0u32;
         loop {
             let sent = Instant::now();
-            // Until the answer is in, the script may have taken the lock: if this
-            // future is dropped now, release it in the background.
-            let guard = adopted.is_none().then(|| CleanupGuard::new(self, &token));
-            // On an error the guard releases, in case the script ran.
-            let answer =
-                scripts::obtain(&self.client, &self.keys, &token, ttl_ms, metadata).await?;
+            undo.pending = true;
+            let answer = self
+                .mode
+                .obtain(&self.client, &token, self.opts.ttl, metadata)
+                .await?;
             match answer {
                 Obtain::Taken { fence } => {
-                    if let Some(g) = guard {
-                        g.disarm();
-                    }
+                    undo.pending = false;
                     if let Some(p) = permit {
                         p.forget();
                     }
-                    self.install(token, fence, sent);
+                    self.install(token, self.mode.fenced().then_some(fence), sent);
                     return Ok(true);
                 }
                 Obtain::Busy { pttl_ms } => {
-                    if let Some(g) = guard {
-                        g.disarm();
-                    }
+                    undo.pending = self.mode.leaves_intent();
                     failed += 1;
-                    let Some(mut delay) = self.opts.retry.delay(failed) else {
-                        return Ok(false);
+                    let delay = match self.opts.retry.delay(failed) {
+                        Some(d) if !wait.expired() => d,
+                        _ => {
+                            undo.pending = false;
+                            self.mode.withdraw(&self.client, &token).await?;
+                            return Ok(false);
+                        }
                     };
-                    if wait.expired() {
-                        return Ok(false);
-                    }
-                    if pttl_ms > 0 {
-                        delay = delay.min(Duration::from_millis(pttl_ms as u64));
-                    }
-                    let mut wake = Instant::now() + delay;
+                    let mut wake = Instant::now() + self.wait_between(delay, pttl_ms);
                     if let Wait::Until(deadline) = wait {
                         wake = wake.min(deadline);
                     }
@@ -206,6 +221,19 @@ impl Lock {
                 }
             }
         }
+    }
+
+    /// The pause before the next attempt: the retry's delay, no longer than
+    /// the holder has left, and short enough to keep a writer's intent alive.
+    fn wait_between(&self, delay: Duration, holder_pttl_ms: i64) -> Duration {
+        let mut delay = delay;
+        if holder_pttl_ms > 0 {
+            delay = delay.min(Duration::from_millis(holder_pttl_ms as u64));
+        }
+        if self.mode.leaves_intent() {
+            delay = delay.min(self.opts.ttl / 3);
+        }
+        delay
     }
 
     /// Waits for this handle's own permit.
@@ -241,7 +269,7 @@ impl Lock {
         }
     }
 
-    fn install(&self, token: String, fence: i64, sent: Instant) {
+    fn install(&self, token: String, fence: Option<i64>, sent: Instant) {
         let lease = Arc::new(Lease::new(Some(sent), self.opts.ttl));
         if let Some(cb) = &self.opts.on_lost {
             let cb = cb.clone();
@@ -249,7 +277,7 @@ impl Lock {
         }
         let renewal = Renewal {
             client: self.client.clone(),
-            keys: self.keys.clone(),
+            mode: self.mode.clone(),
             token: token.clone(),
             lease: lease.clone(),
             label: self.label(),
@@ -259,7 +287,7 @@ impl Lock {
         state.last = Some(lease.clone());
         state.hold = Some(Hold {
             token,
-            fence: Some(fence),
+            fence,
             lease,
             adopted: false,
             watchdog: Some(watchdog),
@@ -286,8 +314,7 @@ impl Lock {
             ..
         } = hold;
         drop(watchdog);
-        let released = scripts::release(&self.client, &self.keys, &token, false).await?;
-        if released == 0 {
+        if !self.mode.release(&self.client, &token).await? {
             lease.mark_lost("it had expired or been taken over before release");
             return Err(Error::NotOwned(format!(
                 "{} was no longer held by this handle: it expired or was taken over",
@@ -312,7 +339,7 @@ impl Lock {
             )));
         }
         let sent = Instant::now();
-        if scripts::refresh(&self.client, &self.keys, &token, ttl.as_millis() as u64).await? {
+        if self.mode.refresh(&self.client, &token, ttl).await? {
             lease.extended(sent, ttl);
             Ok(())
         } else {
@@ -326,12 +353,12 @@ impl Lock {
 
     /// The holder of each key, as Redis sees it now.
     pub async fn inspect(&self) -> Result<Vec<Option<Record>>> {
-        scripts::inspect(&self.client, &self.keys).await
+        self.mode.inspect(&self.client).await
     }
 
     /// Held by anyone (any of the names, for a multi-lock).
     pub async fn locked(&self) -> Result<bool> {
-        Ok(self.inspect().await?.iter().any(Option::is_some))
+        self.mode.locked(&self.client).await
     }
 
     /// Held by this handle, as Redis sees it now.
@@ -341,20 +368,10 @@ impl Lock {
 
     /// Time left on this handle's hold, or `None` when it holds nothing.
     pub async fn remaining(&self) -> Result<Option<Duration>> {
-        let Some((token, _)) = self.current() else {
-            return Ok(None);
-        };
-        let records = self.inspect().await?;
-        let mut least: Option<i64> = None;
-        for r in &records {
-            match r {
-                Some(r) if r.token == token => {
-                    least = Some(least.map_or(r.pttl_ms, |l| l.min(r.pttl_ms)));
-                }
-                _ => return Ok(None),
-            }
+        match self.current() {
+            Some((token, _)) => self.mode.remaining(&self.client, &token).await,
+            None => Ok(None),
         }
-        Ok(least.map(|ms| Duration::from_millis(ms.max(0) as u64)))
     }
 
     fn current(&self) -> Option<(String, Arc<Lease>)> {
@@ -369,6 +386,20 @@ impl Lock {
     /// Whether this handle holds the lock, by its own account (no round trip).
     pub fn is_held(&self) -> bool {
         self.state.lock().unwrap().hold.is_some()
+    }
+
+    /// `"lock"`, `"read"` or `"write"`.
+    pub fn kind(&self) -> &'static str {
+        match self.mode {
+            Mode::Exclusive(_) => "lock",
+            Mode::Read { .. } => "read",
+            Mode::Write { .. } => "write",
+        }
+    }
+
+    /// Restored from a token and not re-acquired since.
+    pub fn is_restored(&self) -> bool {
+        self.adopted_token().is_some()
     }
 
     pub fn token(&self) -> Option<String> {
@@ -400,41 +431,32 @@ impl Lock {
     }
 }
 
-/// Releases a just-sent acquire in the background unless disarmed.
-struct CleanupGuard {
+/// Undoes, in the background, what a dropped acquire may have left in Redis.
+struct Undo {
     client: Client,
-    keys: Arc<[String]>,
+    mode: Mode,
     token: String,
-    armed: bool,
+    /// False for a restored token: its hold belongs to its owner.
+    release: bool,
+    pending: bool,
 }
 
-impl CleanupGuard {
-    fn new(lock: &Lock, token: &str) -> Self {
-        CleanupGuard {
-            client: lock.client.clone(),
-            keys: lock.keys.clone(),
-            token: token.to_string(),
-            armed: true,
-        }
-    }
-
-    fn disarm(mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for CleanupGuard {
+impl Drop for Undo {
     fn drop(&mut self) {
-        if !self.armed {
+        if !self.pending {
             return;
         }
-        let (client, keys, token) = (
+        let (client, mode, token, release) = (
             self.client.clone(),
-            self.keys.clone(),
+            self.mode.clone(),
             std::mem::take(&mut self.token),
+            self.release,
         );
         self.client.spawn_cleanup(async move {
-            let _ = scripts::release(&client, &keys, &token, false).await;
+            if release {
+                let _ = mode.release(&client, &token).await;
+            }
+            let _ = mode.withdraw(&client, &token).await;
         });
     }
 }
@@ -464,7 +486,7 @@ pub fn check_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-fn validate(names: &[String], opts: &LockOptions, token: Option<&str>) -> Result<()> {
+pub(crate) fn validate(names: &[String], opts: &LockOptions, token: Option<&str>) -> Result<()> {
     if names.is_empty() {
         return Err(Error::InvalidArgument(
             "a lock needs at least one name".into(),

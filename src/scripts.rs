@@ -7,6 +7,7 @@ use redis::{Script, ScriptInvocation, Value};
 
 use crate::client::Client;
 use crate::error::{Error, Result};
+use crate::keys::RwKeys;
 
 macro_rules! lua {
     ($name:ident, $file:literal) => {
@@ -24,6 +25,12 @@ lua!(OBTAIN, "obtain.lua");
 lua!(RELEASE, "release.lua");
 lua!(REFRESH, "refresh.lua");
 lua!(INSPECT, "inspect.lua");
+lua!(RW_READ, "rw_read.lua");
+lua!(RW_WRITE, "rw_write.lua");
+lua!(RW_READ_REFRESH, "rw_read_refresh.lua");
+lua!(RW_READ_RELEASE, "rw_read_release.lua");
+lua!(RW_WITHDRAW, "rw_withdraw.lua");
+lua!(RW_INSPECT, "rw_inspect.lua");
 
 /// What `obtain.lua` answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,28 +60,17 @@ pub async fn obtain(
     ttl_ms: u64,
     metadata: &str,
 ) -> Result<Obtain> {
-    let (taken, n): (i64, i64) = run(
+    run(
         client,
         OBTAIN.key(keys).arg(token).arg(ttl_ms).arg(metadata),
     )
-    .await?;
-    Ok(if taken == 1 {
-        Obtain::Taken { fence: n }
-    } else {
-        Obtain::Busy { pttl_ms: n }
-    })
+    .await
+    .map(taken_or_busy)
 }
 
 /// Returns how many keys were released; 0 when `token` did not hold them all.
 pub async fn release(client: &Client, keys: &[String], token: &str, force: bool) -> Result<u64> {
-    run(
-        client,
-        RELEASE
-            .key(keys)
-            .arg(token)
-            .arg(if force { "1" } else { "0" }),
-    )
-    .await
+    run(client, RELEASE.key(keys).arg(token).arg(flag(force))).await
 }
 
 /// Returns whether `token` still held every key (and now holds it for `ttl_ms`).
@@ -84,15 +80,115 @@ pub async fn refresh(client: &Client, keys: &[String], token: &str, ttl_ms: u64)
 }
 
 pub async fn inspect(client: &Client, keys: &[String]) -> Result<Vec<Option<Record>>> {
-    let entries: Vec<Vec<Value>> = run(client, &mut INSPECT.key(keys)).await?;
+    let entries: Vec<Vec<Value>> = run(client, &INSPECT.key(keys)).await?;
     entries.into_iter().map(parse_record).collect()
+}
+
+fn taken_or_busy((taken, n): (i64, i64)) -> Obtain {
+    if taken == 1 {
+        Obtain::Taken { fence: n }
+    } else {
+        Obtain::Busy { pttl_ms: n }
+    }
+}
+
+fn flag(on: bool) -> &'static str {
+    if on {
+        "1"
+    } else {
+        "0"
+    }
+}
+
+pub async fn rw_read(
+    client: &Client,
+    k: &RwKeys,
+    token: &str,
+    ttl_ms: u64,
+    writer_preference: bool,
+) -> Result<Obtain> {
+    let keys = [&k.writer, &k.readers, &k.intent];
+    run(
+        client,
+        RW_READ
+            .key(&keys)
+            .arg(token)
+            .arg(ttl_ms)
+            .arg(flag(writer_preference)),
+    )
+    .await
+    .map(taken_or_busy)
+}
+
+#[allow(clippy::too_many_arguments)]
+pub async fn rw_write(
+    client: &Client,
+    k: &RwKeys,
+    token: &str,
+    ttl_ms: u64,
+    metadata: &str,
+    writer_preference: bool,
+) -> Result<Obtain> {
+    let keys = [&k.writer, &k.readers, &k.intent];
+    let mut invocation = RW_WRITE.key(&keys);
+    invocation
+        .arg(token)
+        .arg(ttl_ms)
+        .arg(metadata)
+        .arg(flag(writer_preference));
+    run(client, &invocation).await.map(taken_or_busy)
+}
+
+pub async fn rw_read_refresh(
+    client: &Client,
+    k: &RwKeys,
+    token: &str,
+    ttl_ms: u64,
+) -> Result<bool> {
+    let renewed: i64 = run(
+        client,
+        RW_READ_REFRESH.key(&k.readers).arg(token).arg(ttl_ms),
+    )
+    .await?;
+    Ok(renewed == 1)
+}
+
+pub async fn rw_read_release(client: &Client, k: &RwKeys, token: &str) -> Result<bool> {
+    let released: i64 = run(client, RW_READ_RELEASE.key(&k.readers).arg(token)).await?;
+    Ok(released == 1)
+}
+
+pub async fn rw_withdraw(client: &Client, k: &RwKeys, token: &str) -> Result<()> {
+    run::<i64>(client, RW_WITHDRAW.key(&k.intent).arg(token))
+        .await
+        .map(drop)
+}
+
+/// The state of an RWMutex as `rw_inspect.lua` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RwState {
+    pub readers: i64,
+    /// Milliseconds left for the reader asked about; negative when it is not reading.
+    pub reader_pttl_ms: i64,
+    /// Milliseconds left on a waiting writer's intent; negative when none.
+    pub intent_pttl_ms: i64,
+}
+
+pub async fn rw_inspect(client: &Client, k: &RwKeys, reader: &str) -> Result<RwState> {
+    let keys = [&k.writer, &k.readers, &k.intent];
+    let (readers, reader_pttl_ms, intent_pttl_ms): (i64, i64, i64) =
+        run(client, RW_INSPECT.key(&keys).arg(reader)).await?;
+    Ok(RwState {
+        readers,
+        reader_pttl_ms,
+        intent_pttl_ms,
+    })
 }
 
 async fn run<T: redis::FromRedisValue>(
     client: &Client,
-    invocation: &mut ScriptInvocation<'_>,
+    invocation: &ScriptInvocation<'_>,
 ) -> Result<T> {
-    let invocation = &*invocation;
     client
         .call(|mut c| async move { invocation.invoke_async(&mut c).await })
         .await

@@ -11,7 +11,7 @@ use tokio::time::{sleep, sleep_until};
 
 use crate::client::Client;
 use crate::lease::Lease;
-use crate::scripts;
+use crate::mode::Mode;
 
 /// Stops the task when dropped: renewal never outlives its hold.
 pub(crate) struct Watchdog {
@@ -26,7 +26,7 @@ impl Drop for Watchdog {
 
 pub(crate) struct Renewal {
     pub client: Client,
-    pub keys: Arc<[String]>,
+    pub mode: Mode,
     pub token: String,
     pub lease: Arc<Lease>,
     pub label: String,
@@ -62,7 +62,7 @@ async fn renew_until_lost(r: Renewal) {
             };
             let ttl = r.lease.ttl();
             let sent = Instant::now();
-            let attempt = scripts::refresh(&r.client, &r.keys, &r.token, ttl.as_millis() as u64);
+            let attempt = r.mode.refresh(&r.client, &r.token, ttl);
             let outcome = tokio::select! {
                 outcome = attempt => outcome,
                 () = sleep_until(deadline.into()) => {

@@ -23,6 +23,7 @@ from ._ferrolock import (
     LockNotAcquired,
     LockNotOwned,
     Retry,
+    RWMutex,
     __version__,
 )
 
@@ -35,6 +36,7 @@ __all__ = [
     "LockLost",
     "LockNotAcquired",
     "LockNotOwned",
+    "RWMutex",
     "Retry",
     "__version__",
 ]

@@ -12,6 +12,7 @@ use crate::scripts::Record;
 use super::args;
 use super::lock::PyLock;
 use super::runtime::{awaitable, wait};
+use super::rwmutex::PyRwMutex;
 
 #[pyclass(name = "Client", module = "ferrolock", subclass, frozen)]
 pub struct PyClient {
@@ -103,6 +104,20 @@ impl PyClient {
         py.get_type::<PyLock>()
             .call(PyTuple::new(py, [slf.as_any(), name])?, options)?
             .cast_into::<PyLock>()
+            .map_err(Into::into)
+    }
+
+    /// An `RWMutex` on `name`; keyword arguments as for `RWMutex`.
+    #[pyo3(signature = (name, **options))]
+    fn rwmutex<'py>(
+        slf: &Bound<'py, Self>,
+        name: &Bound<'py, PyAny>,
+        options: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyRwMutex>> {
+        let py = slf.py();
+        py.get_type::<PyRwMutex>()
+            .call(PyTuple::new(py, [slf.as_any(), name])?, options)?
+            .cast_into::<PyRwMutex>()
             .map_err(Into::into)
     }
 

@@ -5,15 +5,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
 
-use crate::lock::{Lock, LockOptions, LostCallback, Wait};
+use crate::lock::{Lock, Wait};
 
 use super::args;
 use super::client::{LockInfo, PyClient};
 use super::errors::{internal_error, LockLost, LockNotAcquired};
+use super::options::HandleOptions;
 use super::retry::PyRetry;
 use super::runtime::{awaitable, awaitable_or_undo, call_soon, runtime, wait, wait_interruptible};
 
@@ -56,25 +56,25 @@ fn names_of(name: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
     args::name(name).map(|n| vec![n])
 }
 
-fn on_lost_callback(f: Option<&Bound<'_, PyAny>>) -> PyResult<Option<LostCallback>> {
-    let Some(f) = f.filter(|f| !f.is_none()) else {
-        return Ok(None);
-    };
-    if !f.is_callable() {
-        return Err(PyTypeError::new_err("on_lost must be callable"));
-    }
-    let f = Arc::new(f.clone().unbind());
-    Ok(Some(Arc::new(move |_why: &str| {
-        let f = f.clone();
-        call_soon(move |py| {
-            if let Err(e) = f.call0(py) {
-                e.write_unraisable(py, Some(f.bind(py)));
-            }
-        });
-    })))
-}
-
 impl PyLock {
+    pub(crate) fn from_core(
+        core: Lock,
+        client: &Bound<'_, PyClient>,
+        blocking_timeout: Option<Duration>,
+    ) -> PyLock {
+        PyLock {
+            core: Arc::new(core),
+            client: client.clone().unbind(),
+            blocking_timeout,
+            scope: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// One attempt, no waiting (`try_read` / `try_write`).
+    pub(crate) fn take_now(&self, py: Python<'_>) -> PyResult<bool> {
+        acquire_blocking(py, &self.core, Wait::No)
+    }
+
     fn label(&self) -> String {
         format!("lock {:?}", self.core.names().join(", "))
     }
@@ -168,44 +168,17 @@ impl PyLock {
         token: Option<&Bound<'_, PyAny>>,
         on_lost: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let defaults = LockOptions::default();
-        let blocking_timeout = match blocking_timeout {
-            Some(t) if !t.is_none() => {
-                let t = args::number("blocking_timeout", t)?;
-                if !(t.is_finite() && t >= 0.0) {
-                    return Err(PyValueError::new_err(format!(
-                        "blocking_timeout must be a non-negative, finite number of seconds or None, got {t}"
-                    )));
-                }
-                Some(Duration::try_from_secs_f64(t).map_err(|_| {
-                    PyValueError::new_err(format!("blocking_timeout is out of range: {t}"))
-                })?)
-            }
-            _ => None,
-        };
-        let text = |what: &str, v: Option<&Bound<'_, PyAny>>| match v {
-            Some(v) if !v.is_none() => args::text(what, v).map(Some),
-            _ => Ok(None),
-        };
-        let opts = LockOptions {
-            ttl: args::optional_seconds("ttl", ttl)?.unwrap_or(defaults.ttl),
+        let o = HandleOptions::parse(
+            ttl,
             auto_renew,
-            retry: retry.map_or(defaults.retry, |r| r.get().inner.clone()),
-            metadata: text("metadata", metadata)?,
-            on_lost: on_lost_callback(on_lost)?,
-        };
-        let core = Lock::new(
-            client.get().core.clone(),
-            names_of(name)?,
-            opts,
-            text("token", token)?,
-        )?;
-        Ok(PyLock {
-            core: Arc::new(core),
-            client: client.clone().unbind(),
             blocking_timeout,
-            scope: Arc::new(Mutex::new(None)),
-        })
+            retry,
+            metadata,
+            token,
+            on_lost,
+        )?;
+        let core = Lock::new(client.get().core.clone(), names_of(name)?, o.lock, o.token)?;
+        Ok(PyLock::from_core(core, client, o.blocking_timeout))
     }
 
     /// `threading.Lock.acquire` semantics; the GIL is released while waiting.
@@ -454,11 +427,23 @@ impl PyLock {
     }
 
     fn __repr__(&self) -> String {
-        let state = match (self.core.is_held(), self.core.fence()) {
-            (true, Some(f)) => format!(" held fence={f}"),
-            (true, None) => " restored".into(),
-            (false, _) => String::new(),
+        let kind = match self.core.kind() {
+            "lock" => String::new(),
+            k => format!(" {k}"),
         };
-        format!("<ferrolock.Lock {:?}{state}>", self.core.names().join(", "))
+        let state = match (
+            self.core.is_held(),
+            self.core.is_restored(),
+            self.core.fence(),
+        ) {
+            (false, _, _) => String::new(),
+            (true, true, _) => " restored".into(),
+            (true, false, Some(f)) => format!(" held fence={f}"),
+            (true, false, None) => " held".into(),
+        };
+        format!(
+            "<ferrolock.Lock {:?}{kind}{state}>",
+            self.core.names().join(", ")
+        )
     }
 }

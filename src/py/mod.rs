@@ -4,8 +4,10 @@ pub mod args;
 pub mod client;
 pub mod errors;
 pub mod lock;
+pub mod options;
 pub mod retry;
 pub mod runtime;
+pub mod rwmutex;
 
 use pyo3::prelude::*;
 
@@ -19,6 +21,8 @@ pub mod _ferrolock {
     use super::lock::PyLock;
     #[pymodule_export]
     use super::retry::PyRetry;
+    #[pymodule_export]
+    use super::rwmutex::PyRwMutex;
 
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -1,0 +1,23 @@
+-- rw_read.lua: join the readers of an RWMutex, each reader with its own expiry.
+-- KEYS: [writer hash, readers zset (token -> expiry, server ms), writer intent]
+-- ARGV: [token, ttl_ms, writer_preference ('1' or '0')]
+-- Returns {1, 0} when reading (joined now, or already a reader: expiry pushed),
+-- or {0, wait_ms}: a writer holds (its pttl), or a writer waits (its intent's pttl).
+local writer, readers, intent = KEYS[1], KEYS[2], KEYS[3]
+local token, ttl = ARGV[1], tonumber(ARGV[2])
+
+if redis.call('HEXISTS', writer, 'token') == 1 then
+  return {0, redis.call('PTTL', writer)}
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
+if ARGV[3] == '1' and redis.call('EXISTS', intent) == 1
+    and not redis.call('ZSCORE', readers, token) then
+  return {0, redis.call('PTTL', intent)}
+end
+
+redis.call('ZADD', readers, now + ttl, token)
+local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
+redis.call('PEXPIRE', readers, tonumber(last[2]) - now)
+return {1, 0}

@@ -1,0 +1,14 @@
+-- rw_read_release.lua: leave the readers of an RWMutex.
+-- KEYS: [readers zset (token -> expiry, server ms)]
+-- ARGV: [token]
+-- Returns 1 when this reader was still reading, 0 when it had expired or was gone.
+local readers, token = KEYS[1], ARGV[1]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local expiry = tonumber(redis.call('ZSCORE', readers, token))
+redis.call('ZREM', readers, token)
+redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
+if expiry and expiry > now then
+  return 1
+end
+return 0

@@ -1,0 +1,41 @@
+-- rw_write.lua: take an RWMutex for writing: no writer and no live reader.
+-- KEYS: [writer hash, readers zset (token -> expiry, server ms), writer intent]
+-- ARGV: [token, ttl_ms, metadata, writer_preference ('1' or '0')]
+-- Returns {1, fence} when writing (the writer hash then looks like a Lock's),
+-- or {0, wait_ms}: the writer's pttl, or until the last live reader expires.
+-- A writer that must wait for readers leaves its intent (writer preference):
+-- new readers wait behind it; the intent expires by itself after ttl_ms.
+local writer, readers, intent = KEYS[1], KEYS[2], KEYS[3]
+local token, ttl, meta = ARGV[1], ARGV[2], ARGV[3]
+
+local rec = redis.call('HMGET', writer, 'token', 'fence')
+if rec[1] and rec[1] ~= token then
+  return {0, redis.call('PTTL', writer)}
+end
+if rec[1] == token then
+  redis.call('PEXPIRE', writer, ttl)
+  return {1, tonumber(rec[2])}
+end
+
+local t = redis.call('TIME')
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = math.floor(now_us / 1000)
+redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
+local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
+if last[1] then
+  if ARGV[4] == '1' then
+    local other = redis.call('GET', intent)
+    if not other or other == token then
+      redis.call('SET', intent, token, 'PX', ttl)
+    end
+  end
+  return {0, tonumber(last[2]) - now}
+end
+
+local fence = math.max(now_us, (tonumber(rec[2]) or 0) + 1)
+redis.call('HSET', writer, 'token', token, 'meta', meta, 'fence', string.format('%.0f', fence))
+redis.call('PEXPIRE', writer, ttl)
+if redis.call('GET', intent) == token then
+  redis.call('DEL', intent)
+end
+return {1, fence}

@@ -1,0 +1,140 @@
+//! What a handle takes: an exclusive hold on one or more names, or one side
+//! of an RWMutex. `Lock` (waiting, holding, the watchdog, cancellation) is the
+//! same for all three; only these atomic steps differ.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::client::Client;
+use crate::error::Result;
+use crate::keys::RwKeys;
+use crate::scripts::{self, Obtain, Record};
+
+#[derive(Debug, Clone)]
+pub enum Mode {
+    /// One hash per name, all taken or none.
+    Exclusive(Arc<[String]>),
+    /// A shared hold among the readers, each with its own expiry.
+    Read {
+        keys: RwKeys,
+        writer_preference: bool,
+    },
+    /// The exclusive side of an RWMutex.
+    Write {
+        keys: RwKeys,
+        writer_preference: bool,
+    },
+}
+
+impl Mode {
+    pub(crate) async fn obtain(
+        &self,
+        c: &Client,
+        token: &str,
+        ttl: Duration,
+        metadata: &str,
+    ) -> Result<Obtain> {
+        let ttl_ms = ttl.as_millis() as u64;
+        match self {
+            Mode::Exclusive(keys) => scripts::obtain(c, keys, token, ttl_ms, metadata).await,
+            Mode::Read {
+                keys,
+                writer_preference,
+            } => scripts::rw_read(c, keys, token, ttl_ms, *writer_preference).await,
+            Mode::Write {
+                keys,
+                writer_preference,
+            } => scripts::rw_write(c, keys, token, ttl_ms, metadata, *writer_preference).await,
+        }
+    }
+
+    /// Whether `token` still held, and now holds for `ttl` more.
+    pub(crate) async fn refresh(&self, c: &Client, token: &str, ttl: Duration) -> Result<bool> {
+        let ttl_ms = ttl.as_millis() as u64;
+        match self {
+            Mode::Exclusive(keys) => scripts::refresh(c, keys, token, ttl_ms).await,
+            Mode::Read { keys, .. } => scripts::rw_read_refresh(c, keys, token, ttl_ms).await,
+            Mode::Write { keys, .. } => {
+                scripts::refresh(c, std::slice::from_ref(&keys.writer), token, ttl_ms).await
+            }
+        }
+    }
+
+    /// Whether `token` was still holding (and released now).
+    pub(crate) async fn release(&self, c: &Client, token: &str) -> Result<bool> {
+        Ok(match self {
+            Mode::Exclusive(keys) => scripts::release(c, keys, token, false).await? > 0,
+            Mode::Read { keys, .. } => scripts::rw_read_release(c, keys, token).await?,
+            Mode::Write { keys, .. } => {
+                scripts::release(c, std::slice::from_ref(&keys.writer), token, false).await? > 0
+            }
+        })
+    }
+
+    /// A writer that stops waiting takes back its intent (no-op otherwise).
+    pub(crate) async fn withdraw(&self, c: &Client, token: &str) -> Result<()> {
+        match self {
+            Mode::Write {
+                keys,
+                writer_preference: true,
+            } => scripts::rw_withdraw(c, keys, token).await,
+            _ => Ok(()),
+        }
+    }
+
+    /// Time left on `token`'s hold, or `None` when it holds nothing.
+    pub(crate) async fn remaining(&self, c: &Client, token: &str) -> Result<Option<Duration>> {
+        if let Mode::Read { keys, .. } = self {
+            let state = scripts::rw_inspect(c, keys, token).await?;
+            return Ok((state.reader_pttl_ms >= 0)
+                .then(|| Duration::from_millis(state.reader_pttl_ms as u64)));
+        }
+        let mut least: Option<i64> = None;
+        for r in self.inspect(c).await? {
+            match r {
+                Some(r) if r.token == token => {
+                    least = Some(least.map_or(r.pttl_ms, |l| l.min(r.pttl_ms)));
+                }
+                _ => return Ok(None),
+            }
+        }
+        Ok(least.map(|ms| Duration::from_millis(ms.max(0) as u64)))
+    }
+
+    /// The exclusive holder of each key (for either side of an RWMutex: its writer).
+    pub(crate) async fn inspect(&self, c: &Client) -> Result<Vec<Option<Record>>> {
+        match self {
+            Mode::Exclusive(keys) => scripts::inspect(c, keys).await,
+            Mode::Read { keys, .. } | Mode::Write { keys, .. } => {
+                scripts::inspect(c, std::slice::from_ref(&keys.writer)).await
+            }
+        }
+    }
+
+    /// Held by anyone: for an RWMutex, a writer or any live reader.
+    pub(crate) async fn locked(&self, c: &Client) -> Result<bool> {
+        let written = self.inspect(c).await?.iter().any(Option::is_some);
+        match self {
+            Mode::Exclusive(_) => Ok(written),
+            Mode::Read { keys, .. } | Mode::Write { keys, .. } => {
+                Ok(written || scripts::rw_inspect(c, keys, "").await?.readers > 0)
+            }
+        }
+    }
+
+    /// Whether an acquire that had to wait left something to undo (a writer's intent).
+    pub(crate) fn leaves_intent(&self) -> bool {
+        matches!(
+            self,
+            Mode::Write {
+                writer_preference: true,
+                ..
+            }
+        )
+    }
+
+    /// Readers get no fence: they exclude nobody but writers.
+    pub(crate) fn fenced(&self) -> bool {
+        !matches!(self, Mode::Read { .. })
+    }
+}

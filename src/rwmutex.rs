@@ -1,0 +1,89 @@
+//! The read/write mutex: any number of readers together, or one writer.
+//! Its handles are ordinary `Lock`s taking a read or write `Mode`, so
+//! waiting, the watchdog, loss reporting and cancellation are the Lock's.
+
+use crate::client::Client;
+use crate::error::Result;
+use crate::keys::RwKeys;
+use crate::lock::{check_name, validate, Lock, LockOptions};
+use crate::mode::Mode;
+use crate::scripts;
+
+#[derive(Debug, Clone)]
+pub struct RwMutex {
+    client: Client,
+    name: String,
+    keys: RwKeys,
+    writer_preference: bool,
+}
+
+impl RwMutex {
+    /// With `writer_preference`, a waiting writer holds new readers back, so
+    /// a stream of readers cannot starve it; without, readers always join.
+    pub fn new(client: Client, name: String, writer_preference: bool) -> Result<RwMutex> {
+        check_name(&name)?;
+        let keys = client.keys().rw(&name);
+        Ok(RwMutex {
+            client,
+            name,
+            keys,
+            writer_preference,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn writer_preference(&self) -> bool {
+        self.writer_preference
+    }
+
+    /// A handle that shares the mutex with other readers.
+    pub fn read(&self, opts: LockOptions, token: Option<String>) -> Result<Lock> {
+        let mode = Mode::Read {
+            keys: self.keys.clone(),
+            writer_preference: self.writer_preference,
+        };
+        self.handle(mode, opts, token)
+    }
+
+    /// A handle that excludes readers and other writers.
+    pub fn write(&self, opts: LockOptions, token: Option<String>) -> Result<Lock> {
+        let mode = Mode::Write {
+            keys: self.keys.clone(),
+            writer_preference: self.writer_preference,
+        };
+        self.handle(mode, opts, token)
+    }
+
+    fn handle(&self, mode: Mode, opts: LockOptions, token: Option<String>) -> Result<Lock> {
+        let names = vec![self.name.clone()];
+        validate(&names, &opts, token.as_deref())?;
+        Ok(Lock::with_mode(
+            self.client.clone(),
+            names,
+            mode,
+            opts,
+            token,
+        ))
+    }
+
+    /// Live readers now (each reader counts until its own expiry).
+    pub async fn readers(&self) -> Result<u64> {
+        Ok(scripts::rw_inspect(&self.client, &self.keys, "")
+            .await?
+            .readers
+            .max(0) as u64)
+    }
+
+    /// Held by a writer or by any live reader.
+    pub async fn locked(&self) -> Result<bool> {
+        Mode::Read {
+            keys: self.keys.clone(),
+            writer_preference: self.writer_preference,
+        }
+        .locked(&self.client)
+        .await
+    }
+}
