@@ -83,28 +83,15 @@ impl SentinelTarget {
             .query_async(&mut conn)
             .await?;
         let Some((host, port)) = addr else {
-            return Err((
-                redis::ErrorKind::Client,
-                "the Sentinel does not know this service",
-            )
-                .into());
+            return Err((redis::ErrorKind::Client, "the Sentinel does not know this service").into());
         };
-        let host = if host.contains(':') {
-            format!("[{host}]")
-        } else {
-            host
-        };
-        let master =
-            redis::Client::open(format!("{}{host}:{port}{}", self.node_head, self.node_tail))?;
+        let host = if host.contains(':') { format!("[{host}]") } else { host };
+        let master = redis::Client::open(format!("{}{host}:{port}{}", self.node_head, self.node_tail))?;
         let mut conn = master.get_multiplexed_async_connection().await?;
         let role: Vec<redis::Value> = redis::cmd("ROLE").query_async(&mut conn).await?;
         match role.first().map(redis::from_redis_value_ref::<String>) {
             Some(Ok(r)) if r == "master" => Ok(master),
-            _ => Err((
-                redis::ErrorKind::Client,
-                "the node the Sentinel named is not a master (yet)",
-            )
-                .into()),
+            _ => Err((redis::ErrorKind::Client, "the node the Sentinel named is not a master (yet)").into()),
         }
     }
 }
@@ -172,16 +159,11 @@ impl Client {
                     Error::InvalidArgument(format!("cannot read ca_file {}: {e}", path.display()))
                 })?;
                 install_crypto_provider();
-                let certs = redis::TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(pem),
-                };
+                let certs = redis::TlsCertificates { client_tls: None, root_cert: Some(pem) };
                 redis::Client::build_with_tls(info, certs)
             }
             (Some(_), _) => {
-                return Err(Error::InvalidArgument(
-                    "ca_file needs a rediss:// URL".into(),
-                ));
+                return Err(Error::InvalidArgument("ca_file needs a rediss:// URL".into()));
             }
             (None, addr) => {
                 if matches!(addr, ConnectionAddr::TcpTls { .. }) {
@@ -231,10 +213,7 @@ impl Client {
             return Err(err.into());
         }
         self.forget_connection();
-        log::info!(
-            "connection to {} dropped ({err}); retrying once",
-            self.inner.display
-        );
+        log::info!("connection to {} dropped ({err}); retrying once", self.inner.display);
         op(self.conn().await?).await.map_err(|e| {
             self.forget_connection();
             e.into()
@@ -295,9 +274,7 @@ impl Client {
                 ))
             })?
             .map_err(|e| match Error::from(e) {
-                Error::Connection(m) => {
-                    Error::Connection(format!("{m} (at {})", self.inner.display))
-                }
+                Error::Connection(m) => Error::Connection(format!("{m} (at {})", self.inner.display)),
                 other => other,
             })?;
         let mut slot = self.inner.conn.lock().unwrap();
@@ -386,9 +363,7 @@ fn normalize_url(raw: &str) -> Result<String> {
 fn percent_encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
             _ => format!("%{b:02X}"),
         })
         .collect()
@@ -416,18 +391,11 @@ fn sentinel_target(rest: &str) -> std::result::Result<(Target, String), String> 
         Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
         None => (None, rest),
     };
-    let (hosts, path) = rest
-        .split_once('/')
-        .ok_or("expected /service_name after the Sentinel addresses")?;
+    let (hosts, path) = rest.split_once('/').ok_or("expected /service_name after the Sentinel addresses")?;
     let mut path = path.split('/');
-    let service = path
-        .next()
-        .filter(|s| !s.is_empty())
-        .ok_or("the service (master) name is missing")?;
+    let service = path.next().filter(|s| !s.is_empty()).ok_or("the service (master) name is missing")?;
     let db = match path.next() {
-        Some(db) if !db.is_empty() => db
-            .parse::<i64>()
-            .map_err(|_| format!("bad database number {db:?}"))?,
+        Some(db) if !db.is_empty() => db.parse::<i64>().map_err(|_| format!("bad database number {db:?}"))?,
         _ => 0,
     };
     let sentinels = hosts
@@ -444,16 +412,10 @@ fn sentinel_target(rest: &str) -> std::result::Result<(Target, String), String> 
     let target = SentinelTarget {
         sentinels,
         service: service.to_string(),
-        node_head: format!(
-            "redis://{}",
-            auth.map_or(String::new(), |a| format!("{a}@"))
-        ),
+        node_head: format!("redis://{}", auth.map_or(String::new(), |a| format!("{a}@"))),
         node_tail: format!("/{db}"),
     };
-    Ok((
-        Target::Sentinel(target),
-        format!("redis+sentinel://{hosts}/{service}/{db}"),
-    ))
+    Ok((Target::Sentinel(target), format!("redis+sentinel://{hosts}/{service}/{db}")))
 }
 
 fn describe(info: &redis::ConnectionInfo) -> String {
@@ -472,14 +434,8 @@ mod tests {
 
     #[test]
     fn seed_style_addresses() {
-        assert_eq!(
-            normalize_url("s3cret@10.0.0.1:6380").unwrap(),
-            "redis://:s3cret@10.0.0.1:6380"
-        );
-        assert_eq!(
-            normalize_url("localhost:6379").unwrap(),
-            "redis://localhost:6379"
-        );
+        assert_eq!(normalize_url("s3cret@10.0.0.1:6380").unwrap(), "redis://:s3cret@10.0.0.1:6380");
+        assert_eq!(normalize_url("localhost:6379").unwrap(), "redis://localhost:6379");
         assert_eq!(normalize_url("p@ss@h:1").unwrap(), "redis://:p%40ss@h:1");
         assert!(normalize_url("  ").is_err());
     }

@@ -40,15 +40,10 @@ impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Self {
         // RedisError's text never carries the URL, so no password can leak through it.
         let code = e.code().unwrap_or("");
-        if e.kind() == redis::ErrorKind::AuthenticationFailed
-            || code == "NOAUTH"
-            || code == "WRONGPASS"
-        {
+        if e.kind() == redis::ErrorKind::AuthenticationFailed || code == "NOAUTH" || code == "WRONGPASS" {
             Error::Connection(format!("Redis refused the credentials: {e}"))
         } else if code == "READONLY" || code == "MASTERDOWN" {
-            Error::Connection(format!(
-                "Redis node cannot take writes (a failover may be under way): {e}"
-            ))
+            Error::Connection(format!("Redis node cannot take writes (a failover may be under way): {e}"))
         } else if e.is_timeout() {
             Error::Connection(format!("Redis did not answer in time: {e}"))
         } else if e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() {

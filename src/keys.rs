@@ -24,9 +24,7 @@ pub struct KeySpace {
 
 impl KeySpace {
     pub fn new(prefix: &str) -> Self {
-        Self {
-            prefix: escape(prefix),
-        }
+        Self { prefix: escape(prefix) }
     }
 
     /// The hash holding the exclusive hold of `name`.
@@ -37,11 +35,7 @@ impl KeySpace {
     /// The keys of the read/write mutex `name`, all under its hash tag.
     pub fn rw(&self, name: &str) -> RwKeys {
         let base = self.lock(name);
-        RwKeys {
-            writer: format!("{base}:w"),
-            readers: format!("{base}:r"),
-            intent: format!("{base}:i"),
-        }
+        RwKeys { writer: format!("{base}:w"), readers: format!("{base}:r"), intent: format!("{base}:i") }
     }
 }
 

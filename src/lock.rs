@@ -96,12 +96,7 @@ impl Lock {
     /// A handle on the lock `names` (one name, or several taken all-or-nothing).
     /// With `token`, the handle starts out holding the lock that token owns
     /// (seed 004's restore): it can release it, or acquire to adopt it.
-    pub fn new(
-        client: Client,
-        names: Vec<String>,
-        opts: LockOptions,
-        token: Option<String>,
-    ) -> Result<Lock> {
+    pub fn new(client: Client, names: Vec<String>, opts: LockOptions, token: Option<String>) -> Result<Lock> {
         validate(&names, &opts, token.as_deref())?;
         let mode = Mode::Exclusive(names.iter().map(|n| client.keys().lock(n)).collect());
         Ok(Lock::with_mode(client, names, mode, opts, token))
@@ -118,27 +113,12 @@ impl Lock {
         let gate = Arc::new(Semaphore::new(1));
         let mut state = State::default();
         if let Some(token) = token {
-            gate.try_acquire()
-                .expect("a new gate has its permit")
-                .forget();
+            gate.try_acquire().expect("a new gate has its permit").forget();
             let lease = Arc::new(Lease::new(None, opts.ttl));
             state.last = Some(lease.clone());
-            state.hold = Some(Hold {
-                token,
-                fence: None,
-                lease,
-                adopted: true,
-                watchdog: None,
-            });
+            state.hold = Some(Hold { token, fence: None, lease, adopted: true, watchdog: None });
         }
-        Lock {
-            client,
-            names,
-            mode,
-            opts,
-            gate,
-            state: Mutex::new(state),
-        }
+        Lock { client, names, mode, opts, gate, state: Mutex::new(state) }
     }
 
     pub fn names(&self) -> &[String] {
@@ -189,10 +169,8 @@ impl Lock {
         loop {
             let sent = Instant::now();
             undo.pending = true;
-            let answer = self
-                .mode
-                .obtain(&self.client, &token, self.opts.ttl, metadata)
-                .await?;
+            let will_wait = wait != Wait::No;
+            let answer = self.mode.obtain(&self.client, &token, self.opts.ttl, metadata, will_wait).await?;
             match answer {
                 Obtain::Taken { fence } => {
                     undo.pending = false;
@@ -203,13 +181,15 @@ impl Lock {
                     return Ok(true);
                 }
                 Obtain::Busy { pttl_ms } => {
-                    undo.pending = self.mode.leaves_intent();
+                    undo.pending = will_wait && self.mode.leaves_intent();
                     failed += 1;
                     let delay = match self.opts.retry.delay(failed) {
                         Some(d) if !wait.expired() => d,
                         _ => {
-                            undo.pending = false;
-                            self.mode.withdraw(&self.client, &token).await?;
+                            if undo.pending {
+                                undo.pending = false;
+                                self.mode.withdraw(&self.client, &token).await?;
+                            }
                             return Ok(false);
                         }
                     };
@@ -242,21 +222,14 @@ impl Lock {
         match wait {
             Wait::No => gate.try_acquire_owned().ok(),
             Wait::Forever => gate.acquire_owned().await.ok(),
-            Wait::Until(t) => tokio::time::timeout_at(t.into(), gate.acquire_owned())
-                .await
-                .ok()?
-                .ok(),
+            Wait::Until(t) => tokio::time::timeout_at(t.into(), gate.acquire_owned()).await.ok()?.ok(),
         }
     }
 
     /// A hold known to be lost protects nothing: free the handle for a new one.
     fn forget_lost_hold(&self) {
         let mut state = self.state.lock().unwrap();
-        if state
-            .hold
-            .as_ref()
-            .is_some_and(|h| h.lease.is_marked_lost())
-        {
+        if state.hold.as_ref().is_some_and(|h| h.lease.is_marked_lost()) {
             state.hold = None;
             self.gate.add_permits(1);
         }
@@ -285,34 +258,17 @@ impl Lock {
         let watchdog = Watchdog::start(renewal, self.opts.auto_renew);
         let mut state = self.state.lock().unwrap();
         state.last = Some(lease.clone());
-        state.hold = Some(Hold {
-            token,
-            fence,
-            lease,
-            adopted: false,
-            watchdog: Some(watchdog),
-        });
+        state.hold = Some(Hold { token, fence, lease, adopted: false, watchdog: Some(watchdog) });
     }
 
     /// Gives the lock up. `NotOwned` when this handle holds nothing, or Redis
     /// says its hold had already ended (then nobody else's hold is touched).
     pub async fn release(&self) -> Result<()> {
-        let hold = self
-            .state
-            .lock()
-            .unwrap()
-            .hold
-            .take()
-            .ok_or_else(|| self.not_owned())?;
+        let hold = self.state.lock().unwrap().hold.take().ok_or_else(|| self.not_owned())?;
         // This handle no longer holds, whatever Redis answers; renewal stops
         // (the watchdog drops) before the release is sent.
         self.gate.add_permits(1);
-        let Hold {
-            token,
-            lease,
-            watchdog,
-            ..
-        } = hold;
+        let Hold { token, lease, watchdog, .. } = hold;
         drop(watchdog);
         if !self.mode.release(&self.client, &token).await? {
             lease.mark_lost("it had expired or been taken over before release");
@@ -344,10 +300,7 @@ impl Lock {
             Ok(())
         } else {
             lease.mark_lost("it had expired or been taken over before extend");
-            Err(Error::NotOwned(format!(
-                "{} is no longer held by this handle",
-                self.label()
-            )))
+            Err(Error::NotOwned(format!("{} is no longer held by this handle", self.label())))
         }
     }
 
@@ -375,12 +328,7 @@ impl Lock {
     }
 
     fn current(&self) -> Option<(String, Arc<Lease>)> {
-        self.state
-            .lock()
-            .unwrap()
-            .hold
-            .as_ref()
-            .map(|h| (h.token.clone(), h.lease.clone()))
+        self.state.lock().unwrap().hold.as_ref().map(|h| (h.token.clone(), h.lease.clone()))
     }
 
     /// Whether this handle holds the lock, by its own account (no round trip).
@@ -408,12 +356,7 @@ impl Lock {
 
     /// The fence of the current hold: greater than every earlier one for these names.
     pub fn fence(&self) -> Option<i64> {
-        self.state
-            .lock()
-            .unwrap()
-            .hold
-            .as_ref()
-            .and_then(|h| h.fence)
+        self.state.lock().unwrap().hold.as_ref().and_then(|h| h.fence)
     }
 
     /// The lease of the current (or latest) hold.
@@ -446,12 +389,8 @@ impl Drop for Undo {
         if !self.pending {
             return;
         }
-        let (client, mode, token, release) = (
-            self.client.clone(),
-            self.mode.clone(),
-            std::mem::take(&mut self.token),
-            self.release,
-        );
+        let (client, mode, token, release) =
+            (self.client.clone(), self.mode.clone(), std::mem::take(&mut self.token), self.release);
         self.client.spawn_cleanup(async move {
             if release {
                 let _ = mode.release(&client, &token).await;
@@ -488,33 +427,21 @@ pub fn check_name(name: &str) -> Result<()> {
 
 pub(crate) fn validate(names: &[String], opts: &LockOptions, token: Option<&str>) -> Result<()> {
     if names.is_empty() {
-        return Err(Error::InvalidArgument(
-            "a lock needs at least one name".into(),
-        ));
+        return Err(Error::InvalidArgument("a lock needs at least one name".into()));
     }
     for (i, name) in names.iter().enumerate() {
         check_name(name)?;
         if names[..i].contains(name) {
-            return Err(Error::InvalidArgument(format!(
-                "lock name {name:?} is given twice"
-            )));
+            return Err(Error::InvalidArgument(format!("lock name {name:?} is given twice")));
         }
     }
     check_ttl(opts.ttl)?;
-    if opts
-        .metadata
-        .as_ref()
-        .is_some_and(|m| m.len() > MAX_METADATA)
-    {
-        return Err(Error::InvalidArgument(format!(
-            "metadata is longer than {MAX_METADATA} bytes"
-        )));
+    if opts.metadata.as_ref().is_some_and(|m| m.len() > MAX_METADATA) {
+        return Err(Error::InvalidArgument(format!("metadata is longer than {MAX_METADATA} bytes")));
     }
     if let Some(t) = token {
         if t.is_empty() || t.len() > MAX_TOKEN {
-            return Err(Error::InvalidArgument(format!(
-                "token must be 1 to {MAX_TOKEN} bytes long"
-            )));
+            return Err(Error::InvalidArgument(format!("token must be 1 to {MAX_TOKEN} bytes long")));
         }
     }
     Ok(())

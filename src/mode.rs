@@ -15,36 +15,31 @@ pub enum Mode {
     /// One hash per name, all taken or none.
     Exclusive(Arc<[String]>),
     /// A shared hold among the readers, each with its own expiry.
-    Read {
-        keys: RwKeys,
-        writer_preference: bool,
-    },
+    Read { keys: RwKeys, writer_preference: bool },
     /// The exclusive side of an RWMutex.
-    Write {
-        keys: RwKeys,
-        writer_preference: bool,
-    },
+    Write { keys: RwKeys, writer_preference: bool },
 }
 
 impl Mode {
+    /// One attempt. A writer that `will_wait` leaves its intent when readers
+    /// hold (writer preference); a one-shot attempt (try_write) never does.
     pub(crate) async fn obtain(
         &self,
         c: &Client,
         token: &str,
         ttl: Duration,
         metadata: &str,
+        will_wait: bool,
     ) -> Result<Obtain> {
         let ttl_ms = ttl.as_millis() as u64;
         match self {
             Mode::Exclusive(keys) => scripts::obtain(c, keys, token, ttl_ms, metadata).await,
-            Mode::Read {
-                keys,
-                writer_preference,
-            } => scripts::rw_read(c, keys, token, ttl_ms, *writer_preference).await,
-            Mode::Write {
-                keys,
-                writer_preference,
-            } => scripts::rw_write(c, keys, token, ttl_ms, metadata, *writer_preference).await,
+            Mode::Read { keys, writer_preference } => {
+                scripts::rw_read(c, keys, token, ttl_ms, *writer_preference).await
+            }
+            Mode::Write { keys, writer_preference } => {
+                scripts::rw_write(c, keys, token, ttl_ms, metadata, *writer_preference && will_wait).await
+            }
         }
     }
 
@@ -74,10 +69,7 @@ impl Mode {
     /// A writer that stops waiting takes back its intent (no-op otherwise).
     pub(crate) async fn withdraw(&self, c: &Client, token: &str) -> Result<()> {
         match self {
-            Mode::Write {
-                keys,
-                writer_preference: true,
-            } => scripts::rw_withdraw(c, keys, token).await,
+            Mode::Write { keys, writer_preference: true } => scripts::rw_withdraw(c, keys, token).await,
             _ => Ok(()),
         }
     }
@@ -86,8 +78,9 @@ impl Mode {
     pub(crate) async fn remaining(&self, c: &Client, token: &str) -> Result<Option<Duration>> {
         if let Mode::Read { keys, .. } = self {
             let state = scripts::rw_inspect(c, keys, token).await?;
-            return Ok((state.reader_pttl_ms >= 0)
-                .then(|| Duration::from_millis(state.reader_pttl_ms as u64)));
+            return Ok(
+                (state.reader_pttl_ms >= 0).then(|| Duration::from_millis(state.reader_pttl_ms as u64))
+            );
         }
         let mut least: Option<i64> = None;
         for r in self.inspect(c).await? {
@@ -124,13 +117,7 @@ impl Mode {
 
     /// Whether an acquire that had to wait left something to undo (a writer's intent).
     pub(crate) fn leaves_intent(&self) -> bool {
-        matches!(
-            self,
-            Mode::Write {
-                writer_preference: true,
-                ..
-            }
-        )
+        matches!(self, Mode::Write { writer_preference: true, .. })
     }
 
     /// Readers get no fence: they exclude nobody but writers.

@@ -45,10 +45,7 @@ impl Default for Retry {
 
 impl Retry {
     pub fn none() -> Self {
-        Retry {
-            backoff: Backoff::None,
-            attempts: Some(1),
-        }
+        Retry { backoff: Backoff::None, attempts: Some(1) }
     }
 
     /// The wait after `failed` attempts (1 after the first), or `None` to give up.
@@ -63,11 +60,7 @@ impl Retry {
             Backoff::Linear { step, max } => Some(step.saturating_mul(n).min(*max)),
             Backoff::Exponential { min, max, jitter } => {
                 let wait = min.saturating_mul(1u32 << (n - 1).min(20)).min(*max);
-                Some(if *jitter {
-                    wait.mul_f64(0.5 + random_unit() / 2.0)
-                } else {
-                    wait
-                })
+                Some(if *jitter { wait.mul_f64(0.5 + random_unit() / 2.0) } else { wait })
             }
         }
     }
@@ -82,31 +75,16 @@ mod tests {
     #[test]
     fn strategies() {
         assert_eq!(Retry::none().delay(1), None);
-        let fixed = Retry {
-            backoff: Backoff::Fixed(5 * MS),
-            attempts: Some(3),
-        };
+        let fixed = Retry { backoff: Backoff::Fixed(5 * MS), attempts: Some(3) };
         assert_eq!(fixed.delay(1), Some(5 * MS));
         assert_eq!(fixed.delay(2), Some(5 * MS));
         assert_eq!(fixed.delay(3), None);
-        let lin = Retry {
-            backoff: Backoff::Linear {
-                step: 10 * MS,
-                max: 25 * MS,
-            },
-            attempts: None,
-        };
+        let lin = Retry { backoff: Backoff::Linear { step: 10 * MS, max: 25 * MS }, attempts: None };
         assert_eq!(lin.delay(1), Some(10 * MS));
         assert_eq!(lin.delay(2), Some(20 * MS));
         assert_eq!(lin.delay(9), Some(25 * MS));
-        let exp = Retry {
-            backoff: Backoff::Exponential {
-                min: MS,
-                max: 16 * MS,
-                jitter: false,
-            },
-            attempts: None,
-        };
+        let exp =
+            Retry { backoff: Backoff::Exponential { min: MS, max: 16 * MS, jitter: false }, attempts: None };
         let waits: Vec<_> = (1..=6).map(|i| exp.delay(i).unwrap()).collect();
         assert_eq!(waits, [MS, 2 * MS, 4 * MS, 8 * MS, 16 * MS, 16 * MS]);
         let jit = Retry::default();

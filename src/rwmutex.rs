@@ -23,12 +23,7 @@ impl RwMutex {
     pub fn new(client: Client, name: String, writer_preference: bool) -> Result<RwMutex> {
         check_name(&name)?;
         let keys = client.keys().rw(&name);
-        Ok(RwMutex {
-            client,
-            name,
-            keys,
-            writer_preference,
-        })
+        Ok(RwMutex { client, name, keys, writer_preference })
     }
 
     pub fn name(&self) -> &str {
@@ -41,49 +36,31 @@ impl RwMutex {
 
     /// A handle that shares the mutex with other readers.
     pub fn read(&self, opts: LockOptions, token: Option<String>) -> Result<Lock> {
-        let mode = Mode::Read {
-            keys: self.keys.clone(),
-            writer_preference: self.writer_preference,
-        };
+        let mode = Mode::Read { keys: self.keys.clone(), writer_preference: self.writer_preference };
         self.handle(mode, opts, token)
     }
 
     /// A handle that excludes readers and other writers.
     pub fn write(&self, opts: LockOptions, token: Option<String>) -> Result<Lock> {
-        let mode = Mode::Write {
-            keys: self.keys.clone(),
-            writer_preference: self.writer_preference,
-        };
+        let mode = Mode::Write { keys: self.keys.clone(), writer_preference: self.writer_preference };
         self.handle(mode, opts, token)
     }
 
     fn handle(&self, mode: Mode, opts: LockOptions, token: Option<String>) -> Result<Lock> {
         let names = vec![self.name.clone()];
         validate(&names, &opts, token.as_deref())?;
-        Ok(Lock::with_mode(
-            self.client.clone(),
-            names,
-            mode,
-            opts,
-            token,
-        ))
+        Ok(Lock::with_mode(self.client.clone(), names, mode, opts, token))
     }
 
     /// Live readers now (each reader counts until its own expiry).
     pub async fn readers(&self) -> Result<u64> {
-        Ok(scripts::rw_inspect(&self.client, &self.keys, "")
-            .await?
-            .readers
-            .max(0) as u64)
+        Ok(scripts::rw_inspect(&self.client, &self.keys, "").await?.readers.max(0) as u64)
     }
 
     /// Held by a writer or by any live reader.
     pub async fn locked(&self) -> Result<bool> {
-        Mode::Read {
-            keys: self.keys.clone(),
-            writer_preference: self.writer_preference,
-        }
-        .locked(&self.client)
-        .await
+        Mode::Read { keys: self.keys.clone(), writer_preference: self.writer_preference }
+            .locked(&self.client)
+            .await
     }
 }

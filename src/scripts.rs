@@ -11,13 +11,8 @@ use crate::keys::RwKeys;
 
 macro_rules! lua {
     ($name:ident, $file:literal) => {
-        static $name: LazyLock<Script> = LazyLock::new(|| {
-            Script::new(include_str!(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/lua/",
-                $file
-            )))
-        });
+        static $name: LazyLock<Script> =
+            LazyLock::new(|| Script::new(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $file))));
     };
 }
 
@@ -60,12 +55,7 @@ pub async fn obtain(
     ttl_ms: u64,
     metadata: &str,
 ) -> Result<Obtain> {
-    run(
-        client,
-        OBTAIN.key(keys).arg(token).arg(ttl_ms).arg(metadata),
-    )
-    .await
-    .map(taken_or_busy)
+    run(client, OBTAIN.key(keys).arg(token).arg(ttl_ms).arg(metadata)).await.map(taken_or_busy)
 }
 
 /// Returns how many keys were released; 0 when `token` did not hold them all.
@@ -108,16 +98,9 @@ pub async fn rw_read(
     writer_preference: bool,
 ) -> Result<Obtain> {
     let keys = [&k.writer, &k.readers, &k.intent];
-    run(
-        client,
-        RW_READ
-            .key(&keys)
-            .arg(token)
-            .arg(ttl_ms)
-            .arg(flag(writer_preference)),
-    )
-    .await
-    .map(taken_or_busy)
+    run(client, RW_READ.key(&keys).arg(token).arg(ttl_ms).arg(flag(writer_preference)))
+        .await
+        .map(taken_or_busy)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -131,25 +114,12 @@ pub async fn rw_write(
 ) -> Result<Obtain> {
     let keys = [&k.writer, &k.readers, &k.intent];
     let mut invocation = RW_WRITE.key(&keys);
-    invocation
-        .arg(token)
-        .arg(ttl_ms)
-        .arg(metadata)
-        .arg(flag(writer_preference));
+    invocation.arg(token).arg(ttl_ms).arg(metadata).arg(flag(writer_preference));
     run(client, &invocation).await.map(taken_or_busy)
 }
 
-pub async fn rw_read_refresh(
-    client: &Client,
-    k: &RwKeys,
-    token: &str,
-    ttl_ms: u64,
-) -> Result<bool> {
-    let renewed: i64 = run(
-        client,
-        RW_READ_REFRESH.key(&k.readers).arg(token).arg(ttl_ms),
-    )
-    .await?;
+pub async fn rw_read_refresh(client: &Client, k: &RwKeys, token: &str, ttl_ms: u64) -> Result<bool> {
+    let renewed: i64 = run(client, RW_READ_REFRESH.key(&k.readers).arg(token).arg(ttl_ms)).await?;
     Ok(renewed == 1)
 }
 
@@ -159,9 +129,7 @@ pub async fn rw_read_release(client: &Client, k: &RwKeys, token: &str) -> Result
 }
 
 pub async fn rw_withdraw(client: &Client, k: &RwKeys, token: &str) -> Result<()> {
-    run::<i64>(client, RW_WITHDRAW.key(&k.intent).arg(token))
-        .await
-        .map(drop)
+    run::<i64>(client, RW_WITHDRAW.key(&k.intent).arg(token)).await.map(drop)
 }
 
 /// The state of an RWMutex as `rw_inspect.lua` reports it.
@@ -178,38 +146,23 @@ pub async fn rw_inspect(client: &Client, k: &RwKeys, reader: &str) -> Result<RwS
     let keys = [&k.writer, &k.readers, &k.intent];
     let (readers, reader_pttl_ms, intent_pttl_ms): (i64, i64, i64) =
         run(client, RW_INSPECT.key(&keys).arg(reader)).await?;
-    Ok(RwState {
-        readers,
-        reader_pttl_ms,
-        intent_pttl_ms,
-    })
+    Ok(RwState { readers, reader_pttl_ms, intent_pttl_ms })
 }
 
-async fn run<T: redis::FromRedisValue>(
-    client: &Client,
-    invocation: &ScriptInvocation<'_>,
-) -> Result<T> {
-    client
-        .call(|mut c| async move { invocation.invoke_async(&mut c).await })
-        .await
+async fn run<T: redis::FromRedisValue>(client: &Client, invocation: &ScriptInvocation<'_>) -> Result<T> {
+    client.call(|mut c| async move { invocation.invoke_async(&mut c).await }).await
 }
 
 fn parse_record(entry: Vec<Value>) -> Result<Option<Record>> {
     if entry.is_empty() {
         return Ok(None);
     }
-    let bad =
-        |e: redis::ParsingError| Error::Redis(format!("unexpected reply from inspect.lua: {e}"));
+    let bad = |e: redis::ParsingError| Error::Redis(format!("unexpected reply from inspect.lua: {e}"));
     let mut it = entry.into_iter();
     let mut next = || it.next().unwrap_or(Value::Nil);
     let token: String = redis::from_redis_value(next()).map_err(bad)?;
     let metadata: String = redis::from_redis_value(next()).map_err(bad)?;
     let fence: i64 = redis::from_redis_value(next()).map_err(bad)?;
     let pttl_ms: i64 = redis::from_redis_value(next()).map_err(bad)?;
-    Ok(Some(Record {
-        token,
-        metadata: (!metadata.is_empty()).then_some(metadata),
-        fence,
-        pttl_ms,
-    }))
+    Ok(Some(Record { token, metadata: (!metadata.is_empty()).then_some(metadata), fence, pttl_ms }))
 }

@@ -4,8 +4,7 @@ use crate::error::{Error, Result};
 
 pub fn new_token() -> Result<String> {
     let mut buf = [0u8; 16];
-    getrandom::fill(&mut buf)
-        .map_err(|e| Error::Connection(format!("the OS random source failed: {e}")))?;
+    getrandom::fill(&mut buf).map_err(|e| Error::Connection(format!("the OS random source failed: {e}")))?;
     Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
 }
 

@@ -39,9 +39,7 @@ impl Watchdog {
                 renew_until_lost(renewal).await;
             } else if let Some(until) = renewal.lease.valid_until() {
                 sleep_until(until.into()).await;
-                renewal
-                    .lease
-                    .mark_lost("its ttl ran out (auto_renew is off)");
+                renewal.lease.mark_lost("its ttl ran out (auto_renew is off)");
             }
         });
         Watchdog { task }
@@ -75,12 +73,7 @@ async fn renew_until_lost(r: Renewal) {
                     log::debug!("renewed {} for {:?}", r.label, ttl);
                     break;
                 }
-                Ok(false) => {
-                    return lose(
-                        &r,
-                        "it expired or was taken over before it could be renewed",
-                    )
-                }
+                Ok(false) => return lose(&r, "it expired or was taken over before it could be renewed"),
                 Err(e) => {
                     log::warn!("renewing {} failed, retrying: {e}", r.label);
                     tokio::select! {

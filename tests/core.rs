@@ -35,26 +35,13 @@ async fn obtain_release_and_fences_increase() {
 #[tokio::test]
 async fn release_by_a_non_owner_touches_nothing() {
     let c = client().await;
-    let a = lock(
-        &c,
-        "n",
-        LockOptions {
-            auto_renew: false,
-            ..quick(100)
-        },
-    );
+    let a = lock(&c, "n", LockOptions { auto_renew: false, ..quick(100) });
     assert!(a.acquire(Wait::No).await.unwrap());
     let b = lock(&c, "n", quick(5000));
-    assert!(b
-        .acquire(Wait::Until(Instant::now() + Duration::from_secs(2)))
-        .await
-        .unwrap());
+    assert!(b.acquire(Wait::Until(Instant::now() + Duration::from_secs(2))).await.unwrap());
     assert!(a.lost());
     assert!(matches!(a.release().await, Err(Error::NotOwned(_))));
-    assert_eq!(
-        c.inspect("n").await.unwrap().unwrap().token,
-        b.token().unwrap()
-    );
+    assert_eq!(c.inspect("n").await.unwrap().unwrap().token, b.token().unwrap());
     b.release().await.unwrap();
 }
 
@@ -65,22 +52,13 @@ async fn waiter_times_out_and_retry_gives_up() {
     assert!(holder.acquire(Wait::No).await.unwrap());
     let waiter = lock(&c, "busy", quick(5000));
     let t = Instant::now();
-    assert!(!waiter
-        .acquire(Wait::Until(t + Duration::from_millis(150)))
-        .await
-        .unwrap());
+    assert!(!waiter.acquire(Wait::Until(t + Duration::from_millis(150))).await.unwrap());
     assert!(t.elapsed() >= Duration::from_millis(150));
     let limited = LockOptions {
-        retry: Retry {
-            backoff: ferrolock::Backoff::Fixed(Duration::from_millis(1)),
-            attempts: Some(3),
-        },
+        retry: Retry { backoff: ferrolock::Backoff::Fixed(Duration::from_millis(1)), attempts: Some(3) },
         ..quick(5000)
     };
-    assert!(!lock(&c, "busy", limited)
-        .acquire(Wait::Forever)
-        .await
-        .unwrap());
+    assert!(!lock(&c, "busy", limited).acquire(Wait::Forever).await.unwrap());
     holder.release().await.unwrap();
 }
 
@@ -94,10 +72,7 @@ async fn watchdog_keeps_the_hold_past_several_ttls() {
     assert!(!a.lost());
     a.release().await.unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
-    assert!(
-        c.inspect("wd").await.unwrap().is_none(),
-        "renewal outlived release"
-    );
+    assert!(c.inspect("wd").await.unwrap().is_none(), "renewal outlived release");
 }
 
 #[tokio::test]
@@ -116,9 +91,7 @@ async fn takeover_is_reported_once() {
     c.force_release("taken").await.unwrap();
     let b = lock(&c, "taken", quick(5000));
     assert!(b.acquire(Wait::No).await.unwrap());
-    tokio::time::timeout(Duration::from_secs(2), a.lease().unwrap().wait_lost())
-        .await
-        .unwrap();
+    tokio::time::timeout(Duration::from_secs(2), a.lease().unwrap().wait_lost()).await.unwrap();
     assert!(a.lost());
     assert_eq!(fired.load(Ordering::SeqCst), 1);
     assert!(matches!(a.release().await, Err(Error::NotOwned(_))));
@@ -134,17 +107,11 @@ async fn multi_lock_is_all_or_nothing() {
     assert!(single.acquire(Wait::No).await.unwrap());
     let multi = Lock::new(c.clone(), names.clone(), quick(5000), None).unwrap();
     assert!(!multi.acquire(Wait::No).await.unwrap());
-    assert!(
-        c.inspect("a").await.unwrap().is_none(),
-        "a partial multi-lock was left"
-    );
+    assert!(c.inspect("a").await.unwrap().is_none(), "a partial multi-lock was left");
     single.release().await.unwrap();
     assert!(multi.acquire(Wait::No).await.unwrap());
     for n in &names {
-        assert_eq!(
-            c.inspect(n).await.unwrap().unwrap().token,
-            multi.token().unwrap()
-        );
+        assert_eq!(c.inspect(n).await.unwrap().unwrap().token, multi.token().unwrap());
     }
     multi.release().await.unwrap();
     for n in &names {
@@ -164,10 +131,7 @@ async fn dropped_acquire_leaves_nothing_behind() {
             a.release().await.unwrap();
         }
         c.settle().await;
-        assert!(
-            c.inspect("cancel").await.unwrap().is_none(),
-            "left behind after {steps} steps"
-        );
+        assert!(c.inspect("cancel").await.unwrap().is_none(), "left behind after {steps} steps");
     }
 }
 
@@ -177,25 +141,10 @@ async fn restored_token_releases_and_adopts() {
     let a = lock(&c, "job", quick(5000));
     assert!(a.acquire(Wait::No).await.unwrap());
     let token = a.token().unwrap();
-    let wrong = Lock::new(
-        c.clone(),
-        vec!["job".into()],
-        quick(5000),
-        Some("f".repeat(32)),
-    )
-    .unwrap();
+    let wrong = Lock::new(c.clone(), vec!["job".into()], quick(5000), Some("f".repeat(32))).unwrap();
     assert!(matches!(wrong.release().await, Err(Error::NotOwned(_))));
-    let restored = Lock::new(
-        c.clone(),
-        vec!["job".into()],
-        quick(5000),
-        Some(token.clone()),
-    )
-    .unwrap();
-    assert!(
-        restored.acquire(Wait::No).await.unwrap(),
-        "adopting its own hold"
-    );
+    let restored = Lock::new(c.clone(), vec!["job".into()], quick(5000), Some(token.clone())).unwrap();
+    assert!(restored.acquire(Wait::No).await.unwrap(), "adopting its own hold");
     assert_eq!(restored.fence(), a.fence());
     restored.release().await.unwrap();
     assert!(c.inspect("job").await.unwrap().is_none());
@@ -205,35 +154,14 @@ async fn restored_token_releases_and_adopts() {
 async fn bad_options_are_rejected() {
     let c = client().await;
     let bad = |names: Vec<&str>, opts: LockOptions| {
-        Lock::new(
-            c.clone(),
-            names.into_iter().map(String::from).collect(),
-            opts,
-            None,
-        )
-        .err()
+        Lock::new(c.clone(), names.into_iter().map(String::from).collect(), opts, None).err()
     };
-    assert!(matches!(
-        bad(vec![""], quick(100)),
-        Some(Error::InvalidArgument(_))
-    ));
-    assert!(matches!(
-        bad(vec![], quick(100)),
-        Some(Error::InvalidArgument(_))
-    ));
-    assert!(matches!(
-        bad(vec!["a", "a"], quick(100)),
-        Some(Error::InvalidArgument(_))
-    ));
-    assert!(matches!(
-        bad(vec!["a"], quick(0)),
-        Some(Error::InvalidArgument(_))
-    ));
+    assert!(matches!(bad(vec![""], quick(100)), Some(Error::InvalidArgument(_))));
+    assert!(matches!(bad(vec![], quick(100)), Some(Error::InvalidArgument(_))));
+    assert!(matches!(bad(vec!["a", "a"], quick(100)), Some(Error::InvalidArgument(_))));
+    assert!(matches!(bad(vec!["a"], quick(0)), Some(Error::InvalidArgument(_))));
     let long = "x".repeat(5000);
-    assert!(matches!(
-        bad(vec![long.as_str()], quick(100)),
-        Some(Error::InvalidArgument(_))
-    ));
+    assert!(matches!(bad(vec![long.as_str()], quick(100)), Some(Error::InvalidArgument(_))));
     let refused = Client::connect(ClientOptions {
         url: "redis://127.0.0.1:1/0".into(),
         connect_timeout: Duration::from_millis(500),

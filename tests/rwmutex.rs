@@ -30,12 +30,7 @@ async fn readers_share_and_writers_exclude() {
     assert!(w.acquire(Wait::No).await.unwrap());
     assert!(w.fence().is_some());
     assert!(!r1.acquire(Wait::No).await.unwrap());
-    assert!(!rw
-        .write(quick(5000), None)
-        .unwrap()
-        .acquire(Wait::No)
-        .await
-        .unwrap());
+    assert!(!rw.write(quick(5000), None).unwrap().acquire(Wait::No).await.unwrap());
     w.release().await.unwrap();
     assert!(!rw.locked().await.unwrap());
 }
@@ -45,15 +40,7 @@ async fn a_dead_reader_expires_alone() {
     let c = client().await;
     let rw = RwMutex::new(c.clone(), "doc".into(), true).unwrap();
     // The "dead" reader: no renewal, short ttl. The live one renews.
-    let dead = rw
-        .read(
-            LockOptions {
-                auto_renew: false,
-                ..quick(300)
-            },
-            None,
-        )
-        .unwrap();
+    let dead = rw.read(LockOptions { auto_renew: false, ..quick(300) }, None).unwrap();
     let live = rw.read(quick(300), None).unwrap();
     assert!(dead.acquire(Wait::No).await.unwrap());
     assert!(live.acquire(Wait::No).await.unwrap());
@@ -61,11 +48,7 @@ async fn a_dead_reader_expires_alone() {
     let t = Instant::now();
     // The writer must not wait for the live reader only because it renews.
     assert!(!w.acquire(soon(1000)).await.unwrap());
-    assert_eq!(
-        rw.readers().await.unwrap(),
-        1,
-        "the dead reader still counts"
-    );
+    assert_eq!(rw.readers().await.unwrap(), 1, "the dead reader still counts");
     live.release().await.unwrap();
     assert!(w.acquire(soon(1000)).await.unwrap());
     assert!(t.elapsed() < Duration::from_secs(3));
@@ -91,10 +74,7 @@ async fn waiting_writer_holds_new_readers_back() {
             break;
         }
         newcomer.release().await.unwrap();
-        assert!(
-            Instant::now() < deadline,
-            "the writer's intent never held readers back"
-        );
+        assert!(Instant::now() < deadline, "the writer's intent never held readers back");
         tokio::task::yield_now().await;
     }
     r.release().await.unwrap();
@@ -124,10 +104,7 @@ async fn a_writer_that_gives_up_withdraws_its_intent() {
     let w = rw.write(quick(5000), None).unwrap();
     assert!(!w.acquire(soon(100)).await.unwrap());
     let newcomer = rw.read(quick(5000), None).unwrap();
-    assert!(
-        newcomer.acquire(Wait::No).await.unwrap(),
-        "intent left behind by a writer that stopped waiting"
-    );
+    assert!(newcomer.acquire(Wait::No).await.unwrap(), "intent left behind by a writer that stopped waiting");
     newcomer.release().await.unwrap();
     // Dropped mid-wait: the intent goes too.
     let _ = tokio::time::timeout(Duration::from_millis(100), w.acquire(Wait::Forever)).await;
@@ -141,23 +118,12 @@ async fn a_writer_that_gives_up_withdraws_its_intent() {
 async fn expired_reader_release_is_not_owned() {
     let c = client().await;
     let rw = RwMutex::new(c.clone(), "exp".into(), true).unwrap();
-    let r = rw
-        .read(
-            LockOptions {
-                auto_renew: false,
-                ..quick(100)
-            },
-            None,
-        )
-        .unwrap();
+    let r = rw.read(LockOptions { auto_renew: false, ..quick(100) }, None).unwrap();
     assert!(r.acquire(Wait::No).await.unwrap());
     let w = rw.write(quick(5000), None).unwrap();
     assert!(w.acquire(soon(2000)).await.unwrap());
     assert!(matches!(r.release().await, Err(Error::NotOwned(_))));
-    assert!(
-        w.owned().await.unwrap(),
-        "a stale reader's release touched the writer"
-    );
+    assert!(w.owned().await.unwrap(), "a stale reader's release touched the writer");
     w.release().await.unwrap();
 }
 
@@ -170,10 +136,7 @@ async fn reader_watchdog_keeps_its_own_expiry() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(r.owned().await.unwrap());
     let left = r.remaining().await.unwrap().unwrap();
-    assert!(
-        left <= Duration::from_millis(300) && left > Duration::ZERO,
-        "{left:?}"
-    );
+    assert!(left <= Duration::from_millis(300) && left > Duration::ZERO, "{left:?}");
     assert!(!r.lost());
     r.release().await.unwrap();
     assert_eq!(rw.readers().await.unwrap(), 0);

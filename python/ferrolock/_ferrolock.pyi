@@ -38,6 +38,7 @@ __all__ = [
     "LockInfo",
     "Client",
     "Lock",
+    "RWMutex",
     "Retry",
     "__version__",
     "LockError",
@@ -387,6 +388,23 @@ class Client:
                 type.
             ValueError: ``names`` is empty or repeats a name, or an argument is
                 out of range (see :class:`Lock`).
+        """
+
+    def rwmutex(
+        self,
+        name: str,
+        *,
+        writer_preference: bool = True,
+        ttl: _Seconds | None = None,
+        auto_renew: bool = True,
+        blocking_timeout: _Seconds | None = None,
+        retry: Retry | None = None,
+        metadata: str | None = None,
+        on_lost: Callable[[], object] | None = None,
+    ) -> RWMutex:
+        """An :class:`RWMutex` on ``name``; the same as ``RWMutex(client, name, ...)``.
+
+        Nothing is sent to Redis until a handle is acquired.
         """
 
     def force_release(self, name: str) -> bool:
@@ -911,3 +929,147 @@ class Lock:
                 awaited).
             LockError: Redis answered with an error (when awaited).
         """
+
+# ---------------------------------------------------------------------------
+# RWMutex
+
+@final
+class RWMutex:
+    """A read/write mutex: any number of readers together, or one writer.
+
+    ``read()`` and ``write()`` return :class:`Lock` handles, which wait, hold,
+    renew, report loss and cancel exactly as an exclusive ``Lock`` does.
+    Readers carry no fence (``fence`` is ``None``); writers get one from the
+    same strictly increasing sequence as a ``Lock``.
+
+    Each reader has its own expiry, measured by the Redis server's clock. A
+    reader whose process dies stops counting after its own ttl, even while
+    other readers keep renewing theirs.
+
+    With ``writer_preference`` (the default), a writer that has to wait for
+    readers leaves an intent. New readers then wait behind it, so a steady
+    stream of readers cannot starve a writer. The intent expires by itself
+    after the writer's ttl if the waiting writer dies, and is taken back when
+    the writer stops waiting (timeout, retry exhausted, cancellation,
+    Ctrl-C). With ``writer_preference=False``, readers join whatever writers
+    wait.
+
+    All keys of one mutex share one Redis Cluster hash tag.
+    """
+
+    def __new__(
+        cls,
+        client: Client,
+        name: str,
+        *,
+        writer_preference: bool = True,
+        ttl: _Seconds | None = None,
+        auto_renew: bool = True,
+        blocking_timeout: _Seconds | None = None,
+        retry: Retry | None = None,
+        metadata: str | None = None,
+        on_lost: Callable[[], object] | None = None,
+    ) -> Self:
+        """Make the mutex; the handle options become every handle's defaults.
+
+        Args:
+            client: the :class:`Client` to use.
+            name: the mutex name: a non-empty ``str`` of at most 4096 bytes.
+            writer_preference: hold new readers back while a writer waits.
+            ttl: see :class:`Lock`.
+            auto_renew: see :class:`Lock`.
+            blocking_timeout: see :class:`Lock`.
+            retry: see :class:`Lock`.
+            metadata: see :class:`Lock` (stored with writers only).
+            on_lost: see :class:`Lock`.
+
+        Raises:
+            TypeError: an argument has the wrong type, an unknown keyword was
+                given, or ``token`` was given here rather than to ``read()`` /
+                ``write()``.
+            ValueError: an argument is out of range.
+        """
+
+    @property
+    def name(self) -> str:
+        """The mutex name."""
+
+    @property
+    def writer_preference(self) -> bool:
+        """Whether a waiting writer holds new readers back."""
+
+    def read(
+        self,
+        *,
+        ttl: _Seconds | None = None,
+        auto_renew: bool = True,
+        blocking_timeout: _Seconds | None = None,
+        retry: Retry | None = None,
+        metadata: str | None = None,
+        token: str | None = None,
+        on_lost: Callable[[], object] | None = None,
+    ) -> Lock:
+        """A read handle, shared with other readers, not holding yet.
+
+        Keyword arguments override the mutex's defaults for this handle.
+        """
+
+    def write(
+        self,
+        *,
+        ttl: _Seconds | None = None,
+        auto_renew: bool = True,
+        blocking_timeout: _Seconds | None = None,
+        retry: Retry | None = None,
+        metadata: str | None = None,
+        token: str | None = None,
+        on_lost: Callable[[], object] | None = None,
+    ) -> Lock:
+        """A write handle, exclusive against readers and writers, not holding yet.
+
+        Keyword arguments override the mutex's defaults for this handle.
+        """
+
+    def try_read(
+        self,
+        *,
+        ttl: _Seconds | None = None,
+        auto_renew: bool = True,
+        blocking_timeout: _Seconds | None = None,
+        retry: Retry | None = None,
+        metadata: str | None = None,
+        token: str | None = None,
+        on_lost: Callable[[], object] | None = None,
+    ) -> Lock | None:
+        """One attempt to read now: a read handle already holding, or ``None``.
+
+        The GIL is released during the single round trip.
+        """
+
+    def try_write(
+        self,
+        *,
+        ttl: _Seconds | None = None,
+        auto_renew: bool = True,
+        blocking_timeout: _Seconds | None = None,
+        retry: Retry | None = None,
+        metadata: str | None = None,
+        token: str | None = None,
+        on_lost: Callable[[], object] | None = None,
+    ) -> Lock | None:
+        """One attempt to write now: a write handle already holding, or ``None``.
+
+        Leaves no intent behind when it fails.
+        """
+
+    def readers(self) -> int:
+        """Live readers now (each counts until its own expiry). Releases the GIL."""
+
+    def areaders(self) -> asyncio.Future[int]:
+        """Like :meth:`readers`, awaitable."""
+
+    def locked(self) -> bool:
+        """Held by a writer or by any live reader. Releases the GIL."""
+
+    def alocked(self) -> asyncio.Future[bool]:
+        """Like :meth:`locked`, awaitable."""

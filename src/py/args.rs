@@ -10,28 +10,20 @@ use pyo3::types::{PyBool, PyFloat, PyInt, PyString};
 use crate::lock::Wait;
 
 fn type_name(v: &Bound<'_, PyAny>) -> String {
-    v.get_type()
-        .name()
-        .map_or_else(|_| "?".into(), |n| n.to_string())
+    v.get_type().name().map_or_else(|_| "?".into(), |n| n.to_string())
 }
 
 /// A real number of seconds (int or float, not bool).
 pub fn number(what: &str, v: &Bound<'_, PyAny>) -> PyResult<f64> {
-    if v.is_instance_of::<PyBool>()
-        || !(v.is_instance_of::<PyFloat>() || v.is_instance_of::<PyInt>())
-    {
+    if v.is_instance_of::<PyBool>() || !(v.is_instance_of::<PyFloat>() || v.is_instance_of::<PyInt>()) {
         return Err(PyTypeError::new_err(format!(
             "{what} must be a number of seconds, got {}",
             type_name(v)
         )));
     }
-    let x: f64 = v
-        .extract()
-        .map_err(|_| PyValueError::new_err(format!("{what} is out of range")))?;
+    let x: f64 = v.extract().map_err(|_| PyValueError::new_err(format!("{what} is out of range")))?;
     if x.is_nan() {
-        return Err(PyValueError::new_err(format!(
-            "{what} must be a number of seconds, got NaN"
-        )));
+        return Err(PyValueError::new_err(format!("{what} must be a number of seconds, got NaN")));
     }
     Ok(x)
 }
@@ -44,8 +36,7 @@ pub fn seconds(what: &str, v: &Bound<'_, PyAny>) -> PyResult<Duration> {
             "{what} must be a positive, finite number of seconds, got {x}"
         )));
     }
-    Duration::try_from_secs_f64(x)
-        .map_err(|_| PyValueError::new_err(format!("{what} is out of range: {x}")))
+    Duration::try_from_secs_f64(x).map_err(|_| PyValueError::new_err(format!("{what} is out of range: {x}")))
 }
 
 /// `None` or a positive, finite number of seconds.
@@ -67,9 +58,7 @@ pub fn text(what: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
         .cast::<PyString>()
         .map_err(|_| PyTypeError::new_err(format!("{what} must be str, got {}", type_name(v))))?;
     s.to_cow().map(std::borrow::Cow::into_owned).map_err(|_| {
-        PyValueError::new_err(format!(
-            "{what} must be valid Unicode (it holds a lone surrogate)"
-        ))
+        PyValueError::new_err(format!("{what} must be valid Unicode (it holds a lone surrogate)"))
     })
 }
 

@@ -34,13 +34,7 @@ pub struct LockInfo {
 impl LockInfo {
     pub(crate) fn new(name: String, r: Record) -> Self {
         let ttl = (r.pttl_ms >= 0).then(|| r.pttl_ms as f64 / 1000.0);
-        LockInfo {
-            name,
-            token: r.token,
-            metadata: r.metadata,
-            fence: r.fence,
-            ttl,
-        }
+        LockInfo { name, token: r.token, metadata: r.metadata, fence: r.fence, ttl }
     }
 }
 
@@ -143,11 +137,7 @@ impl PyClient {
         wait(py, async move { client.force_release(&name).await })
     }
 
-    fn aforce_release<'py>(
-        &self,
-        py: Python<'py>,
-        name: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    fn aforce_release<'py>(&self, py: Python<'py>, name: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         let (client, name) = (self.core.clone(), checked(name)?);
         awaitable(py, async move { Ok(client.force_release(&name).await?) })
     }
@@ -155,20 +145,12 @@ impl PyClient {
     /// Who holds `name` (token, metadata, fence, ttl), or None.
     fn inspect(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<Option<LockInfo>> {
         let (client, name) = (self.core.clone(), checked(name)?);
-        wait(py, async move {
-            Ok(client.inspect(&name).await?.map(|r| LockInfo::new(name, r)))
-        })
+        wait(py, async move { Ok(client.inspect(&name).await?.map(|r| LockInfo::new(name, r))) })
     }
 
-    fn ainspect<'py>(
-        &self,
-        py: Python<'py>,
-        name: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    fn ainspect<'py>(&self, py: Python<'py>, name: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         let (client, name) = (self.core.clone(), checked(name)?);
-        awaitable(py, async move {
-            Ok(client.inspect(&name).await?.map(|r| LockInfo::new(name, r)))
-        })
+        awaitable(py, async move { Ok(client.inspect(&name).await?.map(|r| LockInfo::new(name, r))) })
     }
 
     #[getter]
@@ -177,11 +159,7 @@ impl PyClient {
     }
 
     fn __repr__(&self) -> String {
-        format!(
-            "Client({:?}, prefix={:?})",
-            self.core.describe(),
-            self.core.options().prefix
-        )
+        format!("Client({:?}, prefix={:?})", self.core.describe(), self.core.options().prefix)
     }
 }
 

@@ -8,24 +8,9 @@ use pyo3::types::{PyDict, PyTuple, PyType};
 
 use crate::error::Error;
 
-create_exception!(
-    ferrolock,
-    LockError,
-    PyException,
-    "Base class of every ferrolock error."
-);
-create_exception!(
-    ferrolock,
-    LockNotAcquired,
-    LockError,
-    "The lock could not be taken in the time allowed."
-);
-create_exception!(
-    ferrolock,
-    LockNotOwned,
-    LockError,
-    "This handle does not hold the lock (any more)."
-);
+create_exception!(ferrolock, LockError, PyException, "Base class of every ferrolock error.");
+create_exception!(ferrolock, LockNotAcquired, LockError, "The lock could not be taken in the time allowed.");
+create_exception!(ferrolock, LockNotOwned, LockError, "This handle does not hold the lock (any more).");
 create_exception!(
     ferrolock,
     LockLost,
@@ -41,10 +26,7 @@ pub fn connection_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
         .get_or_try_init(py, || {
             let bases = PyTuple::new(
                 py,
-                [
-                    py.get_type::<LockError>(),
-                    py.get_type::<pyo3::exceptions::PyConnectionError>(),
-                ],
+                [py.get_type::<LockError>(), py.get_type::<pyo3::exceptions::PyConnectionError>()],
             )?;
             let ns = PyDict::new(py);
             ns.set_item("__module__", "ferrolock")?;
@@ -52,9 +34,7 @@ pub fn connection_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
                 "__doc__",
                 "Redis could not be reached, refused the credentials, or did not answer in time.",
             )?;
-            let ty = py
-                .get_type::<PyType>()
-                .call1(("LockConnectionError", bases, ns))?;
+            let ty = py.get_type::<PyType>().call1(("LockConnectionError", bases, ns))?;
             Ok(ty.cast_into::<PyType>()?.unbind())
         })
         .map(|t| t.bind(py))

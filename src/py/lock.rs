@@ -39,8 +39,7 @@ struct LossScope {
 impl LossScope {
     fn __call__(&self, py: Python<'_>) -> PyResult<()> {
         if self.inside.load(Ordering::SeqCst) && !self.fired.swap(true, Ordering::SeqCst) {
-            self.task
-                .call_method1(py, "cancel", ("ferrolock: the lock was lost",))?;
+            self.task.call_method1(py, "cancel", ("ferrolock: the lock was lost",))?;
         }
         Ok(())
     }
@@ -87,9 +86,8 @@ impl PyLock {
     }
 
     fn not_acquired(&self) -> PyErr {
-        let within = self
-            .blocking_timeout
-            .map_or(String::new(), |d| format!(" within {} s", d.as_secs_f64()));
+        let within =
+            self.blocking_timeout.map_or(String::new(), |d| format!(" within {} s", d.as_secs_f64()));
         LockNotAcquired::new_err(format!("{} was not acquired{within}", self.label()))
     }
 }
@@ -125,9 +123,7 @@ fn undo_acquire(core: &Arc<Lock>) -> impl FnOnce() + Send + 'static {
 fn finish(core: &Lock, released: PyResult<()>, body_raised: Option<Py<PyAny>>) -> PyResult<bool> {
     let label = core.names().join(", ");
     let lost = core.lease().filter(|l| l.is_lost()).map(|lease| {
-        let why = lease
-            .lost_reason()
-            .unwrap_or_else(|| "its ttl ran out".into());
+        let why = lease.lost_reason().unwrap_or_else(|| "its ttl ran out".into());
         format!("lock {label:?} was lost: {why}")
     });
     match (lost, body_raised) {
@@ -168,27 +164,14 @@ impl PyLock {
         token: Option<&Bound<'_, PyAny>>,
         on_lost: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let o = HandleOptions::parse(
-            ttl,
-            auto_renew,
-            blocking_timeout,
-            retry,
-            metadata,
-            token,
-            on_lost,
-        )?;
+        let o = HandleOptions::parse(ttl, auto_renew, blocking_timeout, retry, metadata, token, on_lost)?;
         let core = Lock::new(client.get().core.clone(), names_of(name)?, o.lock, o.token)?;
         Ok(PyLock::from_core(core, client, o.blocking_timeout))
     }
 
     /// `threading.Lock.acquire` semantics; the GIL is released while waiting.
     #[pyo3(signature = (blocking=true, timeout=None))]
-    fn acquire(
-        &self,
-        py: Python<'_>,
-        blocking: bool,
-        timeout: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<bool> {
+    fn acquire(&self, py: Python<'_>, blocking: bool, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
         acquire_blocking(py, &self.core, args::wait(blocking, timeout)?)
     }
 
@@ -234,11 +217,7 @@ impl PyLock {
     }
 
     #[pyo3(signature = (ttl=None))]
-    fn aextend<'py>(
-        &self,
-        py: Python<'py>,
-        ttl: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    fn aextend<'py>(&self, py: Python<'py>, ttl: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
         let (core, ttl) = (self.core.clone(), args::optional_seconds("ttl", ttl)?);
         awaitable(py, async move { Ok(core.extend(ttl).await?) })
     }
@@ -266,16 +245,12 @@ impl PyLock {
     /// Seconds left on this handle's hold, or None when it holds nothing.
     fn ttl(&self, py: Python<'_>) -> PyResult<Option<f64>> {
         let core = self.core.clone();
-        wait(py, async move {
-            Ok(core.remaining().await?.map(|d| d.as_secs_f64()))
-        })
+        wait(py, async move { Ok(core.remaining().await?.map(|d| d.as_secs_f64())) })
     }
 
     fn attl<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let core = self.core.clone();
-        awaitable(py, async move {
-            Ok(core.remaining().await?.map(|d| d.as_secs_f64()))
-        })
+        awaitable(py, async move { Ok(core.remaining().await?.map(|d| d.as_secs_f64())) })
     }
 
     /// Who holds each name of this lock (None for a free one).
@@ -340,11 +315,7 @@ impl PyLock {
     fn __exit__(&self, py: Python<'_>, exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
         let core = self.core.clone();
         let released = wait(py, async move { core.release().await });
-        let body_raised = exc
-            .get_item(1)
-            .ok()
-            .filter(|e| !e.is_none())
-            .map(Bound::unbind);
+        let body_raised = exc.get_item(1).ok().filter(|e| !e.is_none()).map(Bound::unbind);
         finish(&self.core, released, body_raised)
     }
 
@@ -356,11 +327,7 @@ impl PyLock {
         let event_loop = asyncio.call_method0("get_running_loop")?.unbind();
         let scope = Py::new(
             py,
-            LossScope {
-                task: task.unbind(),
-                inside: AtomicBool::new(true),
-                fired: AtomicBool::new(false),
-            },
+            LossScope { task: task.unbind(), inside: AtomicBool::new(true), fired: AtomicBool::new(false) },
         )?;
         let hook_scope = scope.clone_ref(py);
         let (core, wait_for, slot) = (me.core.clone(), me.entry_wait()?, me.scope.clone());
@@ -377,8 +344,7 @@ impl PyLock {
                 if let Some(lease) = core.lease() {
                     lease.on_lost(Box::new(move |_| {
                         call_soon(move |py| {
-                            let _ =
-                                event_loop.call_method1(py, "call_soon_threadsafe", (hook_scope,));
+                            let _ = event_loop.call_method1(py, "call_soon_threadsafe", (hook_scope,));
                         });
                     }));
                 }
@@ -401,9 +367,7 @@ impl PyLock {
             let scope = scope.get();
             scope.inside.store(false, Ordering::SeqCst);
             let cancelled = py.import("asyncio")?.getattr("CancelledError")?;
-            let ours = scope.fired.load(Ordering::SeqCst)
-                && !exc_type.is_none()
-                && exc_type.is(&cancelled);
+            let ours = scope.fired.load(Ordering::SeqCst) && !exc_type.is_none() && exc_type.is(&cancelled);
             if ours {
                 // Our own cancellation, not the body's exception: LockLost replaces it.
                 body_raised = None;
@@ -415,10 +379,7 @@ impl PyLock {
         let core = self.core.clone();
         awaitable(py, async move {
             let releasing = core.clone();
-            let released = match runtime()
-                .spawn(async move { releasing.release().await })
-                .await
-            {
+            let released = match runtime().spawn(async move { releasing.release().await }).await {
                 Ok(r) => r.map_err(PyErr::from),
                 Err(e) => Err(internal_error(&e)),
             };
@@ -431,19 +392,12 @@ impl PyLock {
             "lock" => String::new(),
             k => format!(" {k}"),
         };
-        let state = match (
-            self.core.is_held(),
-            self.core.is_restored(),
-            self.core.fence(),
-        ) {
+        let state = match (self.core.is_held(), self.core.is_restored(), self.core.fence()) {
             (false, _, _) => String::new(),
             (true, true, _) => " restored".into(),
             (true, false, Some(f)) => format!(" held fence={f}"),
             (true, false, None) => " held".into(),
         };
-        format!(
-            "<ferrolock.Lock {:?}{kind}{state}>",
-            self.core.names().join(", ")
-        )
+        format!("<ferrolock.Lock {:?}{kind}{state}>", self.core.names().join(", "))
     }
 }

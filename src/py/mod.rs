@@ -29,10 +29,7 @@ pub mod _ferrolock {
         let py = m.py();
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
         m.add("LockError", py.get_type::<super::errors::LockError>())?;
-        m.add(
-            "LockNotAcquired",
-            py.get_type::<super::errors::LockNotAcquired>(),
-        )?;
+        m.add("LockNotAcquired", py.get_type::<super::errors::LockNotAcquired>())?;
         m.add("LockNotOwned", py.get_type::<super::errors::LockNotOwned>())?;
         m.add("LockLost", py.get_type::<super::errors::LockLost>())?;
         m.add("LockConnectionError", super::errors::connection_error(py)?)?;

@@ -15,15 +15,8 @@ use super::retry::PyRetry;
 use super::runtime::call_soon;
 
 /// The keyword arguments a handle accepts.
-pub const NAMES: [&str; 7] = [
-    "ttl",
-    "auto_renew",
-    "blocking_timeout",
-    "retry",
-    "metadata",
-    "token",
-    "on_lost",
-];
+pub const NAMES: [&str; 7] =
+    ["ttl", "auto_renew", "blocking_timeout", "retry", "metadata", "token", "on_lost"];
 
 pub struct HandleOptions {
     pub lock: LockOptions,
@@ -71,9 +64,7 @@ impl HandleOptions {
         for key in merged.keys() {
             let key: String = key.extract()?;
             if !NAMES.contains(&key.as_str()) {
-                return Err(PyTypeError::new_err(format!(
-                    "unexpected keyword argument {key:?}"
-                )));
+                return Err(PyTypeError::new_err(format!("unexpected keyword argument {key:?}")));
             }
         }
         let get = |k: &str| merged.get_item(k).ok().flatten().filter(|v| !v.is_none());

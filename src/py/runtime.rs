@@ -25,9 +25,7 @@ const SIGNAL_POLL: Duration = Duration::from_millis(50);
 
 pub fn runtime() -> Arc<Runtime> {
     let pid = std::process::id();
-    let mut slot = RUNTIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut slot = RUNTIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some((owner, rt)) = &*slot {
         if *owner == pid {
             return rt.clone();
@@ -68,12 +66,7 @@ where
 /// one (Ctrl-C) drops `fut` (cancel-safe: nothing is left behind), undoes its
 /// result if it had already succeeded (`undo` gets that result), and waits
 /// for `client`'s clean-ups before raising.
-pub fn wait_interruptible<F, T, U, UF>(
-    py: Python<'_>,
-    client: &Client,
-    fut: F,
-    undo: U,
-) -> PyResult<T>
+pub fn wait_interruptible<F, T, U, UF>(py: Python<'_>, client: &Client, fut: F, undo: U) -> PyResult<T>
 where
     F: Future<Output = Result<T>> + Send + 'static,
     T: Send + 'static,
@@ -83,8 +76,7 @@ where
     let rt = runtime();
     let mut task = rt.spawn(fut);
     loop {
-        let joined =
-            py.detach(|| rt.block_on(async { tokio::time::timeout(SIGNAL_POLL, &mut task).await }));
+        let joined = py.detach(|| rt.block_on(async { tokio::time::timeout(SIGNAL_POLL, &mut task).await }));
         match joined {
             Ok(Ok(result)) => return result.map_err(PyErr::from),
             Ok(Err(e)) => return Err(internal_error(&e)),
@@ -146,9 +138,7 @@ impl generic::ContextExt for Rt {
     }
 
     fn get_task_locals() -> Option<TaskLocals> {
-        TASK_LOCALS
-            .try_with(|c| c.get().cloned())
-            .unwrap_or_default()
+        TASK_LOCALS.try_with(|c| c.get().cloned()).unwrap_or_default()
     }
 }
 
@@ -166,11 +156,7 @@ where
 /// receives it. The value is handed over on the event loop's own thread; if
 /// the awaiting future was cancelled by then, `undo` runs instead, so a
 /// cancellation landing just after Redis granted the lock leaves nothing.
-pub fn awaitable_or_undo<'py, F, T, U>(
-    py: Python<'py>,
-    fut: F,
-    undo: U,
-) -> PyResult<Bound<'py, PyAny>>
+pub fn awaitable_or_undo<'py, F, T, U>(py: Python<'py>, fut: F, undo: U) -> PyResult<Bound<'py, PyAny>>
 where
     F: Future<Output = PyResult<(T, bool)>> + Send + 'static,
     T: for<'a> IntoPyObject<'a> + Send + 'static,
@@ -179,12 +165,7 @@ where
     let event_loop = py.import("asyncio")?.call_method0("get_running_loop")?;
     let target = event_loop.call_method0("create_future")?;
     let cancelled = Arc::new(tokio::sync::Notify::new());
-    target.call_method1(
-        "add_done_callback",
-        (OnCancel {
-            cancelled: cancelled.clone(),
-        },),
-    )?;
+    target.call_method1("add_done_callback", (OnCancel { cancelled: cancelled.clone() },))?;
     let (event_loop, handoff) = (event_loop.unbind(), target.clone().unbind());
     runtime().spawn(async move {
         let outcome = tokio::select! {
@@ -194,21 +175,14 @@ where
         };
         call_soon(move |py| {
             let needs_undo = matches!(outcome, Ok((_, true)));
-            let undo: Option<Box<dyn FnOnce() + Send>> =
-                needs_undo.then(|| Box::new(undo) as Box<_>);
+            let undo: Option<Box<dyn FnOnce() + Send>> = needs_undo.then(|| Box::new(undo) as Box<_>);
             let outcome = outcome.and_then(|(value, _)| value.into_py_any(py));
-            let delivery = Delivery {
-                target: handoff,
-                outcome: Mutex::new(Some(outcome)),
-                undo: Mutex::new(undo),
-            };
+            let delivery =
+                Delivery { target: handoff, outcome: Mutex::new(Some(outcome)), undo: Mutex::new(undo) };
             let Ok(delivery) = Py::new(py, delivery) else {
                 return;
             };
-            if event_loop
-                .call_method1(py, "call_soon_threadsafe", (delivery.clone_ref(py),))
-                .is_err()
-            {
+            if event_loop.call_method1(py, "call_soon_threadsafe", (delivery.clone_ref(py),)).is_err() {
                 // The loop is closed: nobody will ever receive the value.
                 delivery.get().undo();
             }

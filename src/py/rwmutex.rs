@@ -21,23 +21,10 @@ pub struct PyRwMutex {
 }
 
 impl PyRwMutex {
-    fn handle(
-        &self,
-        py: Python<'_>,
-        write: bool,
-        overrides: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<PyLock> {
+    fn handle(&self, py: Python<'_>, write: bool, overrides: Option<&Bound<'_, PyDict>>) -> PyResult<PyLock> {
         let o = HandleOptions::from_kwargs(self.defaults.bind(py), overrides)?;
-        let core = if write {
-            self.core.write(o.lock, o.token)?
-        } else {
-            self.core.read(o.lock, o.token)?
-        };
-        Ok(PyLock::from_core(
-            core,
-            self.client.bind(py),
-            o.blocking_timeout,
-        ))
+        let core = if write { self.core.write(o.lock, o.token)? } else { self.core.read(o.lock, o.token)? };
+        Ok(PyLock::from_core(core, self.client.bind(py), o.blocking_timeout))
     }
 
     fn attempt(
@@ -67,21 +54,11 @@ impl PyRwMutex {
             None => PyDict::new(py),
         };
         if defaults.contains("token")? {
-            return Err(PyTypeError::new_err(
-                "token restores one handle: pass it to read() or write()",
-            ));
+            return Err(PyTypeError::new_err("token restores one handle: pass it to read() or write()"));
         }
         HandleOptions::from_kwargs(&defaults, None)?;
-        let core = RwMutex::new(
-            client.get().core.clone(),
-            args::name(name)?,
-            writer_preference,
-        )?;
-        Ok(PyRwMutex {
-            core,
-            client: client.clone().unbind(),
-            defaults: defaults.unbind(),
-        })
+        let core = RwMutex::new(client.get().core.clone(), args::name(name)?, writer_preference)?;
+        Ok(PyRwMutex { core, client: client.clone().unbind(), defaults: defaults.unbind() })
     }
 
     /// A read handle (shared with other readers); options override the mutex's.
@@ -98,21 +75,13 @@ impl PyRwMutex {
 
     /// A read handle already holding, or None if it cannot read right now.
     #[pyo3(signature = (**options))]
-    fn try_read(
-        &self,
-        py: Python<'_>,
-        options: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<Option<PyLock>> {
+    fn try_read(&self, py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Option<PyLock>> {
         self.attempt(py, false, options)
     }
 
     /// A write handle already holding, or None if it cannot write right now.
     #[pyo3(signature = (**options))]
-    fn try_write(
-        &self,
-        py: Python<'_>,
-        options: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<Option<PyLock>> {
+    fn try_write(&self, py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Option<PyLock>> {
         self.attempt(py, true, options)
     }
 
@@ -152,11 +121,7 @@ impl PyRwMutex {
         format!(
             "<ferrolock.RWMutex {:?} writer_preference={}>",
             self.core.name(),
-            if self.core.writer_preference() {
-                "True"
-            } else {
-                "False"
-            }
+            if self.core.writer_preference() { "True" } else { "False" }
         )
     }
 }

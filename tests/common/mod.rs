@@ -24,19 +24,11 @@ pub fn server_url() -> &'static str {
             if let Ok(url) = std::env::var("REDIS_URL") {
                 return Server { url, _child: None };
             }
-            let port = TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
+            let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
             // The shell stops redis-server when our end of its stdin closes,
             // that is when this test process exits, however it exits.
             let child = Command::new("sh")
-                .args([
-                    "-c",
-                    "redis-server \"$@\" >/dev/null 2>&1 & pid=$!; read _; kill $pid",
-                    "sh",
-                ])
+                .args(["-c", "redis-server \"$@\" >/dev/null 2>&1 & pid=$!; read _; kill $pid", "sh"])
                 .args([
                     "--port",
                     &port.to_string(),
@@ -57,10 +49,7 @@ pub fn server_url() -> &'static str {
                 assert!(Instant::now() < deadline, "redis-server did not start");
                 std::thread::sleep(Duration::from_millis(10));
             }
-            Server {
-                url: format!("redis://127.0.0.1:{port}/0"),
-                _child: Some(child),
-            }
+            Server { url: format!("redis://127.0.0.1:{port}/0"), _child: Some(child) }
         })
         .url
 }
@@ -80,8 +69,5 @@ pub fn lock(client: &Client, name: &str, opts: LockOptions) -> Lock {
 }
 
 pub fn quick(ttl_ms: u64) -> LockOptions {
-    LockOptions {
-        ttl: Duration::from_millis(ttl_ms),
-        ..LockOptions::default()
-    }
+    LockOptions { ttl: Duration::from_millis(ttl_ms), ..LockOptions::default() }
 }
