@@ -12,10 +12,10 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 all: lint test
 
 redis:
-	@{ command -v redis-server && command -v redis-sentinel; } >/dev/null 2>&1 || { \
+	@{ command -v redis-server && command -v redis-sentinel && command -v openssl; } >/dev/null 2>&1 || { \
 	  echo "installing redis-server (Debian packages)"; \
 	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq redis-server redis-tools redis-sentinel >/dev/null; }
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq redis-server redis-tools redis-sentinel openssl >/dev/null; }
 
 venv: $(VENV)/.ready
 $(VENV)/.ready: tests/requirements.txt

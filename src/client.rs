@@ -140,6 +140,12 @@ impl Client {
         }
         let url = normalize_url(&opts.url)?;
         if let Some(rest) = url.strip_prefix("redis+sentinel://") {
+            if opts.ca_file.is_some() {
+                return Err(Error::InvalidArgument(
+                    "ca_file is not supported with redis+sentinel:// (Sentinel connections are plain TCP)"
+                        .into(),
+                ));
+            }
             let (target, display) = sentinel_target(rest).map_err(|e| {
                 Error::InvalidArgument(format!("invalid Redis Sentinel URL {}: {e}", redact(&url)))
             })?;
@@ -377,7 +383,11 @@ pub fn redact(url: &str) -> String {
     // A password may hold '/', '@' or ':'; a host holds none of '@'.
     match rest.rfind('@') {
         Some(at) => {
-            let user = rest[..at].split(':').next().unwrap_or("");
+            // Everything before the last '@' is credentials. Keep the part before
+            // ':' as a user name only if it could be one (no '@', '/' or '%').
+            let userinfo = &rest[..at];
+            let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
+            let user = if user.contains(['@', '/', '%']) { "" } else { user };
             format!("{scheme}://{user}:***@{}", &rest[at + 1..])
         }
         None => url.to_string(),
@@ -447,5 +457,7 @@ mod tests {
         assert_eq!(redact("redis://h:1/0"), "redis://h:1/0");
         assert!(!redact("redis://:a@b@h").contains("a@b"));
         assert_eq!(redact("redis://:s3cret/pw@h:1/0"), "redis://:***@h:1/0");
+        assert_eq!(redact("redis://p@ss/w:rd%@h:1"), "redis://:***@h:1");
+        assert_eq!(redact("redis://user@h:1"), "redis://user:***@h:1");
     }
 }

@@ -13,6 +13,8 @@ pub mod scripts;
 pub mod token;
 mod watchdog;
 
+pub use watchdog::live_watchdogs;
+
 #[cfg(feature = "python")]
 mod py;
 

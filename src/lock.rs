@@ -70,17 +70,25 @@ pub struct Lock {
     names: Vec<String>,
     mode: Mode,
     opts: LockOptions,
-    /// One permit: held while this handle holds, so two tasks sharing a handle
-    /// never share a hold (the second waits, as with `threading.Lock`).
-    gate: Arc<Semaphore>,
     state: Mutex<State>,
 }
 
-#[derive(Default)]
 struct State {
+    /// The process this state belongs to: a forked child starts afresh,
+    /// holding nothing (its parent's hold stays the parent's).
+    pid: u32,
+    /// One permit: held while this handle holds, so two tasks sharing a handle
+    /// never share a hold (the second waits, as with `threading.Lock`).
+    gate: Arc<Semaphore>,
     hold: Option<Hold>,
     /// The lease of the latest hold, kept after release to answer `lost`.
     last: Option<Arc<Lease>>,
+}
+
+impl State {
+    fn new() -> State {
+        State { pid: std::process::id(), gate: Arc::new(Semaphore::new(1)), hold: None, last: None }
+    }
 }
 
 struct Hold {
@@ -110,15 +118,25 @@ impl Lock {
         opts: LockOptions,
         token: Option<String>,
     ) -> Lock {
-        let gate = Arc::new(Semaphore::new(1));
-        let mut state = State::default();
+        let mut state = State::new();
         if let Some(token) = token {
-            gate.try_acquire().expect("a new gate has its permit").forget();
+            state.gate.try_acquire().expect("a new gate has its permit").forget();
             let lease = Arc::new(Lease::new(None, opts.ttl));
             state.last = Some(lease.clone());
             state.hold = Some(Hold { token, fence: None, lease, adopted: true, watchdog: None });
         }
-        Lock { client, names, mode, opts, gate, state: Mutex::new(state) }
+        Lock { client, names, mode, opts, state: Mutex::new(state) }
+    }
+
+    /// This process's state: after a fork, the child's starts empty.
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if state.pid != std::process::id() {
+            let inherited = std::mem::replace(&mut *state, State::new());
+            // The parent's watchdog task lives in the parent's runtime: leave it be.
+            std::mem::forget(inherited);
+        }
+        state
     }
 
     pub fn names(&self) -> &[String] {
@@ -218,7 +236,7 @@ impl Lock {
 
     /// Waits for this handle's own permit.
     async fn enter(&self, wait: Wait) -> Option<OwnedSemaphorePermit> {
-        let gate = self.gate.clone();
+        let gate = self.state().gate.clone();
         match wait {
             Wait::No => gate.try_acquire_owned().ok(),
             Wait::Forever => gate.acquire_owned().await.ok(),
@@ -228,15 +246,15 @@ impl Lock {
 
     /// A hold known to be lost protects nothing: free the handle for a new one.
     fn forget_lost_hold(&self) {
-        let mut state = self.state.lock().unwrap();
+        let mut state = self.state();
         if state.hold.as_ref().is_some_and(|h| h.lease.is_marked_lost()) {
             state.hold = None;
-            self.gate.add_permits(1);
+            state.gate.add_permits(1);
         }
     }
 
     fn adopted_token(&self) -> Option<String> {
-        match &self.state.lock().unwrap().hold {
+        match &self.state().hold {
             Some(h) if h.adopted => Some(h.token.clone()),
             _ => None,
         }
@@ -256,7 +274,7 @@ impl Lock {
             label: self.label(),
         };
         let watchdog = Watchdog::start(renewal, self.opts.auto_renew);
-        let mut state = self.state.lock().unwrap();
+        let mut state = self.state();
         state.last = Some(lease.clone());
         state.hold = Some(Hold { token, fence, lease, adopted: false, watchdog: Some(watchdog) });
     }
@@ -264,10 +282,14 @@ impl Lock {
     /// Gives the lock up. `NotOwned` when this handle holds nothing, or Redis
     /// says its hold had already ended (then nobody else's hold is touched).
     pub async fn release(&self) -> Result<()> {
-        let hold = self.state.lock().unwrap().hold.take().ok_or_else(|| self.not_owned())?;
-        // This handle no longer holds, whatever Redis answers; renewal stops
-        // (the watchdog drops) before the release is sent.
-        self.gate.add_permits(1);
+        let hold = {
+            let mut state = self.state();
+            let hold = state.hold.take().ok_or_else(|| self.not_owned())?;
+            // This handle no longer holds, whatever Redis answers; renewal
+            // stops (the watchdog drops) before the release is sent.
+            state.gate.add_permits(1);
+            hold
+        };
         let Hold { token, lease, watchdog, .. } = hold;
         drop(watchdog);
         if !self.mode.release(&self.client, &token).await? {
@@ -328,12 +350,12 @@ impl Lock {
     }
 
     fn current(&self) -> Option<(String, Arc<Lease>)> {
-        self.state.lock().unwrap().hold.as_ref().map(|h| (h.token.clone(), h.lease.clone()))
+        self.state().hold.as_ref().map(|h| (h.token.clone(), h.lease.clone()))
     }
 
     /// Whether this handle holds the lock, by its own account (no round trip).
     pub fn is_held(&self) -> bool {
-        self.state.lock().unwrap().hold.is_some()
+        self.state().hold.is_some()
     }
 
     /// `"lock"`, `"read"` or `"write"`.
@@ -356,12 +378,12 @@ impl Lock {
 
     /// The fence of the current hold: greater than every earlier one for these names.
     pub fn fence(&self) -> Option<i64> {
-        self.state.lock().unwrap().hold.as_ref().and_then(|h| h.fence)
+        self.state().hold.as_ref().and_then(|h| h.fence)
     }
 
     /// The lease of the current (or latest) hold.
     pub fn lease(&self) -> Option<Arc<Lease>> {
-        self.state.lock().unwrap().last.clone()
+        self.state().last.clone()
     }
 
     /// Whether the current (or latest) hold was lost.

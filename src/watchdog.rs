@@ -3,7 +3,7 @@
 //! without it, it only reports the hold lost when its ttl runs out. Either
 //! way nobody is left believing they hold a lock they do not.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
@@ -12,6 +12,41 @@ use tokio::time::{sleep, sleep_until};
 use crate::client::Client;
 use crate::lease::Lease;
 use crate::mode::Mode;
+
+/// Watchdog tasks alive, and the process they belong to: a forked child
+/// starts from zero (its parent's tasks never run there).
+static LIVE: Mutex<(u32, usize)> = Mutex::new((0, 0));
+
+fn live() -> std::sync::MutexGuard<'static, (u32, usize)> {
+    let mut live = LIVE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let pid = std::process::id();
+    if live.0 != pid {
+        *live = (pid, 0);
+    }
+    live
+}
+
+/// Watchdog tasks alive in this process (for tests and diagnostics).
+pub fn live_watchdogs() -> usize {
+    live().1
+}
+
+/// Counts a task from its start until its future is dropped (ended or aborted).
+struct Alive;
+
+impl Alive {
+    fn new() -> Alive {
+        live().1 += 1;
+        Alive
+    }
+}
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        let mut live = live();
+        live.1 = live.1.saturating_sub(1);
+    }
+}
 
 /// Stops the task when dropped: renewal never outlives its hold.
 pub(crate) struct Watchdog {
@@ -34,7 +69,9 @@ pub(crate) struct Renewal {
 
 impl Watchdog {
     pub(crate) fn start(renewal: Renewal, renew: bool) -> Watchdog {
+        let alive = Alive::new();
         let task = tokio::spawn(async move {
+            let _alive = alive;
             if renew {
                 renew_until_lost(renewal).await;
             } else if let Some(until) = renewal.lease.valid_until() {

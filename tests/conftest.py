@@ -12,6 +12,19 @@ import ferrolock
 from redis_server import RedisServer, env_url
 
 
+def pytest_addoption(parser):
+    parser.addoption("--heavy", action="store_true", help="also run the long variants of the chaos suite")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--heavy"):
+        return
+    skip = pytest.mark.skip(reason="heavy variant: run with --heavy")
+    for item in items:
+        if "heavy" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def redis_url():
     url = env_url()

@@ -8,11 +8,13 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
 import inspect
 import logging
 from typing import Any, Callable, Iterable, TypeVar
 
+from ._ferrolock import _at_exit
 from ._ferrolock import (
     Client as _Client,
     Lock,
@@ -42,6 +44,7 @@ __all__ = [
 ]
 
 logging.getLogger("ferrolock").addHandler(logging.NullHandler())
+atexit.register(_at_exit)
 
 F = TypeVar("F", bound=Callable[..., Any])
 

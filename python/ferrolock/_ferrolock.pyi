@@ -1073,3 +1073,9 @@ class RWMutex:
 
     def alocked(self) -> asyncio.Future[bool]:
         """Like :meth:`locked`, awaitable."""
+
+def _at_exit() -> None:
+    """Registered with ``atexit``: stop calling into the exiting interpreter."""
+
+def _debug_stats() -> dict[str, int]:
+    """Diagnostics: ``{"watchdogs": live watchdog tasks in this process}``."""

@@ -81,9 +81,7 @@ impl PyClient {
             },
             ca_file,
         };
-        let core = Client::new(opts)?;
-        let connecting = core.clone();
-        wait(py, async move { connecting.conn().await.map(drop) })?;
+        let core = wait(py, Client::connect(opts))?;
         Ok(PyClient { core })
     }
 

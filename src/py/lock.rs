@@ -107,6 +107,13 @@ fn acquire_blocking(py: Python<'_>, core: &Arc<Lock>, wait_for: Wait) -> PyResul
     )
 }
 
+/// Starts the release at once, on its own task: cancelling whoever awaits it
+/// (even before the awaitable first runs) does not stop it.
+fn release_now(core: &Arc<Lock>) -> tokio::task::JoinHandle<crate::error::Result<()>> {
+    let core = core.clone();
+    runtime().spawn(async move { core.release().await })
+}
+
 /// Gives back a hold whose acquire nobody received (its awaiter was cancelled).
 fn undo_acquire(core: &Arc<Lock>) -> impl FnOnce() + Send + 'static {
     let core = core.clone();
@@ -201,13 +208,8 @@ impl PyLock {
 
     /// Releases even when the awaiting task is cancelled.
     fn arelease<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let core = self.core.clone();
-        awaitable(py, async move {
-            match runtime().spawn(async move { core.release().await }).await {
-                Ok(released) => Ok(released?),
-                Err(e) => Err(internal_error(&e)),
-            }
-        })
+        let releasing = release_now(&self.core);
+        awaitable(py, async move { releasing.await.map_err(|e| internal_error(&e))?.map_err(PyErr::from) })
     }
 
     #[pyo3(signature = (ttl=None))]
@@ -376,10 +378,9 @@ impl PyLock {
                 }
             }
         }
-        let core = self.core.clone();
+        let (core, releasing) = (self.core.clone(), release_now(&self.core));
         awaitable(py, async move {
-            let releasing = core.clone();
-            let released = match runtime().spawn(async move { releasing.release().await }).await {
+            let released = match releasing.await {
                 Ok(r) => r.map_err(PyErr::from),
                 Err(e) => Err(internal_error(&e)),
             };

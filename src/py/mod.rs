@@ -24,6 +24,17 @@ pub mod _ferrolock {
     #[pymodule_export]
     use super::rwmutex::PyRwMutex;
 
+    #[pymodule_export]
+    use super::runtime::_at_exit;
+
+    /// Counters for tests and diagnostics: live watchdog tasks in this process.
+    #[pyfunction]
+    fn _debug_stats(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
+        let stats = pyo3::types::PyDict::new(py);
+        stats.set_item("watchdogs", crate::live_watchdogs())?;
+        Ok(stats)
+    }
+
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
         let py = m.py();

@@ -5,6 +5,7 @@
 use std::cell::OnceCell;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -242,10 +243,28 @@ impl Delivery {
     }
 }
 
+/// Set once the interpreter is exiting: no callback into Python after that.
+static EXITING: AtomicBool = AtomicBool::new(false);
+
+/// Registered with `atexit`: from now on, losses and log records are not
+/// reported into an interpreter that is finalizing (holds simply expire).
+#[pyfunction]
+pub fn _at_exit() {
+    EXITING.store(true, Ordering::SeqCst);
+    log::set_max_level(log::LevelFilter::Off);
+}
+
 /// Runs a Python callable on a blocking thread (never on a runtime worker).
 pub fn call_soon<F>(f: F)
 where
     F: FnOnce(Python<'_>) + Send + 'static,
 {
-    runtime().spawn_blocking(move || Python::attach(f));
+    if EXITING.load(Ordering::SeqCst) {
+        return;
+    }
+    runtime().spawn_blocking(move || {
+        if !EXITING.load(Ordering::SeqCst) {
+            Python::attach(f);
+        }
+    });
 }
