@@ -21,6 +21,8 @@ from ferrolock import LockConnectionError, LockError, LockLost
 from helpers import LostProbe, key
 from redis_server import RedisServer, free_port
 
+pytestmark = pytest.mark.chaos
+
 
 def reply_int(reply: bytes) -> int:
     assert reply.startswith(b":"), reply

@@ -21,6 +21,8 @@ from ferrolock import (
 )
 from redis_server import free_port
 
+pytestmark = pytest.mark.chaos
+
 
 def text_of(exc: BaseException) -> str:
     """The message, plus any notes PyO3 adds (``while processing 'arg'``)."""
