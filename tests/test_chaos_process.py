@@ -15,6 +15,7 @@ import time
 import pytest
 
 import ferrolock
+from chaos_report import record
 from ferrolock._ferrolock import _debug_stats
 
 pytestmark = pytest.mark.chaos
@@ -153,6 +154,7 @@ def test_release_racing_renewal_never_leaves_the_key(client, raw, prefix):
     time.sleep(0.05)
     assert raw("EXISTS", k) == 0
     assert _debug_stats()["watchdogs"] == 0
+    record("release-vs-renewal", holds=300, keys_left=0, watchdogs_left=_debug_stats()["watchdogs"])
 
 
 def test_many_cycles_leave_no_keys_and_no_tasks(client, raw, prefix):
@@ -165,7 +167,8 @@ def test_many_cycles_leave_no_keys_and_no_tasks(client, raw, prefix):
     took = time.monotonic() - start
     assert raw.keys(prefix + "*") == []
     assert _debug_stats()["watchdogs"] == before, "a watchdog task outlived its hold"
-    print(f"10,000 acquire/release cycles in {took:.2f} s ({10_000 / took:.0f}/s)")
+    record("cycles-auto-renew", holds=10_000, keys_left=len(raw.keys(prefix + "*")),
+           watchdogs_left=_debug_stats()["watchdogs"] - before, holds_per_s=round(10_000 / took, 1))
 
 
 async def test_cancel_at_every_step_leaves_nothing(client, raw, prefix):

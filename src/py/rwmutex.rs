@@ -56,8 +56,10 @@ impl PyRwMutex {
         if defaults.contains("token")? {
             return Err(PyTypeError::new_err("token restores one handle: pass it to read() or write()"));
         }
-        HandleOptions::from_kwargs(&defaults, None)?;
+        let parsed = HandleOptions::from_kwargs(&defaults, None)?;
         let core = RwMutex::new(client.get().core.clone(), args::name(name)?, writer_preference)?;
+        // Range checks now, not at the first read() / write() (makes no I/O).
+        core.read(parsed.lock, None)?;
         Ok(PyRwMutex { core, client: client.clone().unbind(), defaults: defaults.unbind() })
     }
 
