@@ -36,7 +36,8 @@ class RedisServer:
         auth = f":{self.password}@" if self.password else ""
         return f"redis://{auth}127.0.0.1:{self.port}/0"
 
-    def start(self) -> "RedisServer":
+    def _args(self) -> list:
+        """The command line (a subclass may listen differently)."""
         args = [
             self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
             "--save", "", "--appendonly", "no", "--dir", self.dir,
@@ -44,17 +45,21 @@ class RedisServer:
         ]
         if self.password:
             args += ["--requirepass", self.password]
-        args += list(self.extra)
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return args + list(self.extra)
+
+    def _open(self) -> socket.socket:
+        """A connected socket to the server (a subclass may wrap it in TLS)."""
+        return socket.create_connection(("127.0.0.1", self.port), timeout=10)
+
+    def start(self) -> "RedisServer":
+        self.proc = subprocess.Popen(self._args(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"redis-server exited with {self.proc.returncode}")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
-                    s.sendall(b"PING\r\n")
-                    if s.recv(64):
-                        return self
+                if self.command("PING").startswith((b"+PONG", b"-NOAUTH")):
+                    return self
             except OSError:
                 time.sleep(0.02)  # the server is starting: nothing to await but its port
         raise RuntimeError("redis-server did not start within 10 s")
@@ -76,12 +81,12 @@ class RedisServer:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def command(self, *args: str) -> bytes:
-        """Send one command in RESP over a plain socket; returns the raw reply."""
+        """Send one command in RESP over a fresh connection; returns the raw reply."""
         payload = f"*{len(args)}\r\n".encode()
         for a in args:
             b = a.encode() if isinstance(a, str) else a
             payload += b"$%d\r\n%s\r\n" % (len(b), b)
-        with socket.create_connection(("127.0.0.1", self.port), timeout=10) as s:
+        with self._open() as s:
             if self.password:
                 auth = self.password.encode()
                 s.sendall(b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n" % (len(auth), auth))

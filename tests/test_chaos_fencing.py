@@ -228,6 +228,16 @@ def start_holder(redis_url, prefix, name, store, kind, raw, key, write_first=Tru
     return child, held["fence"], held["token"]
 
 
+def thaw(child, stopped: float) -> tuple:
+    """SIGCONT the stale holder, let it act, and return (seconds stopped, its report)."""
+    os.kill(child.proc.pid, signal.SIGCONT)
+    stopped_for = time.monotonic() - stopped
+    child.send("go")
+    report = json.loads(child.next_line(10))
+    assert child.proc.wait(10) == 0, child.proc.stderr.read()
+    return stopped_for, report
+
+
 @pytest.mark.parametrize("pause_after", PAUSE_AFTER)
 @pytest.mark.parametrize("second_state", ["holding", "released"])
 @pytest.mark.parametrize("kind", ["lock", "rwmutex-writer"])
@@ -259,12 +269,7 @@ def test_stale_holder_after_sigstop_is_fenced_off(
             second.release()
 
         # Thaw the stale holder and let it act as if nothing happened.
-        os.kill(child.proc.pid, signal.SIGCONT)
-        stopped_for = time.monotonic() - stopped
-        child.send("go")
-        report = json.loads(child.next_line(10))
-        assert child.proc.wait(10) == 0, child.proc.stderr.read()
-
+        stopped_for, report = thaw(child, stopped)
         state = store.state()
         record(
             "fencing-sigstop",
@@ -329,11 +334,7 @@ def test_short_sigstop_is_survived(redis_url, prefix, raw, client, tmp_path, kin
         assert other.acquire(timeout=0.1) is False  # the frozen holder still holds
         time.sleep(max(0.0, stopped + 0.15 - time.monotonic()))
         assert hget(raw, key, "token") == token
-        os.kill(child.proc.pid, signal.SIGCONT)
-        stopped_for = time.monotonic() - stopped
-        child.send("go")
-        report = json.loads(child.next_line(10))
-        assert child.proc.wait(10) == 0, child.proc.stderr.read()
+        stopped_for, report = thaw(child, stopped)
         state = store.state()
         record(
             "fencing-short-sigstop",

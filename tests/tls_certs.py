@@ -16,11 +16,10 @@ import socket
 import ssl
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from typing import Optional
 
-from redis_server import free_port
+from redis_server import RedisServer
 
 OPENSSL = shutil.which("openssl") or "/usr/bin/openssl"
 
@@ -76,31 +75,19 @@ def make_certs(dir: Optional[Path] = None, san: str = "IP:127.0.0.1,DNS:localhos
     return Certs(dir=dir, ca=ca, server_cert=dir / "server.pem", server_key=dir / "server.key", other_ca=other_ca)
 
 
-class TlsRedisServer:
-    """A redis-server that listens for TLS only (`--port 0`), on one or more loopback addresses.
-
-    RedisServer's start-up probe PINGs the plain port, which a TLS-only server
-    does not have, so this one waits for a TLS handshake and a PONG instead.
-    """
+class TlsRedisServer(RedisServer):
+    """A redis-server that listens for TLS only (`--port 0`), on one or more
+    loopback addresses; its start-up probe and `command` speak TLS."""
 
     def __init__(self, certs: Certs, password: Optional[str] = None, bind: tuple = ("127.0.0.1",), extra: tuple = ()):
-        binary = shutil.which("redis-server")
-        if binary is None:
-            raise RuntimeError("redis-server is not installed (run `make test`, which installs it)")
-        self.binary = binary
+        super().__init__(password=password, extra=extra)
         self.certs = certs
-        self.password = password
         self.bind = bind
-        self.extra = extra
-        self.port = free_port()
-        self.dir = tempfile.mkdtemp(prefix="ferrolock-redis-tls-")
-        self.proc: Optional[subprocess.Popen] = None
 
     def ssl_context(self) -> ssl.SSLContext:
-        ctx = ssl.create_default_context(cafile=str(self.certs.ca))
-        return ctx
+        return ssl.create_default_context(cafile=str(self.certs.ca))
 
-    def start(self) -> "TlsRedisServer":
+    def _args(self) -> list:
         args = [
             self.binary, "--port", "0", "--tls-port", str(self.port), "--bind", *self.bind,
             "--tls-cert-file", str(self.certs.server_cert), "--tls-key-file", str(self.certs.server_key),
@@ -109,43 +96,11 @@ class TlsRedisServer:
         ]
         if self.password:
             args += ["--requirepass", self.password]
-        args += list(self.extra)
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"redis-server (TLS) exited with {self.proc.returncode}")
-            try:
-                if self.command("PING").startswith((b"+PONG", b"-NOAUTH")):
-                    return self
-            except (OSError, ssl.SSLError):
-                time.sleep(0.02)  # the server is starting: nothing to await but its port
-        raise RuntimeError("redis-server (TLS) did not start within 10 s")
+        return args + list(self.extra)
 
-    def command(self, *args: str) -> bytes:
-        """One command in RESP over TLS (trusting the test CA); the raw reply."""
-        payload = f"*{len(args)}\r\n".encode()
-        for a in args:
-            b = a.encode() if isinstance(a, str) else a
-            payload += b"$%d\r\n%s\r\n" % (len(b), b)
-        with socket.create_connection(("127.0.0.1", self.port), timeout=2) as raw:
-            with self.ssl_context().wrap_socket(raw, server_hostname="127.0.0.1") as s:
-                if self.password:
-                    auth = self.password.encode()
-                    s.sendall(b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n" % (len(auth), auth))
-                    s.recv(64)
-                s.sendall(payload)
-                return s.recv(1 << 20)
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
-        self.proc = None
-
-    def close(self) -> None:
-        self.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
+    def _open(self) -> socket.socket:
+        raw = socket.create_connection(("127.0.0.1", self.port), timeout=2)
+        return self.ssl_context().wrap_socket(raw, server_hostname="127.0.0.1")
 
 
 def remove(certs: Certs) -> None:
