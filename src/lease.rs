@@ -77,9 +77,11 @@ impl Lease {
         self.rescheduled.notified().await;
     }
 
-    /// The hold ended by a successful release: never reported lost after that.
+    /// The holder gave the hold up (its release is being sent): past the
+    /// deadline is not "lost" any more, and `wait_ended` returns.
     pub(crate) fn mark_released(&self) {
         self.released.store(true, Ordering::SeqCst);
+        self.lost_notify.notify_waiters();
     }
 
     /// Definitely lost: reported by the watchdog or a failed extend/release.
@@ -123,12 +125,13 @@ impl Lease {
         }
     }
 
-    /// Resolves when the hold is marked lost (seed 003's `Done()`).
-    pub async fn wait_lost(&self) {
+    /// Resolves when the hold ends, lost or released (seed 003's `Done()`);
+    /// returns whether it was lost.
+    pub async fn wait_ended(&self) -> bool {
         loop {
             let notified = self.lost_notify.notified();
-            if self.lost.load(Ordering::SeqCst) {
-                return;
+            if self.lost.load(Ordering::SeqCst) || self.released.load(Ordering::SeqCst) {
+                return self.is_marked_lost();
             }
             notified.await;
         }

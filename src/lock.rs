@@ -292,6 +292,7 @@ impl Lock {
         };
         let Hold { token, lease, watchdog, .. } = hold;
         drop(watchdog);
+        lease.mark_released();
         if !self.mode.release(&self.client, &token).await? {
             lease.mark_lost("it had expired or been taken over before release");
             return Err(Error::NotOwned(format!(
@@ -299,7 +300,6 @@ impl Lock {
                 self.label()
             )));
         }
-        lease.mark_released();
         Ok(())
     }
 

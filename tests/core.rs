@@ -91,7 +91,7 @@ async fn takeover_is_reported_once() {
     c.force_release("taken").await.unwrap();
     let b = lock(&c, "taken", quick(5000));
     assert!(b.acquire(Wait::No).await.unwrap());
-    tokio::time::timeout(Duration::from_secs(2), a.lease().unwrap().wait_lost()).await.unwrap();
+    assert!(tokio::time::timeout(Duration::from_secs(2), a.lease().unwrap().wait_ended()).await.unwrap());
     assert!(a.lost());
     assert_eq!(fired.load(Ordering::SeqCst), 1);
     assert!(matches!(a.release().await, Err(Error::NotOwned(_))));

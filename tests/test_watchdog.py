@@ -371,3 +371,21 @@ def test_on_lost_that_raises_is_reported_and_harmless(client, raw, prefix, monke
         assert raw("EXISTS", key(prefix, "raising")) == 1
     assert raw.keys(prefix + "*") == []
     assert len(reported) == 1
+
+
+async def test_wait_lost_resolves_when_the_hold_ends(client, raw, prefix):
+    """Seed 003's Done(): an awaitable that fires when the hold ends."""
+    lock = client.lock("done", ttl=0.3)
+    assert await lock.wait_lost() is False  # nothing held
+    assert await lock.aacquire()
+    waiter = asyncio.ensure_future(lock.wait_lost())
+    await asyncio.sleep(0.5)  # past a ttl: renewals keep it, so not done yet
+    assert not waiter.done()
+    raw("DEL", key(prefix, "done"))
+    assert await asyncio.wait_for(waiter, 2.0) is True
+    with pytest.raises(LockNotOwned):
+        await lock.arelease()
+    assert await lock.aacquire()
+    released = asyncio.ensure_future(lock.wait_lost())
+    await lock.arelease()
+    assert await asyncio.wait_for(released, 2.0) is False

@@ -768,6 +768,16 @@ class Lock:
             LockError: Redis answered with an error (when awaited).
         """
 
+    def wait_lost(self) -> asyncio.Future[bool]:
+        """Resolve when the current hold ends (seed 003's ``Done()``).
+
+        Returns:
+            ``True`` when the hold was lost (renewal failed, the ttl ran out, or
+            it was taken over), ``False`` when it was released. Resolves at
+            once with ``False`` when the handle holds nothing. Waiting costs no
+            round trip.
+        """
+
     def inspect(self) -> list[LockInfo | None]:
         """Who holds each name of this lock, as Redis sees it now.
 

@@ -255,6 +255,18 @@ impl PyLock {
         awaitable(py, async move { Ok(core.remaining().await?.map(|d| d.as_secs_f64())) })
     }
 
+    /// Resolves when the current hold ends: True if it was lost, False if it
+    /// was released (seed 003's `Done()`). At once when nothing is held.
+    fn wait_lost<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let lease = self.core.is_held().then(|| self.core.lease()).flatten();
+        awaitable(py, async move {
+            Ok(match lease {
+                Some(lease) => lease.wait_ended().await,
+                None => false,
+            })
+        })
+    }
+
     /// Who holds each name of this lock (None for a free one).
     fn inspect(&self, py: Python<'_>) -> PyResult<Vec<Option<LockInfo>>> {
         let core = self.core.clone();
