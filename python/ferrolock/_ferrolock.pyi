@@ -36,6 +36,8 @@ __version__: str
 
 __all__ = [
     "LockInfo",
+    "_at_exit",
+    "_debug_stats",
     "Client",
     "Lock",
     "RWMutex",
