@@ -1,8 +1,10 @@
 -- release.lua: give up every lock in KEYS, only if one owner holds them all.
 -- KEYS: lock hashes
--- ARGV: [token, force]   force = '1' releases whoever holds them (force_release)
+-- ARGV: [token, force, channel]   force = '1' releases whoever holds them
+--       (force_release); channel: where to announce the release ('' = each
+--       key's own `<key>:wake`, which shares its hash tag)
 -- Returns the number of keys released (0: not held by this owner, nothing changed).
-local token, force = ARGV[1], ARGV[2] == '1'
+local token, force, channel = ARGV[1], ARGV[2] == '1', ARGV[3] or ''
 
 if not force then
   for _, key in ipairs(KEYS) do
@@ -27,6 +29,12 @@ for _, key in ipairs(KEYS) do
       redis.call('HDEL', key, 'token', 'meta')
       redis.call('PEXPIRE', key, math.floor((fence - now_us) / 1000) + 1)
     end
+    if channel == '' then
+      redis.call('PUBLISH', key .. ':wake', '')
+    end
   end
+end
+if released > 0 and channel ~= '' then
+  redis.call('PUBLISH', channel, '')
 end
 return released

@@ -1,6 +1,6 @@
 -- rw_read_release.lua: leave the readers of an RWMutex.
 -- KEYS: [readers zset (token -> expiry, server ms)]
--- ARGV: [token]
+-- ARGV: [token, channel]   the last reader out announces it on `channel`
 -- Returns 1 when this reader was still reading, 0 when it had expired or was gone.
 local readers, token = KEYS[1], ARGV[1]
 local t = redis.call('TIME')
@@ -8,6 +8,9 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local expiry = tonumber(redis.call('ZSCORE', readers, token))
 redis.call('ZREM', readers, token)
 redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
+if redis.call('ZCARD', readers) == 0 then
+  redis.call('PUBLISH', ARGV[2], '')
+end
 if expiry and expiry > now then
   return 1
 end

@@ -13,6 +13,7 @@ use tokio::sync::Notify;
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
 use crate::scripts::{self, Record};
+use crate::wakeups::{Registration, Wakeups};
 
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
@@ -107,6 +108,7 @@ struct Inner {
     connecting: tokio::sync::Mutex<()>,
     cleanups: AtomicUsize,
     cleanups_done: Notify,
+    wakeups: Arc<Wakeups>,
 }
 
 impl std::fmt::Debug for Client {
@@ -193,6 +195,7 @@ impl Client {
                 connecting: tokio::sync::Mutex::new(()),
                 cleanups: AtomicUsize::new(0),
                 cleanups_done: Notify::new(),
+                wakeups: Arc::new(Wakeups::default()),
             }),
         }
     }
@@ -300,10 +303,26 @@ impl Client {
         }
     }
 
+    /// Joins the waiters on `channels`, subscribed before it returns.
+    pub(crate) async fn register_waiter(&self, channels: &[String], reader: bool) -> Result<Registration> {
+        let timeout = self.inner.opts.connect_timeout;
+        let connect = async {
+            let redis = match &self.inner.target {
+                Target::Direct(redis) => redis.clone(),
+                Target::Sentinel(sentinel) => sentinel.master().await?,
+            };
+            let pubsub = tokio::time::timeout(timeout, redis.get_async_pubsub()).await.map_err(|_| {
+                Error::Connection("no answer from Redis for the wake-up subscription".into())
+            })??;
+            Ok(pubsub)
+        };
+        self.inner.wakeups.register(connect, channels, reader).await
+    }
+
     /// Deletes the lock `name` whoever holds it (seed 004's `forceRelease`).
     pub async fn force_release(&self, name: &str) -> Result<bool> {
         let keys = [self.keys().lock(name)];
-        Ok(scripts::release(self, &keys, "", true).await? > 0)
+        Ok(scripts::release(self, &keys, "", true, "").await? > 0)
     }
 
     /// Who holds `name`, or `None` when it is free.

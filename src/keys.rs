@@ -35,7 +35,12 @@ impl KeySpace {
     /// The keys of the read/write mutex `name`, all under its hash tag.
     pub fn rw(&self, name: &str) -> RwKeys {
         let base = self.lock(name);
-        RwKeys { writer: format!("{base}:w"), readers: format!("{base}:r"), intent: format!("{base}:i") }
+        RwKeys {
+            writer: format!("{base}:w"),
+            readers: format!("{base}:r"),
+            intent: format!("{base}:i"),
+            channel: format!("{base}:rw:wake"),
+        }
     }
 }
 
@@ -46,6 +51,13 @@ pub struct RwKeys {
     pub writer: String,
     pub readers: String,
     pub intent: String,
+    /// Where releases that may let a waiter in are published.
+    pub channel: String,
+}
+
+/// The wake-up channel of an exclusive lock key (same hash tag).
+pub fn wake_channel(lock_key: &str) -> String {
+    format!("{lock_key}:wake")
 }
 
 #[cfg(test)]

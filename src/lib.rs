@@ -11,6 +11,7 @@ pub mod retry;
 pub mod rwmutex;
 pub mod scripts;
 pub mod token;
+mod wakeups;
 mod watchdog;
 
 pub use watchdog::live_watchdogs;

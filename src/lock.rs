@@ -13,6 +13,7 @@ use crate::mode::Mode;
 use crate::retry::Retry;
 use crate::scripts::{Obtain, Record};
 use crate::token::new_token;
+use crate::wakeups::Registration;
 use crate::watchdog::{Renewal, Watchdog};
 
 /// Longest accepted name, metadata and token, in bytes.
@@ -184,6 +185,10 @@ impl Lock {
             pending: false,
         };
         let mut failed = 0u32;
+        // Wake-ups: joined after the first failed attempt; `None` until then,
+        // and for good if subscribing failed (then this acquire polls).
+        let mut waiting: Option<Registration> = None;
+        let mut subscribe = wait != Wait::No;
         loop {
             let sent = Instant::now();
             undo.pending = true;
@@ -192,6 +197,9 @@ impl Lock {
             match answer {
                 Obtain::Taken { fence } => {
                     undo.pending = false;
+                    if let Some(w) = waiting.take() {
+                        w.done();
+                    }
                     if let Some(p) = permit {
                         p.forget();
                     }
@@ -211,11 +219,38 @@ impl Lock {
                             return Ok(false);
                         }
                     };
+                    if waiting.as_ref().is_some_and(Registration::stale) {
+                        // Its subscription dropped (and woke it): subscribe anew.
+                        waiting = None;
+                        subscribe = true;
+                    }
+                    if let Some(w) = &waiting {
+                        w.rearm();
+                    } else if std::mem::take(&mut subscribe) {
+                        match self.client.register_waiter(&self.mode.channels(), self.mode.is_reader()).await
+                        {
+                            // Subscribed: try again at once, so a release that came
+                            // between the failed attempt and the subscription counts.
+                            Ok(w) => {
+                                waiting = Some(w);
+                                continue;
+                            }
+                            Err(e) => log::debug!("no wake-ups for {} ({e}); polling", self.label()),
+                        }
+                    }
                     let mut wake = Instant::now() + self.wait_between(delay, pttl_ms);
                     if let Wait::Until(deadline) = wait {
                         wake = wake.min(deadline);
                     }
-                    tokio::time::sleep_until(wake.into()).await;
+                    match &waiting {
+                        Some(w) => {
+                            tokio::select! {
+                                () = w.woken() => {}
+                                () = tokio::time::sleep_until(wake.into()) => {}
+                            }
+                        }
+                        None => tokio::time::sleep_until(wake.into()).await,
+                    }
                 }
             }
         }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::client::Client;
 use crate::error::Result;
-use crate::keys::RwKeys;
+use crate::keys::{wake_channel, RwKeys};
 use crate::scripts::{self, Obtain, Record};
 
 #[derive(Debug, Clone)]
@@ -58,10 +58,11 @@ impl Mode {
     /// Whether `token` was still holding (and released now).
     pub(crate) async fn release(&self, c: &Client, token: &str) -> Result<bool> {
         Ok(match self {
-            Mode::Exclusive(keys) => scripts::release(c, keys, token, false).await? > 0,
+            Mode::Exclusive(keys) => scripts::release(c, keys, token, false, "").await? > 0,
             Mode::Read { keys, .. } => scripts::rw_read_release(c, keys, token).await?,
             Mode::Write { keys, .. } => {
-                scripts::release(c, std::slice::from_ref(&keys.writer), token, false).await? > 0
+                scripts::release(c, std::slice::from_ref(&keys.writer), token, false, &keys.channel).await?
+                    > 0
             }
         })
     }
@@ -118,6 +119,18 @@ impl Mode {
     /// Whether an acquire that had to wait left something to undo (a writer's intent).
     pub(crate) fn leaves_intent(&self) -> bool {
         matches!(self, Mode::Write { writer_preference: true, .. })
+    }
+
+    /// The channels on which a release that may let this handle in is announced.
+    pub(crate) fn channels(&self) -> Vec<String> {
+        match self {
+            Mode::Exclusive(keys) => keys.iter().map(|k| wake_channel(k)).collect(),
+            Mode::Read { keys, .. } | Mode::Write { keys, .. } => vec![keys.channel.clone()],
+        }
+    }
+
+    pub(crate) fn is_reader(&self) -> bool {
+        matches!(self, Mode::Read { .. })
     }
 
     /// Readers get no fence: they exclude nobody but writers.

@@ -59,8 +59,15 @@ pub async fn obtain(
 }
 
 /// Returns how many keys were released; 0 when `token` did not hold them all.
-pub async fn release(client: &Client, keys: &[String], token: &str, force: bool) -> Result<u64> {
-    run(client, RELEASE.key(keys).arg(token).arg(flag(force))).await
+/// `channel`: where the release is announced ('' = each key's own channel).
+pub async fn release(
+    client: &Client,
+    keys: &[String],
+    token: &str,
+    force: bool,
+    channel: &str,
+) -> Result<u64> {
+    run(client, RELEASE.key(keys).arg(token).arg(flag(force)).arg(channel)).await
 }
 
 /// Returns whether `token` still held every key (and now holds it for `ttl_ms`).
@@ -124,12 +131,12 @@ pub async fn rw_read_refresh(client: &Client, k: &RwKeys, token: &str, ttl_ms: u
 }
 
 pub async fn rw_read_release(client: &Client, k: &RwKeys, token: &str) -> Result<bool> {
-    let released: i64 = run(client, RW_READ_RELEASE.key(&k.readers).arg(token)).await?;
+    let released: i64 = run(client, RW_READ_RELEASE.key(&k.readers).arg(token).arg(&k.channel)).await?;
     Ok(released == 1)
 }
 
 pub async fn rw_withdraw(client: &Client, k: &RwKeys, token: &str) -> Result<()> {
-    run::<i64>(client, RW_WITHDRAW.key(&k.intent).arg(token)).await.map(drop)
+    run::<i64>(client, RW_WITHDRAW.key(&k.intent).arg(token).arg(&k.channel)).await.map(drop)
 }
 
 /// The state of an RWMutex as `rw_inspect.lua` reports it.

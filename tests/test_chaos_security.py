@@ -183,14 +183,17 @@ def test_plain_to_tls_port_fails_fast(tls_server, prefix):
 # ====================================================================== ACL
 
 # What a Lock needs, found by taking each one away (test_acl_minimal_command_set):
+# Channel access to `&<prefix>*`: releases announce themselves (PUBLISH from
+# the scripts) on channels under the lock's own key name.
 # PING (Client() checks the connection and credentials with it), EVALSHA and
 # SCRIPT LOAD (EVALSHA falls back to SCRIPT LOAD on NOSCRIPT), and
 # the commands the Lua scripts call, which Redis 7 checks against the user too.
 # HDEL is used only by release.lua when the clock has not passed the fence yet
 # (same microsecond or a clock step back), so no workload can prove it needed.
-LOCK_COMMANDS = ["ping", "evalsha", "script|load", "hmget", "hget", "hset", "hexists", "pexpire", "pttl", "del", "time"]
-LOCK_COMMANDS_RARE = ["hdel"]
-RWMUTEX_EXTRA = ["get", "set", "exists", "zadd", "zcount", "zrange", "zrem", "zremrangebyscore", "zscore"]
+LOCK_COMMANDS = ["ping", "evalsha", "script|load", "publish", "hmget", "hget", "hset", "hexists", "pexpire", "pttl", "del", "time"]
+# SUBSCRIBE/UNSUBSCRIBE carry wake-ups to waiters; without them waiters poll.
+LOCK_COMMANDS_RARE = ["hdel", "subscribe", "unsubscribe"]
+RWMUTEX_EXTRA = ["get", "set", "exists", "zadd", "zcard", "zcount", "zrange", "zrem", "zremrangebyscore", "zscore"]
 
 
 @pytest.fixture(scope="module")
@@ -298,7 +301,7 @@ def test_acl_minimal_command_set(acl_server, prefix, dropped):
     any one of LOCK_COMMANDS some operation fails with a permission error."""
     allowed = [c for c in LOCK_COMMANDS + LOCK_COMMANDS_RARE if c != dropped]
     user = f"min{dropped or ''}".replace("|", "_")
-    setuser(acl_server, user, "on", ">pw", f"~{prefix}*", "-@all", *("+" + c for c in allowed))
+    setuser(acl_server, user, "on", ">pw", f"~{prefix}*", f"&{prefix}*", "-@all", *("+" + c for c in allowed))
     assert acl_server.command("SCRIPT", "FLUSH") == b"+OK\r\n"  # so SCRIPT LOAD is needed again
     url = f"redis://{user}:pw@127.0.0.1:{acl_server.port}/0"
     if dropped is None:
@@ -311,22 +314,22 @@ def test_acl_minimal_command_set(acl_server, prefix, dropped):
 
 
 def test_acl_rwmutex_command_set(acl_server, prefix):
-    setuser(acl_server, "rwmin", "on", ">pw", f"~{prefix}*", "-@all",
+    setuser(acl_server, "rwmin", "on", ">pw", f"~{prefix}*", f"&{prefix}*", "-@all",
             *("+" + c for c in LOCK_COMMANDS + LOCK_COMMANDS_RARE + RWMUTEX_EXTRA))
     url = f"redis://rwmin:pw@127.0.0.1:{acl_server.port}/0"
     rw_workload(url, prefix)
     # and the Lock commands alone are not enough for an RWMutex
-    setuser(acl_server, "rwless", "on", ">pw", f"~{prefix}*", "-@all",
+    setuser(acl_server, "rwless", "on", ">pw", f"~{prefix}*", f"&{prefix}*", "-@all",
             *("+" + c for c in LOCK_COMMANDS + LOCK_COMMANDS_RARE))
     with pytest.raises(LockError, match="can't run this command|no permissions"):
         rw_workload(f"redis://rwless:pw@127.0.0.1:{acl_server.port}/0", prefix)
 
 
 def test_acl_select_needed_for_other_databases(acl_server, prefix):
-    setuser(acl_server, "db1", "on", ">pw", f"~{prefix}*", "-@all", *("+" + c for c in LOCK_COMMANDS))
+    setuser(acl_server, "db1", "on", ">pw", f"~{prefix}*", f"&{prefix}*", "-@all", *("+" + c for c in LOCK_COMMANDS))
     with pytest.raises(LockError, match="select"):
         ferrolock.Client(f"redis://db1:pw@127.0.0.1:{acl_server.port}/1", prefix=prefix)
-    setuser(acl_server, "db1", "on", ">pw", f"~{prefix}*", "-@all", "+select", *("+" + c for c in LOCK_COMMANDS))
+    setuser(acl_server, "db1", "on", ">pw", f"~{prefix}*", f"&{prefix}*", "-@all", "+select", *("+" + c for c in LOCK_COMMANDS))
     round_trip(ferrolock.Client(f"redis://db1:pw@127.0.0.1:{acl_server.port}/1", prefix=prefix), "db1")
 
 

@@ -116,6 +116,12 @@ class Retry:
     current holder, nor the deadline of the acquire. A lock made without
     ``retry=`` uses ``Retry.exponential(0.002, 0.1, attempts=None, jitter=True)``.
 
+    Waiting is woken by the holder's release (pub/sub) and the retry's waits
+    are the safety net: after the first failed attempt the waiter subscribes
+    to the lock's wake-up channel and tries once more at once (a release in
+    between is not missed); later attempts come on a wake-up, or when the
+    retry's wait (capped by the holder's remaining ttl) runs out.
+
     ``attempts`` counts every attempt, the first one included: when that many
     have failed the acquire gives up (``acquire`` returns ``False``, ``with``
     raises :class:`LockNotAcquired`), even if its timeout has not passed.

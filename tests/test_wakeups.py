@@ -1,0 +1,180 @@
+"""Waiters are woken by the release (pub/sub), not by polling: a retry
+interval of 10 s never shows up in how long they wait."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+import pytest
+
+import ferrolock
+from ferrolock import Retry
+
+SLOW = Retry.fixed(10.0)  # polling alone would take 10 s: only a wake-up is fast
+
+
+def evalsha_calls(server) -> int:
+    info = server.command("INFO", "commandstats").decode()
+    for line in info.splitlines():
+        if line.startswith("cmdstat_evalsha:"):
+            return int(line.split("calls=")[1].split(",")[0])
+    return 0
+
+
+def test_waiter_is_woken_by_the_release(client):
+    holder = client.lock("w")
+    assert holder.acquire()
+    waiter = client.lock("w", retry=SLOW)
+    started = threading.Event()
+    got = {}
+
+    def wait():
+        started.set()
+        t = time.monotonic()
+        got["ok"] = waiter.acquire(timeout=5)
+        got["at"] = time.monotonic()
+        got["waited"] = got["at"] - t
+
+    t = threading.Thread(target=wait)
+    t.start()
+    started.wait(2)
+    time.sleep(0.1)  # let the waiter fail once and subscribe
+    released = time.monotonic()
+    holder.release()
+    t.join(5)
+    assert got["ok"]
+    assert got["at"] - released < 0.2, f"woken {1000 * (got['at'] - released):.1f} ms after the release"
+    waiter.release()
+
+
+def test_no_missed_wakeup_whatever_the_timing(client):
+    """The release lands at every moment of the waiter's first attempts,
+    including between its failed try and its subscription."""
+    rng = random.Random(7)
+    for i in range(150):
+        holder = client.lock(f"m{i}")
+        assert holder.acquire()
+        waiter = client.lock(f"m{i}", retry=SLOW)
+        result = {}
+        t = threading.Thread(target=lambda: result.setdefault("ok", waiter.acquire(timeout=3)))
+        t.start()
+        time.sleep(rng.random() * 0.004)  # sweep 0-4 ms: before, during, after subscribing
+        holder.release()
+        t.join(5)
+        assert result.get("ok") is True, f"round {i}: a wake-up was missed"
+        waiter.release()
+
+
+def test_one_release_wakes_one_local_waiter(server):
+    """No herd in one process: N waiters, N releases, about 3 attempts each
+    (first try, the retry after subscribing, the one after its wake-up)."""
+    client = ferrolock.Client(server.url, prefix="herd:")
+    n = 10
+    holder = client.lock("h")
+    assert holder.acquire()
+    inside = threading.Lock()
+    done = []
+    waiting = threading.Barrier(n + 1)
+
+    def work():
+        lock = client.lock("h", retry=SLOW)
+        waiting.wait(5)
+        assert lock.acquire(timeout=10)
+        with inside:
+            done.append(time.monotonic())
+        lock.release()
+
+    threads = [threading.Thread(target=work) for _ in range(n)]
+    for t in threads:
+        t.start()
+    waiting.wait(5)
+    time.sleep(0.2)  # all have failed once and subscribed
+    before = evalsha_calls(server)
+    start = time.monotonic()
+    holder.release()
+    for t in threads:
+        t.join(15)
+    took = time.monotonic() - start
+    calls = evalsha_calls(server) - before
+    assert len(done) == n
+    assert took < 2, f"{n} hand-overs took {took:.2f} s"
+    # Each release wakes one waiter: attempts grow linearly, not as n².
+    assert calls <= 3 * n + 5, f"{calls} script calls for {n} hand-overs"
+
+
+def test_writer_release_wakes_every_reader(client):
+    rw = client.rwmutex("doc", retry=SLOW)
+    writer = rw.write()
+    assert writer.acquire()
+    n = 5
+    inside = threading.Barrier(n, timeout=5)
+    got = []
+
+    def read():
+        with rw.read(blocking_timeout=5):
+            got.append(time.monotonic())
+            inside.wait()  # all readers inside together
+
+    threads = [threading.Thread(target=read) for _ in range(n)]
+    for t in threads:
+        t.start()
+    time.sleep(0.2)
+    released = time.monotonic()
+    writer.release()
+    for t in threads:
+        t.join(10)
+    assert len(got) == n
+    assert max(got) - released < 0.5, f"last reader in after {max(got) - released:.3f} s"
+
+
+def test_last_reader_out_wakes_the_writer(client):
+    rw = client.rwmutex("doc2", retry=SLOW)
+    r1, r2 = rw.read(), rw.read()
+    assert r1.acquire() and r2.acquire()
+    w = rw.write()
+    got = {}
+    t = threading.Thread(target=lambda: got.setdefault("at", (w.acquire(timeout=5), time.monotonic())))
+    t.start()
+    time.sleep(0.1)
+    r1.release()
+    time.sleep(0.05)
+    assert "at" not in got  # one reader still holds
+    released = time.monotonic()
+    r2.release()
+    t.join(5)
+    ok, at = got["at"]
+    assert ok and at - released < 0.2
+    w.release()
+
+
+def test_killed_subscription_connection_recovers(server):
+    client = ferrolock.Client(server.url, prefix="kill:")
+    holder = client.lock("k")
+    assert holder.acquire()
+    waiter = client.lock("k", retry=SLOW)
+    got = {}
+    t = threading.Thread(target=lambda: got.setdefault("ok", (waiter.acquire(timeout=5), time.monotonic())))
+    t.start()
+    time.sleep(0.2)
+    assert server.command("CLIENT", "KILL", "TYPE", "pubsub") == b":1\r\n"  # the one subscription
+    time.sleep(0.1)  # the waiter, woken by the loss, subscribes anew
+    released = time.monotonic()
+    holder.release()
+    t.join(6)
+    ok, at = got["ok"]
+    assert ok and at - released < 0.5, "the waiter did not subscribe again after its connection was killed"
+    waiter.release()
+    # Wake-ups work again afterwards.
+    assert holder.acquire()
+    fast = client.lock("k", retry=SLOW)
+    t = threading.Thread(target=lambda: got.__setitem__("again", (fast.acquire(timeout=5), time.monotonic())))
+    t.start()
+    time.sleep(0.2)
+    released = time.monotonic()
+    holder.release()
+    t.join(6)
+    ok, at = got["again"]
+    assert ok and at - released < 0.5
+    fast.release()
