@@ -304,7 +304,12 @@ impl Client {
     }
 
     /// Joins the waiters on `channels`, subscribed before it returns.
-    pub(crate) async fn register_waiter(&self, channels: &[String], reader: bool) -> Result<Registration> {
+    pub(crate) async fn register_waiter(
+        &self,
+        channels: &[String],
+        reader: bool,
+        token: &str,
+    ) -> Result<Registration> {
         let timeout = self.inner.opts.connect_timeout;
         let connect = async {
             let redis = match &self.inner.target {
@@ -316,7 +321,7 @@ impl Client {
             })??;
             Ok(pubsub)
         };
-        self.inner.wakeups.register(connect, channels, reader).await
+        self.inner.wakeups.register(connect, channels, reader, token).await
     }
 
     /// Deletes the lock `name` whoever holds it (seed 004's `forceRelease`).

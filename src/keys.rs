@@ -55,6 +55,28 @@ pub struct RwKeys {
     pub channel: String,
 }
 
+/// A fair lock: its hold (the same hash as a Lock's), the waiters in arrival
+/// order, and until when each waiter counts as alive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FairKeys {
+    pub lock: String,
+    pub queue: String,
+    pub alive: String,
+    pub channel: String,
+}
+
+impl KeySpace {
+    pub fn fair(&self, name: &str) -> FairKeys {
+        let lock = self.lock(name);
+        FairKeys {
+            queue: format!("{lock}:q"),
+            alive: format!("{lock}:qx"),
+            channel: wake_channel(&lock),
+            lock,
+        }
+    }
+}
+
 /// The wake-up channel of an exclusive lock key (same hash tag).
 pub fn wake_channel(lock_key: &str) -> String {
     format!("{lock_key}:wake")

@@ -31,6 +31,8 @@ pub struct LockOptions {
     pub ttl: Duration,
     pub auto_renew: bool,
     pub retry: Retry,
+    /// Take the lock in arrival order across processes (one name only).
+    pub fair: bool,
     /// Stored beside the owner token (seed 002), readable with `inspect`.
     pub metadata: Option<String>,
     pub on_lost: Option<LostCallback>,
@@ -42,6 +44,7 @@ impl Default for LockOptions {
             ttl: Duration::from_secs(30),
             auto_renew: true,
             retry: Retry::default(),
+            fair: false,
             metadata: None,
             on_lost: None,
         }
@@ -107,7 +110,16 @@ impl Lock {
     /// (seed 004's restore): it can release it, or acquire to adopt it.
     pub fn new(client: Client, names: Vec<String>, opts: LockOptions, token: Option<String>) -> Result<Lock> {
         validate(&names, &opts, token.as_deref())?;
-        let mode = Mode::Exclusive(names.iter().map(|n| client.keys().lock(n)).collect());
+        let mode = if opts.fair {
+            if names.len() != 1 {
+                return Err(Error::InvalidArgument("fair mode takes one name, not a multi-lock".into()));
+            }
+            // A waiter that stops re-asserting itself keeps its place this long.
+            let patience = opts.ttl.min(Duration::from_secs(2));
+            Mode::Fair { keys: client.keys().fair(&names[0]), patience }
+        } else {
+            Mode::Exclusive(names.iter().map(|n| client.keys().lock(n)).collect())
+        };
         Ok(Lock::with_mode(client, names, mode, opts, token))
     }
 
@@ -227,7 +239,10 @@ impl Lock {
                     if let Some(w) = &waiting {
                         w.rearm();
                     } else if std::mem::take(&mut subscribe) {
-                        match self.client.register_waiter(&self.mode.channels(), self.mode.is_reader()).await
+                        match self
+                            .client
+                            .register_waiter(&self.mode.channels(), self.mode.is_reader(), &token)
+                            .await
                         {
                             // Subscribed: try again at once, so a release that came
                             // between the failed attempt and the subscription counts.
@@ -263,8 +278,8 @@ impl Lock {
         if holder_pttl_ms > 0 {
             delay = delay.min(Duration::from_millis(holder_pttl_ms as u64));
         }
-        if self.mode.leaves_intent() {
-            delay = delay.min(self.opts.ttl / 3);
+        if let Some(keep_alive) = self.mode.keep_alive(self.opts.ttl) {
+            delay = delay.min(keep_alive);
         }
         delay
     }
@@ -396,7 +411,7 @@ impl Lock {
     /// `"lock"`, `"read"` or `"write"`.
     pub fn kind(&self) -> &'static str {
         match self.mode {
-            Mode::Exclusive(_) => "lock",
+            Mode::Exclusive(_) | Mode::Fair { .. } => "lock",
             Mode::Read { .. } => "read",
             Mode::Write { .. } => "write",
         }

@@ -7,13 +7,16 @@ use std::time::Duration;
 
 use crate::client::Client;
 use crate::error::Result;
-use crate::keys::{wake_channel, RwKeys};
+use crate::keys::{wake_channel, FairKeys, RwKeys};
 use crate::scripts::{self, Obtain, Record};
 
 #[derive(Debug, Clone)]
 pub enum Mode {
     /// One hash per name, all taken or none.
     Exclusive(Arc<[String]>),
+    /// One name, taken in arrival order; a release hands it to the next waiter.
+    /// `patience`: how long a waiter that stops re-asserting itself keeps its place.
+    Fair { keys: FairKeys, patience: Duration },
     /// A shared hold among the readers, each with its own expiry.
     Read { keys: RwKeys, writer_preference: bool },
     /// The exclusive side of an RWMutex.
@@ -34,6 +37,10 @@ impl Mode {
         let ttl_ms = ttl.as_millis() as u64;
         match self {
             Mode::Exclusive(keys) => scripts::obtain(c, keys, token, ttl_ms, metadata).await,
+            Mode::Fair { keys, patience } => {
+                let patience = patience.as_millis() as u64;
+                scripts::fair_obtain(c, keys, token, ttl_ms, metadata, patience, will_wait).await
+            }
             Mode::Read { keys, writer_preference } => {
                 scripts::rw_read(c, keys, token, ttl_ms, *writer_preference).await
             }
@@ -48,6 +55,9 @@ impl Mode {
         let ttl_ms = ttl.as_millis() as u64;
         match self {
             Mode::Exclusive(keys) => scripts::refresh(c, keys, token, ttl_ms).await,
+            Mode::Fair { keys, .. } => {
+                scripts::refresh(c, std::slice::from_ref(&keys.lock), token, ttl_ms).await
+            }
             Mode::Read { keys, .. } => scripts::rw_read_refresh(c, keys, token, ttl_ms).await,
             Mode::Write { keys, .. } => {
                 scripts::refresh(c, std::slice::from_ref(&keys.writer), token, ttl_ms).await
@@ -59,6 +69,9 @@ impl Mode {
     pub(crate) async fn release(&self, c: &Client, token: &str) -> Result<bool> {
         Ok(match self {
             Mode::Exclusive(keys) => scripts::release(c, keys, token, false, "").await? > 0,
+            Mode::Fair { keys, patience } => {
+                scripts::fair_release(c, keys, token, patience.as_millis() as u64).await?
+            }
             Mode::Read { keys, .. } => scripts::rw_read_release(c, keys, token).await?,
             Mode::Write { keys, .. } => {
                 scripts::release(c, std::slice::from_ref(&keys.writer), token, false, &keys.channel).await?
@@ -67,9 +80,13 @@ impl Mode {
         })
     }
 
-    /// A writer that stops waiting takes back its intent (no-op otherwise).
+    /// A writer that stops waiting takes back its intent; a fair waiter leaves
+    /// the queue (passing on the lock if it was handed over meanwhile).
     pub(crate) async fn withdraw(&self, c: &Client, token: &str) -> Result<()> {
         match self {
+            Mode::Fair { keys, patience } => {
+                scripts::fair_release(c, keys, token, patience.as_millis() as u64).await.map(drop)
+            }
             Mode::Write { keys, writer_preference: true } => scripts::rw_withdraw(c, keys, token).await,
             _ => Ok(()),
         }
@@ -99,6 +116,7 @@ impl Mode {
     pub(crate) async fn inspect(&self, c: &Client) -> Result<Vec<Option<Record>>> {
         match self {
             Mode::Exclusive(keys) => scripts::inspect(c, keys).await,
+            Mode::Fair { keys, .. } => scripts::inspect(c, std::slice::from_ref(&keys.lock)).await,
             Mode::Read { keys, .. } | Mode::Write { keys, .. } => {
                 scripts::inspect(c, std::slice::from_ref(&keys.writer)).await
             }
@@ -109,22 +127,34 @@ impl Mode {
     pub(crate) async fn locked(&self, c: &Client) -> Result<bool> {
         let written = self.inspect(c).await?.iter().any(Option::is_some);
         match self {
-            Mode::Exclusive(_) => Ok(written),
+            Mode::Exclusive(_) | Mode::Fair { .. } => Ok(written),
             Mode::Read { keys, .. } | Mode::Write { keys, .. } => {
                 Ok(written || scripts::rw_inspect(c, keys, "").await?.readers > 0)
             }
         }
     }
 
-    /// Whether an acquire that had to wait left something to undo (a writer's intent).
+    /// Whether an acquire that had to wait left something to undo (a writer's
+    /// intent, a place in a fair queue).
     pub(crate) fn leaves_intent(&self) -> bool {
-        matches!(self, Mode::Write { writer_preference: true, .. })
+        matches!(self, Mode::Write { writer_preference: true, .. } | Mode::Fair { .. })
+    }
+
+    /// The longest pause between a waiter's attempts that keeps its intent or
+    /// its place in the queue alive.
+    pub(crate) fn keep_alive(&self, ttl: Duration) -> Option<Duration> {
+        match self {
+            Mode::Write { writer_preference: true, .. } => Some(ttl / 3),
+            Mode::Fair { patience, .. } => Some(*patience / 3),
+            _ => None,
+        }
     }
 
     /// The channels on which a release that may let this handle in is announced.
     pub(crate) fn channels(&self) -> Vec<String> {
         match self {
             Mode::Exclusive(keys) => keys.iter().map(|k| wake_channel(k)).collect(),
+            Mode::Fair { keys, .. } => vec![keys.channel.clone()],
             Mode::Read { keys, .. } | Mode::Write { keys, .. } => vec![keys.channel.clone()],
         }
     }

@@ -7,7 +7,7 @@ use redis::{Script, ScriptInvocation, Value};
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::keys::RwKeys;
+use crate::keys::{FairKeys, RwKeys};
 
 macro_rules! lua {
     ($name:ident, $file:literal) => {
@@ -20,6 +20,8 @@ lua!(OBTAIN, "obtain.lua");
 lua!(RELEASE, "release.lua");
 lua!(REFRESH, "refresh.lua");
 lua!(INSPECT, "inspect.lua");
+lua!(FAIR_OBTAIN, "fair_obtain.lua");
+lua!(FAIR_RELEASE, "fair_release.lua");
 lua!(RW_READ, "rw_read.lua");
 lua!(RW_WRITE, "rw_write.lua");
 lua!(RW_READ_REFRESH, "rw_read_refresh.lua");
@@ -137,6 +139,29 @@ pub async fn rw_read_release(client: &Client, k: &RwKeys, token: &str) -> Result
 
 pub async fn rw_withdraw(client: &Client, k: &RwKeys, token: &str) -> Result<()> {
     run::<i64>(client, RW_WITHDRAW.key(&k.intent).arg(token).arg(&k.channel)).await.map(drop)
+}
+
+pub async fn fair_obtain(
+    client: &Client,
+    k: &FairKeys,
+    token: &str,
+    ttl_ms: u64,
+    metadata: &str,
+    patience_ms: u64,
+    will_wait: bool,
+) -> Result<Obtain> {
+    let keys = [&k.lock, &k.queue, &k.alive];
+    let mut invocation = FAIR_OBTAIN.key(&keys);
+    invocation.arg(token).arg(ttl_ms).arg(metadata).arg(patience_ms).arg(flag(will_wait));
+    run(client, &invocation).await.map(taken_or_busy)
+}
+
+/// Releases (handing the lock to the head of the queue), or leaves the queue.
+pub async fn fair_release(client: &Client, k: &FairKeys, token: &str, patience_ms: u64) -> Result<bool> {
+    let keys = [&k.lock, &k.queue, &k.alive];
+    let released: i64 =
+        run(client, FAIR_RELEASE.key(&keys).arg(token).arg(&k.channel).arg(patience_ms)).await?;
+    Ok(released == 1)
 }
 
 /// The state of an RWMutex as `rw_inspect.lua` reports it.

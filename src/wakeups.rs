@@ -22,6 +22,7 @@ use crate::error::Result;
 pub(crate) struct Waiter {
     notify: Notify,
     reader: bool,
+    token: String,
     /// Woken and not yet back to waiting: if it gives up now, the wake-up
     /// passes to the next waiter.
     woken: AtomicBool,
@@ -48,8 +49,14 @@ impl Wakeups {
         connect: impl std::future::Future<Output = Result<redis::aio::PubSub>>,
         channels: &[String],
         reader: bool,
+        token: &str,
     ) -> Result<Registration> {
-        let waiter = Arc::new(Waiter { notify: Notify::new(), reader, woken: AtomicBool::new(false) });
+        let waiter = Arc::new(Waiter {
+            notify: Notify::new(),
+            reader,
+            token: token.to_string(),
+            woken: AtomicBool::new(false),
+        });
         let mut registration = Registration {
             wakeups: self.clone(),
             channels: channels.to_vec(),
@@ -78,7 +85,10 @@ impl Wakeups {
                 let mut stream = stream;
                 while let Some(msg) = stream.next().await {
                     match me.upgrade() {
-                        Some(w) => w.dispatch(msg.get_channel_name()),
+                        Some(w) => {
+                            let to: String = msg.get_payload().unwrap_or_default();
+                            w.dispatch(msg.get_channel_name(), &to);
+                        }
                         None => return,
                     }
                 }
@@ -101,10 +111,17 @@ impl Wakeups {
         Ok(registration)
     }
 
-    /// A release was published on `channel`: wake whoever can proceed.
-    fn dispatch(&self, channel: &str) {
+    /// A release was published on `channel`: wake whoever can proceed. A fair
+    /// release names its new holder (`to`): only that waiter wakes, if it is here.
+    fn dispatch(&self, channel: &str, to: &str) {
         let waiters = self.waiters.lock().unwrap();
         let Some(queue) = waiters.get(channel) else { return };
+        if !to.is_empty() {
+            if let Some(w) = queue.iter().find(|w| w.token == to) {
+                w.wake();
+            }
+            return;
+        }
         let Some(first) = queue.front() else { return };
         if first.reader {
             for w in queue.iter().filter(|w| w.reader) {
@@ -193,7 +210,7 @@ impl Drop for Registration {
         }
         if unused_wakeup {
             for c in &self.channels {
-                self.wakeups.dispatch(c);
+                self.wakeups.dispatch(c, "");
             }
         }
         if !emptied.is_empty() {

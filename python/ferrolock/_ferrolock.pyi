@@ -336,6 +336,7 @@ class Client:
         metadata: str | None = None,
         token: str | None = None,
         on_lost: Callable[[], object] | None = None,
+        fair: bool = False,
     ) -> Lock:
         """A new :class:`Lock` handle on ``name``: the same as ``Lock(self, name, ...)``.
 
@@ -370,6 +371,7 @@ class Client:
         metadata: str | None = None,
         token: str | None = None,
         on_lost: Callable[[], object] | None = None,
+        fair: bool = False,
     ) -> Lock:
         """One :class:`Lock` over every name in ``names``, taken all-or-nothing.
 
@@ -529,6 +531,7 @@ class Lock:
         metadata: str | None = None,
         token: str | None = None,
         on_lost: Callable[[], object] | None = None,
+        fair: bool = False,
     ) -> Self:
         """Make a handle on the lock ``name``; nothing is sent to Redis yet.
 
@@ -562,12 +565,18 @@ class Lock:
                 handle is lost. It runs on a background thread (neither the
                 caller's thread nor the event loop's), with the GIL; an
                 exception it raises goes to :func:`sys.unraisablehook`.
+            fair: take the lock in arrival order, across processes. Waiters
+                queue in Redis. A release hands the lock straight to the oldest
+                live waiter, so no newcomer can barge in. A waiter that dies or
+                gives up loses its place; a dead waiter keeps it for at most
+                min(ttl, 2 s). Use it with one name, and on every handle of
+                that name.
 
         Raises:
             TypeError: an argument has the wrong type (for example a ``bool``
                 ttl, or an ``on_lost`` that is not callable).
-            ValueError: a name is empty, too long or repeated, or an option is
-                out of range.
+            ValueError: a name is empty, too long or repeated, an option is
+                out of range, or ``fair`` is asked of a multi-lock.
         """
 
     # -- acquire / release --------------------------------------------------

@@ -158,7 +158,7 @@ fn finish(core: &Lock, released: PyResult<()>, body_raised: Option<Py<PyAny>>) -
 #[pymethods]
 impl PyLock {
     #[new]
-    #[pyo3(signature = (client, name, *, ttl=None, auto_renew=true, blocking_timeout=None, retry=None, metadata=None, token=None, on_lost=None))]
+    #[pyo3(signature = (client, name, *, ttl=None, auto_renew=true, blocking_timeout=None, retry=None, metadata=None, token=None, on_lost=None, fair=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         client: &Bound<'_, PyClient>,
@@ -170,8 +170,10 @@ impl PyLock {
         metadata: Option<&Bound<'_, PyAny>>,
         token: Option<&Bound<'_, PyAny>>,
         on_lost: Option<&Bound<'_, PyAny>>,
+        fair: bool,
     ) -> PyResult<Self> {
-        let o = HandleOptions::parse(ttl, auto_renew, blocking_timeout, retry, metadata, token, on_lost)?;
+        let o =
+            HandleOptions::parse(ttl, auto_renew, fair, blocking_timeout, retry, metadata, token, on_lost)?;
         let core = Lock::new(client.get().core.clone(), names_of(name)?, o.lock, o.token)?;
         Ok(PyLock::from_core(core, client, o.blocking_timeout))
     }

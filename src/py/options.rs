@@ -15,8 +15,8 @@ use super::retry::PyRetry;
 use super::runtime::call_soon;
 
 /// The keyword arguments a handle accepts.
-pub const NAMES: [&str; 7] =
-    ["ttl", "auto_renew", "blocking_timeout", "retry", "metadata", "token", "on_lost"];
+pub const NAMES: [&str; 8] =
+    ["ttl", "auto_renew", "blocking_timeout", "retry", "metadata", "token", "on_lost", "fair"];
 
 pub struct HandleOptions {
     pub lock: LockOptions,
@@ -31,6 +31,7 @@ impl HandleOptions {
     pub fn parse(
         ttl: Option<&Bound<'_, PyAny>>,
         auto_renew: bool,
+        fair: bool,
         blocking_timeout: Option<&Bound<'_, PyAny>>,
         retry: Option<&Bound<'_, PyRetry>>,
         metadata: Option<&Bound<'_, PyAny>>,
@@ -41,6 +42,7 @@ impl HandleOptions {
         let lock = LockOptions {
             ttl: args::optional_seconds("ttl", ttl)?.unwrap_or(defaults.ttl),
             auto_renew,
+            fair,
             retry: retry.map_or(defaults.retry, |r| r.get().inner.clone()),
             metadata: optional_text("metadata", metadata)?,
             on_lost: on_lost_callback(on_lost)?,
@@ -68,11 +70,12 @@ impl HandleOptions {
             }
         }
         let get = |k: &str| merged.get_item(k).ok().flatten().filter(|v| !v.is_none());
-        let auto_renew = match get("auto_renew") {
-            None => true,
-            Some(v) if v.is_instance_of::<PyBool>() => v.is_truthy()?,
-            Some(_) => return Err(PyTypeError::new_err("auto_renew must be bool")),
+        let flag = |name: &str, default: bool| match get(name) {
+            None => Ok(default),
+            Some(v) if v.is_instance_of::<PyBool>() => v.is_truthy(),
+            Some(_) => Err(PyTypeError::new_err(format!("{name} must be bool"))),
         };
+        let (auto_renew, fair) = (flag("auto_renew", true)?, flag("fair", false)?);
         let retry = match get("retry") {
             None => None,
             Some(v) => Some(
@@ -83,6 +86,7 @@ impl HandleOptions {
         Self::parse(
             get("ttl").as_ref(),
             auto_renew,
+            fair,
             get("blocking_timeout").as_ref(),
             retry.as_ref(),
             get("metadata").as_ref(),

@@ -23,6 +23,7 @@ pub struct PyRwMutex {
 impl PyRwMutex {
     fn handle(&self, py: Python<'_>, write: bool, overrides: Option<&Bound<'_, PyDict>>) -> PyResult<PyLock> {
         let o = HandleOptions::from_kwargs(self.defaults.bind(py), overrides)?;
+        refuse_fair(&o)?;
         let core = if write { self.core.write(o.lock, o.token)? } else { self.core.read(o.lock, o.token)? };
         Ok(PyLock::from_core(core, self.client.bind(py), o.blocking_timeout))
     }
@@ -36,6 +37,15 @@ impl PyRwMutex {
         let handle = self.handle(py, write, overrides)?;
         Ok(handle.take_now(py)?.then_some(handle))
     }
+}
+
+fn refuse_fair(o: &HandleOptions) -> PyResult<()> {
+    if o.lock.fair {
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "fair mode is available for Lock, not yet for RWMutex",
+        ));
+    }
+    Ok(())
 }
 
 #[pymethods]
@@ -57,6 +67,7 @@ impl PyRwMutex {
             return Err(PyTypeError::new_err("token restores one handle: pass it to read() or write()"));
         }
         let parsed = HandleOptions::from_kwargs(&defaults, None)?;
+        refuse_fair(&parsed)?;
         let core = RwMutex::new(client.get().core.clone(), args::name(name)?, writer_preference)?;
         // Range checks now, not at the first read() / write() (makes no I/O).
         core.read(parsed.lock, None)?;

@@ -1,0 +1,52 @@
+-- fair_obtain.lua: take a lock in arrival order (fair mode).
+-- KEYS: [lock hash, queue zset (token -> arrival, server us), liveness zset (token -> expiry, server ms)]
+-- ARGV: [token, ttl_ms, metadata, patience_ms, will_wait ('1' or '0')]
+-- Returns {1, fence} when this owner holds the lock: taken now as the head of
+-- the queue, or handed to it by the previous holder's release (then claimed:
+-- the full ttl and its metadata set), or re-entered. Otherwise {0, wait_ms}:
+-- the holder's pttl, or -1 when the lock is free but another waiter is first.
+-- A waiter that will wait joins the queue (once) and re-asserts that it is
+-- alive for patience_ms; one that stops doing so is dropped from the queue.
+local lock, queue, alive = KEYS[1], KEYS[2], KEYS[3]
+local token, ttl, meta, patience = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+
+local t = redis.call('TIME')
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = math.floor(now_us / 1000)
+for _, gone in ipairs(redis.call('ZRANGEBYSCORE', alive, '-inf', now)) do
+  redis.call('ZREM', queue, gone)
+end
+redis.call('ZREMRANGEBYSCORE', alive, '-inf', now)
+
+local rec = redis.call('HMGET', lock, 'token', 'fence')
+if rec[1] == token then
+  redis.call('HSET', lock, 'meta', meta)
+  redis.call('PEXPIRE', lock, ttl)
+  redis.call('ZREM', queue, token)
+  redis.call('ZREM', alive, token)
+  return {1, tonumber(rec[2])}
+end
+if not rec[1] then
+  local head = redis.call('ZRANGE', queue, 0, 0)[1]
+  if not head or head == token then
+    local fence = math.max(now_us, (tonumber(rec[2]) or 0) + 1)
+    redis.call('HSET', lock, 'token', token, 'meta', meta, 'fence', string.format('%.0f', fence))
+    redis.call('PEXPIRE', lock, ttl)
+    redis.call('ZREM', queue, token)
+    redis.call('ZREM', alive, token)
+    return {1, fence}
+  end
+end
+
+if ARGV[5] == '1' then
+  if not redis.call('ZSCORE', queue, token) then
+    redis.call('ZADD', queue, now_us, token)
+  end
+  redis.call('ZADD', alive, now + patience, token)
+  redis.call('PEXPIRE', queue, patience)
+  redis.call('PEXPIRE', alive, patience)
+end
+if rec[1] then
+  return {0, redis.call('PTTL', lock)}
+end
+return {0, -1}

@@ -1,0 +1,42 @@
+-- fair_release.lua: give a fair lock up, straight to the head of the queue.
+-- KEYS: [lock hash, queue zset (token -> arrival, server us), liveness zset (token -> expiry, server ms)]
+-- ARGV: [token, channel, patience_ms]
+-- Also how a waiter leaves the queue: it is removed first, and if the lock
+-- had meanwhile been handed to it, the lock goes on to the next in line.
+-- Returns 1 when this owner held the lock (released now), else 0.
+-- The new holder is announced on `channel` with its token, so only it wakes;
+-- it has patience_ms to claim the lock before the hand-over lapses.
+local lock, queue, alive = KEYS[1], KEYS[2], KEYS[3]
+local token, channel, patience = ARGV[1], ARGV[2], tonumber(ARGV[3])
+
+redis.call('ZREM', queue, token)
+redis.call('ZREM', alive, token)
+if redis.call('HGET', lock, 'token') ~= token then
+  return 0
+end
+
+local t = redis.call('TIME')
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = math.floor(now_us / 1000)
+for _, gone in ipairs(redis.call('ZRANGEBYSCORE', alive, '-inf', now)) do
+  redis.call('ZREM', queue, gone)
+end
+redis.call('ZREMRANGEBYSCORE', alive, '-inf', now)
+
+local last = tonumber(redis.call('HGET', lock, 'fence')) or 0
+local head = redis.call('ZRANGE', queue, 0, 0)[1]
+if head then
+  local fence = math.max(now_us, last + 1)
+  redis.call('HSET', lock, 'token', head, 'meta', '', 'fence', string.format('%.0f', fence))
+  redis.call('PEXPIRE', lock, patience)
+  redis.call('PUBLISH', channel, head)
+  return 1
+end
+if last < now_us then
+  redis.call('DEL', lock)
+else
+  redis.call('HDEL', lock, 'token', 'meta')
+  redis.call('PEXPIRE', lock, math.floor((last - now_us) / 1000) + 1)
+end
+redis.call('PUBLISH', channel, '')
+return 1

@@ -1,0 +1,173 @@
+"""fair=True: the lock goes to waiters in arrival order, across processes;
+a release hands it straight to the head of the queue, so nobody barges in;
+a waiter that dies or gives up loses its place."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+import ferrolock
+
+CHILD = textwrap.dedent(
+    """
+    import sys, time, ferrolock
+    url, prefix, ttl = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    client = ferrolock.Client(url, prefix=prefix)
+    lock = client.lock("q", fair=True, ttl=ttl, retry=ferrolock.Retry.fixed(10.0))
+    print("waiting", flush=True)
+    assert lock.acquire(timeout=20)
+    print("got", time.monotonic(), lock.fence, flush=True)
+    sys.stdin.readline()
+    lock.release()
+    """
+)
+
+
+def queue_len(raw, prefix) -> int:
+    return raw("ZCARD", f"{prefix}{{q}}:q")
+
+
+def wait_for(predicate, limit: float, what: str) -> None:
+    deadline = time.monotonic() + limit
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)  # watching another process's progress in Redis
+
+
+def spawn(redis_url, prefix, ttl=5.0):
+    p = subprocess.Popen(
+        [sys.executable, "-c", CHILD, redis_url, prefix, str(ttl)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    assert p.stdout.readline().strip() == "waiting"
+    return p
+
+
+def close(p: subprocess.Popen) -> None:
+    if p.poll() is None:
+        p.kill()
+    p.wait()
+    for f in (p.stdin, p.stdout):
+        if f:
+            f.close()
+
+
+def test_fifo_across_processes_and_no_barging(client, raw, redis_url, prefix):
+    holder = client.lock("q", fair=True)
+    assert holder.acquire()
+    children = []
+    try:
+        for i in range(4):  # queue them in a known order
+            children.append(spawn(redis_url, prefix))
+            wait_for(lambda: queue_len(raw, prefix) == i + 1, 10, f"waiter {i} in the queue")
+        newcomer = client.lock("q", fair=True)
+        holder.release()
+        # Handed to the head inside the release: the lock is never free to grab.
+        assert newcomer.acquire(blocking=False) is False
+        fences = []
+        for i, child in enumerate(children):
+            line = child.stdout.readline().split()
+            assert line[0] == "got", line
+            fences.append(int(line[2]))
+            for later in children[i + 1:]:
+                assert later.poll() is None
+            child.stdin.write("\n")
+            child.stdin.flush()
+            assert child.wait(10) == 0
+        assert fences == sorted(fences) and len(set(fences)) == 4
+    finally:
+        for c in children:
+            close(c)
+    assert newcomer.acquire(blocking=False)
+    newcomer.release()
+    assert raw.keys(prefix + "*") == []
+
+
+def test_hand_over_is_one_round_trip_after_the_release(client):
+    holder = client.lock("q", fair=True)
+    assert holder.acquire()
+    waiter = client.lock("q", fair=True, retry=ferrolock.Retry.fixed(10.0))
+    got = {}
+    t = threading.Thread(target=lambda: got.setdefault("r", (waiter.acquire(timeout=5), time.monotonic())))
+    t.start()
+    time.sleep(0.1)
+    released = time.monotonic()
+    holder.release()
+    t.join(5)
+    ok, at = got["r"]
+    assert ok and at - released < 0.1, f"hand-over took {1000 * (at - released):.1f} ms"
+    waiter.release()
+
+
+def test_dead_waiter_loses_its_place(client, raw, redis_url, prefix):
+    holder = client.lock("q", fair=True, ttl=0.5)
+    assert holder.acquire()
+    dead = spawn(redis_url, prefix, ttl=0.5)
+    wait_for(lambda: queue_len(raw, prefix) == 1, 10, "the doomed waiter in the queue")
+    os.kill(dead.pid, signal.SIGKILL)
+    close(dead)
+    alive = client.lock("q", fair=True, ttl=0.5)
+    got = {}
+    t = threading.Thread(target=lambda: got.setdefault("ok", alive.acquire(timeout=5)))
+    t.start()
+    wait_for(lambda: queue_len(raw, prefix) >= 1, 5, "the live waiter")
+    start = time.monotonic()
+    holder.release()  # may hand to the dead head: that lapses after its patience (0.5 s)
+    t.join(5)
+    assert got.get("ok") is True
+    assert time.monotonic() - start < 2.0
+    alive.release()
+    assert raw.keys(prefix + "*") == []
+
+
+def test_a_waiter_that_gives_up_leaves_the_queue(client, raw, prefix):
+    holder = client.lock("q", fair=True)
+    assert holder.acquire()
+    quitter = client.lock("q", fair=True)
+    assert quitter.acquire(timeout=0.2) is False
+    assert queue_len(raw, prefix) == 0
+    holder.release()
+    assert raw.keys(prefix + "*") == []
+
+
+async def test_cancelled_waiter_leaves_and_passes_on(client, raw, prefix):
+    holder = client.lock("q", fair=True)
+    assert await holder.aacquire()
+    first = client.lock("q", fair=True)
+    second = client.lock("q", fair=True, retry=ferrolock.Retry.fixed(10.0))
+    t1 = asyncio.ensure_future(first.aacquire())
+    while queue_len(raw, prefix) < 1:
+        await asyncio.sleep(0.01)
+    t2 = asyncio.ensure_future(second.aacquire())
+    while queue_len(raw, prefix) < 2:
+        await asyncio.sleep(0.01)
+    await holder.arelease()  # handed to `first`...
+    t1.cancel()  # ...which is cancelled now: the lock goes on to `second`
+    try:
+        got_first = await t1
+    except asyncio.CancelledError:
+        got_first = False
+    if got_first:
+        await first.arelease()
+    assert await asyncio.wait_for(t2, 5) is True
+    await second.arelease()
+    await asyncio.sleep(0.05)
+    assert raw.keys(prefix + "*") == []
+
+
+def test_fair_mode_refuses_what_it_cannot_do(client):
+    with pytest.raises(ValueError, match="one name"):
+        client.multi_lock(["a", "b"], fair=True)
+    with pytest.raises(ValueError, match="RWMutex"):
+        client.rwmutex("rw", fair=True)
+    with pytest.raises(TypeError):
+        client.lock("x", fair="yes")
