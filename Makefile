@@ -50,3 +50,14 @@ lint: build-dev
 clean:
 	cargo clean
 	rm -rf $(VENV) python/ferrolock/*.so
+
+# `make bench`: ferrolock beside redis-py, python-redis-lock and pottery, in one run
+# against a throwaway redis-server; writes docs/benchmarks.md and docs/benchmarks.png.
+# BENCH_ARGS=--quick for a ~1 minute run.
+BENCH_REQS := benches/requirements.txt
+BENCH_ARGS ?=
+
+.PHONY: bench
+bench: redis build-dev
+	$(PY) -m pip install -q -r $(BENCH_REQS)
+	$(PY) benches/bench.py $(BENCH_ARGS)

@@ -755,7 +755,8 @@ def write_report(res: dict, args: argparse.Namespace, out: Path, png: Path) -> s
             "",
             f"{p['tasks']} tasks x {p['task_cycles']} cycles on one key, one event loop, a separate handle per "
             "task (`async with client.lock(name)` / `async with redis.asyncio.lock.Lock(...)`, blocking, "
-            "default `sleep=0.1`). Inside each hold a shared counter is read, the task yields "
+            "default `sleep=0.1`; its `redis.asyncio` client gets `max_connections=tasks + 16`, because redis-py "
+            "8's default pool of 100 raises `MaxConnectionsError` with 200 tasks waiting). Inside each hold a shared counter is read, the task yields "
             "(`await asyncio.sleep(0)`), and writes it back +1; the counter must come out exact with one "
             f"task inside at a time. Time limit {p['async_limit']:.0f} s per library.",
             "",
@@ -769,13 +770,14 @@ def write_report(res: dict, args: argparse.Namespace, out: Path, png: Path) -> s
             if w is None:
                 continue
             if not w.get("ok") and w.get("taken") is None:
-                rows.append([lib, "failed: " + w.get("error", "?")] + [""] * 10)
+                rows.append([lib, "failed: " + w.get("error", "?")] + [""] * 11)
                 continue
             renew_expected = w["n"] / (w["ttl_s"] / 3 if lib == FERRO else w["ttl_s"] * 2 / 3)
             lost = "n/a (cannot tell)" if w["lost"] is None else str(w["lost"])
             rows.append([
                 lib, f"{w['taken']:,} / {w['n']:,}", f"{w['window_s']:.0f}", f"{w['cpu_pct']:.1f}",
                 f"{w['redis_cpu_pct']:.1f}", f"{w['evalsha_per_s']:,.0f} / {renew_expected:,.0f}",
+                f"{w['cpu_pct'] / 100 * 1e6 / w['evalsha_per_s']:,.0f}" if w["evalsha_per_s"] else "?",
                 lost, f"{w['keys_at_end']:,}",
                 f"{w['monitor_min_pttl_ms'] / 1000:.2f} s" if w.get("monitor_min_pttl_ms") is not None else "?",
                 str(w["threads"]), f"{w['redis_clients']:,}", f"{w['rss_mb']:.0f}",
@@ -790,10 +792,12 @@ def write_report(res: dict, args: argparse.Namespace, out: Path, png: Path) -> s
             "the hold, as % of one core; redis-server's beside it. Renewals are the server's EVALSHA calls per "
             "second over the hold, against the rate a renewal schedule that is on time gives. The lowest ttl "
             "left is the minimum of PTTL over every lock, swept every second from another process during the "
-            "hold. redis-py `Lock` and pottery have no watchdog: n/a.",
+            "hold. python-redis-lock's client gets `max_connections=locks + 16`: its renewal threads wake "
+            "together and each takes a connection, and with redis-py 8's default pool of 100 they die of "
+            "`MaxConnectionsError` and their locks expire. redis-py `Lock` and pottery have no watchdog: n/a.",
             "",
             table(["library", "locks held", "hold (s)", "CPU % of one core", "redis-server CPU %",
-                   "renewals/s (measured / on time)", "lost", "keys at the end", "lowest ttl left",
+                   "renewals/s (measured / on time)", "CPU per renewal (us)", "lost", "keys at the end", "lowest ttl left",
                    "threads", "Redis connections", "RSS (MB)"], rows),
             "",
         ]
@@ -908,8 +912,8 @@ def chart(res: dict, png: Path) -> None:
         ax.bar(names, [rw["reads_per_s"], rw["writes_per_s"]], color=[colors[FERRO], colors[FERRO_FAIR]])
         for i, v in enumerate([rw["reads_per_s"], rw["writes_per_s"]]):
             ax.text(i, v, f"{v:,.0f}", ha="center", va="bottom", fontsize=9)
-        ax.set_title(f"5. ferrolock RWMutex, {res['params']['rw_readers']} readers + 1 writer "
-                     f"(anchors: no RW lock)", fontsize=10)
+        ax.set_title(f"5. ferrolock RWMutex, {res['params']['rw_readers']} readers + 1 writer\n"
+                     "(the anchors have no RW lock)", fontsize=10)
         ax.text(0.5, 0.6, f"writer wait p50 {rw['writer_wait_p50_ms']:.1f} ms\n"
                 f"writer wait max {rw['writer_wait_max_ms']:.1f} ms\noverlaps {rw['overlaps']}",
                 transform=ax.transAxes, ha="center", fontsize=10,
@@ -941,7 +945,7 @@ def main() -> int:
         "procs": 4, "cycles": 200 if q else 500,
         "tasks": 200, "task_cycles": 20, "async_limit": 15.0 if q else 40.0,
         "wd_n": 2000 if q else 10_000, "wd_hold": 10.0 if q else 30.0, "wd_ttl": 3.0,
-        "wd_prl_n": 200 if q else 1000, "wd_hold_prl": 5.0 if q else 10.0,
+        "wd_prl_n": 200 if q else 1000, "wd_hold_prl": 6.0 if q else 10.0,
         "rw_readers": 8, "rw_duration": 3.0 if q else 5.0,
     }
     try:

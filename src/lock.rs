@@ -197,10 +197,7 @@ impl Lock {
             pending: false,
         };
         let mut failed = 0u32;
-        // Wake-ups: joined after the first failed attempt; `None` until then,
-        // and for good if subscribing failed (then this acquire polls).
-        let mut waiting: Option<Registration> = None;
-        let mut subscribe = wait != Wait::No;
+        let mut waiting = Waiting { registration: None, subscribe: wait != Wait::No };
         loop {
             let sent = Instant::now();
             undo.pending = true;
@@ -209,7 +206,7 @@ impl Lock {
             match answer {
                 Obtain::Taken { fence } => {
                     undo.pending = false;
-                    if let Some(w) = waiting.take() {
+                    if let Some(w) = waiting.registration.take() {
                         w.done();
                     }
                     if let Some(p) = permit {
@@ -231,48 +228,59 @@ impl Lock {
                             return Ok(false);
                         }
                     };
-                    if waiting.as_ref().is_some_and(Registration::stale) {
-                        // Its subscription dropped (and woke it): subscribe anew.
-                        waiting = None;
-                        subscribe = true;
-                    }
-                    if let Some(w) = &waiting {
-                        w.rearm();
-                    } else if std::mem::take(&mut subscribe) {
-                        match self
-                            .client
-                            .register_waiter(&self.mode.channels(), self.mode.is_reader(), &token)
-                            .await
-                        {
-                            // Subscribed: try again at once, so a release that came
-                            // between the failed attempt and the subscription counts.
-                            Ok(w) => {
-                                waiting = Some(w);
-                                continue;
-                            }
-                            Err(e) => log::debug!("no wake-ups for {} ({e}); polling", self.label()),
-                        }
-                    }
-                    let mut wake = Instant::now() + self.wait_between(delay, pttl_ms);
-                    if let Wait::Until(deadline) = wait {
-                        wake = wake.min(deadline);
-                    }
-                    match &waiting {
-                        Some(w) => {
-                            tokio::select! {
-                                () = w.woken() => {}
-                                () = tokio::time::sleep_until(wake.into()) => {}
-                            }
-                        }
-                        None => tokio::time::sleep_until(wake.into()).await,
-                    }
+                    self.pause(&mut waiting, &token, delay, pttl_ms, wait).await;
                 }
             }
         }
     }
 
-    /// The pause before the next attempt: the retry's delay, no longer than
-    /// the holder has left, and short enough to keep a writer's intent alive.
+    /// Between two attempts. The first time, subscribes to wake-ups and
+    /// returns at once: the attempt right after the subscription catches a
+    /// release that came before it. Later, waits for a wake-up or for the
+    /// retry's delay (bounded by the holder's ttl and the deadline).
+    async fn pause(
+        &self,
+        waiting: &mut Waiting,
+        token: &str,
+        delay: Duration,
+        holder_pttl_ms: i64,
+        wait: Wait,
+    ) {
+        if waiting.registration.as_ref().is_some_and(Registration::stale) {
+            // Its subscription dropped (and woke it): subscribe anew.
+            waiting.registration = None;
+            waiting.subscribe = true;
+        }
+        if let Some(w) = &waiting.registration {
+            w.rearm();
+        } else if std::mem::take(&mut waiting.subscribe) {
+            let channels = self.mode.channels();
+            match self.client.register_waiter(&channels, self.mode.is_reader(), token).await {
+                Ok(w) => {
+                    waiting.registration = Some(w);
+                    return;
+                }
+                Err(e) => log::debug!("no wake-ups for {} ({e}); polling", self.label()),
+            }
+        }
+        let mut wake = Instant::now() + self.wait_between(delay, holder_pttl_ms);
+        if let Wait::Until(deadline) = wait {
+            wake = wake.min(deadline);
+        }
+        match &waiting.registration {
+            Some(w) => {
+                tokio::select! {
+                    () = w.woken() => {}
+                    () = tokio::time::sleep_until(wake.into()) => {}
+                }
+            }
+            None => tokio::time::sleep_until(wake.into()).await,
+        }
+    }
+
+    /// The longest pause before the next attempt: the retry's delay, no longer
+    /// than the holder has left, and short enough to keep a writer's intent or
+    /// a fair waiter's place alive.
     fn wait_between(&self, delay: Duration, holder_pttl_ms: i64) -> Duration {
         let mut delay = delay;
         if holder_pttl_ms > 0 {
@@ -444,6 +452,13 @@ impl Lock {
     fn not_owned(&self) -> Error {
         Error::NotOwned(format!("{} is not held by this handle", self.label()))
     }
+}
+
+/// A waiter's wake-up subscription: none until its first failed attempt, and
+/// none for good if subscribing failed (it then polls).
+struct Waiting {
+    registration: Option<Registration>,
+    subscribe: bool,
 }
 
 /// Undoes, in the background, what a dropped acquire may have left in Redis.
