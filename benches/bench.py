@@ -343,6 +343,7 @@ async def asyncio_run(url: str, lib: str, tasks: int, cycles: int, time_limit: f
     state = {"counter": 0, "inside": 0, "most_inside": 0, "done": 0}
     deadline = time.perf_counter() + time_limit
     name = f"a:{lib}"
+    new: Callable[[], Any]
     if lib in (FERRO, FERRO_FAIR):
         import ferrolock
         client = ferrolock.Client(url, prefix="bench:")
@@ -350,7 +351,7 @@ async def asyncio_run(url: str, lib: str, tasks: int, cycles: int, time_limit: f
         if lib == FERRO_FAIR:
             opts["fair"] = True
         new = lambda: client.lock(name, **opts)  # noqa: E731
-        closer = None
+        closer: Any = None
     else:
         import redis.asyncio as aredis
         from redis.asyncio.lock import Lock as ALock
@@ -404,7 +405,14 @@ def watchdog_worker(lib: str, url: str, n: int, hold: float, ttl: float, out: st
     me, server = psutil.Process(), psutil.Process(redis_pid)
     lost_calls = [0]
     result: dict[str, Any] = {"lib": lib, "n": n, "hold_s": hold, "ttl_s": ttl}
+    thread_errors: dict[str, int] = {}
+
+    def count_thread_error(a: threading.ExceptHookArgs) -> None:  # a renewal thread died
+        key = a.exc_type.__name__
+        thread_errors[key] = thread_errors.get(key, 0) + 1
+    threading.excepthook = count_thread_error
     began = time.perf_counter()
+    locks: list[Any]
     if lib == FERRO:
         import ferrolock
         from ferrolock import _ferrolock
@@ -451,12 +459,21 @@ def watchdog_worker(lib: str, url: str, n: int, hold: float, ttl: float, out: st
     pttls = pipe.execute()
     result["min_pttl_at_end_ms"] = min(pttls) if pttls else None
     if lib == FERRO:
-        result["lost"] = sum(lock.lost for lock in locks)
+        result["lost"] = sum(lock.lost for lock in locks)  # the library's own signal
         result["on_lost_calls"] = lost_calls[0]
     else:
-        result["lost"] = None  # python-redis-lock cannot tell
+        # python-redis-lock cannot tell its holder; count what the harness sees
+        result["lost"] = None
+        result["renewers_dead"] = sum(1 for lock in locks if lock._lock_renewal_thread is not None
+                                      and not lock._lock_renewal_thread.is_alive())
+    result["thread_errors"] = dict(thread_errors)
+    release_errors = 0
     for lock in locks:
-        lock.release()
+        try:
+            lock.release()
+        except Exception:
+            release_errors += 1
+    result["release_errors"] = release_errors
     result["keys_after_release"] = r.dbsize()
     Path(out).write_text(json.dumps(result))
 
@@ -468,7 +485,7 @@ def watchdog(url: str, lib: str, n: int, hold: float, ttl: float, workdir: Path,
     out = workdir / f"watchdog-{abs(hash(lib))}.json"
     p = ctx.Process(target=watchdog_worker, args=(lib, url, n, hold, ttl, str(out), redis_pid, ready, go, held))
     stop = threading.Event()
-    monitor = {"sweeps": 0, "min_pttl_ms": None, "min_keys": None}
+    monitor: dict[str, Any] = {"sweeps": 0, "min_pttl_ms": None, "min_keys": None}
 
     def sweep() -> None:  # from this process: the lowest ttl left on any lock, every ~1 s
         r = redis.Redis.from_url(url)
@@ -554,7 +571,8 @@ def rwmutex(url: str, workdir: Path, readers: int, duration: float) -> dict:
     procs = [ctx.Process(target=rw_worker, args=(role, url, "rw", duration, barrier, str(outs[i])))
              for i, role in enumerate(roles)]
     ok = run_procs(procs, timeout=duration + 120)
-    reads, writes = [], []
+    reads: list[list[float]] = []
+    writes: list[list[float]] = []
     for o in outs:
         if o.exists():
             data = json.loads(o.read_text())
@@ -621,7 +639,7 @@ def targets(res: dict, args: argparse.Namespace) -> list[tuple[str, str, str]]:
         r = un["rows"]
         f, floor, rp = r[FERRO]["median_us"], r[FLOOR]["median_us"], r[REDISPY]["median_us"]
         rows.append(("uncontended: ferrolock median within 1.3x the two-round-trip floor",
-                     f"{f / floor:.2f}x ({fmt(f)} us vs floor {fmt(floor)} us)", mark(f / floor <= 1.3)))
+                     f"{f / floor:.3f}x ({fmt(f)} us vs floor {fmt(floor)} us)", mark(f / floor <= 1.3)))
         rows.append(("uncontended: ferrolock >= 1.5x faster than redis-py Lock",
                      f"{rp / f:.2f}x ({fmt(rp)} us vs {fmt(f)} us)", mark(rp / f >= 1.5)))
     co = res.get("contended", {})
@@ -773,7 +791,11 @@ def write_report(res: dict, args: argparse.Namespace, out: Path, png: Path) -> s
                 rows.append([lib, "failed: " + w.get("error", "?")] + [""] * 11)
                 continue
             renew_expected = w["n"] / (w["ttl_s"] / 3 if lib == FERRO else w["ttl_s"] * 2 / 3)
-            lost = "n/a (cannot tell)" if w["lost"] is None else str(w["lost"])
+            if w["lost"] is None:  # python-redis-lock: what the harness saw, the holder was not told
+                lost = (f"{w['n'] - w['keys_at_end']:,} expired, untold" if w["keys_at_end"] < w["n"]
+                        else "0 (the library cannot tell)")
+            else:
+                lost = f"{w['lost']:,}"
             rows.append([
                 lib, f"{w['taken']:,} / {w['n']:,}", f"{w['window_s']:.0f}", f"{w['cpu_pct']:.1f}",
                 f"{w['redis_cpu_pct']:.1f}", f"{w['evalsha_per_s']:,.0f} / {renew_expected:,.0f}",
@@ -801,6 +823,13 @@ def write_report(res: dict, args: argparse.Namespace, out: Path, png: Path) -> s
                    "threads", "Redis connections", "RSS (MB)"], rows),
             "",
         ]
+        pw = wd.get(PRL)
+        if pw and pw.get("taken") is not None and (pw.get("thread_errors") or pw["keys_at_end"] < pw["n"]):
+            errs = ", ".join(f"{v:,} x {k}" for k, v in pw.get("thread_errors", {}).items()) or "none"
+            md += [f"python-redis-lock: {pw['n'] - pw['keys_at_end']:,} of {pw['n']:,} locks expired while "
+                   f"held: their renewal threads ran late, found the key gone and died ({errs}; "
+                   f"{pw.get('renewers_dead', 0):,} renewal threads dead at the end). The holders were not told; "
+                   f"`release()` then raised for {pw['release_errors']:,} of them.", ""]
         fw = wd.get(FERRO)
         if fw and fw.get("taken") is not None:
             md += [f"ferrolock: {fw['watchdogs']:,} live watchdog tasks after acquiring, `on_lost` called "
@@ -901,7 +930,9 @@ def chart(res: dict, png: Path) -> None:
         names = list(wd)
         bars(axes[1][1], [f"{n}\n{wd[n]['n']:,} locks" for n in names], [wd[n]["cpu_pct"] for n in names],
              "4. watchdog: CPU of the holding process (% of one core)", "% of one core",
-             labels=[f"{wd[n]['cpu_pct']:.1f} %, lost: {'?' if wd[n]['lost'] is None else wd[n]['lost']}"
+             labels=[f"{wd[n]['cpu_pct']:.1f} %, lost: "
+                     + (f"{wd[n]['lost']}" if wd[n]["lost"] is not None
+                        else f"{wd[n]['n'] - wd[n]['keys_at_end']} (untold)")
                      for n in names])
         for lbl in axes[1][1].get_yticklabels():
             lbl.set_color(color(lbl.get_text()))
@@ -940,7 +971,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
 
     q = args.quick
-    params = {
+    params: dict[str, Any] = {
         "rounds": 3, "cycles_un": 300 if q else 1000, "warmup": 100 if q else 300,
         "procs": 4, "cycles": 200 if q else 500,
         "tasks": 200, "task_cycles": 20, "async_limit": 15.0 if q else 40.0,
@@ -1041,7 +1072,8 @@ def main() -> int:
         res["watchdog"][PRL] = w
         if w and w.get("taken") is not None:
             print(f"   {w['taken']}/{w['n']} held, keys at end {w['keys_at_end']}, CPU {w['cpu_pct']:.1f} % "
-                  f"of one core, {w['threads']} threads, renewals {w['evalsha_per_s']:.0f}/s")
+                  f"of one core, {w['threads']} threads, renewals {w['evalsha_per_s']:.0f}/s, "
+                  f"renewal threads died: {w['thread_errors'] or 0}")
         flush(url)
 
         # 5
