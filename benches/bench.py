@@ -35,7 +35,6 @@ import platform
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -47,6 +46,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "examples"))
+from throwaway_redis import start_redis, stop_redis  # noqa: E402
 TTL = 10.0  # seconds, the same expiry for every library in scenarios 1-3 (none is reached)
 WORK = 0.001  # the 1 ms of "work" held inside the lock in scenario 2
 
@@ -90,43 +91,6 @@ def quiet_logs() -> None:
 
 # ---------------------------------------------------------------------------
 # a throwaway redis-server
-
-def start_redis(workdir: Path) -> tuple[subprocess.Popen, int]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        raise RuntimeError("redis-server is not installed (make redis, or apt-get install redis-server)")
-    for _ in range(3):  # another process may take the free port before redis binds it
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        proc = subprocess.Popen(
-            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(workdir), "--maxclients", "10000"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True,  # Ctrl-C goes to us; we stop redis ourselves
-        )
-        deadline = time.monotonic() + 10
-        while proc.poll() is None and time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.2) as s:
-                    s.sendall(b"PING\r\n")
-                    if s.recv(16).startswith(b"+PONG") and proc.poll() is None:
-                        return proc, port
-            except OSError:
-                time.sleep(0.02)
-        stop_redis(proc)
-    raise RuntimeError("could not start redis-server")
-
-
-def stop_redis(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
 
 def flush(url: str) -> None:
     import redis
@@ -1009,7 +973,7 @@ def main() -> int:
             print(f"   ({time.monotonic() - t:.1f} s)", flush=True)
 
     try:
-        server, port = start_redis(workdir)
+        server, port = start_redis(workdir, "--maxclients", "10000")
         url = f"redis://127.0.0.1:{port}/0"
         print(f"redis-server {redis_server_version()} on {url} (pid {server.pid}); {res['machine']}")
         res["fair"] = fair_supported(url)

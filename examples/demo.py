@@ -17,9 +17,7 @@ import json
 import multiprocessing
 import shutil
 import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -29,6 +27,7 @@ from collections import Counter
 from pathlib import Path
 
 import ferrolock
+from throwaway_redis import start_redis, stop_redis
 
 WORKERS, CYCLES = 4, 25
 PREFIX = "demo:"
@@ -42,43 +41,6 @@ def check(ok: bool, what: str) -> None:
 
 
 # -- a throwaway redis-server: loopback only, no persistence, its own temp dir --
-
-def start_redis(workdir: Path) -> tuple[subprocess.Popen, int]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
-    for _ in range(3):  # another process may grab the free port before redis binds it
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        proc = subprocess.Popen(
-            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(workdir)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True,  # Ctrl-C goes to us; we stop redis ourselves
-        )
-        deadline = time.monotonic() + 10
-        while proc.poll() is None and time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.2) as s:
-                    s.sendall(b"PING\r\n")
-                    if s.recv(16).startswith(b"+PONG") and proc.poll() is None:
-                        return proc, port
-            except OSError:
-                time.sleep(0.02)
-        stop_redis(proc)
-    raise RuntimeError("could not start redis-server")
-
-
-def stop_redis(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
 
 # -- 1. contention across processes ------------------------------------------
 
