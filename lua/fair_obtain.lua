@@ -10,13 +10,9 @@
 local lock, queue, alive = KEYS[1], KEYS[2], KEYS[3]
 local token, ttl, meta, patience = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 
-local t = redis.call('TIME')
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local now = math.floor(now_us / 1000)
-for _, gone in ipairs(redis.call('ZRANGEBYSCORE', alive, '-inf', now)) do
-  redis.call('ZREM', queue, gone)
-end
-redis.call('ZREMRANGEBYSCORE', alive, '-inf', now)
+local us = now_us()
+local now = math.floor(us / 1000)
+prune_waiters(queue, alive, now)
 
 local rec = redis.call('HMGET', lock, 'token', 'fence')
 if rec[1] == token then
@@ -29,7 +25,7 @@ end
 if not rec[1] then
   local head = redis.call('ZRANGE', queue, 0, 0)[1]
   if not head or head == token then
-    local fence = math.max(now_us, (tonumber(rec[2]) or 0) + 1)
+    local fence = math.max(us, (tonumber(rec[2]) or 0) + 1)
     redis.call('HSET', lock, 'token', token, 'meta', meta, 'fence', string.format('%.0f', fence))
     redis.call('PEXPIRE', lock, ttl)
     redis.call('ZREM', queue, token)
@@ -40,7 +36,7 @@ end
 
 if ARGV[5] == '1' then
   if not redis.call('ZSCORE', queue, token) then
-    redis.call('ZADD', queue, now_us, token)
+    redis.call('ZADD', queue, us, token)
   end
   redis.call('ZADD', alive, now + patience, token)
   redis.call('PEXPIRE', queue, patience)

@@ -15,28 +15,18 @@ if redis.call('HGET', lock, 'token') ~= token then
   return 0
 end
 
-local t = redis.call('TIME')
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local now = math.floor(now_us / 1000)
-for _, gone in ipairs(redis.call('ZRANGEBYSCORE', alive, '-inf', now)) do
-  redis.call('ZREM', queue, gone)
-end
-redis.call('ZREMRANGEBYSCORE', alive, '-inf', now)
+local us = now_us()
+prune_waiters(queue, alive, math.floor(us / 1000))
 
 local last = tonumber(redis.call('HGET', lock, 'fence')) or 0
 local head = redis.call('ZRANGE', queue, 0, 0)[1]
 if head then
-  local fence = math.max(now_us, last + 1)
+  local fence = math.max(us, last + 1)
   redis.call('HSET', lock, 'token', head, 'meta', '', 'fence', string.format('%.0f', fence))
   redis.call('PEXPIRE', lock, patience)
   redis.call('PUBLISH', channel, head)
   return 1
 end
-if last < now_us then
-  redis.call('DEL', lock)
-else
-  redis.call('HDEL', lock, 'token', 'meta')
-  redis.call('PEXPIRE', lock, math.floor((last - now_us) / 1000) + 1)
-end
+end_hold(lock, last, us)
 redis.call('PUBLISH', channel, '')
 return 1

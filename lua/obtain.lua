@@ -28,8 +28,7 @@ if mine == #KEYS then
 end
 
 -- The fence: server time in microseconds, and above every fence still on record.
-local now = redis.call('TIME')
-local fence = math.max(tonumber(now[1]) * 1000000 + tonumber(now[2]), last + 1)
+local fence = math.max(now_us(), last + 1)
 local f = string.format('%.0f', fence)
 for _, key in ipairs(KEYS) do
   redis.call('HSET', key, 'token', token, 'meta', meta, 'fence', f)

@@ -14,21 +14,12 @@ if not force then
   end
 end
 
-local now = redis.call('TIME')
-local now_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
+local now = now_us()
 local released = 0
 for _, key in ipairs(KEYS) do
   if redis.call('HEXISTS', key, 'token') == 1 then
     released = released + 1
-    local fence = tonumber(redis.call('HGET', key, 'fence')) or 0
-    if fence < now_us then
-      redis.call('DEL', key)
-    else
-      -- The clock has not passed this fence yet (same microsecond, or a clock
-      -- step back): keep the fence on record until it has, so the next one is higher.
-      redis.call('HDEL', key, 'token', 'meta')
-      redis.call('PEXPIRE', key, math.floor((fence - now_us) / 1000) + 1)
-    end
+    end_hold(key, tonumber(redis.call('HGET', key, 'fence')) or 0, now)
     if channel == '' then
       redis.call('PUBLISH', key .. ':wake', '')
     end

@@ -3,8 +3,7 @@
 -- ARGV: [token of a reader to look up, or '']
 -- Returns {live readers, this reader's ms left (-2: not reading), intent pttl (-2: none)}.
 local writer, readers, intent = KEYS[1], KEYS[2], KEYS[3]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local count = redis.call('ZCOUNT', readers, '(' .. now, '+inf')
 local mine = tonumber(redis.call('ZSCORE', readers, ARGV[1]))
 local left = -2

@@ -9,8 +9,7 @@ local token, ttl = ARGV[1], tonumber(ARGV[2])
 if redis.call('HEXISTS', writer, 'token') == 1 then
   return {0, redis.call('PTTL', writer)}
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
 if ARGV[3] == '1' and redis.call('EXISTS', intent) == 1
     and not redis.call('ZSCORE', readers, token) then
@@ -18,6 +17,5 @@ if ARGV[3] == '1' and redis.call('EXISTS', intent) == 1
 end
 
 redis.call('ZADD', readers, now + ttl, token)
-local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
-redis.call('PEXPIRE', readers, tonumber(last[2]) - now)
+expire_with_last_reader(readers, now)
 return {1, 0}

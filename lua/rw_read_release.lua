@@ -3,8 +3,7 @@
 -- ARGV: [token, channel]   the last reader out announces it on `channel`
 -- Returns 1 when this reader was still reading, 0 when it had expired or was gone.
 local readers, token = KEYS[1], ARGV[1]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local expiry = tonumber(redis.call('ZSCORE', readers, token))
 redis.call('ZREM', readers, token)
 redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)

@@ -17,9 +17,8 @@ if rec[1] == token then
   return {1, tonumber(rec[2])}
 end
 
-local t = redis.call('TIME')
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local now = math.floor(now_us / 1000)
+local us = now_us()
+local now = math.floor(us / 1000)
 redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
 local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
 if last[1] then
@@ -32,7 +31,7 @@ if last[1] then
   return {0, tonumber(last[2]) - now}
 end
 
-local fence = math.max(now_us, (tonumber(rec[2]) or 0) + 1)
+local fence = math.max(us, (tonumber(rec[2]) or 0) + 1)
 redis.call('HSET', writer, 'token', token, 'meta', meta, 'fence', string.format('%.0f', fence))
 redis.call('PEXPIRE', writer, ttl)
 if redis.call('GET', intent) == token then

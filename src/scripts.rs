@@ -1,5 +1,6 @@
-//! The atomic steps, one Lua file each, embedded at build time. `Script`
-//! sends EVALSHA and falls back to loading the script on NOSCRIPT.
+//! The atomic steps, one Lua file each, embedded at build time behind the
+//! shared helpers of `lua/common.lua`. `Script` sends EVALSHA and falls back
+//! to loading the script on NOSCRIPT.
 
 use std::sync::LazyLock;
 
@@ -11,8 +12,12 @@ use crate::keys::{FairKeys, RwKeys};
 
 macro_rules! lua {
     ($name:ident, $file:literal) => {
-        static $name: LazyLock<Script> =
-            LazyLock::new(|| Script::new(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $file))));
+        static $name: LazyLock<Script> = LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/common.lua")),
+                include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $file))
+            ))
+        });
     };
 }
 
