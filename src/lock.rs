@@ -283,8 +283,10 @@ impl Lock {
     /// a fair waiter's place alive.
     fn wait_between(&self, delay: Duration, holder_pttl_ms: i64) -> Duration {
         let mut delay = delay;
-        if holder_pttl_ms > 0 {
-            delay = delay.min(Duration::from_millis(holder_pttl_ms as u64));
+        // -1: no expiry known. 0 (under a millisecond left) and -2 (just gone)
+        // mean "any moment now": an expiry publishes no wake-up, so look again.
+        if holder_pttl_ms != -1 {
+            delay = delay.min(Duration::from_millis(holder_pttl_ms.max(1) as u64));
         }
         if let Some(keep_alive) = self.mode.keep_alive(self.opts.ttl) {
             delay = delay.min(keep_alive);

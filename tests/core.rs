@@ -171,3 +171,24 @@ async fn bad_options_are_rejected() {
     assert!(matches!(refused.await, Err(Error::Connection(_))));
     assert!(t.elapsed() < Duration::from_secs(2));
 }
+
+#[tokio::test]
+async fn a_holder_expiring_any_moment_is_retried_at_once() {
+    // The holder's key is about to expire (PTTL 0 or -2 at the waiter's
+    // attempt): a slow retry must not sleep its whole interval.
+    let c = client().await;
+    let slow = LockOptions {
+        retry: Retry { backoff: ferrolock::Backoff::Fixed(Duration::from_secs(5)), attempts: None },
+        ..quick(5000)
+    };
+    for round in 0..20u64 {
+        let holder =
+            lock(&c, &format!("edge{round}"), LockOptions { auto_renew: false, ..quick(3 + round % 3) });
+        assert!(holder.acquire(Wait::No).await.unwrap());
+        let waiter = lock(&c, &format!("edge{round}"), slow.clone());
+        let t = Instant::now();
+        assert!(waiter.acquire(Wait::Until(t + Duration::from_secs(2))).await.unwrap());
+        assert!(t.elapsed() < Duration::from_millis(500), "round {round}: waited {:?}", t.elapsed());
+        waiter.release().await.unwrap();
+    }
+}
