@@ -1,7 +1,8 @@
 -- rw_inspect.lua: the state of an RWMutex, and of one reader.
 -- KEYS: [writer hash, readers zset (token -> expiry, server ms), writer intent]
 -- ARGV: [token of a reader to look up, or '']
--- Returns {live readers, this reader's ms left (-2: not reading), intent pttl (-2: none)}.
+-- Returns {live readers, this reader's ms left (-2: not reading), intent pttl (-2: none),
+--          1 if a writer holds else 0}.
 local writer, readers, intent = KEYS[1], KEYS[2], KEYS[3]
 local now = now_ms()
 local count = redis.call('ZCOUNT', readers, '(' .. now, '+inf')
@@ -10,4 +11,4 @@ local left = -2
 if mine and mine > now then
   left = mine - now
 end
-return {count, left, redis.call('PTTL', intent)}
+return {count, left, redis.call('PTTL', intent), redis.call('HEXISTS', writer, 'token')}

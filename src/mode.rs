@@ -125,11 +125,11 @@ impl Mode {
 
     /// Held by anyone: for an RWMutex, a writer or any live reader.
     pub(crate) async fn locked(&self, c: &Client) -> Result<bool> {
-        let written = self.inspect(c).await?.iter().any(Option::is_some);
         match self {
-            Mode::Exclusive(_) | Mode::Fair { .. } => Ok(written),
+            Mode::Exclusive(_) | Mode::Fair { .. } => Ok(self.inspect(c).await?.iter().any(Option::is_some)),
             Mode::Read { keys, .. } | Mode::Write { keys, .. } => {
-                Ok(written || scripts::rw_inspect(c, keys, "").await?.readers > 0)
+                let state = scripts::rw_inspect(c, keys, "").await?;
+                Ok(state.writer || state.readers > 0)
             }
         }
     }

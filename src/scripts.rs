@@ -177,13 +177,15 @@ pub struct RwState {
     pub reader_pttl_ms: i64,
     /// Milliseconds left on a waiting writer's intent; negative when none.
     pub intent_pttl_ms: i64,
+    /// A writer holds.
+    pub writer: bool,
 }
 
 pub async fn rw_inspect(client: &Client, k: &RwKeys, reader: &str) -> Result<RwState> {
     let keys = [&k.writer, &k.readers, &k.intent];
-    let (readers, reader_pttl_ms, intent_pttl_ms): (i64, i64, i64) =
+    let (readers, reader_pttl_ms, intent_pttl_ms, writer): (i64, i64, i64, i64) =
         run(client, RW_INSPECT.key(&keys).arg(reader)).await?;
-    Ok(RwState { readers, reader_pttl_ms, intent_pttl_ms })
+    Ok(RwState { readers, reader_pttl_ms, intent_pttl_ms, writer: writer == 1 })
 }
 
 async fn run<T: redis::FromRedisValue>(client: &Client, invocation: &ScriptInvocation<'_>) -> Result<T> {

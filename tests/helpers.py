@@ -28,3 +28,13 @@ class LostProbe:
 
 def key(prefix: str, name: str) -> str:
     return f"{prefix}{{{name}}}"
+
+
+def script_calls(server) -> int:
+    """Scripts run so far on a private server (EVALSHA, plus EVAL if any)."""
+    info = server.command("INFO", "commandstats").decode()
+    total = 0
+    for line in info.splitlines():
+        if line.startswith(("cmdstat_evalsha:", "cmdstat_eval:")):
+            total += int(line.split("calls=", 1)[1].split(",", 1)[0])
+    return total

@@ -18,7 +18,7 @@ import pytest
 
 import ferrolock
 from ferrolock import LockConnectionError, LockError, LockLost
-from helpers import LostProbe, key
+from helpers import LostProbe, key, script_calls
 from redis_server import RedisServer, free_port
 
 pytestmark = pytest.mark.chaos
@@ -380,15 +380,6 @@ CHILD = textwrap.dedent(
 )
 
 
-def _script_calls(server) -> int:
-    info = server.command("INFO", "commandstats").decode()
-    total = 0
-    for line in info.splitlines():
-        if line.startswith(("cmdstat_evalsha:", "cmdstat_eval:")):
-            total += int(line.split("calls=", 1)[1].split(",", 1)[0])
-    return total
-
-
 def _start_blocked_child(server, script: str, prefix: str, mode: str) -> subprocess.Popen:
     """Start `script` in a child and return once it is inside acquire,
     retrying on the busy lock (seen in the server's script call count)."""
@@ -398,9 +389,9 @@ def _start_blocked_child(server, script: str, prefix: str, mode: str) -> subproc
     )
     try:
         assert child.stdout.readline().strip() == "waiting"
-        baseline = _script_calls(server)
+        baseline = script_calls(server)
         deadline = time.monotonic() + 10
-        while _script_calls(server) < baseline + 3:
+        while script_calls(server) < baseline + 3:
             assert time.monotonic() < deadline, "the child never tried to acquire"
             assert child.poll() is None, child.stderr.read()
             time.sleep(0.02)  # polling another process's progress: no event to await

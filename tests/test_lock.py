@@ -13,6 +13,7 @@ import pytest
 
 import ferrolock
 from ferrolock import LockError, LockNotAcquired, LockNotOwned, Retry
+from helpers import script_calls
 
 TOKEN_RE = re.compile(r"[0-9a-f]{32}")
 
@@ -34,13 +35,6 @@ def wait_until_free(client: ferrolock.Client, name: str, limit: float = 3.0) -> 
 def hash_of(raw, key: str) -> dict:
     flat = raw("HGETALL", key)
     return {flat[i].decode(): flat[i + 1] for i in range(0, len(flat), 2)}
-
-
-def evalsha_calls(server) -> int:
-    """How many EVALSHA commands the private server has run so far."""
-    info = server.command("INFO", "commandstats").decode()
-    m = re.search(r"cmdstat_evalsha:calls=(\d+)", info)
-    return int(m.group(1)) if m else 0
 
 
 # --------------------------------------------------------------------------
@@ -199,11 +193,11 @@ def test_retry_none_gives_up_after_one_try(server):
     holder = client.lock("r")
     assert holder.acquire()
     waiter = client.lock("r", retry=Retry.none())
-    before = evalsha_calls(server)
+    before = script_calls(server)
     t0 = time.monotonic()
     assert waiter.acquire() is False  # blocking, no timeout: still one try
     assert time.monotonic() - t0 < 1
-    assert evalsha_calls(server) - before == 1
+    assert script_calls(server) - before == 1
     with pytest.raises(LockNotAcquired):
         with waiter:
             pass
@@ -217,11 +211,11 @@ def test_retry_fixed_with_attempts_gives_up(server):
     holder = client.lock("r")
     assert holder.acquire()
     waiter = client.lock("r", retry=Retry.fixed(0.05, attempts=3))
-    before = evalsha_calls(server)
+    before = script_calls(server)
     t0 = time.monotonic()
     assert waiter.acquire() is False
     elapsed = time.monotonic() - t0
-    assert evalsha_calls(server) - before == 3
+    assert script_calls(server) - before == 3
     # Three tries: the second at once, right after subscribing to wake-ups
     # (so a release in between is not missed), then one 50 ms wait.
     assert 0.05 <= elapsed < 2, elapsed

@@ -11,16 +11,9 @@ import pytest
 
 import ferrolock
 from ferrolock import Retry
+from helpers import script_calls
 
 SLOW = Retry.fixed(10.0)  # polling alone would take 10 s: only a wake-up is fast
-
-
-def evalsha_calls(server) -> int:
-    info = server.command("INFO", "commandstats").decode()
-    for line in info.splitlines():
-        if line.startswith("cmdstat_evalsha:"):
-            return int(line.split("calls=")[1].split(",")[0])
-    return 0
 
 
 def test_waiter_is_woken_by_the_release(client):
@@ -91,13 +84,13 @@ def test_one_release_wakes_one_local_waiter(server):
         t.start()
     waiting.wait(5)
     time.sleep(0.2)  # all have failed once and subscribed
-    before = evalsha_calls(server)
+    before = script_calls(server)
     start = time.monotonic()
     holder.release()
     for t in threads:
         t.join(15)
     took = time.monotonic() - start
-    calls = evalsha_calls(server) - before
+    calls = script_calls(server) - before
     assert len(done) == n
     assert took < 2, f"{n} hand-overs took {took:.2f} s"
     # Each release wakes one waiter: attempts grow linearly, not as n².

@@ -14,7 +14,7 @@ import pytest
 
 import ferrolock
 from ferrolock import LockLost, LockNotOwned
-from helpers import LostProbe, key
+from helpers import LostProbe, key, script_calls
 
 
 def fields(raw, k: str) -> dict:
@@ -62,22 +62,12 @@ def test_renewal_stops_with_release(server, prefix):
     lock = client.lock("quiet", ttl=0.3)
     assert lock.acquire()
     time.sleep(0.4)  # a few renewals happen while held
-    held_calls = _evalsha_calls(server)
+    held_calls = script_calls(server)
     assert held_calls >= 3  # acquire + at least two renewals
     lock.release()
-    after_release = _evalsha_calls(server)
+    after_release = script_calls(server)
     time.sleep(1.0)  # > 3 ttls
-    assert _evalsha_calls(server) == after_release
-
-
-def _evalsha_calls(server) -> int:
-    """Scripts run so far on this server (EVALSHA, plus EVAL for the first loads)."""
-    info = server.command("INFO", "commandstats").decode()
-    total = 0
-    for line in info.splitlines():
-        if line.startswith(("cmdstat_evalsha:", "cmdstat_eval:")):
-            total += int(line.split("calls=", 1)[1].split(",", 1)[0])
-    return total
+    assert script_calls(server) == after_release
 
 
 def test_multi_lock_renews_every_key(client, raw, prefix):
