@@ -22,12 +22,41 @@ local function end_hold(key, fence, now)
   end
 end
 
--- Fair mode: drops the waiters whose liveness ran out by `now` (ms).
-local function prune_waiters(queue, alive, now)
+-- Fair mode: drops the waiters whose liveness ran out by `now` (ms) from
+-- `alive` and from each of the queues given after it.
+local function prune_waiters(alive, now, ...)
+  local queues = {...}
   for _, gone in ipairs(redis.call('ZRANGEBYSCORE', alive, '-inf', now)) do
-    redis.call('ZREM', queue, gone)
+    for _, queue in ipairs(queues) do
+      redis.call('ZREM', queue, gone)
+    end
   end
   redis.call('ZREMRANGEBYSCORE', alive, '-inf', now)
+end
+
+-- Fair mode: a waiter joins `queue` at server time `us` (once) and counts as
+-- alive for `patience` ms more. The keys live as long as their longest-lived
+-- waiter: a waiter with less patience never shortens another's stay.
+local function enqueue(queue, alive, token, us, patience)
+  if not redis.call('ZSCORE', queue, token) then
+    redis.call('ZADD', queue, us, token)
+  end
+  redis.call('ZADD', alive, math.floor(us / 1000) + patience, token)
+  for _, key in ipairs({queue, alive}) do
+    if redis.call('PTTL', key) < patience then
+      redis.call('PEXPIRE', key, patience)
+    end
+  end
+end
+
+-- Fair mode: `token` holds `lock` from now on (it took or claimed it) with
+-- fence `fence`, for `ttl` ms, and leaves the queue. Returns the taken reply.
+local function fair_hold(lock, queue, alive, token, meta, ttl, fence)
+  redis.call('HSET', lock, 'token', token, 'meta', meta, 'fence', string.format('%.0f', fence))
+  redis.call('PEXPIRE', lock, ttl)
+  redis.call('ZREM', queue, token)
+  redis.call('ZREM', alive, token)
+  return {1, fence}
 end
 
 -- RWMutex: the readers key lives as long as its latest reader.

@@ -12,35 +12,22 @@ local token, ttl, meta, patience = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 
 local us = now_us()
 local now = math.floor(us / 1000)
-prune_waiters(queue, alive, now)
+prune_waiters(alive, now, queue)
 
 local rec = redis.call('HMGET', lock, 'token', 'fence')
 if rec[1] == token then
-  redis.call('HSET', lock, 'meta', meta)
-  redis.call('PEXPIRE', lock, ttl)
-  redis.call('ZREM', queue, token)
-  redis.call('ZREM', alive, token)
-  return {1, tonumber(rec[2])}
+  return fair_hold(lock, queue, alive, token, meta, ttl, tonumber(rec[2]))
 end
 if not rec[1] then
   local head = redis.call('ZRANGE', queue, 0, 0)[1]
   if not head or head == token then
     local fence = math.max(us, (tonumber(rec[2]) or 0) + 1)
-    redis.call('HSET', lock, 'token', token, 'meta', meta, 'fence', string.format('%.0f', fence))
-    redis.call('PEXPIRE', lock, ttl)
-    redis.call('ZREM', queue, token)
-    redis.call('ZREM', alive, token)
-    return {1, fence}
+    return fair_hold(lock, queue, alive, token, meta, ttl, fence)
   end
 end
 
 if ARGV[5] == '1' then
-  if not redis.call('ZSCORE', queue, token) then
-    redis.call('ZADD', queue, us, token)
-  end
-  redis.call('ZADD', alive, now + patience, token)
-  redis.call('PEXPIRE', queue, patience)
-  redis.call('PEXPIRE', alive, patience)
+  enqueue(queue, alive, token, us, patience)
 end
 if rec[1] then
   return {0, redis.call('PTTL', lock)}

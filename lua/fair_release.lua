@@ -16,7 +16,7 @@ if redis.call('HGET', lock, 'token') ~= token then
 end
 
 local us = now_us()
-prune_waiters(queue, alive, math.floor(us / 1000))
+prune_waiters(alive, math.floor(us / 1000), queue)
 
 local last = tonumber(redis.call('HGET', lock, 'fence')) or 0
 local head = redis.call('ZRANGE', queue, 0, 0)[1]

@@ -39,18 +39,26 @@ impl KeySpace {
             writer: format!("{base}:w"),
             readers: format!("{base}:r"),
             intent: format!("{base}:i"),
+            queued_readers: format!("{base}:qr"),
+            queued_writers: format!("{base}:qw"),
+            alive: format!("{base}:qx"),
             channel: format!("{base}:rw:wake"),
         }
     }
 }
 
 /// An RWMutex: the writer's hold (shaped like a Lock's), the readers (a sorted
-/// set of token -> expiry in server milliseconds), and a waiting writer's intent.
+/// set of token -> expiry in server milliseconds), a waiting writer's intent,
+/// and in fair mode the waiting readers and writers (token -> arrival) and
+/// until when each waiter counts as alive.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RwKeys {
     pub writer: String,
     pub readers: String,
     pub intent: String,
+    pub queued_readers: String,
+    pub queued_writers: String,
+    pub alive: String,
     /// Where releases that may let a waiter in are published.
     pub channel: String,
 }

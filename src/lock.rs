@@ -9,7 +9,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::lease::Lease;
-use crate::mode::Mode;
+use crate::mode::{patience, Mode};
 use crate::retry::Retry;
 use crate::scripts::{Obtain, Record};
 use crate::token::new_token;
@@ -114,9 +114,7 @@ impl Lock {
             if names.len() != 1 {
                 return Err(Error::InvalidArgument("fair mode takes one name, not a multi-lock".into()));
             }
-            // A waiter that stops re-asserting itself keeps its place this long.
-            let patience = opts.ttl.min(Duration::from_secs(2));
-            Mode::Fair { keys: client.keys().fair(&names[0]), patience }
+            Mode::Fair { keys: client.keys().fair(&names[0]), patience: patience(opts.ttl) }
         } else {
             Mode::Exclusive(names.iter().map(|n| client.keys().lock(n)).collect())
         };

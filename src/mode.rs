@@ -18,9 +18,26 @@ pub enum Mode {
     /// `patience`: how long a waiter that stops re-asserting itself keeps its place.
     Fair { keys: FairKeys, patience: Duration },
     /// A shared hold among the readers, each with its own expiry.
-    Read { keys: RwKeys, writer_preference: bool },
+    Read { keys: RwKeys, order: RwOrder },
     /// The exclusive side of an RWMutex.
-    Write { keys: RwKeys, writer_preference: bool },
+    Write { keys: RwKeys, order: RwOrder },
+}
+
+/// Who goes first at an RWMutex.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RwOrder {
+    /// Readers join whenever no writer holds; with writer preference, a
+    /// waiting writer holds new readers back.
+    Preference(bool),
+    /// Readers and writers in arrival order, as in `Mode::Fair`: a release
+    /// lets in the next writer, or every reader queued before it.
+    Fair { patience: Duration },
+}
+
+/// How long a fair waiter that stops re-asserting itself keeps its place,
+/// and how long a lock handed to it waits to be claimed.
+pub(crate) fn patience(ttl: Duration) -> Duration {
+    ttl.min(Duration::from_secs(2))
 }
 
 impl Mode {
@@ -41,11 +58,19 @@ impl Mode {
                 let patience = patience.as_millis() as u64;
                 scripts::fair_obtain(c, keys, token, ttl_ms, metadata, patience, will_wait).await
             }
-            Mode::Read { keys, writer_preference } => {
+            Mode::Read { keys, order: RwOrder::Preference(writer_preference) } => {
                 scripts::rw_read(c, keys, token, ttl_ms, *writer_preference).await
             }
-            Mode::Write { keys, writer_preference } => {
+            Mode::Write { keys, order: RwOrder::Preference(writer_preference) } => {
                 scripts::rw_write(c, keys, token, ttl_ms, metadata, *writer_preference && will_wait).await
+            }
+            Mode::Read { keys, order: RwOrder::Fair { patience } } => {
+                let patience = patience.as_millis() as u64;
+                scripts::rw_fair_obtain(c, keys, token, ttl_ms, None, patience, will_wait).await
+            }
+            Mode::Write { keys, order: RwOrder::Fair { patience } } => {
+                let patience = patience.as_millis() as u64;
+                scripts::rw_fair_obtain(c, keys, token, ttl_ms, Some(metadata), patience, will_wait).await
             }
         }
     }
@@ -72,6 +97,11 @@ impl Mode {
             Mode::Fair { keys, patience } => {
                 scripts::fair_release(c, keys, token, patience.as_millis() as u64).await?
             }
+            Mode::Read { keys, order: RwOrder::Fair { patience } }
+            | Mode::Write { keys, order: RwOrder::Fair { patience } } => {
+                let patience = patience.as_millis() as u64;
+                scripts::rw_fair_release(c, keys, token, !self.is_reader(), patience).await?
+            }
             Mode::Read { keys, .. } => scripts::rw_read_release(c, keys, token).await?,
             Mode::Write { keys, .. } => {
                 scripts::release(c, std::slice::from_ref(&keys.writer), token, false, &keys.channel).await?
@@ -84,10 +114,12 @@ impl Mode {
     /// the queue (passing on the lock if it was handed over meanwhile).
     pub(crate) async fn withdraw(&self, c: &Client, token: &str) -> Result<()> {
         match self {
-            Mode::Fair { keys, patience } => {
-                scripts::fair_release(c, keys, token, patience.as_millis() as u64).await.map(drop)
+            Mode::Fair { .. }
+            | Mode::Read { order: RwOrder::Fair { .. }, .. }
+            | Mode::Write { order: RwOrder::Fair { .. }, .. } => self.release(c, token).await.map(drop),
+            Mode::Write { keys, order: RwOrder::Preference(true) } => {
+                scripts::rw_withdraw(c, keys, token).await
             }
-            Mode::Write { keys, writer_preference: true } => scripts::rw_withdraw(c, keys, token).await,
             _ => Ok(()),
         }
     }
@@ -137,15 +169,17 @@ impl Mode {
     /// Whether an acquire that had to wait left something to undo (a writer's
     /// intent, a place in a fair queue).
     pub(crate) fn leaves_intent(&self) -> bool {
-        matches!(self, Mode::Write { writer_preference: true, .. } | Mode::Fair { .. })
+        self.keep_alive(Duration::MAX).is_some()
     }
 
     /// The longest pause between a waiter's attempts that keeps its intent or
     /// its place in the queue alive.
     pub(crate) fn keep_alive(&self, ttl: Duration) -> Option<Duration> {
         match self {
-            Mode::Write { writer_preference: true, .. } => Some(ttl / 3),
-            Mode::Fair { patience, .. } => Some(*patience / 3),
+            Mode::Write { order: RwOrder::Preference(true), .. } => Some(ttl / 3),
+            Mode::Fair { patience, .. }
+            | Mode::Read { order: RwOrder::Fair { patience }, .. }
+            | Mode::Write { order: RwOrder::Fair { patience }, .. } => Some(*patience / 3),
             _ => None,
         }
     }

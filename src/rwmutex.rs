@@ -6,7 +6,7 @@ use crate::client::Client;
 use crate::error::Result;
 use crate::keys::RwKeys;
 use crate::lock::{check_name, validate, Lock, LockOptions};
-use crate::mode::Mode;
+use crate::mode::{patience, Mode, RwOrder};
 use crate::scripts;
 
 #[derive(Debug, Clone)]
@@ -15,15 +15,26 @@ pub struct RwMutex {
     name: String,
     keys: RwKeys,
     writer_preference: bool,
+    fair: bool,
 }
 
 impl RwMutex {
     /// With `writer_preference`, a waiting writer holds new readers back, so
     /// a stream of readers cannot starve it; without, readers always join.
     pub fn new(client: Client, name: String, writer_preference: bool) -> Result<RwMutex> {
+        Self::build(client, name, writer_preference, false)
+    }
+
+    /// Readers and writers take turns in arrival order, across processes: a
+    /// release lets in the next writer, or every reader queued before it.
+    pub fn new_fair(client: Client, name: String) -> Result<RwMutex> {
+        Self::build(client, name, true, true)
+    }
+
+    fn build(client: Client, name: String, writer_preference: bool, fair: bool) -> Result<RwMutex> {
         check_name(&name)?;
         let keys = client.keys().rw(&name);
-        Ok(RwMutex { client, name, keys, writer_preference })
+        Ok(RwMutex { client, name, keys, writer_preference, fair })
     }
 
     pub fn name(&self) -> &str {
@@ -34,21 +45,30 @@ impl RwMutex {
         self.writer_preference
     }
 
+    pub fn fair(&self) -> bool {
+        self.fair
+    }
+
     /// A handle that shares the mutex with other readers.
     pub fn read(&self, opts: LockOptions, token: Option<String>) -> Result<Lock> {
-        let mode = Mode::Read { keys: self.keys.clone(), writer_preference: self.writer_preference };
-        self.handle(mode, opts, token)
+        self.handle(false, opts, token)
     }
 
     /// A handle that excludes readers and other writers.
     pub fn write(&self, opts: LockOptions, token: Option<String>) -> Result<Lock> {
-        let mode = Mode::Write { keys: self.keys.clone(), writer_preference: self.writer_preference };
-        self.handle(mode, opts, token)
+        self.handle(true, opts, token)
     }
 
-    fn handle(&self, mode: Mode, opts: LockOptions, token: Option<String>) -> Result<Lock> {
+    fn handle(&self, write: bool, opts: LockOptions, token: Option<String>) -> Result<Lock> {
         let names = vec![self.name.clone()];
         validate(&names, &opts, token.as_deref())?;
+        let order = if self.fair {
+            RwOrder::Fair { patience: patience(opts.ttl) }
+        } else {
+            RwOrder::Preference(self.writer_preference)
+        };
+        let keys = self.keys.clone();
+        let mode = if write { Mode::Write { keys, order } } else { Mode::Read { keys, order } };
         Ok(Lock::with_mode(self.client.clone(), names, mode, opts, token))
     }
 
@@ -59,7 +79,7 @@ impl RwMutex {
 
     /// Held by a writer or by any live reader.
     pub async fn locked(&self) -> Result<bool> {
-        Mode::Read { keys: self.keys.clone(), writer_preference: self.writer_preference }
+        Mode::Read { keys: self.keys.clone(), order: RwOrder::Preference(self.writer_preference) }
             .locked(&self.client)
             .await
     }

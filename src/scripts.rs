@@ -33,6 +33,9 @@ lua!(RW_READ_REFRESH, "rw_read_refresh.lua");
 lua!(RW_READ_RELEASE, "rw_read_release.lua");
 lua!(RW_WITHDRAW, "rw_withdraw.lua");
 lua!(RW_INSPECT, "rw_inspect.lua");
+lua!(RW_FAIR_READ, "rw_fair_read.lua");
+lua!(RW_FAIR_WRITE, "rw_fair_write.lua");
+lua!(RW_FAIR_RELEASE, "rw_fair_release.lua");
 
 /// What `obtain.lua` answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,6 +169,48 @@ pub async fn fair_release(client: &Client, k: &FairKeys, token: &str, patience_m
     let keys = [&k.lock, &k.queue, &k.alive];
     let released: i64 =
         run(client, FAIR_RELEASE.key(&keys).arg(token).arg(&k.channel).arg(patience_ms)).await?;
+    Ok(released == 1)
+}
+
+fn rw_fair_keys(k: &RwKeys) -> [&String; 5] {
+    [&k.writer, &k.readers, &k.queued_readers, &k.queued_writers, &k.alive]
+}
+
+/// One attempt of a fair reader (`metadata: None`) or writer.
+#[allow(clippy::too_many_arguments)]
+pub async fn rw_fair_obtain(
+    client: &Client,
+    k: &RwKeys,
+    token: &str,
+    ttl_ms: u64,
+    metadata: Option<&str>,
+    patience_ms: u64,
+    will_wait: bool,
+) -> Result<Obtain> {
+    let keys = rw_fair_keys(k);
+    let mut invocation = match metadata {
+        None => RW_FAIR_READ.key(&keys),
+        Some(_) => RW_FAIR_WRITE.key(&keys),
+    };
+    invocation.arg(token).arg(ttl_ms);
+    if let Some(m) = metadata {
+        invocation.arg(m);
+    }
+    invocation.arg(patience_ms).arg(flag(will_wait));
+    run(client, &invocation).await.map(taken_or_busy)
+}
+
+/// Releases one side of a fair RWMutex (handing it on), or leaves its queue.
+pub async fn rw_fair_release(
+    client: &Client,
+    k: &RwKeys,
+    token: &str,
+    writer: bool,
+    patience_ms: u64,
+) -> Result<bool> {
+    let mut invocation = RW_FAIR_RELEASE.key(&rw_fair_keys(k));
+    invocation.arg(token).arg(if writer { "w" } else { "r" }).arg(&k.channel).arg(patience_ms);
+    let released: i64 = run(client, &invocation).await?;
     Ok(released == 1)
 }
 

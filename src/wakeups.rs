@@ -112,12 +112,13 @@ impl Wakeups {
     }
 
     /// A release was published on `channel`: wake whoever can proceed. A fair
-    /// release names its new holder (`to`): only that waiter wakes, if it is here.
+    /// release names its new holders (`to`, one token a line): only they
+    /// wake, those of them that wait here.
     fn dispatch(&self, channel: &str, to: &str) {
         let waiters = self.waiters.lock().unwrap();
         let Some(queue) = waiters.get(channel) else { return };
         if !to.is_empty() {
-            if let Some(w) = queue.iter().find(|w| w.token == to) {
+            for w in queue.iter().filter(|w| w.token == to || to.split('\n').any(|t| t == w.token)) {
                 w.wake();
             }
             return;

@@ -141,3 +141,34 @@ async fn reader_watchdog_keeps_its_own_expiry() {
     r.release().await.unwrap();
     assert_eq!(rw.readers().await.unwrap(), 0);
 }
+
+#[tokio::test]
+async fn fair_turns_follow_arrival_order() {
+    let c = client().await;
+    let rw = Arc::new(RwMutex::new_fair(c.clone(), "fair".into()).unwrap());
+    let w0 = rw.write(quick(5000), None).unwrap();
+    assert!(w0.acquire(Wait::No).await.unwrap());
+    // Queue a reader, then a writer, then a reader (each after the last is in line).
+    let r1 = Arc::new(rw.read(quick(5000), None).unwrap());
+    let w2 = Arc::new(rw.write(quick(5000), None).unwrap());
+    let r3 = Arc::new(rw.read(quick(5000), None).unwrap());
+    let mut waits = Vec::new();
+    let keys = c.keys().rw("fair");
+    for (n, h) in [&r1, &w2, &r3].into_iter().enumerate() {
+        let h = h.clone();
+        waits.push(tokio::spawn(async move { h.acquire(soon(5000)).await.unwrap() }));
+        common::wait_for_zcard(&[&keys.queued_readers, &keys.queued_writers], n + 1).await;
+    }
+    let [r1_in, w2_in, r3_in]: [_; 3] = waits.try_into().unwrap();
+    w0.release().await.unwrap();
+    assert!(r1_in.await.unwrap(), "the reader queued first comes in");
+    assert!(!w2_in.is_finished() && !r3_in.is_finished());
+    assert!(!rw.read(quick(5000), None).unwrap().acquire(Wait::No).await.unwrap(), "no barging");
+    r1.release().await.unwrap();
+    assert!(w2_in.await.unwrap(), "the last reader out lets the writer in");
+    assert!(w2.fence().unwrap() > 0);
+    w2.release().await.unwrap();
+    assert!(r3_in.await.unwrap());
+    r3.release().await.unwrap();
+    assert!(!rw.locked().await.unwrap());
+}

@@ -92,40 +92,62 @@ def test_fifo_across_processes_and_no_barging(client, raw, redis_url, prefix):
     assert raw.keys(prefix + "*") == []
 
 
-def test_hand_over_is_one_round_trip_after_the_release(client):
-    holder = client.lock("q", fair=True)
-    assert holder.acquire()
-    waiter = client.lock("q", fair=True, retry=ferrolock.Retry.fixed(10.0))
-    got = {}
-    t = threading.Thread(target=lambda: got.setdefault("r", (waiter.acquire(timeout=5), time.monotonic())))
+def hand_over_ms(holder, waiter, waiting) -> float:
+    """Milliseconds from `holder`'s release until `waiter`, queued (as
+    `waiting()` sees in Redis) and polling only every 10 s, holds."""
+    result = {}
+
+    def wait():
+        ok = waiter.acquire(timeout=5)
+        result["r"] = (ok, time.monotonic())
+
+    t = threading.Thread(target=wait)
     t.start()
-    time.sleep(0.1)
+    wait_for(lambda: waiting() == 1, 5, "the waiter in the queue")
     released = time.monotonic()
     holder.release()
     t.join(5)
-    ok, at = got["r"]
-    assert ok and at - released < 0.1, f"hand-over took {1000 * (at - released):.1f} ms"
+    ok, at = result["r"]
+    assert ok, "the waiter never got in"
     waiter.release()
+    return 1000 * (at - released)
+
+
+def test_hand_over_is_one_round_trip_after_the_release(client, raw, prefix):
+    holder = client.lock("q", fair=True)
+    assert holder.acquire()
+    waiter = client.lock("q", fair=True, retry=ferrolock.Retry.fixed(10.0))
+    ms = hand_over_ms(holder, waiter, lambda: queue_len(raw, prefix))
+    assert ms < 100, f"hand-over took {ms:.1f} ms"
+
+
+def past_a_dead_waiter(dead, holder, alive, waiting) -> float:
+    """`dead` (a child process) queues behind `holder` and is killed; then
+    `alive` queues too and `holder` releases. Returns the seconds until
+    `alive` holds: the dead waiter's place must lapse, not block the line."""
+    wait_for(lambda: waiting() == 1, 10, "the doomed waiter in the queue")
+    os.kill(dead.pid, signal.SIGKILL)
+    close(dead)
+    got = {}
+    t = threading.Thread(target=lambda: got.setdefault("ok", alive.acquire(timeout=5)))
+    t.start()
+    # The dead waiter's place may lapse already: then only the live one counts.
+    wait_for(lambda: waiting() >= 1, 5, "the live waiter")
+    start = time.monotonic()
+    holder.release()  # may hand to the dead head: that lapses after its patience (0.5 s)
+    t.join(5)
+    assert got.get("ok") is True
+    took = time.monotonic() - start
+    alive.release()
+    return took
 
 
 def test_dead_waiter_loses_its_place(client, raw, redis_url, prefix):
     holder = client.lock("q", fair=True, ttl=0.5)
     assert holder.acquire()
     dead = spawn(redis_url, prefix, ttl=0.5)
-    wait_for(lambda: queue_len(raw, prefix) == 1, 10, "the doomed waiter in the queue")
-    os.kill(dead.pid, signal.SIGKILL)
-    close(dead)
     alive = client.lock("q", fair=True, ttl=0.5)
-    got = {}
-    t = threading.Thread(target=lambda: got.setdefault("ok", alive.acquire(timeout=5)))
-    t.start()
-    wait_for(lambda: queue_len(raw, prefix) >= 1, 5, "the live waiter")
-    start = time.monotonic()
-    holder.release()  # may hand to the dead head: that lapses after its patience (0.5 s)
-    t.join(5)
-    assert got.get("ok") is True
-    assert time.monotonic() - start < 2.0
-    alive.release()
+    assert past_a_dead_waiter(dead, holder, alive, lambda: queue_len(raw, prefix)) < 2.0
     assert raw.keys(prefix + "*") == []
 
 
@@ -139,17 +161,21 @@ def test_a_waiter_that_gives_up_leaves_the_queue(client, raw, prefix):
     assert raw.keys(prefix + "*") == []
 
 
-async def test_cancelled_waiter_leaves_and_passes_on(client, raw, prefix):
-    holder = client.lock("q", fair=True)
+async def until(predicate, limit: float, what: str) -> None:
+    deadline = time.monotonic() + limit
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.01)  # watching progress in Redis (or a background clean-up)
+
+
+async def cancel_after_hand_over(holder, first, second, waiting) -> None:
+    """`holder` releases, handing over to `first`, which is cancelled right
+    then: its turn must pass on to `second`. `waiting()` counts the queue."""
     assert await holder.aacquire()
-    first = client.lock("q", fair=True)
-    second = client.lock("q", fair=True, retry=ferrolock.Retry.fixed(10.0))
     t1 = asyncio.ensure_future(first.aacquire())
-    while queue_len(raw, prefix) < 1:
-        await asyncio.sleep(0.01)
+    await until(lambda: waiting() == 1, 5, "the first waiter in the queue")
     t2 = asyncio.ensure_future(second.aacquire())
-    while queue_len(raw, prefix) < 2:
-        await asyncio.sleep(0.01)
+    await until(lambda: waiting() == 2, 5, "the second waiter in the queue")
     await holder.arelease()  # handed to `first`...
     t1.cancel()  # ...which is cancelled now: the lock goes on to `second`
     try:
@@ -159,15 +185,19 @@ async def test_cancelled_waiter_leaves_and_passes_on(client, raw, prefix):
     if got_first:
         await first.arelease()
     assert await asyncio.wait_for(t2, 5) is True
+
+
+async def test_cancelled_waiter_leaves_and_passes_on(client, raw, prefix):
+    holder = client.lock("q", fair=True)
+    first = client.lock("q", fair=True)
+    second = client.lock("q", fair=True, retry=ferrolock.Retry.fixed(10.0))
+    await cancel_after_hand_over(holder, first, second, lambda: queue_len(raw, prefix))
     await second.arelease()
-    await asyncio.sleep(0.05)
-    assert raw.keys(prefix + "*") == []
+    await until(lambda: raw.keys(prefix + "*") == [], 5, "no keys left")
 
 
 def test_fair_mode_refuses_what_it_cannot_do(client):
     with pytest.raises(ValueError, match="one name"):
         client.multi_lock(["a", "b"], fair=True)
-    with pytest.raises(ValueError, match="RWMutex"):
-        client.rwmutex("rw", fair=True)
     with pytest.raises(TypeError):
         client.lock("x", fair="yes")

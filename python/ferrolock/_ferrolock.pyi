@@ -404,7 +404,8 @@ class Client:
         self,
         name: str,
         *,
-        writer_preference: bool = True,
+        writer_preference: bool | None = None,
+        fair: bool = False,
         ttl: _Seconds | None = None,
         auto_renew: bool = True,
         blocking_timeout: _Seconds | None = None,
@@ -981,6 +982,15 @@ class RWMutex:
     Ctrl-C). With ``writer_preference=False``, readers join whatever writers
     wait.
 
+    With ``fair=True``, readers and writers take turns in arrival order,
+    across processes, through a queue in Redis. A writer's release lets in
+    every reader queued before the next writer, or else that writer; the last
+    reader out lets in the next writer. The release script hands the mutex
+    over itself and names the new holders in the wake-up, so nobody can barge
+    in between. A waiter that dies loses its place after
+    ``min(ttl, 2 s)``. Fairness belongs to the whole mutex: every process
+    using the name must construct it with ``fair=True``.
+
     All keys of one mutex share one Redis Cluster hash tag.
     """
 
@@ -989,7 +999,8 @@ class RWMutex:
         client: Client,
         name: str,
         *,
-        writer_preference: bool = True,
+        writer_preference: bool | None = None,
+        fair: bool = False,
         ttl: _Seconds | None = None,
         auto_renew: bool = True,
         blocking_timeout: _Seconds | None = None,
@@ -1002,7 +1013,9 @@ class RWMutex:
         Args:
             client: the :class:`Client` to use.
             name: the mutex name: a non-empty ``str`` of at most 4096 bytes.
-            writer_preference: hold new readers back while a writer waits.
+            writer_preference: hold new readers back while a writer waits
+                (default ``True``).
+            fair: serve readers and writers in arrival order (see above).
             ttl: see :class:`Lock`.
             auto_renew: see :class:`Lock`.
             blocking_timeout: see :class:`Lock`.
@@ -1014,12 +1027,17 @@ class RWMutex:
             TypeError: an argument has the wrong type, an unknown keyword was
                 given, or ``token`` was given here rather than to ``read()`` /
                 ``write()``.
-            ValueError: an argument is out of range.
+            ValueError: an argument is out of range, or ``fair=True`` is
+                combined with ``writer_preference=False``.
         """
 
     @property
     def name(self) -> str:
         """The mutex name."""
+
+    @property
+    def fair(self) -> bool:
+        """Whether readers and writers are served in arrival order."""
 
     @property
     def writer_preference(self) -> bool:

@@ -1,6 +1,6 @@
 //! `ferrolock.RWMutex`: makes read and write handles, which are `Lock`s.
 
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -22,8 +22,8 @@ pub struct PyRwMutex {
 
 impl PyRwMutex {
     fn handle(&self, py: Python<'_>, write: bool, overrides: Option<&Bound<'_, PyDict>>) -> PyResult<PyLock> {
+        refuse_fair(overrides)?;
         let o = HandleOptions::from_kwargs(self.defaults.bind(py), overrides)?;
-        refuse_fair(&o)?;
         let core = if write { self.core.write(o.lock, o.token)? } else { self.core.read(o.lock, o.token)? };
         Ok(PyLock::from_core(core, self.client.bind(py), o.blocking_timeout))
     }
@@ -39,11 +39,14 @@ impl PyRwMutex {
     }
 }
 
-fn refuse_fair(o: &HandleOptions) -> PyResult<()> {
-    if o.lock.fair {
-        return Err(pyo3::exceptions::PyValueError::new_err(
-            "fair mode is available for Lock, not yet for RWMutex",
-        ));
+/// Fairness belongs to the mutex: a handle that ignored the queue would barge.
+fn refuse_fair(options: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
+    if let Some(o) = options {
+        if o.contains("fair")? {
+            return Err(PyTypeError::new_err(
+                "fair is a property of the whole RWMutex: pass it to RWMutex(...), not to a handle",
+            ));
+        }
     }
     Ok(())
 }
@@ -51,11 +54,12 @@ fn refuse_fair(o: &HandleOptions) -> PyResult<()> {
 #[pymethods]
 impl PyRwMutex {
     #[new]
-    #[pyo3(signature = (client, name, *, writer_preference=true, **options))]
+    #[pyo3(signature = (client, name, *, writer_preference=None, fair=false, **options))]
     fn new(
         client: &Bound<'_, PyClient>,
         name: &Bound<'_, PyAny>,
-        writer_preference: bool,
+        writer_preference: Option<bool>,
+        fair: bool,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let py = client.py();
@@ -67,8 +71,17 @@ impl PyRwMutex {
             return Err(PyTypeError::new_err("token restores one handle: pass it to read() or write()"));
         }
         let parsed = HandleOptions::from_kwargs(&defaults, None)?;
-        refuse_fair(&parsed)?;
-        let core = RwMutex::new(client.get().core.clone(), args::name(name)?, writer_preference)?;
+        let (core, name) = (client.get().core.clone(), args::name(name)?);
+        let core = match (fair, writer_preference) {
+            (false, preference) => RwMutex::new(core, name, preference.unwrap_or(true))?,
+            (true, None | Some(true)) => RwMutex::new_fair(core, name)?,
+            (true, Some(false)) => {
+                return Err(PyValueError::new_err(
+                    "fair=True serves readers and writers in arrival order, so readers never pass a \
+                     waiting writer: it cannot be combined with writer_preference=False",
+                ))
+            }
+        };
         // Range checks now, not at the first read() / write() (makes no I/O).
         core.read(parsed.lock, None)?;
         Ok(PyRwMutex { core, client: client.clone().unbind(), defaults: defaults.unbind() })
@@ -130,11 +143,18 @@ impl PyRwMutex {
         self.core.writer_preference()
     }
 
+    #[getter]
+    fn fair(&self) -> bool {
+        self.core.fair()
+    }
+
     fn __repr__(&self) -> String {
+        let py_bool = |b: bool| if b { "True" } else { "False" };
         format!(
-            "<ferrolock.RWMutex {:?} writer_preference={}>",
+            "<ferrolock.RWMutex {:?} writer_preference={} fair={}>",
             self.core.name(),
-            if self.core.writer_preference() { "True" } else { "False" }
+            py_bool(self.core.writer_preference()),
+            py_bool(self.core.fair())
         )
     }
 }

@@ -71,3 +71,22 @@ pub fn lock(client: &Client, name: &str, opts: LockOptions) -> Lock {
 pub fn quick(ttl_ms: u64) -> LockOptions {
     LockOptions { ttl: Duration::from_millis(ttl_ms), ..LockOptions::default() }
 }
+
+/// Polls Redis until the sorted sets `keys` hold `n` members together (another
+/// task's progress, seen from outside).
+pub async fn wait_for_zcard(keys: &[&String], n: usize) {
+    let mut con =
+        redis::Client::open(server_url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut total = 0;
+        for k in keys {
+            total += redis::cmd("ZCARD").arg(*k).query_async::<usize>(&mut con).await.unwrap();
+        }
+        if total == n {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{keys:?} never held {n} members (last {total})");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}

@@ -1,0 +1,44 @@
+-- rw_fair_read.lua: join the readers of a fair RWMutex, in arrival order.
+-- KEYS: [writer hash, readers zset (token -> expiry, server ms),
+--        queued readers, queued writers (token -> arrival, server us),
+--        liveness zset (token -> expiry, server ms)]
+-- ARGV: [token, ttl_ms, patience_ms, will_wait ('1' or '0')]
+-- A reader enters when no writer holds and no writer queued before it; one
+-- that a release let in (already among the readers) claims its full ttl.
+-- Returns {1, 0} when reading, or {0, wait_ms}: the writer's pttl, or -1
+-- when a queued writer goes first. A reader that will wait joins the queue
+-- (once) and re-asserts that it is alive for patience_ms.
+local writer, readers, qr, qw, alive = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local token, ttl, patience = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+
+local us = now_us()
+local now = math.floor(us / 1000)
+prune_waiters(alive, now, qr, qw)
+redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
+
+local function enter()
+  redis.call('ZADD', readers, now + ttl, token)
+  redis.call('ZREM', qr, token)
+  redis.call('ZREM', alive, token)
+  expire_with_last_reader(readers, now)
+  return {1, 0}
+end
+
+if redis.call('ZSCORE', readers, token) then
+  return enter()
+end
+local wait
+if redis.call('HEXISTS', writer, 'token') == 1 then
+  wait = redis.call('PTTL', writer)
+else
+  local first = redis.call('ZRANGE', qw, 0, 0, 'WITHSCORES')
+  local mine = tonumber(redis.call('ZSCORE', qr, token))
+  if not first[1] or (mine and mine < tonumber(first[2])) then
+    return enter()
+  end
+  wait = -1
+end
+if ARGV[4] == '1' then
+  enqueue(qr, alive, token, us, patience)
+end
+return {0, wait}

@@ -1,0 +1,46 @@
+-- rw_fair_write.lua: take a fair RWMutex for writing, in arrival order.
+-- KEYS: [writer hash, readers zset (token -> expiry, server ms),
+--        queued readers, queued writers (token -> arrival, server us),
+--        liveness zset (token -> expiry, server ms)]
+-- ARGV: [token, ttl_ms, metadata, patience_ms, will_wait ('1' or '0')]
+-- A writer enters when nobody holds and nobody queued before it; one that a
+-- release handed the writer hash to claims it (full ttl, its metadata).
+-- Returns {1, fence} when writing, or {0, wait_ms}: the writer's pttl, until
+-- the last live reader expires, or -1 when a waiter queued before it goes first.
+local writer, readers, qr, qw, alive = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local token, ttl, meta, patience = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+
+local us = now_us()
+local now = math.floor(us / 1000)
+prune_waiters(alive, now, qr, qw)
+redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
+
+local rec = redis.call('HMGET', writer, 'token', 'fence')
+if rec[1] == token then
+  return fair_hold(writer, qw, alive, token, meta, ttl, tonumber(rec[2]))
+end
+
+local wait = -1
+if rec[1] then
+  wait = redis.call('PTTL', writer)
+else
+  -- First in line: the oldest queued writer is this one (or there is none and
+  -- this one is not queued), and no reader queued before it.
+  local mine = tonumber(redis.call('ZSCORE', qw, token))
+  local w = redis.call('ZRANGE', qw, 0, 0)[1]
+  local r = redis.call('ZRANGE', qr, 0, 0, 'WITHSCORES')
+  local first = (w == token or (not w and not mine))
+    and (not r[1] or (mine and tonumber(r[2]) >= mine))
+  if first then
+    local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
+    if not last[1] then
+      local fence = math.max(us, (tonumber(rec[2]) or 0) + 1)
+      return fair_hold(writer, qw, alive, token, meta, ttl, fence)
+    end
+    wait = tonumber(last[2]) - now
+  end
+end
+if ARGV[5] == '1' then
+  enqueue(qw, alive, token, us, patience)
+end
+return {0, wait}
