@@ -1,4 +1,11 @@
--- common.lua: helpers shared by every script; prepended to each at build time.
+-- common.lua: helpers shared by every script; prepended to each at build time,
+-- after one line that sets PUBLISH: 'PUBLISH' on a single node, 'SPUBLISH'
+-- (sharded pub/sub, Redis 7) in a Cluster.
+
+-- Announces a release on `channel` (under the keys' hash tag, so in their slot).
+local function publish(channel, message)
+  redis.call(PUBLISH, channel, message)
+end
 
 -- The Redis server's clock, in microseconds and in milliseconds.
 local function now_us()

@@ -24,9 +24,9 @@ if head then
   local fence = math.max(us, last + 1)
   redis.call('HSET', lock, 'token', head, 'meta', '', 'fence', string.format('%.0f', fence))
   redis.call('PEXPIRE', lock, patience)
-  redis.call('PUBLISH', channel, head)
+  publish(channel, head)
   return 1
 end
 end_hold(lock, last, us)
-redis.call('PUBLISH', channel, '')
+publish(channel, '')
 return 1

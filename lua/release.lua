@@ -21,11 +21,11 @@ for _, key in ipairs(KEYS) do
     released = released + 1
     end_hold(key, tonumber(redis.call('HGET', key, 'fence')) or 0, now)
     if channel == '' then
-      redis.call('PUBLISH', key .. ':wake', '')
+      publish(key .. ':wake', '')
     end
   end
 end
 if released > 0 and channel ~= '' then
-  redis.call('PUBLISH', channel, '')
+  publish(channel, '')
 end
 return released

@@ -54,15 +54,15 @@ if #group > 0 then
     redis.call('ZADD', readers, 'GT', now + patience, reader)
   end
   expire_with_last_reader(readers, now)
-  redis.call('PUBLISH', channel, table.concat(group, '\n'))
+  publish(channel, table.concat(group, '\n'))
 elseif redis.call('ZCARD', readers) == 0 then
   if w[1] then
     local next_fence = math.max(us, fence + 1)
     redis.call('HSET', writer, 'token', w[1], 'meta', '', 'fence', string.format('%.0f', next_fence))
     redis.call('PEXPIRE', writer, patience)
-    redis.call('PUBLISH', channel, w[1])
+    publish(channel, w[1])
   else
-    redis.call('PUBLISH', channel, '')
+    publish(channel, '')
   end
 end
 return held

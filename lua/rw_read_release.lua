@@ -8,7 +8,7 @@ local expiry = tonumber(redis.call('ZSCORE', readers, token))
 redis.call('ZREM', readers, token)
 redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
 if redis.call('ZCARD', readers) == 0 then
-  redis.call('PUBLISH', ARGV[2], '')
+  publish(ARGV[2], '')
 end
 if expiry and expiry > now then
   return 1

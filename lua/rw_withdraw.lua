@@ -4,7 +4,7 @@
 -- Returns 1 when the intent was this writer's (and is gone now), else 0.
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', ARGV[2], '')
+  publish(ARGV[2], '')
   return 1
 end
 return 0

@@ -10,22 +10,25 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ConnectionAddr, IntoConnectionInfo};
 use tokio::sync::Notify;
 
+use crate::cluster::ClusterTarget;
+use crate::conn::Conn;
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
 use crate::scripts::{self, Record};
-use crate::wakeups::{Registration, Wakeups};
+use crate::wakeups::{Feed, Registration, Wakeups};
 
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
     /// `redis://[user:password@]host[:port][/db]`, `rediss://…`, `unix:///path[?db=N]`,
     /// `redis+sentinel://[user:password@]host:port[,host:port…]/service[/db]`,
+    /// `redis+cluster://[user:password@]host:port[,host:port…]` (or `rediss+cluster://`),
     /// or seed-style `[password@]host[:port]`.
     pub url: String,
     pub connect_timeout: Duration,
     pub command_timeout: Duration,
     /// Prepended to every key, to namespace the locks of one application.
     pub prefix: String,
-    /// PEM file of the certificate authorities to trust for `rediss://`.
+    /// PEM file of the certificate authorities to trust for `rediss://` (and `rediss+cluster://`).
     pub ca_file: Option<PathBuf>,
 }
 
@@ -51,6 +54,8 @@ enum Target {
     Direct(redis::Client),
     /// Asked of the Sentinels at each (re)connect, so a failover is followed.
     Sentinel(SentinelTarget),
+    /// A Redis Cluster: commands routed by slot, wake-ups by sharded pub/sub.
+    Cluster(ClusterTarget),
 }
 
 /// Redis's Sentinel client protocol: ask each Sentinel in turn
@@ -104,7 +109,7 @@ struct Inner {
     display: String,
     /// The live connection and the process that opened it: a forked child
     /// must open its own, never touch its parent's.
-    conn: Mutex<Option<(u32, ConnectionManager)>>,
+    conn: Mutex<Option<(u32, Conn)>>,
     connecting: tokio::sync::Mutex<()>,
     cleanups: AtomicUsize,
     cleanups_done: Notify,
@@ -153,6 +158,25 @@ impl Client {
             })?;
             return Ok(Client::from_target(target, display, opts));
         }
+        let cluster = [("redis+cluster://", false), ("rediss+cluster://", true)]
+            .into_iter()
+            .find_map(|(scheme, tls)| url.strip_prefix(scheme).map(|rest| (rest, tls)));
+        if let Some((rest, tls)) = cluster {
+            let (mut target, display) = ClusterTarget::parse(rest, tls).map_err(|e| {
+                Error::InvalidArgument(format!("invalid Redis Cluster URL {}: {e}", redact(&url)))
+            })?;
+            match (&opts.ca_file, tls) {
+                (Some(_), false) => {
+                    return Err(Error::InvalidArgument("ca_file needs a rediss+cluster:// URL".into()))
+                }
+                (Some(path), true) => target = target.with_ca(read_ca_file(path)?),
+                (None, _) => {}
+            }
+            if tls {
+                install_crypto_provider();
+            }
+            return Ok(Client::from_target(Target::Cluster(target), display, opts));
+        }
         let info = url.as_str().into_connection_info().map_err(|e| {
             Error::InvalidArgument(format!(
                 "invalid Redis URL {}: {}",
@@ -163,9 +187,7 @@ impl Client {
         let display = describe(&info);
         let redis = match (&opts.ca_file, info.addr()) {
             (Some(path), ConnectionAddr::TcpTls { .. }) => {
-                let pem = std::fs::read(path).map_err(|e| {
-                    Error::InvalidArgument(format!("cannot read ca_file {}: {e}", path.display()))
-                })?;
+                let pem = read_ca_file(path)?;
                 install_crypto_provider();
                 let certs = redis::TlsCertificates { client_tls: None, root_cert: Some(pem) };
                 redis::Client::build_with_tls(info, certs)
@@ -207,7 +229,7 @@ impl Client {
     /// to whichever node the Sentinels name master now.
     pub(crate) async fn call<T, F, Fut>(&self, op: F) -> Result<T>
     where
-        F: Fn(ConnectionManager) -> Fut,
+        F: Fn(Conn) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
         let err = match op(self.conn().await?).await {
@@ -243,13 +265,18 @@ impl Client {
         &self.inner.keys
     }
 
+    /// Whether this is a Redis Cluster client (sharded pub/sub, one slot per script).
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.inner.target, Target::Cluster(_))
+    }
+
     /// The server address without credentials, for messages and repr.
     pub fn describe(&self) -> &str {
         &self.inner.display
     }
 
     /// The multiplexed, self-reconnecting connection of this process.
-    pub(crate) async fn conn(&self) -> Result<ConnectionManager> {
+    pub(crate) async fn conn(&self) -> Result<Conn> {
         let pid = std::process::id();
         if let Some(conn) = self.current(pid) {
             return Ok(conn);
@@ -258,20 +285,23 @@ impl Client {
         if let Some(conn) = self.current(pid) {
             return Ok(conn);
         }
-        let timeout = self.inner.opts.connect_timeout;
+        let (timeout, command_timeout) = (self.inner.opts.connect_timeout, self.inner.opts.command_timeout);
         // No retries inside the manager: a failed command triggers the next
         // reconnect, and callers (the watchdog, acquire loops) retry on their own
         // schedule, so a dead server is reported at once.
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(timeout))
-            .set_response_timeout(Some(self.inner.opts.command_timeout))
+            .set_response_timeout(Some(command_timeout))
             .set_number_of_retries(0);
         let connect = async {
             let redis = match &self.inner.target {
                 Target::Direct(redis) => redis.clone(),
                 Target::Sentinel(sentinel) => sentinel.master().await?,
+                Target::Cluster(cluster) => {
+                    return Ok(Conn::Cluster(cluster.connect(timeout, command_timeout).await?))
+                }
             };
-            ConnectionManager::new_with_config(redis, config).await
+            ConnectionManager::new_with_config(redis, config).await.map(Conn::Node)
         };
         let conn = tokio::time::timeout(timeout, connect)
             .await
@@ -296,7 +326,7 @@ impl Client {
         Ok(conn)
     }
 
-    fn current(&self, pid: u32) -> Option<ConnectionManager> {
+    fn current(&self, pid: u32) -> Option<Conn> {
         match &*self.inner.conn.lock().unwrap() {
             Some((owner, conn)) if *owner == pid => Some(conn.clone()),
             _ => None,
@@ -310,16 +340,22 @@ impl Client {
         reader: bool,
         token: &str,
     ) -> Result<Registration> {
-        let timeout = self.inner.opts.connect_timeout;
+        let (timeout, command_timeout) = (self.inner.opts.connect_timeout, self.inner.opts.command_timeout);
         let connect = async {
-            let redis = match &self.inner.target {
-                Target::Direct(redis) => redis.clone(),
-                Target::Sentinel(sentinel) => sentinel.master().await?,
+            let subscribe = async {
+                let redis = match &self.inner.target {
+                    Target::Direct(redis) => redis.clone(),
+                    Target::Sentinel(sentinel) => sentinel.master().await?,
+                    Target::Cluster(cluster) => {
+                        let (conn, pushes) = cluster.subscriber(timeout, command_timeout).await?;
+                        return Ok(Feed::sharded(conn, pushes));
+                    }
+                };
+                Ok::<_, redis::RedisError>(Feed::plain(redis.get_async_pubsub().await?))
             };
-            let pubsub = tokio::time::timeout(timeout, redis.get_async_pubsub()).await.map_err(|_| {
+            Ok(tokio::time::timeout(timeout, subscribe).await.map_err(|_| {
                 Error::Connection("no answer from Redis for the wake-up subscription".into())
-            })??;
-            Ok(pubsub)
+            })??)
         };
         self.inner.wakeups.register(connect, channels, reader, token).await
     }
@@ -366,6 +402,11 @@ impl Client {
             done.await;
         }
     }
+}
+
+fn read_ca_file(path: &std::path::Path) -> Result<Vec<u8>> {
+    std::fs::read(path)
+        .map_err(|e| Error::InvalidArgument(format!("cannot read ca_file {}: {e}", path.display())))
 }
 
 fn install_crypto_provider() {

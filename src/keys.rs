@@ -85,6 +85,13 @@ impl KeySpace {
     }
 }
 
+/// Whether a Redis Cluster keeps all of `keys` in one hash slot (one script
+/// may only touch one slot there).
+pub fn one_slot(keys: &[String]) -> bool {
+    use redis::cluster_routing::Slot;
+    keys.windows(2).all(|pair| Slot::for_key(&pair[0]) == Slot::for_key(&pair[1]))
+}
+
 /// The wake-up channel of an exclusive lock key (same hash tag).
 pub fn wake_channel(lock_key: &str) -> String {
     format!("{lock_key}:wake")
@@ -106,5 +113,17 @@ mod tests {
             [rw.writer, rw.readers, rw.intent],
             ["app:{doc%7D7}:w", "app:{doc%7D7}:r", "app:{doc%7D7}:i"]
         );
+    }
+
+    #[test]
+    fn every_key_of_a_lock_shares_its_slot() {
+        let ks = KeySpace::new("app:{x}");
+        let rw = ks.rw("doc");
+        let fair = ks.fair("q");
+        let all =
+            [rw.writer, rw.readers, rw.intent, rw.queued_readers, rw.queued_writers, rw.alive, rw.channel];
+        assert!(one_slot(&all));
+        assert!(one_slot(&[fair.lock, fair.queue, fair.alive, fair.channel]));
+        assert!(!one_slot(&[ks.lock("a"), ks.lock("b")]));
     }
 }

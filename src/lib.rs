@@ -2,6 +2,8 @@
 //! knows nothing of Python; `py` holds the PyO3 bindings.
 
 pub mod client;
+mod cluster;
+mod conn;
 pub mod error;
 pub mod keys;
 pub mod lease;

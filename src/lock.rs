@@ -8,6 +8,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::client::Client;
 use crate::error::{Error, Result};
+use crate::keys::one_slot;
 use crate::lease::Lease;
 use crate::mode::{patience, Mode};
 use crate::retry::Retry;
@@ -116,7 +117,15 @@ impl Lock {
             }
             Mode::Fair { keys: client.keys().fair(&names[0]), patience: patience(opts.ttl) }
         } else {
-            Mode::Exclusive(names.iter().map(|n| client.keys().lock(n)).collect())
+            let keys: Arc<[String]> = names.iter().map(|n| client.keys().lock(n)).collect();
+            if client.is_cluster() && !one_slot(&keys) {
+                return Err(Error::InvalidArgument(
+                    "a multi-lock takes all its names in one atomic step, which Redis Cluster allows \
+                     only within one hash slot, and these names fall in different slots"
+                        .into(),
+                ));
+            }
+            Mode::Exclusive(keys)
         };
         Ok(Lock::with_mode(client, names, mode, opts, token))
     }

@@ -10,14 +10,38 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys::{FairKeys, RwKeys};
 
+/// One atomic step, in two builds: publishing with PUBLISH (one node) or
+/// SPUBLISH (a Cluster, where a plain PUBLISH would reach every node).
+struct Lua {
+    plain: LazyLock<Script>,
+    sharded: LazyLock<Script>,
+}
+
+impl Lua {
+    fn on(&self, client: &Client) -> &Script {
+        if client.is_cluster() {
+            &self.sharded
+        } else {
+            &self.plain
+        }
+    }
+}
+
 macro_rules! lua {
     ($name:ident, $file:literal) => {
-        static $name: LazyLock<Script> = LazyLock::new(|| {
-            Script::new(concat!(
-                include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/common.lua")),
-                include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $file))
-            ))
-        });
+        static $name: Lua = Lua {
+    plain: LazyLock::new(|| Script::new(lua!(@source "PUBLISH", $file))),
+    sharded: LazyLock::new(|| Script::new(lua!(@source "SPUBLISH", $file))),
+        };
+    };
+    (@source $publish:literal, $file:literal) => {
+        concat!(
+            "local PUBLISH = '",
+            $publish,
+            "'\n",
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/common.lua")),
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $file))
+        )
     };
 }
 
@@ -65,7 +89,7 @@ pub async fn obtain(
     ttl_ms: u64,
     metadata: &str,
 ) -> Result<Obtain> {
-    run(client, OBTAIN.key(keys).arg(token).arg(ttl_ms).arg(metadata)).await.map(taken_or_busy)
+    run(client, OBTAIN.on(client).key(keys).arg(token).arg(ttl_ms).arg(metadata)).await.map(taken_or_busy)
 }
 
 /// Returns how many keys were released; 0 when `token` did not hold them all.
@@ -77,17 +101,17 @@ pub async fn release(
     force: bool,
     channel: &str,
 ) -> Result<u64> {
-    run(client, RELEASE.key(keys).arg(token).arg(flag(force)).arg(channel)).await
+    run(client, RELEASE.on(client).key(keys).arg(token).arg(flag(force)).arg(channel)).await
 }
 
 /// Returns whether `token` still held every key (and now holds it for `ttl_ms`).
 pub async fn refresh(client: &Client, keys: &[String], token: &str, ttl_ms: u64) -> Result<bool> {
-    let renewed: i64 = run(client, REFRESH.key(keys).arg(token).arg(ttl_ms)).await?;
+    let renewed: i64 = run(client, REFRESH.on(client).key(keys).arg(token).arg(ttl_ms)).await?;
     Ok(renewed == 1)
 }
 
 pub async fn inspect(client: &Client, keys: &[String]) -> Result<Vec<Option<Record>>> {
-    let entries: Vec<Vec<Value>> = run(client, &INSPECT.key(keys)).await?;
+    let entries: Vec<Vec<Value>> = run(client, &INSPECT.on(client).key(keys)).await?;
     entries.into_iter().map(parse_record).collect()
 }
 
@@ -115,7 +139,7 @@ pub async fn rw_read(
     writer_preference: bool,
 ) -> Result<Obtain> {
     let keys = [&k.writer, &k.readers, &k.intent];
-    run(client, RW_READ.key(&keys).arg(token).arg(ttl_ms).arg(flag(writer_preference)))
+    run(client, RW_READ.on(client).key(&keys).arg(token).arg(ttl_ms).arg(flag(writer_preference)))
         .await
         .map(taken_or_busy)
 }
@@ -130,23 +154,24 @@ pub async fn rw_write(
     writer_preference: bool,
 ) -> Result<Obtain> {
     let keys = [&k.writer, &k.readers, &k.intent];
-    let mut invocation = RW_WRITE.key(&keys);
+    let mut invocation = RW_WRITE.on(client).key(&keys);
     invocation.arg(token).arg(ttl_ms).arg(metadata).arg(flag(writer_preference));
     run(client, &invocation).await.map(taken_or_busy)
 }
 
 pub async fn rw_read_refresh(client: &Client, k: &RwKeys, token: &str, ttl_ms: u64) -> Result<bool> {
-    let renewed: i64 = run(client, RW_READ_REFRESH.key(&k.readers).arg(token).arg(ttl_ms)).await?;
+    let renewed: i64 = run(client, RW_READ_REFRESH.on(client).key(&k.readers).arg(token).arg(ttl_ms)).await?;
     Ok(renewed == 1)
 }
 
 pub async fn rw_read_release(client: &Client, k: &RwKeys, token: &str) -> Result<bool> {
-    let released: i64 = run(client, RW_READ_RELEASE.key(&k.readers).arg(token).arg(&k.channel)).await?;
+    let released: i64 =
+        run(client, RW_READ_RELEASE.on(client).key(&k.readers).arg(token).arg(&k.channel)).await?;
     Ok(released == 1)
 }
 
 pub async fn rw_withdraw(client: &Client, k: &RwKeys, token: &str) -> Result<()> {
-    run::<i64>(client, RW_WITHDRAW.key(&k.intent).arg(token).arg(&k.channel)).await.map(drop)
+    run::<i64>(client, RW_WITHDRAW.on(client).key(&k.intent).arg(token).arg(&k.channel)).await.map(drop)
 }
 
 pub async fn fair_obtain(
@@ -159,7 +184,7 @@ pub async fn fair_obtain(
     will_wait: bool,
 ) -> Result<Obtain> {
     let keys = [&k.lock, &k.queue, &k.alive];
-    let mut invocation = FAIR_OBTAIN.key(&keys);
+    let mut invocation = FAIR_OBTAIN.on(client).key(&keys);
     invocation.arg(token).arg(ttl_ms).arg(metadata).arg(patience_ms).arg(flag(will_wait));
     run(client, &invocation).await.map(taken_or_busy)
 }
@@ -168,7 +193,7 @@ pub async fn fair_obtain(
 pub async fn fair_release(client: &Client, k: &FairKeys, token: &str, patience_ms: u64) -> Result<bool> {
     let keys = [&k.lock, &k.queue, &k.alive];
     let released: i64 =
-        run(client, FAIR_RELEASE.key(&keys).arg(token).arg(&k.channel).arg(patience_ms)).await?;
+        run(client, FAIR_RELEASE.on(client).key(&keys).arg(token).arg(&k.channel).arg(patience_ms)).await?;
     Ok(released == 1)
 }
 
@@ -189,8 +214,8 @@ pub async fn rw_fair_obtain(
 ) -> Result<Obtain> {
     let keys = rw_fair_keys(k);
     let mut invocation = match metadata {
-        None => RW_FAIR_READ.key(&keys),
-        Some(_) => RW_FAIR_WRITE.key(&keys),
+        None => RW_FAIR_READ.on(client).key(&keys),
+        Some(_) => RW_FAIR_WRITE.on(client).key(&keys),
     };
     invocation.arg(token).arg(ttl_ms);
     if let Some(m) = metadata {
@@ -208,7 +233,7 @@ pub async fn rw_fair_release(
     writer: bool,
     patience_ms: u64,
 ) -> Result<bool> {
-    let mut invocation = RW_FAIR_RELEASE.key(&rw_fair_keys(k));
+    let mut invocation = RW_FAIR_RELEASE.on(client).key(&rw_fair_keys(k));
     invocation.arg(token).arg(if writer { "w" } else { "r" }).arg(&k.channel).arg(patience_ms);
     let released: i64 = run(client, &invocation).await?;
     Ok(released == 1)
@@ -229,7 +254,7 @@ pub struct RwState {
 pub async fn rw_inspect(client: &Client, k: &RwKeys, reader: &str) -> Result<RwState> {
     let keys = [&k.writer, &k.readers, &k.intent];
     let (readers, reader_pttl_ms, intent_pttl_ms, writer): (i64, i64, i64, i64) =
-        run(client, RW_INSPECT.key(&keys).arg(reader)).await?;
+        run(client, RW_INSPECT.on(client).key(&keys).arg(reader)).await?;
     Ok(RwState { readers, reader_pttl_ms, intent_pttl_ms, writer: writer == 1 })
 }
 

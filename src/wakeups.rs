@@ -12,11 +12,74 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
-use redis::aio::PubSubSink;
+use redis::aio::{PubSub, PubSubSink};
+use redis::cluster_async::ClusterConnection;
+use redis::{PushInfo, PushKind};
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::Notify;
 
 use crate::error::Result;
+
+/// A subscription connection: where to (un)subscribe, and what arrives.
+pub(crate) struct Feed {
+    sink: Sink,
+    /// (channel, payload) of each message; ends when the connection drops.
+    messages: BoxStream<'static, (String, String)>,
+}
+
+enum Sink {
+    /// SUBSCRIBE on one node.
+    Plain(PubSubSink),
+    /// SSUBSCRIBE on a Cluster: each channel on the node owning its slot.
+    Sharded(ClusterConnection),
+}
+
+impl Feed {
+    pub(crate) fn plain(pubsub: PubSub) -> Feed {
+        let (sink, stream) = pubsub.split();
+        let messages =
+            stream.map(|m| (m.get_channel_name().to_string(), m.get_payload().unwrap_or_default()));
+        Feed { sink: Sink::Plain(sink), messages: messages.boxed() }
+    }
+
+    /// A Cluster connection's pushes: sharded messages, until it reports a
+    /// disconnection (a message may have been lost then: the feed ends, so
+    /// every waiter retries and a new feed is made).
+    pub(crate) fn sharded(conn: ClusterConnection, pushes: UnboundedReceiver<PushInfo>) -> Feed {
+        let messages = futures_util::stream::unfold(pushes, |mut pushes| async move {
+            loop {
+                let push = pushes.recv().await?;
+                match (push.kind, push.data.as_slice()) {
+                    (PushKind::SMessage, [channel, payload]) => {
+                        let text = |v| redis::from_redis_value_ref::<String>(v).unwrap_or_default();
+                        return Some(((text(channel), text(payload)), pushes));
+                    }
+                    (PushKind::Disconnection, _) => return None,
+                    _ => {} // subscription confirmations
+                }
+            }
+        });
+        Feed { sink: Sink::Sharded(conn), messages: messages.boxed() }
+    }
+}
+
+impl Sink {
+    async fn subscribe(&mut self, channel: &str) -> redis::RedisResult<()> {
+        match self {
+            Sink::Plain(s) => s.subscribe(channel).await,
+            Sink::Sharded(c) => c.ssubscribe(channel).await,
+        }
+    }
+
+    async fn unsubscribe(&mut self, channel: &str) -> redis::RedisResult<()> {
+        match self {
+            Sink::Plain(s) => s.unsubscribe(channel).await,
+            Sink::Sharded(c) => c.sunsubscribe(channel).await,
+        }
+    }
+}
 
 /// One waiting acquire.
 pub(crate) struct Waiter {
@@ -37,7 +100,7 @@ pub(crate) struct Wakeups {
 
 struct Subscription {
     pid: u32,
-    sink: PubSubSink,
+    sink: Sink,
     channels: HashSet<String>,
     alive: Arc<AtomicBool>,
 }
@@ -46,7 +109,7 @@ impl Wakeups {
     /// Registers a waiter on `channels`; returns once subscribed to all.
     pub(crate) async fn register(
         self: &Arc<Self>,
-        connect: impl std::future::Future<Output = Result<redis::aio::PubSub>>,
+        connect: impl std::future::Future<Output = Result<Feed>>,
         channels: &[String],
         reader: bool,
         token: &str,
@@ -78,17 +141,13 @@ impl Wakeups {
                     std::mem::forget(stale); // a forked parent's connection
                 }
             }
-            let (sink, stream) = connect.await?.split();
+            let Feed { sink, mut messages } = connect.await?;
             let alive = Arc::new(AtomicBool::new(true));
             let (me, flag) = (Arc::downgrade(self), alive.clone());
             tokio::spawn(async move {
-                let mut stream = stream;
-                while let Some(msg) = stream.next().await {
+                while let Some((channel, to)) = messages.next().await {
                     match me.upgrade() {
-                        Some(w) => {
-                            let to: String = msg.get_payload().unwrap_or_default();
-                            w.dispatch(msg.get_channel_name(), &to);
-                        }
+                        Some(w) => w.dispatch(&channel, &to),
                         None => return,
                     }
                 }

@@ -9,6 +9,7 @@ import uuid
 import pytest
 
 import ferrolock
+from redis_cluster import RedisCluster
 from redis_server import RedisServer, env_url
 
 
@@ -34,6 +35,34 @@ def redis_url():
     server = RedisServer().start()
     yield server.url
     server.close()
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """A throwaway Redis Cluster: 3 primaries on free loopback ports."""
+    c = RedisCluster().start()
+    yield c
+    c.close()
+
+
+class ClusterRaw:
+    """Raw access to each node of a cluster, to look behind ferrolock's back."""
+
+    def __init__(self, cluster: RedisCluster):
+        self.cluster = cluster
+        self.nodes = {port: Raw(f"redis://127.0.0.1:{port}/0") for port in cluster.ports}
+
+    def node(self, key: str) -> "Raw":
+        """The node that owns `key`'s slot."""
+        return self.nodes[self.cluster.node_port_for(key)]
+
+    def keys(self, pattern: str) -> list:
+        return sorted(k for raw in self.nodes.values() for k in raw.keys(pattern))
+
+
+@pytest.fixture
+def cluster_raw(cluster) -> ClusterRaw:
+    return ClusterRaw(cluster)
 
 
 @pytest.fixture

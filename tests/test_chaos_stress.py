@@ -89,9 +89,9 @@ def _lock_worker(url, prefix, name, cycles, counter_path, result_path, worker, b
         f.flush()
 
 
-def _rw_worker(url, prefix, name, cycles, counter_path, result_path, worker, barrier, retry, p_write, seed):
+def _rw_worker(url, prefix, name, cycles, counter_path, result_path, worker, barrier, retry, p_write, seed, fair):
     client = ferrolock.Client(url, prefix=prefix)
-    rw = client.rwmutex(name, retry=_retry(retry))
+    rw = client.rwmutex(name, retry=_retry(retry), fair=fair)
     rng = random.Random(seed)
     fd = os.open(counter_path, os.O_RDWR)
     lines = []
@@ -183,11 +183,19 @@ def new_counter(tmp_path) -> str:
 @pytest.mark.parametrize("cycles", CYCLES)
 @RETRY
 def test_processes_hammer_one_lock(redis_url, prefix, raw, tmp_path, cycles, retry):
+    hammer_one_lock("stress-lock", redis_url, prefix, raw.keys, tmp_path, cycles, retry)
+
+
+def test_processes_hammer_one_lock_in_a_cluster(cluster, cluster_raw, prefix, tmp_path):
+    hammer_one_lock("stress-lock-cluster", cluster.url, prefix, cluster_raw.keys, tmp_path, 1000, "default-retry")
+
+
+def hammer_one_lock(label, url, prefix, keys, tmp_path, cycles, retry):
     counter = new_counter(tmp_path)
     results = [tmp_path / f"holds-{i}.txt" for i in range(PROCESSES)]
     wall = run_workers(
         _lock_worker,
-        lambda i, barrier: (redis_url, prefix, "stress", cycles, counter, str(results[i]), i, barrier, RETRIES[retry]),
+        lambda i, barrier: (url, prefix, "stress", cycles, counter, str(results[i]), i, barrier, RETRIES[retry]),
         PROCESSES,
         limit=60 + cycles * 0.5,
     )
@@ -202,11 +210,11 @@ def test_processes_hammer_one_lock(redis_url, prefix, raw, tmp_path, cycles, ret
     overlaps = overlapping_pairs(holds)
     fence_faults = [(a, b) for a, b in zip(holds, holds[1:]) if not b[2] > a[2]]
     final = int(Path(counter).read_bytes())
-    keys_left = raw.keys(prefix + "*")
+    keys_left = keys(prefix + "*")
     per_worker = [sum(1 for h in holds if h[3] == i) for i in range(PROCESSES)]
     runs = 1 + sum(1 for a, b in zip(holds, holds[1:]) if a[3] != b[3])  # hand-overs between workers + 1
     record(
-        "stress-lock",
+        label,
         retry=retry,
         processes=PROCESSES,
         cycles=cycles,
@@ -239,8 +247,9 @@ P_WRITE = 0.2
 
 
 @pytest.mark.parametrize("cycles", CYCLES)
+@pytest.mark.parametrize("fair", [False, True], ids=["", "fair"])
 @RETRY
-def test_processes_hammer_one_rwmutex(redis_url, prefix, raw, tmp_path, cycles, retry):
+def test_processes_hammer_one_rwmutex(redis_url, prefix, raw, tmp_path, cycles, retry, fair):
     counter = new_counter(tmp_path)
     results = [tmp_path / f"holds-{i}.txt" for i in range(PROCESSES)]
     seed = 20260101 + cycles
@@ -248,7 +257,7 @@ def test_processes_hammer_one_rwmutex(redis_url, prefix, raw, tmp_path, cycles, 
         _rw_worker,
         lambda i, barrier: (
             redis_url, prefix, "stress-rw", cycles, counter, str(results[i]), i, barrier, RETRIES[retry], P_WRITE,
-            seed + i,
+            seed + i, fair,
         ),
         PROCESSES,
         limit=60 + cycles * 0.5,
@@ -272,7 +281,7 @@ def test_processes_hammer_one_rwmutex(redis_url, prefix, raw, tmp_path, cycles, 
     final = int(Path(counter).read_bytes())
     keys_left = raw.keys(prefix + "*")
     record(
-        "stress-rwmutex",
+        "stress-rwmutex-fair" if fair else "stress-rwmutex",
         retry=retry,
         processes=PROCESSES,
         cycles=cycles,

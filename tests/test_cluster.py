@@ -1,0 +1,187 @@
+"""Redis Cluster (redis+cluster://): every lock works across the slots of a
+real 3-primary cluster, and wake-ups use sharded pub/sub: a release is
+announced with SPUBLISH on its own shard only, never with a PUBLISH that
+the cluster bus would carry to every node."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+import ferrolock
+from redis_cluster import key_slot
+from test_fair import hand_over_ms, wait_for
+
+
+def command_calls(raw, command: str) -> int:
+    info = raw("INFO", "commandstats").decode()
+    for line in info.splitlines():
+        if line.startswith(f"cmdstat_{command}:"):
+            return int(line.split("calls=", 1)[1].split(",", 1)[0])
+    return 0
+
+
+def pubsub_counts(cluster_raw) -> dict:
+    return {
+        cmd: sum(command_calls(raw, cmd) for raw in cluster_raw.nodes.values())
+        for cmd in ("publish", "spublish")
+    }
+
+
+@pytest.fixture
+def cclient(cluster, prefix):
+    return ferrolock.Client(cluster.url, prefix=prefix)
+
+
+def test_locks_on_every_node(cclient, cluster, cluster_raw, prefix):
+    names = [f"job:{i}" for i in range(12)]
+    owners = {cluster.node_port_for(f"{prefix}{{{n}}}") for n in names}
+    assert owners == set(cluster.ports), "the names should spread over all three nodes"
+    fences = {}
+    for n in names:
+        lock = cclient.lock(n, metadata="w1")
+        assert lock.acquire(blocking=False)
+        assert not cclient.lock(n).acquire(blocking=False)
+        info = cclient.inspect(n)
+        assert (info.token, info.metadata, info.fence) == (lock.token, "w1", lock.fence)
+        fences[n] = lock.fence
+        lock.release()
+        again = cclient.lock(n)
+        assert again.acquire(blocking=False) and again.fence > fences[n]
+        assert cclient.force_release(n) is True
+    assert cluster_raw.keys(prefix + "*") == []
+
+
+def test_release_wakes_a_waiter_with_sharded_pubsub(cclient, cluster_raw, prefix):
+    key = f"{prefix}{{q}}"
+    node = cluster_raw.node(key)
+    before = pubsub_counts(cluster_raw)
+    holder = cclient.lock("q")
+    assert holder.acquire()
+    waiter = cclient.lock("q", retry=ferrolock.Retry.fixed(10.0))
+    subscribed = lambda: node("PUBSUB", "SHARDNUMSUB", f"{key}:wake")[1] == 1  # noqa: E731
+    ms = hand_over_ms(holder, waiter, lambda: int(subscribed()))
+    assert ms < 100, f"the waiter got the lock {ms:.1f} ms after the release"
+    after = pubsub_counts(cluster_raw)
+    assert after["publish"] == before["publish"], "a plain PUBLISH floods every node"
+    assert after["spublish"] >= before["spublish"] + 2  # both releases announced on the shard
+    # The last waiter gone, the shard channel is given up.
+    wait_for(lambda: not subscribed(), 5, "the unsubscription")
+
+
+def test_fair_lock_and_fair_rwmutex(cclient, cluster_raw, prefix):
+    holder = cclient.lock("f", fair=True)
+    assert holder.acquire()
+    order = []
+    waiters = [cclient.lock("f", fair=True, retry=ferrolock.Retry.fixed(10.0)) for _ in range(3)]
+
+    def take(i):
+        assert waiters[i].acquire(timeout=10)
+        order.append(i)
+        waiters[i].release()
+
+    threads = []
+    for i in range(3):
+        threads.append(threading.Thread(target=take, args=(i,)))
+        threads[-1].start()
+        wait_for(lambda: cluster_raw.node(f"{prefix}{{f}}")("ZCARD", f"{prefix}{{f}}:q") == i + 1, 5, "queued")
+    holder.release()
+    for t in threads:
+        t.join(10)
+    assert order == [0, 1, 2]
+
+    rw = cclient.rwmutex("doc", fair=True)
+    writer = rw.write()
+    assert writer.acquire()
+    readers = [rw.read(retry=ferrolock.Retry.fixed(10.0)) for _ in range(2)]
+    got = []
+    threads = [threading.Thread(target=lambda r=r: got.append(r.acquire(timeout=5))) for r in readers]
+    for t in threads:
+        t.start()
+    node = cluster_raw.node(f"{prefix}{{doc}}")
+    wait_for(lambda: node("ZCARD", f"{prefix}{{doc}}:qr") == 2, 5, "two queued readers")
+    released = time.monotonic()
+    writer.release()
+    for t in threads:
+        t.join(5)
+    assert got == [True, True] and time.monotonic() - released < 1.0
+    assert rw.readers() == 2
+    for r in readers:
+        r.release()
+    assert cluster_raw.keys(prefix + "*") in ([], [f"{prefix}{{doc}}:w"])
+
+
+async def test_asyncio_tasks_share_a_counter(cclient, cluster_raw, prefix):
+    counter = {"n": 0, "inside": 0, "most": 0}
+
+    async def work():
+        for _ in range(5):
+            async with cclient.lock("acount", ttl=5):
+                counter["inside"] += 1
+                counter["most"] = max(counter["most"], counter["inside"])
+                n = counter["n"]
+                await asyncio.sleep(0)  # let another task run while "inside"
+                counter["n"] = n + 1
+                counter["inside"] -= 1
+
+    await asyncio.wait_for(asyncio.gather(*(work() for _ in range(10))), 60)
+    assert (counter["n"], counter["most"]) == (50, 1)
+
+
+def same_slot_names(prefix: str) -> tuple:
+    """Two lock names whose keys share one hash slot."""
+    seen = {}
+    i = 0
+    while True:
+        name = f"m{i}"
+        slot = key_slot(f"{prefix}{{{name}}}")
+        if slot in seen:
+            return seen[slot], name
+        seen[slot] = name
+        i += 1
+
+
+def test_multi_lock_needs_one_slot(cclient, prefix):
+    with pytest.raises(ValueError, match="hash slot"):
+        cclient.multi_lock(["a", "b"])
+    a, b = same_slot_names(prefix)
+    both = cclient.multi_lock([a, b])
+    assert both.acquire(blocking=False)
+    assert not cclient.lock(b).acquire(blocking=False)
+    both.release()
+
+
+def test_waiters_recover_after_the_subscription_is_killed(cclient, cluster_raw, prefix):
+    key = f"{prefix}{{k}}"
+    node = cluster_raw.node(key)
+    holder = cclient.lock("k")
+    assert holder.acquire()
+    waiter = cclient.lock("k", retry=ferrolock.Retry.fixed(10.0))
+    result = {}
+    t = threading.Thread(target=lambda: result.setdefault("ok", waiter.acquire(timeout=8)))
+    t.start()
+    wait_for(lambda: node("PUBSUB", "SHARDNUMSUB", f"{key}:wake")[1] == 1, 5, "the subscription")
+    for raw in cluster_raw.nodes.values():
+        raw("CLIENT", "KILL", "TYPE", "pubsub")
+    wait_for(lambda: node("PUBSUB", "SHARDNUMSUB", f"{key}:wake")[1] == 1, 5, "the subscription again")
+    released = time.monotonic()
+    holder.release()
+    t.join(8)
+    assert result == {"ok": True}
+    assert time.monotonic() - released < 1.0, "the wake-up after the reconnect was missed"
+    waiter.release()
+
+
+def test_cluster_urls(cluster):
+    c = ferrolock.Client(cluster.url)
+    assert repr(c).startswith('Client("redis+cluster://127.0.0.1:')
+    with pytest.raises(ValueError, match="database 0"):
+        ferrolock.Client(cluster.url + "/2")
+    with pytest.raises(ValueError, match="rediss\\+cluster"):
+        ferrolock.Client(cluster.url, ca_file=__file__)
+    with pytest.raises(ferrolock.LockConnectionError) as dead:
+        ferrolock.Client("redis+cluster://:hunter2@127.0.0.1:1,127.0.0.1:2")
+    assert "hunter2" not in str(dead.value) and "127.0.0.1:1" in str(dead.value)
