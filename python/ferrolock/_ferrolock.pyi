@@ -300,7 +300,10 @@ class Client:
                 checks), ``unix:///path/to/redis.sock?db=N``,
                 ``redis+sentinel://[user:password@]host:port[,host:port...]/service[/db]``
                 (the master is asked of the Sentinels at every reconnect, so a
-                failover is followed; the credentials are the data nodes'), or
+                failover is followed; the credentials are the data nodes'),
+                ``redis+cluster://[user:password@]host:port[,host:port...]``
+                (a Redis Cluster, seeded by any of its nodes;
+                ``rediss+cluster://`` for TLS; wake-ups use sharded pub/sub), or
                 ``[password@]host[:port]``. ``None`` (the default) means
                 ``"redis://127.0.0.1:6379/0"``.
             connect_timeout: seconds allowed to connect (and later to
@@ -310,7 +313,7 @@ class Client:
             prefix: prepended to every key, to keep the locks of one
                 application apart from others. ``None`` means ``"ferrolock:"``.
             ca_file: path of a PEM file of the certificate authorities to trust
-                for a ``rediss://`` URL; ``None`` (the default) uses the
+                for a ``rediss://`` or ``rediss+cluster://`` URL; ``None`` (the default) uses the
                 system's trusted roots.
 
         Raises:
@@ -396,8 +399,10 @@ class Client:
         Raises:
             TypeError: ``names`` is not iterable, or an argument has the wrong
                 type.
-            ValueError: ``names`` is empty or repeats a name, or an argument is
-                out of range (see :class:`Lock`).
+            ValueError: ``names`` is empty or repeats a name, an argument is
+                out of range (see :class:`Lock`), or on a Redis Cluster the
+                names fall in different hash slots (one script cannot span
+                slots there).
         """
 
     def rwmutex(
