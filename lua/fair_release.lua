@@ -4,8 +4,10 @@
 -- Also how a waiter leaves the queue: it is removed first, and if the lock
 -- had meanwhile been handed to it, the lock goes on to the next in line.
 -- Returns 1 when this owner held the lock (released now), else 0.
--- The new holder is announced on `channel` with its token, so only it wakes;
--- it has patience_ms to claim the lock before the hand-over lapses.
+-- The new holder leaves the queue and is announced on `channel` as
+-- '<token> <fence>', so only it wakes, and it holds from that message on (no
+-- round trip to claim it): its first renewal, sent at once, sets its full
+-- ttl. If it does not renew within patience_ms, the hand-over lapses.
 local lock, queue, alive = KEYS[1], KEYS[2], KEYS[3]
 local token, channel, patience = ARGV[1], ARGV[2], tonumber(ARGV[3])
 
@@ -24,7 +26,9 @@ if head then
   local fence = math.max(us, last + 1)
   redis.call('HSET', lock, 'token', head, 'meta', '', 'fence', string.format('%.0f', fence))
   redis.call('PEXPIRE', lock, patience)
-  publish(channel, head)
+  redis.call('ZREM', queue, head)
+  redis.call('ZREM', alive, head)
+  publish(channel, head .. ' ' .. string.format('%.0f', fence))
   return 1
 end
 end_hold(lock, last, us)

@@ -8,9 +8,11 @@
 -- Returns 1 when this owner held (released now), else 0.
 -- Hand-over, when nobody else holds: the readers queued before the first
 -- queued writer all join the readers; failing those, the first writer gets
--- the writer hash once no reader is left. Either way the new holders are
--- named on `channel` (tokens separated by newlines) and have patience_ms to
--- claim what they were given before it lapses.
+-- the writer hash once no reader is left. Either way the new holders leave
+-- the queue and are named on `channel`, one a line ('<token>' for a reader,
+-- '<token> <fence>' for a writer). They hold from that message on; their
+-- first renewal, sent at once, sets their full ttl, and what they were given
+-- lapses after patience_ms if it does not come.
 local writer, readers, qr, qw, alive = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local token, side, channel, patience = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 
@@ -52,6 +54,8 @@ end
 if #group > 0 then
   for _, reader in ipairs(group) do
     redis.call('ZADD', readers, 'GT', now + patience, reader)
+    redis.call('ZREM', qr, reader)
+    redis.call('ZREM', alive, reader)
   end
   expire_with_last_reader(readers, now)
   publish(channel, table.concat(group, '\n'))
@@ -60,7 +64,9 @@ elseif redis.call('ZCARD', readers) == 0 then
     local next_fence = math.max(us, fence + 1)
     redis.call('HSET', writer, 'token', w[1], 'meta', '', 'fence', string.format('%.0f', next_fence))
     redis.call('PEXPIRE', writer, patience)
-    publish(channel, w[1])
+    redis.call('ZREM', qw, w[1])
+    redis.call('ZREM', alive, w[1])
+    publish(channel, w[1] .. ' ' .. string.format('%.0f', next_fence))
   else
     publish(channel, '')
   end

@@ -45,6 +45,15 @@ impl Lease {
         }
     }
 
+    /// A hold a fair release handed over: valid for `given` from `sent` (an
+    /// instant before the release ran), renewed to `ttl` at once.
+    pub(crate) fn handed(sent: Instant, ttl: Duration, given: Duration) -> Lease {
+        let lease = Lease::new(Some(sent), ttl);
+        *lease.valid_until.lock().unwrap() = Some(sent + given.saturating_sub(drift(given)));
+        *lease.renewed_at.lock().unwrap() = sent.checked_sub(ttl / 3).unwrap_or(sent);
+        lease
+    }
+
     pub fn ttl(&self) -> Duration {
         Duration::from_millis(self.ttl_ms.load(Ordering::Relaxed))
     }

@@ -27,6 +27,14 @@ pub const MAX_TTL: Duration = Duration::from_secs(366 * 24 * 3600);
 
 pub type LostCallback = Arc<dyn Fn(&str) + Send + Sync>;
 
+/// Holds this process took straight from a fair release's wake-up, without
+/// a round trip to claim them.
+static HANDED_OVER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+pub fn handed_over() -> usize {
+    HANDED_OVER.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 #[derive(Clone)]
 pub struct LockOptions {
     pub ttl: Duration,
@@ -219,7 +227,8 @@ impl Lock {
                     if let Some(p) = permit {
                         p.forget();
                     }
-                    self.install(token, self.mode.fenced().then_some(fence), sent);
+                    let lease = Lease::new(Some(sent), self.opts.ttl);
+                    self.install(token, self.mode.fenced().then_some(fence), lease);
                     return Ok(true);
                 }
                 Obtain::Busy { pttl_ms } => {
@@ -236,6 +245,18 @@ impl Lock {
                         }
                     };
                     self.pause(&mut waiting, &token, delay, pttl_ms, wait).await;
+                    if let Some((fence, lease)) = self.handed_over(&waiting, sent) {
+                        undo.pending = false;
+                        if let Some(w) = waiting.registration.take() {
+                            w.done();
+                        }
+                        if let Some(p) = permit {
+                            p.forget();
+                        }
+                        self.install(token, self.mode.fenced().then_some(fence), lease);
+                        HANDED_OVER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        return Ok(true);
+                    }
                 }
             }
         }
@@ -327,8 +348,24 @@ impl Lock {
         }
     }
 
-    fn install(&self, token: String, fence: Option<i64>, sent: Instant) {
-        let lease = Arc::new(Lease::new(Some(sent), self.opts.ttl));
+    /// Whether a fair release handed the lock to this waiter (its wake-up
+    /// names it, with the fence), so it holds without a round trip to claim
+    /// it: then the fence, and a lease valid for the hand-over's patience
+    /// from `sent`, the last attempt (sent before that release ran), renewed
+    /// to the full ttl at once. A waiter with metadata to store, without
+    /// renewal, or woken too late to be sure claims it with one more attempt.
+    fn handed_over(&self, waiting: &Waiting, sent: Instant) -> Option<(i64, Lease)> {
+        let fence = waiting.registration.as_ref()?.take_handed()?;
+        let patience = self.mode.patience()?;
+        let metadata = self.opts.metadata.as_deref().unwrap_or("");
+        let lease = Lease::handed(sent, self.opts.ttl, patience);
+        let margin = Duration::from_millis(5);
+        let in_time = lease.valid_until().is_some_and(|t| Instant::now() + margin < t);
+        (self.opts.auto_renew && metadata.is_empty() && in_time).then_some((fence, lease))
+    }
+
+    fn install(&self, token: String, fence: Option<i64>, lease: Lease) {
+        let lease = Arc::new(lease);
         if let Some(cb) = &self.opts.on_lost {
             let cb = cb.clone();
             lease.on_lost(Box::new(move |why| cb(why)));

@@ -177,9 +177,16 @@ impl Mode {
     pub(crate) fn keep_alive(&self, ttl: Duration) -> Option<Duration> {
         match self {
             Mode::Write { order: RwOrder::Preference(true), .. } => Some(ttl / 3),
+            _ => self.patience().map(|p| p / 3),
+        }
+    }
+
+    /// Fair modes: how long a lock handed to a waiter stays its own unclaimed.
+    pub(crate) fn patience(&self) -> Option<Duration> {
+        match self {
             Mode::Fair { patience, .. }
             | Mode::Read { order: RwOrder::Fair { patience }, .. }
-            | Mode::Write { order: RwOrder::Fair { patience }, .. } => Some(*patience / 3),
+            | Mode::Write { order: RwOrder::Fair { patience }, .. } => Some(*patience),
             _ => None,
         }
     }

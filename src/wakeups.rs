@@ -89,6 +89,8 @@ pub(crate) struct Waiter {
     /// Woken and not yet back to waiting: if it gives up now, the wake-up
     /// passes to the next waiter.
     woken: AtomicBool,
+    /// A fair release handed it the lock, with this fence (0 for a reader).
+    handed: Mutex<Option<i64>>,
 }
 
 #[derive(Default)]
@@ -119,6 +121,7 @@ impl Wakeups {
             reader,
             token: token.to_string(),
             woken: AtomicBool::new(false),
+            handed: Mutex::new(None),
         });
         let mut registration = Registration {
             wakeups: self.clone(),
@@ -171,14 +174,21 @@ impl Wakeups {
     }
 
     /// A release was published on `channel`: wake whoever can proceed. A fair
-    /// release names its new holders (`to`, one token a line): only they
-    /// wake, those of them that wait here.
+    /// release names the new holders it handed the lock to (`to`: one a line,
+    /// `<token>` or `<token> <fence>`): only they wake, those that wait here.
     fn dispatch(&self, channel: &str, to: &str) {
         let waiters = self.waiters.lock().unwrap();
         let Some(queue) = waiters.get(channel) else { return };
         if !to.is_empty() {
-            for w in queue.iter().filter(|w| w.token == to || to.split('\n').any(|t| t == w.token)) {
-                w.wake();
+            for line in to.split('\n') {
+                let (token, fence) = match line.split_once(' ') {
+                    Some((token, fence)) => (token, fence.parse().ok()),
+                    None => (line, Some(0)),
+                };
+                if let Some(w) = queue.iter().find(|w| w.token == token) {
+                    *w.handed.lock().unwrap() = fence;
+                    w.wake();
+                }
             }
             return;
         }
@@ -234,6 +244,11 @@ impl Registration {
     /// Until woken (or forever: callers bound it with their own timer).
     pub(crate) async fn woken(&self) {
         self.waiter.notify.notified().await;
+    }
+
+    /// The fence of the lock a fair release handed to this waiter, once.
+    pub(crate) fn take_handed(&self) -> Option<i64> {
+        self.waiter.handed.lock().unwrap().take()
     }
 
     /// The attempt after a wake-up failed too: back in line, the wake-up used.

@@ -110,6 +110,10 @@ class Raw:
     def keys(self, pattern: str) -> list:
         return sorted(k.decode() for k in self("KEYS", pattern))
 
+    def command(self, *args) -> bytes:
+        """The same call, named as RedisServer's (for helpers taking either)."""
+        return self(*args)
+
 
 def _encode(args) -> bytes:
     out = b"*%d\r\n" % len(args)

@@ -16,6 +16,8 @@ import time
 import pytest
 
 import ferrolock
+from ferrolock._ferrolock import _debug_stats
+from helpers import script_calls
 
 CHILD = textwrap.dedent(
     """
@@ -92,9 +94,19 @@ def test_fifo_across_processes_and_no_barging(client, raw, redis_url, prefix):
     assert raw.keys(prefix + "*") == []
 
 
-def hand_over_ms(holder, waiter, waiting) -> float:
+def settled(raw):
+    """A `waiting()` for hand_over_ms that is 1 once the waiter made its two
+    attempts (the one before subscribing, and the one after), so a release
+    now finds it waiting for the wake-up. Counts every script this test's
+    server runs, so it is meant for one waiter and nothing else running."""
+    base = script_calls(raw)
+    return lambda: int(script_calls(raw) >= base + 2)
+
+
+def hand_over_ms(holder, waiter, waiting, keep: bool = False) -> float:
     """Milliseconds from `holder`'s release until `waiter`, queued (as
-    `waiting()` sees in Redis) and polling only every 10 s, holds."""
+    `waiting()` sees in Redis) and polling only every 10 s, holds (and
+    releases again, unless `keep`)."""
     result = {}
 
     def wait():
@@ -109,7 +121,8 @@ def hand_over_ms(holder, waiter, waiting) -> float:
     t.join(5)
     ok, at = result["r"]
     assert ok, "the waiter never got in"
-    waiter.release()
+    if not keep:
+        waiter.release()
     return 1000 * (at - released)
 
 
@@ -117,8 +130,32 @@ def test_hand_over_is_one_round_trip_after_the_release(client, raw, prefix):
     holder = client.lock("q", fair=True)
     assert holder.acquire()
     waiter = client.lock("q", fair=True, retry=ferrolock.Retry.fixed(10.0))
-    ms = hand_over_ms(holder, waiter, lambda: queue_len(raw, prefix))
+    before = _debug_stats()["handed_over"]
+    ms = hand_over_ms(holder, waiter, settled(raw))
     assert ms < 100, f"hand-over took {ms:.1f} ms"
+    # The waiter held from the wake-up on, without a round trip to claim.
+    assert _debug_stats()["handed_over"] == before + 1
+
+
+def test_handed_over_lock_gets_its_full_ttl_and_metadata(client, raw, prefix):
+    holder = client.lock("q", fair=True)
+    assert holder.acquire()
+    slow = ferrolock.Retry.fixed(10.0)  # no timed retry racing the wake-up
+    plain = client.lock("q", fair=True, ttl=20, retry=slow)
+    tagged = client.lock("q", fair=True, ttl=20, metadata="worker-9", retry=slow)
+    before = _debug_stats()["handed_over"]
+    # No claim: the release gives a short hold, the first renewal (at once) the full ttl.
+    hand_over_ms(holder, plain, settled(raw), keep=True)
+    assert _debug_stats()["handed_over"] == before + 1
+    wait_for(lambda: raw("PTTL", f"{prefix}{{q}}") > 10_000, 5, "the full ttl")
+    info = client.inspect("q")
+    assert (info.token, info.metadata) == (plain.token, None)
+    # With metadata to store, the waiter claims with one more attempt.
+    hand_over_ms(plain, tagged, lambda: queue_len(raw, prefix), keep=True)
+    assert _debug_stats()["handed_over"] == before + 1
+    info = client.inspect("q")
+    assert (info.token, info.metadata) == (tagged.token, "worker-9") and info.ttl > 10
+    tagged.release()
 
 
 def past_a_dead_waiter(dead, holder, alive, waiting) -> float:

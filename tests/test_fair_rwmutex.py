@@ -14,6 +14,8 @@ import time
 import pytest
 
 import ferrolock
+from ferrolock._ferrolock import _debug_stats
+from helpers import script_calls
 from test_fair import cancel_after_hand_over, close, hand_over_ms, past_a_dead_waiter, wait_for
 
 CHILD = textwrap.dedent(
@@ -120,16 +122,20 @@ def test_one_release_lets_every_queued_reader_in_at_once(client, raw, prefix):
         assert readers[i].acquire(timeout=5)
         at[i] = time.monotonic()
 
+    base = script_calls(raw)
     threads = [threading.Thread(target=read, args=(i,)) for i in range(3)]
     for t in threads:
         t.start()
-    wait_for(lambda: queued(raw, prefix) == 3, 5, "three readers in the queue")
+    # Each reader tries twice: before it subscribes, and right after.
+    wait_for(lambda: script_calls(raw) >= base + 6, 5, "three readers waiting for the wake-up")
+    before = _debug_stats()["handed_over"]
     released = time.monotonic()
     holder.release()
     for t in threads:
         t.join(5)
     late = sorted(1000 * (t - released) for t in at.values())
     assert len(late) == 3 and late[-1] < 100, f"readers got in after {late} ms"
+    assert _debug_stats()["handed_over"] == before + 3, "a reader claimed with another round trip"
     assert rw.readers() == 3
     for r in readers:
         r.release()

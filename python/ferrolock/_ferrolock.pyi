@@ -1128,4 +1128,5 @@ def _at_exit() -> None:
     """Registered with ``atexit``: stop calling into the exiting interpreter."""
 
 def _debug_stats() -> dict[str, int]:
-    """Diagnostics: ``{"watchdogs": live watchdog tasks in this process}``."""
+    """Diagnostics of this process: ``watchdogs`` (live watchdog tasks) and
+    ``handed_over`` (holds taken straight from a fair release's wake-up)."""
