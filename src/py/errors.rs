@@ -57,6 +57,6 @@ impl From<Error> for PyErr {
 }
 
 /// A task that panicked or was cancelled under us: reported, never unwound into Python.
-pub fn internal_error(e: &tokio::task::JoinError) -> PyErr {
-    LockError::new_err(format!("ferrolock internal error: {e}"))
+pub fn internal_error(what: &dyn std::fmt::Display) -> PyErr {
+    LockError::new_err(format!("ferrolock internal error: {what}"))
 }

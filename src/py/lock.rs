@@ -94,17 +94,7 @@ impl PyLock {
 
 /// A blocking acquire that Ctrl-C interrupts, leaving no lock behind.
 fn acquire_blocking(py: Python<'_>, core: &Arc<Lock>, wait_for: Wait) -> PyResult<bool> {
-    let (acquiring, undoing) = (core.clone(), core.clone());
-    wait_interruptible(
-        py,
-        core.client(),
-        async move { acquiring.acquire(wait_for).await },
-        move |acquired| async move {
-            if acquired {
-                let _ = undoing.release().await;
-            }
-        },
-    )
+    wait_interruptible(py, core.client(), core.acquire(wait_for))
 }
 
 /// Starts the release at once, on its own task: cancelling whoever awaits it

@@ -49,57 +49,61 @@ pub fn runtime() -> Arc<Runtime> {
 }
 
 /// Runs `fut` with the GIL released until it ends (use for steps bounded by
-/// the command timeout).
+/// the command timeout). The future is polled on the calling thread, so a
+/// reply wakes this thread directly rather than through another task.
 pub fn wait<F, T>(py: Python<'_>, fut: F) -> PyResult<T>
 where
-    F: Future<Output = Result<T>> + Send + 'static,
-    T: Send + 'static,
+    F: Future<Output = Result<T>> + Send,
+    T: Send,
 {
     let rt = runtime();
-    let task = rt.spawn(fut);
-    match py.detach(|| rt.block_on(task)) {
-        Ok(result) => result.map_err(PyErr::from),
-        Err(e) => Err(internal_error(&e)),
-    }
+    py.detach(|| rt.block_on(contained(fut)))
 }
 
 /// Like `wait`, for waits of any length: looks for signals every 50 ms, and on
-/// one (Ctrl-C) drops `fut` (cancel-safe: nothing is left behind), undoes its
-/// result if it had already succeeded (`undo` gets that result), and waits
+/// one (Ctrl-C) drops `fut` (cancel-safe: nothing is left behind) and waits
 /// for `client`'s clean-ups before raising.
-pub fn wait_interruptible<F, T, U, UF>(py: Python<'_>, client: &Client, fut: F, undo: U) -> PyResult<T>
+pub fn wait_interruptible<F, T>(py: Python<'_>, client: &Client, fut: F) -> PyResult<T>
 where
-    F: Future<Output = Result<T>> + Send + 'static,
-    T: Send + 'static,
-    U: FnOnce(T) -> UF + Send,
-    UF: Future<Output = ()> + Send,
+    F: Future<Output = Result<T>> + Send,
+    T: Send,
 {
     let rt = runtime();
-    let mut task = rt.spawn(fut);
-    loop {
-        let joined = py.detach(|| rt.block_on(async { tokio::time::timeout(SIGNAL_POLL, &mut task).await }));
-        match joined {
-            Ok(Ok(result)) => return result.map_err(PyErr::from),
-            Ok(Err(e)) => return Err(internal_error(&e)),
-            Err(_) => {
-                if let Err(signal) = py.check_signals() {
-                    task.abort();
-                    let client = client.clone();
-                    let limit = client.options().command_timeout;
-                    py.detach(|| {
-                        rt.block_on(async {
-                            if let Ok(Ok(done)) = (&mut task).await {
-                                // Finished before the abort landed: nobody will see it.
-                                let _ = tokio::time::timeout(limit, undo(done)).await;
-                            }
-                            let _ = tokio::time::timeout(limit, client.settle()).await;
-                        });
-                    });
-                    return Err(signal);
-                }
+    let interrupted = {
+        let mut fut = std::pin::pin!(contained(fut));
+        loop {
+            // A timeout polls the future first: when it elapses, `fut` has not finished.
+            let polled =
+                py.detach(|| rt.block_on(async { tokio::time::timeout(SIGNAL_POLL, &mut fut).await }));
+            if let Ok(result) = polled {
+                return result;
+            }
+            if let Err(signal) = py.check_signals() {
+                break signal;
             }
         }
+    }; // `fut` is dropped here: an acquire cut short spawns its own clean-up
+    let limit = client.options().command_timeout;
+    py.detach(|| rt.block_on(async { tokio::time::timeout(limit, client.settle()).await })).unwrap_or(());
+    Err(interrupted)
+}
+
+/// `fut`'s result as a Python one; a panic inside becomes a `LockError`
+/// rather than unwinding into Python.
+async fn contained<F, T>(fut: F) -> PyResult<T>
+where
+    F: Future<Output = Result<T>>,
+{
+    use futures_util::FutureExt;
+    match std::panic::AssertUnwindSafe(fut).catch_unwind().await {
+        Ok(result) => result.map_err(PyErr::from),
+        Err(panic) => Err(internal_error(&panic_message(&*panic))),
     }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    let text = panic.downcast_ref::<&str>().map(|s| (*s).to_string());
+    text.or_else(|| panic.downcast_ref::<String>().cloned()).unwrap_or_else(|| "a panic".into())
 }
 
 /// Hands our runtime to pyo3-async-runtimes.
