@@ -66,6 +66,18 @@ local function fair_hold(lock, queue, alive, token, meta, ttl, fence)
   return {1, fence}
 end
 
+-- Fair mode: a release hands `lock` (last fence `last`) to the waiter `token`
+-- at server time `us` (us): it holds for `patience` ms unless it renews, leaves
+-- `queue`, and is told on `channel` as '<token> <fence>'.
+local function hand_over(lock, queue, alive, token, last, us, patience, channel)
+  local fence = string.format('%.0f', math.max(us, last + 1))
+  redis.call('HSET', lock, 'token', token, 'meta', '', 'fence', fence)
+  redis.call('PEXPIRE', lock, patience)
+  redis.call('ZREM', queue, token)
+  redis.call('ZREM', alive, token)
+  publish(channel, token .. ' ' .. fence)
+end
+
 -- RWMutex: the readers key lives as long as its latest reader.
 local function expire_with_last_reader(readers, now)
   local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')

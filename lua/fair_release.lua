@@ -23,12 +23,7 @@ prune_waiters(alive, math.floor(us / 1000), queue)
 local last = tonumber(redis.call('HGET', lock, 'fence')) or 0
 local head = redis.call('ZRANGE', queue, 0, 0)[1]
 if head then
-  local fence = math.max(us, last + 1)
-  redis.call('HSET', lock, 'token', head, 'meta', '', 'fence', string.format('%.0f', fence))
-  redis.call('PEXPIRE', lock, patience)
-  redis.call('ZREM', queue, head)
-  redis.call('ZREM', alive, head)
-  publish(channel, head .. ' ' .. string.format('%.0f', fence))
+  hand_over(lock, queue, alive, head, last, us, patience, channel)
   return 1
 end
 end_hold(lock, last, us)

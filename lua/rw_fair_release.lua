@@ -61,12 +61,7 @@ if #group > 0 then
   publish(channel, table.concat(group, '\n'))
 elseif redis.call('ZCARD', readers) == 0 then
   if w[1] then
-    local next_fence = math.max(us, fence + 1)
-    redis.call('HSET', writer, 'token', w[1], 'meta', '', 'fence', string.format('%.0f', next_fence))
-    redis.call('PEXPIRE', writer, patience)
-    redis.call('ZREM', qw, w[1])
-    redis.call('ZREM', alive, w[1])
-    publish(channel, w[1] .. ' ' .. string.format('%.0f', next_fence))
+    hand_over(writer, qw, alive, w[1], fence, us, patience, channel)
   else
     publish(channel, '')
   end

@@ -525,10 +525,7 @@ impl Drop for Undo {
         let (client, mode, token, release) =
             (self.client.clone(), self.mode.clone(), std::mem::take(&mut self.token), self.release);
         self.client.spawn_cleanup(async move {
-            if release {
-                let _ = mode.release(&client, &token).await;
-            }
-            let _ = mode.withdraw(&client, &token).await;
+            let _ = mode.undo(&client, &token, release).await;
         });
     }
 }

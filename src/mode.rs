@@ -124,6 +124,20 @@ impl Mode {
         }
     }
 
+    /// Undoes what an interrupted acquire may have left: the hold (unless
+    /// `release` is false: a restored token's hold is its owner's), and a
+    /// writer's intent or a place in a queue. A fair release leaves the queue
+    /// itself, so it is not sent twice.
+    pub(crate) async fn undo(&self, c: &Client, token: &str, release: bool) -> Result<()> {
+        if release {
+            let released = self.release(c, token).await;
+            if self.patience().is_some() {
+                return released.map(drop);
+            }
+        }
+        self.withdraw(c, token).await
+    }
+
     /// Time left on `token`'s hold, or `None` when it holds nothing.
     pub(crate) async fn remaining(&self, c: &Client, token: &str) -> Result<Option<Duration>> {
         if let Mode::Read { keys, .. } = self {
