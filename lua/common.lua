@@ -29,53 +29,95 @@ local function end_hold(key, fence, now)
   end
 end
 
--- Fair mode: drops the waiters whose liveness ran out by `now` (ms) from
--- `alive` and from each of the queues given after it.
-local function prune_waiters(alive, now, ...)
-  local queues = {...}
-  for _, gone in ipairs(redis.call('ZRANGEBYSCORE', alive, '-inf', now)) do
-    for _, queue in ipairs(queues) do
-      redis.call('ZREM', queue, gone)
-    end
+-- `token` holds `lock` with fence `fence` for `ttl` ms. Its metadata is set
+-- to `meta`, or kept when `meta` is false (re-entry without new metadata:
+-- adopting a restored hold keeps its owner's). Returns the taken reply.
+local function hold(lock, token, meta, ttl, fence)
+  redis.call('HSET', lock, 'token', token, 'fence', string.format('%.0f', fence))
+  if meta then
+    redis.call('HSET', lock, 'meta', meta)
   end
-  redis.call('ZREMRANGEBYSCORE', alive, '-inf', now)
+  redis.call('PEXPIRE', lock, ttl)
+  return {1, fence}
 end
 
--- Fair mode: a waiter joins `queue` at server time `us` (once) and counts as
--- alive for `patience` ms more. The keys live as long as their longest-lived
--- waiter: a waiter with less patience never shortens another's stay.
-local function enqueue(queue, alive, token, us, patience)
+-- Fair mode. A waiter is in one or more queues (token -> arrival, server us),
+-- in `alive` (token -> until when it counts as alive, server ms) and in
+-- `tags` (token -> '<attempt> <patience_ms>': its latest attempt, which a
+-- hand-over to it names, and how long a hand-over to it stays its own).
+
+-- Takes `token` out of `alive`, `tags` and each queue given after them.
+local function leave_queue(alive, tags, token, ...)
+  for _, queue in ipairs({...}) do
+    redis.call('ZREM', queue, token)
+  end
+  redis.call('ZREM', alive, token)
+  redis.call('HDEL', tags, token)
+end
+
+-- Drops the waiters whose liveness ran out by `now` (ms).
+local function prune_waiters(alive, tags, now, ...)
+  for _, gone in ipairs(redis.call('ZRANGEBYSCORE', alive, '-inf', now)) do
+    leave_queue(alive, tags, gone, ...)
+  end
+end
+
+-- A waiter joins `queue` at server time `us` (once), counts as alive for
+-- `patience` ms more, and is tagged with its attempt. The keys live as long
+-- as their longest-lived waiter: a waiter with less patience never shortens
+-- another's stay.
+local function enqueue(queue, alive, tags, token, us, patience, attempt)
   if not redis.call('ZSCORE', queue, token) then
     redis.call('ZADD', queue, us, token)
   end
   redis.call('ZADD', alive, math.floor(us / 1000) + patience, token)
-  for _, key in ipairs({queue, alive}) do
+  redis.call('HSET', tags, token, attempt .. ' ' .. patience)
+  for _, key in ipairs({queue, alive, tags}) do
     if redis.call('PTTL', key) < patience then
       redis.call('PEXPIRE', key, patience)
     end
   end
 end
 
--- Fair mode: `token` holds `lock` from now on (it took or claimed it) with
--- fence `fence`, for `ttl` ms, and leaves the queue. Returns the taken reply.
-local function fair_hold(lock, queue, alive, token, meta, ttl, fence)
-  redis.call('HSET', lock, 'token', token, 'meta', meta, 'fence', string.format('%.0f', fence))
-  redis.call('PEXPIRE', lock, ttl)
-  redis.call('ZREM', queue, token)
-  redis.call('ZREM', alive, token)
-  return {1, fence}
+-- The first waiter of `queue` (at or before `before`, a score bound, when
+-- given) that has a tag: token, attempt, patience. Untagged ones are dropped.
+local function first_waiter(queue, alive, tags, ...)
+  while true do
+    local head = redis.call('ZRANGE', queue, 0, 0)[1]
+    if not head then
+      return nil
+    end
+    local tag = redis.call('HGET', tags, head)
+    local attempt, patience = string.match(tag or '', '^(%S+) (%d+)$')
+    if attempt then
+      return head, attempt, tonumber(patience)
+    end
+    leave_queue(alive, tags, head, queue, ...)
+  end
 end
 
--- Fair mode: a release hands `lock` (last fence `last`) to the waiter `token`
--- at server time `us` (us): it holds for `patience` ms unless it renews, leaves
--- `queue`, and is told on `channel` as '<token> <fence>'.
-local function hand_over(lock, queue, alive, token, last, us, patience, channel)
+-- A release (or a lapsed hand-over) gives `lock` (last fence `last`) to the
+-- waiter `token` at server time `us`: it holds for its own `patience` ms
+-- unless it renews, and is told on `channel` as '<token> <fence> <attempt>'.
+-- The grant is valid only for that attempt: the waiter measures its lease
+-- from when it sent that attempt, which ran before this script.
+local function hand_over(lock, token, attempt, patience, last, us, channel)
   local fence = string.format('%.0f', math.max(us, last + 1))
   redis.call('HSET', lock, 'token', token, 'meta', '', 'fence', fence)
   redis.call('PEXPIRE', lock, patience)
-  redis.call('ZREM', queue, token)
-  redis.call('ZREM', alive, token)
-  publish(channel, token .. ' ' .. fence)
+  publish(channel, token .. ' ' .. fence .. ' ' .. attempt)
+end
+
+-- Fair Lock: `lock` is free; the first live waiter of `queue` gets it.
+-- Returns whether one did.
+local function serve_head(lock, queue, alive, tags, last, us, channel)
+  local head, attempt, patience = first_waiter(queue, alive, tags)
+  if not head then
+    return false
+  end
+  leave_queue(alive, tags, head, queue)
+  hand_over(lock, head, attempt, patience, last, us, channel)
+  return true
 end
 
 -- RWMutex: the readers key lives as long as its latest reader.
@@ -86,3 +128,42 @@ local function expire_with_last_reader(readers, now)
   end
 end
 
+
+-- Fair RWMutex: when no writer holds, lets in whoever is next: every reader
+-- queued before the first queued writer (each for its own patience, named
+-- on `channel` one a line as '<token> 0 <attempt>'), or, failing those and
+-- once no reader is left, the first queued writer. Returns whether anyone
+-- was let in.
+local function rw_serve(writer, readers, qr, qw, alive, tags, us, channel)
+  if redis.call('HEXISTS', writer, 'token') == 1 then
+    return false
+  end
+  local now = math.floor(us / 1000)
+  local w, w_attempt, w_patience = first_waiter(qw, alive, tags, qr)
+  local bound = '+inf'
+  if w then
+    bound = '(' .. redis.call('ZSCORE', qw, w)
+  end
+  local lines = {}
+  for _, reader in ipairs(redis.call('ZRANGEBYSCORE', qr, '-inf', bound)) do
+    local tag = redis.call('HGET', tags, reader)
+    local attempt, patience = string.match(tag or '', '^(%S+) (%d+)$')
+    leave_queue(alive, tags, reader, qr, qw)
+    if attempt then
+      redis.call('ZADD', readers, 'GT', now + tonumber(patience), reader)
+      lines[#lines + 1] = reader .. ' 0 ' .. attempt
+    end
+  end
+  if #lines > 0 then
+    expire_with_last_reader(readers, now)
+    publish(channel, table.concat(lines, '\n'))
+    return true
+  end
+  if w and redis.call('ZCARD', readers) == 0 then
+    leave_queue(alive, tags, w, qr, qw)
+    local last = tonumber(redis.call('HGET', writer, 'fence')) or 0
+    hand_over(writer, w, w_attempt, w_patience, last, us, channel)
+    return true
+  end
+  return false
+end

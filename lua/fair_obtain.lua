@@ -1,35 +1,43 @@
 -- fair_obtain.lua: take a lock in arrival order (fair mode).
--- KEYS: [lock hash, queue zset (token -> arrival, server us), liveness zset (token -> expiry, server ms)]
--- ARGV: [token, ttl_ms, metadata, patience_ms, will_wait ('1' or '0')]
+-- KEYS: [lock hash, queue zset (token -> arrival, server us),
+--        liveness zset (token -> expiry, server ms), tags hash (token -> '<attempt> <patience_ms>')]
+-- ARGV: [token, ttl_ms, metadata, set_metadata ('1' or '0': keep on re-entry),
+--        patience_ms, will_wait ('1' or '0'), attempt, channel]
 -- Returns {1, fence} when this owner holds the lock: taken now as the head of
--- the queue, or handed to it by the previous holder's release (then claimed:
--- the full ttl and its metadata set), or re-entered. Otherwise {0, wait_ms}:
--- the holder's pttl, or -1 when the lock is free but another waiter is first.
--- A waiter that will wait joins the queue (once) and re-asserts that it is
--- alive for patience_ms; one that stops doing so is dropped from the queue.
-local lock, queue, alive = KEYS[1], KEYS[2], KEYS[3]
-local token, ttl, meta, patience = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+-- the queue, or handed to it by a release (then claimed: the full ttl set),
+-- or re-entered. Otherwise {0, wait_ms}: the holder's pttl, or -1 when the
+-- lock is free but another waiter is first (then that waiter is handed the
+-- lock now, so a hand-over that lapsed passes on at once).
+-- A waiter that will wait joins the queue (once), re-asserts that it is alive
+-- for patience_ms, and is tagged with this attempt; one that stops doing so
+-- is dropped from the queue.
+local lock, queue, alive, tags = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local token, ttl, patience, attempt, channel = ARGV[1], ARGV[2], tonumber(ARGV[5]), ARGV[7], ARGV[8]
+local meta = ARGV[4] == '1' and ARGV[3]
 
 local us = now_us()
 local now = math.floor(us / 1000)
-prune_waiters(alive, now, queue)
+prune_waiters(alive, tags, now, queue)
 
 local rec = redis.call('HMGET', lock, 'token', 'fence')
+local last = tonumber(rec[2]) or 0
 if rec[1] == token then
-  return fair_hold(lock, queue, alive, token, meta, ttl, tonumber(rec[2]))
+  leave_queue(alive, tags, token, queue)
+  return hold(lock, token, meta, ttl, last)
 end
 if not rec[1] then
   local head = redis.call('ZRANGE', queue, 0, 0)[1]
   if not head or head == token then
-    local fence = math.max(us, (tonumber(rec[2]) or 0) + 1)
-    return fair_hold(lock, queue, alive, token, meta, ttl, fence)
+    leave_queue(alive, tags, token, queue)
+    return hold(lock, token, meta or '', ttl, math.max(us, last + 1))
   end
 end
 
-if ARGV[5] == '1' then
-  enqueue(queue, alive, token, us, patience)
+if ARGV[6] == '1' then
+  enqueue(queue, alive, tags, token, us, patience, attempt)
 end
 if rec[1] then
   return {0, redis.call('PTTL', lock)}
 end
+serve_head(lock, queue, alive, tags, last, us, channel)
 return {0, -1}

@@ -1,31 +1,36 @@
--- fair_release.lua: give a fair lock up, straight to the head of the queue.
--- KEYS: [lock hash, queue zset (token -> arrival, server us), liveness zset (token -> expiry, server ms)]
--- ARGV: [token, channel, patience_ms]
--- Also how a waiter leaves the queue: it is removed first, and if the lock
--- had meanwhile been handed to it, the lock goes on to the next in line.
+-- fair_release.lua: give a fair lock up, straight to the head of the queue;
+-- also how a waiter leaves the queue.
+-- KEYS: [lock hash, queue zset (token -> arrival, server us),
+--        liveness zset (token -> expiry, server ms), tags hash (token -> '<attempt> <patience_ms>')]
+-- ARGV: [token, channel, release ('1': release this token's hold too;
+--        '0': only leave the queue, as a cancelled adopt of a restored hold does)]
 -- Returns 1 when this owner held the lock (released now), else 0.
--- The new holder leaves the queue and is announced on `channel` as
--- '<token> <fence>', so only it wakes, and it holds from that message on (no
--- round trip to claim it): its first renewal, sent at once, sets its full
--- ttl. If it does not renew within patience_ms, the hand-over lapses.
-local lock, queue, alive = KEYS[1], KEYS[2], KEYS[3]
-local token, channel, patience = ARGV[1], ARGV[2], tonumber(ARGV[3])
+-- Whenever the lock ends up free (released, or a hand-over lapsed) the head
+-- of the queue gets it: it leaves the queue and is announced on `channel` as
+-- '<token> <fence> <attempt>', so only it wakes, and it holds from that
+-- message on (no round trip to claim it); its first renewal, sent at once,
+-- sets its full ttl. If it does not renew within its own patience, the
+-- hand-over lapses and the next attempt of anyone passes it on.
+local lock, queue, alive, tags = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local token, channel = ARGV[1], ARGV[2]
 
-redis.call('ZREM', queue, token)
-redis.call('ZREM', alive, token)
-if redis.call('HGET', lock, 'token') ~= token then
+leave_queue(alive, tags, token, queue)
+local us = now_us()
+prune_waiters(alive, tags, math.floor(us / 1000), queue)
+
+local rec = redis.call('HMGET', lock, 'token', 'fence')
+local last = tonumber(rec[2]) or 0
+local released = 0
+if rec[1] == token and ARGV[3] == '1' then
+  released = 1
+elseif rec[1] then
   return 0
 end
-
-local us = now_us()
-prune_waiters(alive, math.floor(us / 1000), queue)
-
-local last = tonumber(redis.call('HGET', lock, 'fence')) or 0
-local head = redis.call('ZRANGE', queue, 0, 0)[1]
-if head then
-  hand_over(lock, queue, alive, head, last, us, patience, channel)
-  return 1
+if serve_head(lock, queue, alive, tags, last, us, channel) then
+  return released
 end
-end_hold(lock, last, us)
-publish(channel, '')
-return 1
+if released == 1 then
+  end_hold(lock, last, us)
+  publish(channel, '')
+end
+return released

@@ -1,23 +1,27 @@
 -- rw_fair_write.lua: take a fair RWMutex for writing, in arrival order.
 -- KEYS: [writer hash, readers zset (token -> expiry, server ms),
 --        queued readers, queued writers (token -> arrival, server us),
---        liveness zset (token -> expiry, server ms)]
--- ARGV: [token, ttl_ms, metadata, patience_ms, will_wait ('1' or '0')]
+--        liveness zset (token -> expiry, server ms), tags hash (token -> '<attempt> <patience_ms>')]
+-- ARGV: [token, ttl_ms, metadata, set_metadata ('1' or '0': keep on re-entry),
+--        patience_ms, will_wait ('1' or '0'), attempt, channel]
 -- A writer enters when nobody holds and nobody queued before it; one that a
--- release handed the writer hash to claims it (full ttl, its metadata).
+-- release handed the writer hash to claims it (full ttl).
 -- Returns {1, fence} when writing, or {0, wait_ms}: the writer's pttl, until
--- the last live reader expires, or -1 when a waiter queued before it goes first.
-local writer, readers, qr, qw, alive = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local token, ttl, meta, patience = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+-- the last live reader expires, or -1 when a waiter queued before it goes
+-- first (when nobody holds, that waiter is let in now).
+local writer, readers, qr, qw, alive, tags = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local token, ttl, patience, attempt, channel = ARGV[1], ARGV[2], tonumber(ARGV[5]), ARGV[7], ARGV[8]
+local meta = ARGV[4] == '1' and ARGV[3]
 
 local us = now_us()
 local now = math.floor(us / 1000)
-prune_waiters(alive, now, qr, qw)
+prune_waiters(alive, tags, now, qr, qw)
 redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
 
 local rec = redis.call('HMGET', writer, 'token', 'fence')
 if rec[1] == token then
-  return fair_hold(writer, qw, alive, token, meta, ttl, tonumber(rec[2]))
+  leave_queue(alive, tags, token, qw)
+  return hold(writer, token, meta, ttl, tonumber(rec[2]))
 end
 
 local wait = -1
@@ -34,13 +38,16 @@ else
   if first then
     local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
     if not last[1] then
-      local fence = math.max(us, (tonumber(rec[2]) or 0) + 1)
-      return fair_hold(writer, qw, alive, token, meta, ttl, fence)
+      leave_queue(alive, tags, token, qw)
+      return hold(writer, token, meta or '', ttl, math.max(us, (tonumber(rec[2]) or 0) + 1))
     end
     wait = tonumber(last[2]) - now
   end
 end
-if ARGV[5] == '1' then
-  enqueue(qw, alive, token, us, patience)
+if ARGV[6] == '1' then
+  enqueue(qw, alive, tags, token, us, patience, attempt)
+end
+if wait == -1 and redis.call('ZCARD', readers) == 0 then
+  rw_serve(writer, readers, qr, qw, alive, tags, us, channel)
 end
 return {0, wait}

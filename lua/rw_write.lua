@@ -1,6 +1,7 @@
 -- rw_write.lua: take an RWMutex for writing: no writer and no live reader.
 -- KEYS: [writer hash, readers zset (token -> expiry, server ms), writer intent]
--- ARGV: [token, ttl_ms, metadata, writer_preference ('1' or '0')]
+-- ARGV: [token, ttl_ms, metadata, writer_preference ('1' or '0'),
+--        set_metadata ('1' or '0': keep the stored metadata on re-entry)]
 -- Returns {1, fence} when writing (the writer hash then looks like a Lock's),
 -- or {0, wait_ms}: the writer's pttl, or until the last live reader expires.
 -- A writer that must wait for readers leaves its intent (writer preference):
@@ -13,8 +14,7 @@ if rec[1] and rec[1] ~= token then
   return {0, redis.call('PTTL', writer)}
 end
 if rec[1] == token then
-  redis.call('PEXPIRE', writer, ttl)
-  return {1, tonumber(rec[2])}
+  return hold(writer, token, ARGV[5] == '1' and meta, ttl, tonumber(rec[2]))
 end
 
 local us = now_us()
@@ -31,10 +31,7 @@ if last[1] then
   return {0, tonumber(last[2]) - now}
 end
 
-local fence = math.max(us, (tonumber(rec[2]) or 0) + 1)
-redis.call('HSET', writer, 'token', token, 'meta', meta, 'fence', string.format('%.0f', fence))
-redis.call('PEXPIRE', writer, ttl)
 if redis.call('GET', intent) == token then
   redis.call('DEL', intent)
 end
-return {1, fence}
+return hold(writer, token, meta, ttl, math.max(us, (tonumber(rec[2]) or 0) + 1))

@@ -2,14 +2,14 @@
 
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwapOption;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ConnectionAddr, IntoConnectionInfo};
-use tokio::sync::Notify;
 
+use crate::cleanup::Cleanups;
 use crate::cluster::ClusterTarget;
 use crate::conn::Conn;
 use crate::error::{Error, Result};
@@ -22,7 +22,7 @@ pub struct ClientOptions {
     /// `redis://[user:password@]host[:port][/db]`, `rediss://…`, `unix:///path[?db=N]`,
     /// `redis+sentinel://[user:password@]host:port[,host:port…]/service[/db]`,
     /// `redis+cluster://[user:password@]host:port[,host:port…]` (or `rediss+cluster://`),
-    /// or seed-style `[password@]host[:port]`.
+    /// or a bare `[password@]host[:port]`.
     pub url: String,
     pub connect_timeout: Duration,
     pub command_timeout: Duration,
@@ -107,12 +107,20 @@ struct Inner {
     opts: ClientOptions,
     keys: KeySpace,
     display: String,
-    /// The live connection and the process that opened it: a forked child
-    /// must open its own, never touch its parent's.
-    conn: Mutex<Option<(u32, Conn)>>,
+    /// This process's connections and waiters. A forked child makes its own
+    /// and never touches (or waits on a lock of) its parent's: the parent's
+    /// are swapped out without taking any lock, so a fork while a parent
+    /// thread connects or subscribes cannot leave the child stuck.
+    local: ArcSwapOption<Local>,
+}
+
+/// What belongs to one process: its connection (opened one at a time), its
+/// wake-up subscription and waiters, and its clean-ups.
+struct Local {
+    pid: u32,
+    conn: ArcSwapOption<Conn>,
     connecting: tokio::sync::Mutex<()>,
-    cleanups: AtomicUsize,
-    cleanups_done: Notify,
+    cleanups: Arc<Cleanups>,
     wakeups: Arc<Wakeups>,
 }
 
@@ -213,12 +221,40 @@ impl Client {
                 keys: KeySpace::new(&opts.prefix),
                 opts,
                 display,
-                conn: Mutex::new(None),
-                connecting: tokio::sync::Mutex::new(()),
-                cleanups: AtomicUsize::new(0),
-                cleanups_done: Notify::new(),
-                wakeups: Arc::new(Wakeups::default()),
+                local: ArcSwapOption::empty(),
             }),
+        }
+    }
+
+    /// This process's state, made on first use in each process.
+    fn local(&self) -> Arc<Local> {
+        let pid = std::process::id();
+        loop {
+            let current = self.inner.local.load_full();
+            if let Some(local) = current.as_ref().filter(|l| l.pid == pid) {
+                return local.clone();
+            }
+            let cleanups = Cleanups::new();
+            let fresh = Some(Arc::new(Local {
+                pid,
+                conn: ArcSwapOption::empty(),
+                connecting: tokio::sync::Mutex::new(()),
+                wakeups: Arc::new(Wakeups::new(cleanups.clone())),
+                cleanups,
+            }));
+            let previous = self.inner.local.compare_and_swap(&current, fresh);
+            let swapped = match (&*previous, &current) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            };
+            if swapped {
+                if let Some(stale) = current {
+                    // The parent's: its connection's driver task lives in the
+                    // parent's runtime, so dropping it here could block. Leak it.
+                    std::mem::forget(stale);
+                }
+            }
         }
     }
 
@@ -232,8 +268,18 @@ impl Client {
         F: Fn(Conn) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
+        self.call_noting_retry(op).await.map(|(v, _)| v)
+    }
+
+    /// `call`, and whether the operation was sent a second time (after a
+    /// dropped connection, its first sending may or may not have run).
+    pub(crate) async fn call_noting_retry<T, F, Fut>(&self, op: F) -> Result<(T, bool)>
+    where
+        F: Fn(Conn) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
         let err = match op(self.conn().await?).await {
-            Ok(v) => return Ok(v),
+            Ok(v) => return Ok((v, false)),
             Err(e) => e,
         };
         let dropped = err.is_connection_dropped()
@@ -245,7 +291,7 @@ impl Client {
         }
         self.forget_connection();
         log::info!("connection to {} dropped ({err}); retrying once", self.inner.display);
-        op(self.conn().await?).await.map_err(|e| {
+        op(self.conn().await?).await.map(|v| (v, true)).map_err(|e| {
             self.forget_connection();
             e.into()
         })
@@ -253,7 +299,7 @@ impl Client {
 
     fn forget_connection(&self) {
         if matches!(self.inner.target, Target::Sentinel(_)) {
-            self.inner.conn.lock().unwrap().take();
+            self.local().conn.store(None);
         }
     }
 
@@ -277,13 +323,13 @@ impl Client {
 
     /// The multiplexed, self-reconnecting connection of this process.
     pub(crate) async fn conn(&self) -> Result<Conn> {
-        let pid = std::process::id();
-        if let Some(conn) = self.current(pid) {
-            return Ok(conn);
+        let local = self.local();
+        if let Some(conn) = &*local.conn.load() {
+            return Ok(Conn::clone(conn));
         }
-        let _one_at_a_time = self.inner.connecting.lock().await;
-        if let Some(conn) = self.current(pid) {
-            return Ok(conn);
+        let _one_at_a_time = local.connecting.lock().await;
+        if let Some(conn) = &*local.conn.load() {
+            return Ok(Conn::clone(conn));
         }
         let (timeout, command_timeout) = (self.inner.opts.connect_timeout, self.inner.opts.command_timeout);
         // No retries inside the manager: a failed command triggers the next
@@ -316,21 +362,8 @@ impl Client {
                 Error::Connection(m) => Error::Connection(format!("{m} (at {})", self.inner.display)),
                 other => other,
             })?;
-        let mut slot = self.inner.conn.lock().unwrap();
-        if let Some(stale) = slot.take() {
-            // Opened by the parent before a fork: its driver task lives in the
-            // parent's runtime, so dropping it here could block. Leak it.
-            std::mem::forget(stale);
-        }
-        *slot = Some((pid, conn.clone()));
+        local.conn.store(Some(Arc::new(conn.clone())));
         Ok(conn)
-    }
-
-    fn current(&self, pid: u32) -> Option<Conn> {
-        match &*self.inner.conn.lock().unwrap() {
-            Some((owner, conn)) if *owner == pid => Some(conn.clone()),
-            _ => None,
-        }
     }
 
     /// Joins the waiters on `channels`, subscribed before it returns.
@@ -357,10 +390,10 @@ impl Client {
                 Error::Connection("no answer from Redis for the wake-up subscription".into())
             })??)
         };
-        self.inner.wakeups.register(connect, channels, reader, token).await
+        self.local().wakeups.clone().register(connect, channels, reader, token).await
     }
 
-    /// Deletes the lock `name` whoever holds it (seed 004's `forceRelease`).
+    /// Deletes the lock `name` whoever holds it.
     pub async fn force_release(&self, name: &str) -> Result<bool> {
         let keys = [self.keys().lock(name)];
         Ok(scripts::release(self, &keys, "", true, "").await? > 0)
@@ -372,35 +405,20 @@ impl Client {
         Ok(scripts::inspect(self, &keys).await?.pop().flatten())
     }
 
-    /// Runs a clean-up (a release after a cancelled acquire) detached from
+    /// Runs a clean-up (the undo of an interrupted acquire) detached from
     /// its caller, counted so `settle` can wait for it.
     pub(crate) fn spawn_cleanup<F>(&self, fut: F)
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            log::warn!("no runtime to run a lock clean-up on; the lock expires after its ttl");
-            return;
-        };
-        self.inner.cleanups.fetch_add(1, Ordering::SeqCst);
-        let inner = self.inner.clone();
-        rt.spawn(async move {
-            fut.await;
-            if inner.cleanups.fetch_sub(1, Ordering::SeqCst) == 1 {
-                inner.cleanups_done.notify_waiters();
-            }
-        });
+        self.local().cleanups.spawn(fut);
     }
 
-    /// Waits until no clean-up is in flight.
+    /// Waits until no clean-up of this process is in flight (undoing an
+    /// interrupted acquire, unsubscribing a waiter that left).
     pub async fn settle(&self) {
-        loop {
-            let done = self.inner.cleanups_done.notified();
-            if self.inner.cleanups.load(Ordering::SeqCst) == 0 {
-                return;
-            }
-            done.await;
-        }
+        let cleanups = self.local().cleanups.clone();
+        cleanups.settle().await;
     }
 }
 
@@ -414,7 +432,7 @@ fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// Accepts seed 000's `password@host:port` (no scheme) beside ordinary URLs.
+/// Accepts a bare `password@host:port` (no scheme) beside ordinary URLs.
 fn normalize_url(raw: &str) -> Result<String> {
     let url = raw.trim();
     if url.is_empty() {
@@ -508,7 +526,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn seed_style_addresses() {
+    fn bare_addresses() {
         assert_eq!(normalize_url("s3cret@10.0.0.1:6380").unwrap(), "redis://:s3cret@10.0.0.1:6380");
         assert_eq!(normalize_url("localhost:6379").unwrap(), "redis://localhost:6379");
         assert_eq!(normalize_url("p@ss@h:1").unwrap(), "redis://:p%40ss@h:1");

@@ -1,5 +1,13 @@
 //! Redis key names. Every key of one lock shares a hash tag derived from the
-//! lock's name alone, so one script touches one Cluster slot.
+//! lock's name alone, so one script touches one Cluster slot. Each kind of
+//! primitive has its own suffixes under that tag, so a Lock and an RWMutex
+//! (or a later primitive) of the same name never share a key:
+//!
+//! | kind | keys under `<prefix>{<name>}` |
+//! |---|---|
+//! | Lock (and multi-lock) | the hold itself; `:wake` channel |
+//! | fair Lock | also `:q` queue, `:qx` liveness, `:qt` waiters' tags |
+//! | RWMutex | `:rw:w` writer, `:rw:r` readers, `:rw:i` intent, `:rw:qr` / `:rw:qw` / `:rw:qx` / `:rw:qt` fair queues, `:rw:wake` channel |
 
 /// Escapes `%`, `{` and `}` so any name (braces included) yields exactly one,
 /// unambiguous hash tag, and two different names never share a key.
@@ -34,7 +42,7 @@ impl KeySpace {
 
     /// The keys of the read/write mutex `name`, all under its hash tag.
     pub fn rw(&self, name: &str) -> RwKeys {
-        let base = self.lock(name);
+        let base = format!("{}:rw", self.lock(name));
         RwKeys {
             writer: format!("{base}:w"),
             readers: format!("{base}:r"),
@@ -42,15 +50,17 @@ impl KeySpace {
             queued_readers: format!("{base}:qr"),
             queued_writers: format!("{base}:qw"),
             alive: format!("{base}:qx"),
-            channel: format!("{base}:rw:wake"),
+            tags: format!("{base}:qt"),
+            channel: format!("{base}:wake"),
         }
     }
 }
 
 /// An RWMutex: the writer's hold (shaped like a Lock's), the readers (a sorted
 /// set of token -> expiry in server milliseconds), a waiting writer's intent,
-/// and in fair mode the waiting readers and writers (token -> arrival) and
-/// until when each waiter counts as alive.
+/// and in fair mode the waiting readers and writers (token -> arrival), until
+/// when each waiter counts as alive, and each waiter's tag (its latest attempt
+/// and its patience: what a hand-over to it is valid for).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RwKeys {
     pub writer: String,
@@ -59,17 +69,19 @@ pub struct RwKeys {
     pub queued_readers: String,
     pub queued_writers: String,
     pub alive: String,
+    pub tags: String,
     /// Where releases that may let a waiter in are published.
     pub channel: String,
 }
 
 /// A fair lock: its hold (the same hash as a Lock's), the waiters in arrival
-/// order, and until when each waiter counts as alive.
+/// order, until when each waiter counts as alive, and each waiter's tag.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FairKeys {
     pub lock: String,
     pub queue: String,
     pub alive: String,
+    pub tags: String,
     pub channel: String,
 }
 
@@ -79,6 +91,7 @@ impl KeySpace {
         FairKeys {
             queue: format!("{lock}:q"),
             alive: format!("{lock}:qx"),
+            tags: format!("{lock}:qt"),
             channel: wake_channel(&lock),
             lock,
         }
@@ -111,8 +124,28 @@ mod tests {
         let rw = ks.rw("doc}7");
         assert_eq!(
             [rw.writer, rw.readers, rw.intent],
-            ["app:{doc%7D7}:w", "app:{doc%7D7}:r", "app:{doc%7D7}:i"]
+            ["app:{doc%7D7}:rw:w", "app:{doc%7D7}:rw:r", "app:{doc%7D7}:rw:i"]
         );
+    }
+
+    #[test]
+    fn kinds_of_one_name_never_share_a_key() {
+        let ks = KeySpace::new("app:");
+        let (rw, fair) = (ks.rw("n"), ks.fair("n"));
+        let lock_side = [fair.lock, fair.queue, fair.alive, fair.tags, fair.channel];
+        let rw_side = [
+            rw.writer,
+            rw.readers,
+            rw.intent,
+            rw.queued_readers,
+            rw.queued_writers,
+            rw.alive,
+            rw.tags,
+            rw.channel,
+        ];
+        for k in &lock_side {
+            assert!(!rw_side.contains(k), "{k} is used by both a Lock and an RWMutex");
+        }
     }
 
     #[test]
@@ -120,10 +153,18 @@ mod tests {
         let ks = KeySpace::new("app:{x}");
         let rw = ks.rw("doc");
         let fair = ks.fair("q");
-        let all =
-            [rw.writer, rw.readers, rw.intent, rw.queued_readers, rw.queued_writers, rw.alive, rw.channel];
+        let all = [
+            rw.writer,
+            rw.readers,
+            rw.intent,
+            rw.queued_readers,
+            rw.queued_writers,
+            rw.alive,
+            rw.tags,
+            rw.channel,
+        ];
         assert!(one_slot(&all));
-        assert!(one_slot(&[fair.lock, fair.queue, fair.alive, fair.channel]));
+        assert!(one_slot(&[fair.lock, fair.queue, fair.alive, fair.tags, fair.channel]));
         assert!(!one_slot(&[ks.lock("a"), ks.lock("b")]));
     }
 }

@@ -134,7 +134,7 @@ impl Lease {
         }
     }
 
-    /// Resolves when the hold ends, lost or released (seed 003's `Done()`);
+    /// Resolves when the hold ends, lost or released;
     /// returns whether it was lost.
     pub async fn wait_ended(&self) -> bool {
         loop {

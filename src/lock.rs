@@ -1,6 +1,7 @@
 //! The exclusive lock: one handle, at most one hold at a time, over one name
 //! or (all-or-nothing) several.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -14,7 +15,7 @@ use crate::mode::{patience, Mode};
 use crate::retry::Retry;
 use crate::scripts::{Obtain, Record};
 use crate::token::new_token;
-use crate::wakeups::Registration;
+use crate::wakeups::{Handed, Registration};
 use crate::watchdog::{Renewal, Watchdog};
 
 /// Longest accepted name, metadata and token, in bytes.
@@ -42,7 +43,7 @@ pub struct LockOptions {
     pub retry: Retry,
     /// Take the lock in arrival order across processes (one name only).
     pub fair: bool,
-    /// Stored beside the owner token (seed 002), readable with `inspect`.
+    /// Stored beside the owner token, readable with `inspect`.
     pub metadata: Option<String>,
     pub on_lost: Option<LostCallback>,
 }
@@ -116,7 +117,7 @@ struct Hold {
 impl Lock {
     /// A handle on the lock `names` (one name, or several taken all-or-nothing).
     /// With `token`, the handle starts out holding the lock that token owns
-    /// (seed 004's restore): it can release it, or acquire to adopt it.
+    /// (restored in another process): it can release it, or acquire to adopt it.
     pub fn new(client: Client, names: Vec<String>, opts: LockOptions, token: Option<String>) -> Result<Lock> {
         validate(&names, &opts, token.as_deref())?;
         let mode = if opts.fair {
@@ -185,10 +186,12 @@ impl Lock {
 
     /// Takes the lock, waiting as `wait` allows. `Ok(false)`: not taken in time,
     /// or the retry strategy gave up. Cancel-safe: dropping the future leaves
-    /// no lock (and no writer's intent) behind.
+    /// no lock (and no writer's intent or place in a queue) behind, and never
+    /// touches a restored token's hold, which is its owner's.
     pub async fn acquire(&self, wait: Wait) -> Result<bool> {
         self.forget_lost_hold();
         let adopted = self.adopted_token();
+        let ours = adopted.is_none();
         let permit = match adopted {
             Some(_) => None,
             None => match self.enter(wait).await {
@@ -196,70 +199,77 @@ impl Lock {
                 None => return Ok(false),
             },
         };
-        let token = match adopted.clone() {
+        let token = match adopted {
             Some(t) => t,
             None => new_token()?,
         };
-        let metadata = self.opts.metadata.as_deref().unwrap_or("");
+        let metadata = self.opts.metadata.as_deref();
         // While a script may have taken the lock (its answer not in yet), or a
-        // waiting writer's intent stands, a dropped future must undo that. A
-        // restored token's hold is its owner's: never released here.
+        // waiting writer's intent or a place in a queue stands, a dropped
+        // future must undo that.
         let mut undo = Undo {
             client: self.client.clone(),
             mode: self.mode.clone(),
             token: token.clone(),
-            release: adopted.is_none(),
+            ours,
             pending: false,
         };
-        let mut failed = 0u32;
+        let mut attempts = Attempts::default();
         let mut waiting = Waiting { registration: None, subscribe: wait != Wait::No };
         loop {
-            let sent = Instant::now();
             undo.pending = true;
             let will_wait = wait != Wait::No;
-            let answer = self.mode.obtain(&self.client, &token, self.opts.ttl, metadata, will_wait).await?;
+            let number = attempts.next();
+            let answer =
+                self.mode.obtain(&self.client, &token, self.opts.ttl, metadata, will_wait, number).await?;
             match answer {
                 Obtain::Taken { fence } => {
-                    undo.pending = false;
-                    if let Some(w) = waiting.registration.take() {
-                        w.done();
-                    }
-                    if let Some(p) = permit {
-                        p.forget();
-                    }
-                    let lease = Lease::new(Some(sent), self.opts.ttl);
-                    self.install(token, self.mode.fenced().then_some(fence), lease);
+                    let lease = Lease::new(Some(attempts.sent(number)), self.opts.ttl);
+                    self.granted(&mut undo, &mut waiting, permit, token, fence, lease);
                     return Ok(true);
                 }
                 Obtain::Busy { pttl_ms } => {
                     undo.pending = will_wait && self.mode.leaves_intent();
-                    failed += 1;
-                    let delay = match self.opts.retry.delay(failed) {
+                    let delay = match self.opts.retry.delay(attempts.failed()) {
                         Some(d) if !wait.expired() => d,
                         _ => {
                             if undo.pending {
                                 undo.pending = false;
-                                self.mode.withdraw(&self.client, &token).await?;
+                                self.mode.withdraw(&self.client, &token, ours).await?;
                             }
                             return Ok(false);
                         }
                     };
                     self.pause(&mut waiting, &token, delay, pttl_ms, wait).await;
-                    if let Some((fence, lease)) = self.handed_over(&waiting, sent) {
-                        undo.pending = false;
-                        if let Some(w) = waiting.registration.take() {
-                            w.done();
-                        }
-                        if let Some(p) = permit {
-                            p.forget();
-                        }
-                        self.install(token, self.mode.fenced().then_some(fence), lease);
+                    if let Some((fence, lease)) = self.handed_over(&waiting, &attempts) {
+                        self.granted(&mut undo, &mut waiting, permit, token, fence, lease);
                         HANDED_OVER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         return Ok(true);
                     }
                 }
             }
         }
+    }
+
+    /// The acquire succeeded: nothing to undo, its wake-up used, the handle's
+    /// permit kept for the hold.
+    fn granted(
+        &self,
+        undo: &mut Undo,
+        waiting: &mut Waiting,
+        permit: Option<OwnedSemaphorePermit>,
+        token: String,
+        fence: i64,
+        lease: Lease,
+    ) {
+        undo.pending = false;
+        if let Some(w) = waiting.registration.take() {
+            w.done();
+        }
+        if let Some(p) = permit {
+            p.forget();
+        }
+        self.install(token, self.mode.fenced().then_some(fence), lease);
     }
 
     /// Between two attempts. The first time, subscribes to wake-ups and
@@ -283,7 +293,19 @@ impl Lock {
             w.rearm();
         } else if std::mem::take(&mut waiting.subscribe) {
             let channels = self.mode.channels();
-            match self.client.register_waiter(&channels, self.mode.is_reader(), token).await {
+            let register = self.client.register_waiter(&channels, self.mode.is_reader(), token);
+            // Subscribing never outlasts the acquire's own deadline.
+            let registered = match wait {
+                Wait::Until(deadline) => {
+                    tokio::time::timeout_at(deadline.into(), register).await.unwrap_or_else(|_| {
+                        Err(Error::Connection(
+                            "subscribing for wake-ups took longer than the acquire may wait".into(),
+                        ))
+                    })
+                }
+                _ => register.await,
+            };
+            match registered {
                 Ok(w) => {
                     waiting.registration = Some(w);
                     return;
@@ -332,12 +354,20 @@ impl Lock {
         }
     }
 
-    /// A hold known to be lost protects nothing: free the handle for a new one.
+    /// A hold known to be lost protects nothing: free the handle for a new
+    /// one. Its token is released in the background, in case Redis still has
+    /// it (the loss was local: validity ran out while Redis was unreachable),
+    /// so this process is not left waiting on its own stale hold.
     fn forget_lost_hold(&self) {
         let mut state = self.state();
         if state.hold.as_ref().is_some_and(|h| h.lease.is_marked_lost()) {
-            state.hold = None;
+            let lost = state.hold.take().expect("checked");
             state.gate.add_permits(1);
+            drop(state);
+            let (client, mode) = (self.client.clone(), self.mode.clone());
+            self.client.spawn_cleanup(async move {
+                let _ = mode.release(&client, &lost.token).await;
+            });
         }
     }
 
@@ -349,19 +379,22 @@ impl Lock {
     }
 
     /// Whether a fair release handed the lock to this waiter (its wake-up
-    /// names it, with the fence), so it holds without a round trip to claim
-    /// it: then the fence, and a lease valid for the hand-over's patience
-    /// from `sent`, the last attempt (sent before that release ran), renewed
-    /// to the full ttl at once. A waiter with metadata to store, without
-    /// renewal, or woken too late to be sure claims it with one more attempt.
-    fn handed_over(&self, waiting: &Waiting, sent: Instant) -> Option<(i64, Lease)> {
-        let fence = waiting.registration.as_ref()?.take_handed()?;
+    /// names it, with the fence and the attempt it answers), so it holds
+    /// without a round trip to claim it: then the fence, and a lease valid for
+    /// this waiter's patience from when it sent that attempt (which ran
+    /// before the release did, so Redis keeps the grant at least that long),
+    /// renewed to the full ttl at once. A grant for an attempt this acquire
+    /// no longer knows is stale and ignored. A waiter with metadata to store,
+    /// without renewal, or woken too late to be sure claims it with one more
+    /// attempt instead.
+    fn handed_over(&self, waiting: &Waiting, attempts: &Attempts) -> Option<(i64, Lease)> {
+        let Handed { fence, attempt } = waiting.registration.as_ref()?.take_handed()?;
+        let sent = attempts.find(attempt)?;
         let patience = self.mode.patience()?;
-        let metadata = self.opts.metadata.as_deref().unwrap_or("");
         let lease = Lease::handed(sent, self.opts.ttl, patience);
         let margin = Duration::from_millis(5);
         let in_time = lease.valid_until().is_some_and(|t| Instant::now() + margin < t);
-        (self.opts.auto_renew && metadata.is_empty() && in_time).then_some((fence, lease))
+        (self.opts.auto_renew && self.opts.metadata.is_none() && in_time).then_some((fence, lease))
     }
 
     fn install(&self, token: String, fence: Option<i64>, lease: Lease) {
@@ -396,8 +429,14 @@ impl Lock {
         };
         let Hold { token, lease, watchdog, .. } = hold;
         drop(watchdog);
+        let valid = lease.valid_until().is_some_and(|t| Instant::now() < t) && !lease.is_marked_lost();
         lease.mark_released();
-        if !self.mode.release(&self.client, &token).await? {
+        let released = self.mode.release(&self.client, &token).await?;
+        // Sent twice after a dropped connection, and the second found nothing:
+        // while the hold was still surely valid, nobody but this release can
+        // have ended it, so the first sending did.
+        let first_sending_released = released.retried && valid;
+        if !released.held && !first_sending_released {
             lease.mark_lost("it had expired or been taken over before release");
             return Err(Error::NotOwned(format!(
                 "{} was no longer held by this handle: it expired or was taken over",
@@ -513,7 +552,7 @@ struct Undo {
     mode: Mode,
     token: String,
     /// False for a restored token: its hold belongs to its owner.
-    release: bool,
+    ours: bool,
     pending: bool,
 }
 
@@ -522,11 +561,46 @@ impl Drop for Undo {
         if !self.pending {
             return;
         }
-        let (client, mode, token, release) =
-            (self.client.clone(), self.mode.clone(), std::mem::take(&mut self.token), self.release);
+        let (client, mode, token, ours) =
+            (self.client.clone(), self.mode.clone(), std::mem::take(&mut self.token), self.ours);
         self.client.spawn_cleanup(async move {
-            let _ = mode.undo(&client, &token, release).await;
+            let _ = mode.undo(&client, &token, ours).await;
         });
+    }
+}
+
+/// The attempts of one acquire: their numbers and when each was sent, so a
+/// fair grant is measured from the attempt it answers. Only recent ones are
+/// kept: a grant for an older attempt has lapsed anyway.
+#[derive(Default)]
+struct Attempts {
+    count: u64,
+    sent: VecDeque<(u64, Instant)>,
+}
+
+impl Attempts {
+    const KEPT: usize = 32;
+
+    /// Numbers the attempt about to be sent.
+    fn next(&mut self) -> u64 {
+        self.count += 1;
+        if self.sent.len() == Self::KEPT {
+            self.sent.pop_front();
+        }
+        self.sent.push_back((self.count, Instant::now()));
+        self.count
+    }
+
+    fn failed(&self) -> u32 {
+        u32::try_from(self.count).unwrap_or(u32::MAX)
+    }
+
+    fn find(&self, number: u64) -> Option<Instant> {
+        self.sent.iter().find(|(n, _)| *n == number).map(|(_, t)| *t)
+    }
+
+    fn sent(&self, number: u64) -> Instant {
+        self.find(number).unwrap_or_else(Instant::now)
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::client::Client;
 use crate::error::Result;
 use crate::keys::{wake_channel, FairKeys, RwKeys};
-use crate::scripts::{self, Obtain, Record};
+use crate::scripts::{self, Attempt, Obtain, Record};
 
 #[derive(Debug, Clone)]
 pub enum Mode {
@@ -35,28 +35,47 @@ pub enum RwOrder {
 }
 
 /// How long a fair waiter that stops re-asserting itself keeps its place,
-/// and how long a lock handed to it waits to be claimed.
+/// and how long a lock handed to it stays its own before it renews: its own
+/// ttl, at most 2 s. Each waiter's is stored with it in Redis, so a hand-over
+/// lasts as long as the waiter it goes to expects, whoever releases.
 pub(crate) fn patience(ttl: Duration) -> Duration {
     ttl.min(Duration::from_secs(2))
 }
 
+/// What a release found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Released {
+    /// The token still held (and holds no more).
+    pub held: bool,
+    /// It was sent twice (the connection dropped): if the second found
+    /// nothing, the first may have released it.
+    pub retried: bool,
+}
+
 impl Mode {
-    /// One attempt. A writer that `will_wait` leaves its intent when readers
-    /// hold (writer preference); a one-shot attempt (try_write) never does.
+    /// One attempt, number `attempt` of this acquire. A writer that
+    /// `will_wait` leaves its intent when readers hold (writer preference); a
+    /// one-shot attempt (try_write) never does; a fair waiter that will wait
+    /// queues. `metadata`: `None` keeps what a re-entered hold has stored.
     pub(crate) async fn obtain(
         &self,
         c: &Client,
         token: &str,
         ttl: Duration,
-        metadata: &str,
+        metadata: Option<&str>,
         will_wait: bool,
+        attempt: u64,
     ) -> Result<Obtain> {
         let ttl_ms = ttl.as_millis() as u64;
+        let tagged = |patience: &Duration| Attempt {
+            number: attempt,
+            patience_ms: patience.as_millis() as u64,
+            will_wait,
+        };
         match self {
             Mode::Exclusive(keys) => scripts::obtain(c, keys, token, ttl_ms, metadata).await,
             Mode::Fair { keys, patience } => {
-                let patience = patience.as_millis() as u64;
-                scripts::fair_obtain(c, keys, token, ttl_ms, metadata, patience, will_wait).await
+                scripts::fair_obtain(c, keys, token, ttl_ms, metadata, tagged(patience)).await
             }
             Mode::Read { keys, order: RwOrder::Preference(writer_preference) } => {
                 scripts::rw_read(c, keys, token, ttl_ms, *writer_preference).await
@@ -65,12 +84,10 @@ impl Mode {
                 scripts::rw_write(c, keys, token, ttl_ms, metadata, *writer_preference && will_wait).await
             }
             Mode::Read { keys, order: RwOrder::Fair { patience } } => {
-                let patience = patience.as_millis() as u64;
-                scripts::rw_fair_obtain(c, keys, token, ttl_ms, None, patience, will_wait).await
+                scripts::rw_fair_obtain(c, keys, token, ttl_ms, None, tagged(patience)).await
             }
             Mode::Write { keys, order: RwOrder::Fair { patience } } => {
-                let patience = patience.as_millis() as u64;
-                scripts::rw_fair_obtain(c, keys, token, ttl_ms, Some(metadata), patience, will_wait).await
+                scripts::rw_fair_obtain(c, keys, token, ttl_ms, Some(metadata), tagged(patience)).await
             }
         }
     }
@@ -90,33 +107,42 @@ impl Mode {
         }
     }
 
-    /// Whether `token` was still holding (and released now).
-    pub(crate) async fn release(&self, c: &Client, token: &str) -> Result<bool> {
+    /// Releases `token`'s hold (a fair one goes to the next in line).
+    pub(crate) async fn release(&self, c: &Client, token: &str) -> Result<Released> {
+        let once = |held: bool| Released { held, retried: false };
         Ok(match self {
-            Mode::Exclusive(keys) => scripts::release(c, keys, token, false, "").await? > 0,
-            Mode::Fair { keys, patience } => {
-                scripts::fair_release(c, keys, token, patience.as_millis() as u64).await?
+            Mode::Exclusive(keys) => {
+                let (n, retried) = scripts::release_noting_retry(c, keys, token, false, "").await?;
+                Released { held: n > 0, retried }
             }
-            Mode::Read { keys, order: RwOrder::Fair { patience } }
-            | Mode::Write { keys, order: RwOrder::Fair { patience } } => {
-                let patience = patience.as_millis() as u64;
-                scripts::rw_fair_release(c, keys, token, !self.is_reader(), patience).await?
+            Mode::Write { keys, order: RwOrder::Preference(_) } => {
+                let writer = std::slice::from_ref(&keys.writer);
+                let (n, retried) =
+                    scripts::release_noting_retry(c, writer, token, false, &keys.channel).await?;
+                Released { held: n > 0, retried }
             }
-            Mode::Read { keys, .. } => scripts::rw_read_release(c, keys, token).await?,
-            Mode::Write { keys, .. } => {
-                scripts::release(c, std::slice::from_ref(&keys.writer), token, false, &keys.channel).await?
-                    > 0
+            Mode::Read { keys, order: RwOrder::Preference(_) } => {
+                once(scripts::rw_read_release(c, keys, token).await?)
+            }
+            Mode::Fair { keys, .. } => once(scripts::fair_release(c, keys, token, true).await?),
+            Mode::Read { keys, .. } | Mode::Write { keys, .. } => {
+                once(scripts::rw_fair_release(c, keys, token, !self.is_reader(), true).await?)
             }
         })
     }
 
-    /// A writer that stops waiting takes back its intent; a fair waiter leaves
-    /// the queue (passing on the lock if it was handed over meanwhile).
-    pub(crate) async fn withdraw(&self, c: &Client, token: &str) -> Result<()> {
+    /// A waiter that stops waiting takes back what its waiting left: a
+    /// writer's intent, or its place in a fair queue. In fair modes a grant
+    /// that reached it meanwhile is released too (passed on) when `ours`: a
+    /// fresh token's hold can only come from this acquire, while a restored
+    /// token's (an adopt) belongs to its owner and is never touched.
+    pub(crate) async fn withdraw(&self, c: &Client, token: &str, ours: bool) -> Result<()> {
         match self {
-            Mode::Fair { .. }
-            | Mode::Read { order: RwOrder::Fair { .. }, .. }
-            | Mode::Write { order: RwOrder::Fair { .. }, .. } => self.release(c, token).await.map(drop),
+            Mode::Fair { keys, .. } => scripts::fair_release(c, keys, token, ours).await.map(drop),
+            Mode::Read { keys, order: RwOrder::Fair { .. } }
+            | Mode::Write { keys, order: RwOrder::Fair { .. } } => {
+                scripts::rw_fair_release(c, keys, token, !self.is_reader(), ours).await.map(drop)
+            }
             Mode::Write { keys, order: RwOrder::Preference(true) } => {
                 scripts::rw_withdraw(c, keys, token).await
             }
@@ -124,18 +150,15 @@ impl Mode {
         }
     }
 
-    /// Undoes what an interrupted acquire may have left: the hold (unless
-    /// `release` is false: a restored token's hold is its owner's), and a
-    /// writer's intent or a place in a queue. A fair release leaves the queue
-    /// itself, so it is not sent twice.
-    pub(crate) async fn undo(&self, c: &Client, token: &str, release: bool) -> Result<()> {
-        if release {
-            let released = self.release(c, token).await;
-            if self.patience().is_some() {
-                return released.map(drop);
-            }
+    /// Undoes what an interrupted acquire may have left: the hold when `ours`
+    /// (never a restored token's: it is its owner's), and a writer's intent
+    /// or a place in a queue. A fair withdrawal releases as it leaves the
+    /// queue, so nothing is sent twice.
+    pub(crate) async fn undo(&self, c: &Client, token: &str, ours: bool) -> Result<()> {
+        if ours && self.patience().is_none() {
+            self.release(c, token).await?;
         }
-        self.withdraw(c, token).await
+        self.withdraw(c, token, ours).await
     }
 
     /// Time left on `token`'s hold, or `None` when it holds nothing.

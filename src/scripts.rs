@@ -82,14 +82,18 @@ pub struct Record {
     pub pttl_ms: i64,
 }
 
+/// `metadata`: stored with a new hold; on re-entry (the token holds already)
+/// `None` keeps what is stored.
 pub async fn obtain(
     client: &Client,
     keys: &[String],
     token: &str,
     ttl_ms: u64,
-    metadata: &str,
+    metadata: Option<&str>,
 ) -> Result<Obtain> {
-    run(client, OBTAIN.on(client).key(keys).arg(token).arg(ttl_ms).arg(metadata)).await.map(taken_or_busy)
+    let mut invocation = OBTAIN.on(client).key(keys);
+    invocation.arg(token).arg(ttl_ms).arg(metadata.unwrap_or("")).arg(flag(metadata.is_some()));
+    run(client, &invocation).await.map(taken_or_busy)
 }
 
 /// Returns how many keys were released; 0 when `token` did not hold them all.
@@ -101,7 +105,22 @@ pub async fn release(
     force: bool,
     channel: &str,
 ) -> Result<u64> {
-    run(client, RELEASE.on(client).key(keys).arg(token).arg(flag(force)).arg(channel)).await
+    release_noting_retry(client, keys, token, force, channel).await.map(|(n, _)| n)
+}
+
+/// `release`, and whether it was sent twice (the connection dropped): a
+/// second answer of 0 may then mean the first one released it.
+pub async fn release_noting_retry(
+    client: &Client,
+    keys: &[String],
+    token: &str,
+    force: bool,
+    channel: &str,
+) -> Result<(u64, bool)> {
+    let mut invocation = RELEASE.on(client).key(keys);
+    invocation.arg(token).arg(flag(force)).arg(channel);
+    let invocation = &invocation;
+    client.call_noting_retry(|mut c| async move { invocation.invoke_async(&mut c).await }).await
 }
 
 /// Returns whether `token` still held every key (and now holds it for `ttl_ms`).
@@ -150,12 +169,13 @@ pub async fn rw_write(
     k: &RwKeys,
     token: &str,
     ttl_ms: u64,
-    metadata: &str,
+    metadata: Option<&str>,
     writer_preference: bool,
 ) -> Result<Obtain> {
     let keys = [&k.writer, &k.readers, &k.intent];
     let mut invocation = RW_WRITE.on(client).key(&keys);
-    invocation.arg(token).arg(ttl_ms).arg(metadata).arg(flag(writer_preference));
+    invocation.arg(token).arg(ttl_ms).arg(metadata.unwrap_or("")).arg(flag(writer_preference));
+    invocation.arg(flag(metadata.is_some()));
     run(client, &invocation).await.map(taken_or_busy)
 }
 
@@ -174,67 +194,78 @@ pub async fn rw_withdraw(client: &Client, k: &RwKeys, token: &str) -> Result<()>
     run::<i64>(client, RW_WITHDRAW.on(client).key(&k.intent).arg(token).arg(&k.channel)).await.map(drop)
 }
 
+/// What a fair waiter's attempt says about itself: its number (a hand-over
+/// names it, so a grant counts only for the attempt it was made for), how
+/// long a hand-over to it stays its own, and whether it will wait (queue).
+#[derive(Debug, Clone, Copy)]
+pub struct Attempt {
+    pub number: u64,
+    pub patience_ms: u64,
+    pub will_wait: bool,
+}
+
+#[allow(clippy::too_many_arguments)]
 pub async fn fair_obtain(
     client: &Client,
     k: &FairKeys,
     token: &str,
     ttl_ms: u64,
-    metadata: &str,
-    patience_ms: u64,
-    will_wait: bool,
+    metadata: Option<&str>,
+    attempt: Attempt,
 ) -> Result<Obtain> {
-    let keys = [&k.lock, &k.queue, &k.alive];
+    let keys = [&k.lock, &k.queue, &k.alive, &k.tags];
     let mut invocation = FAIR_OBTAIN.on(client).key(&keys);
-    invocation.arg(token).arg(ttl_ms).arg(metadata).arg(patience_ms).arg(flag(will_wait));
+    invocation.arg(token).arg(ttl_ms).arg(metadata.unwrap_or("")).arg(flag(metadata.is_some()));
+    invocation.arg(attempt.patience_ms).arg(flag(attempt.will_wait)).arg(attempt.number).arg(&k.channel);
     run(client, &invocation).await.map(taken_or_busy)
 }
 
-/// Releases (handing the lock to the head of the queue), or leaves the queue.
-pub async fn fair_release(client: &Client, k: &FairKeys, token: &str, patience_ms: u64) -> Result<bool> {
-    let keys = [&k.lock, &k.queue, &k.alive];
+/// Releases (handing the lock to the head of the queue) when `release`, and
+/// leaves the queue either way.
+pub async fn fair_release(client: &Client, k: &FairKeys, token: &str, release: bool) -> Result<bool> {
+    let keys = [&k.lock, &k.queue, &k.alive, &k.tags];
     let released: i64 =
-        run(client, FAIR_RELEASE.on(client).key(&keys).arg(token).arg(&k.channel).arg(patience_ms)).await?;
+        run(client, FAIR_RELEASE.on(client).key(&keys).arg(token).arg(&k.channel).arg(flag(release))).await?;
     Ok(released == 1)
 }
 
-fn rw_fair_keys(k: &RwKeys) -> [&String; 5] {
-    [&k.writer, &k.readers, &k.queued_readers, &k.queued_writers, &k.alive]
+fn rw_fair_keys(k: &RwKeys) -> [&String; 6] {
+    [&k.writer, &k.readers, &k.queued_readers, &k.queued_writers, &k.alive, &k.tags]
 }
 
-/// One attempt of a fair reader (`metadata: None`) or writer.
-#[allow(clippy::too_many_arguments)]
+/// One attempt of a fair reader (`writer: None`) or writer (with its metadata).
 pub async fn rw_fair_obtain(
     client: &Client,
     k: &RwKeys,
     token: &str,
     ttl_ms: u64,
-    metadata: Option<&str>,
-    patience_ms: u64,
-    will_wait: bool,
+    writer: Option<Option<&str>>,
+    attempt: Attempt,
 ) -> Result<Obtain> {
     let keys = rw_fair_keys(k);
-    let mut invocation = match metadata {
+    let mut invocation = match writer {
         None => RW_FAIR_READ.on(client).key(&keys),
         Some(_) => RW_FAIR_WRITE.on(client).key(&keys),
     };
     invocation.arg(token).arg(ttl_ms);
-    if let Some(m) = metadata {
-        invocation.arg(m);
+    if let Some(metadata) = writer {
+        invocation.arg(metadata.unwrap_or("")).arg(flag(metadata.is_some()));
     }
-    invocation.arg(patience_ms).arg(flag(will_wait));
+    invocation.arg(attempt.patience_ms).arg(flag(attempt.will_wait)).arg(attempt.number).arg(&k.channel);
     run(client, &invocation).await.map(taken_or_busy)
 }
 
-/// Releases one side of a fair RWMutex (handing it on), or leaves its queue.
+/// Releases one side of a fair RWMutex (handing it on) when `release`, and
+/// leaves its queue either way.
 pub async fn rw_fair_release(
     client: &Client,
     k: &RwKeys,
     token: &str,
     writer: bool,
-    patience_ms: u64,
+    release: bool,
 ) -> Result<bool> {
     let mut invocation = RW_FAIR_RELEASE.on(client).key(&rw_fair_keys(k));
-    invocation.arg(token).arg(if writer { "w" } else { "r" }).arg(&k.channel).arg(patience_ms);
+    invocation.arg(token).arg(if writer { "w" } else { "r" }).arg(&k.channel).arg(flag(release));
     let released: i64 = run(client, &invocation).await?;
     Ok(released == 1)
 }

@@ -5,8 +5,10 @@
 //! a channel (the subscription confirmed before they retry, so a release
 //! between their failed attempt and the subscription is not missed). A
 //! message wakes the waiters that can proceed: the oldest one, or every
-//! reader when the oldest is a reader. Waiters still retry on a timer bounded
-//! by the holder's ttl: wake-ups are the fast path, not the only one.
+//! reader when the oldest is a reader. A woken waiter that cannot use its
+//! wake-up (it gave up, or it also waits for another name of a multi-lock)
+//! passes it on. Waiters still retry on a timer bounded by the holder's ttl:
+//! wake-ups are the fast path, not the only one.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,6 +22,7 @@ use redis::{PushInfo, PushKind};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::Notify;
 
+use crate::cleanup::Cleanups;
 use crate::error::Result;
 
 /// A subscription connection: where to (un)subscribe, and what arrives.
@@ -32,8 +35,9 @@ pub(crate) struct Feed {
 enum Sink {
     /// SUBSCRIBE on one node.
     Plain(PubSubSink),
-    /// SSUBSCRIBE on a Cluster: each channel on the node owning its slot.
-    Sharded(ClusterConnection),
+    /// SSUBSCRIBE on a Cluster: each channel on the node owning its slot;
+    /// with the channels being left on purpose (their SUNSUBSCRIBE is ours).
+    Sharded(ClusterConnection, Arc<Mutex<HashSet<String>>>),
 }
 
 impl Feed {
@@ -45,23 +49,41 @@ impl Feed {
     }
 
     /// A Cluster connection's pushes: sharded messages, until it reports a
-    /// disconnection (a message may have been lost then: the feed ends, so
-    /// every waiter retries and a new feed is made).
+    /// disconnection, or the server drops a subscription we did not leave
+    /// (its slot moved to another node). A message may have been lost then:
+    /// the feed ends, so every waiter retries and a new feed is made, which
+    /// subscribes each channel on the node that owns it now.
     pub(crate) fn sharded(conn: ClusterConnection, pushes: UnboundedReceiver<PushInfo>) -> Feed {
-        let messages = futures_util::stream::unfold(pushes, |mut pushes| async move {
-            loop {
-                let push = pushes.recv().await?;
-                match (push.kind, push.data.as_slice()) {
-                    (PushKind::SMessage, [channel, payload]) => {
-                        let text = |v| redis::from_redis_value_ref::<String>(v).unwrap_or_default();
-                        return Some(((text(channel), text(payload)), pushes));
+        let leaving: Arc<Mutex<HashSet<String>>> = Arc::default();
+        let ours = leaving.clone();
+        let messages = futures_util::stream::unfold(pushes, move |mut pushes| {
+            let leaving = ours.clone();
+            async move {
+                let text = |v: &redis::Value| redis::from_redis_value_ref::<String>(v).unwrap_or_default();
+                loop {
+                    let push = pushes.recv().await?;
+                    let message = match (&push.kind, push.data.as_slice()) {
+                        (PushKind::SMessage, [channel, payload]) => Some((text(channel), text(payload))),
+                        (PushKind::SUnsubscribe, [channel, ..]) => {
+                            let channel = text(channel);
+                            if !leaving.lock().unwrap().remove(&channel) {
+                                log::info!(
+                                    "the server dropped the subscription to {channel}; subscribing anew"
+                                );
+                                return None;
+                            }
+                            None
+                        }
+                        (PushKind::Disconnection, _) => return None,
+                        _ => None, // subscription confirmations
+                    };
+                    if let Some(message) = message {
+                        return Some((message, pushes));
                     }
-                    (PushKind::Disconnection, _) => return None,
-                    _ => {} // subscription confirmations
                 }
             }
         });
-        Feed { sink: Sink::Sharded(conn), messages: messages.boxed() }
+        Feed { sink: Sink::Sharded(conn, leaving), messages: messages.boxed() }
     }
 }
 
@@ -69,14 +91,17 @@ impl Sink {
     async fn subscribe(&mut self, channel: &str) -> redis::RedisResult<()> {
         match self {
             Sink::Plain(s) => s.subscribe(channel).await,
-            Sink::Sharded(c) => c.ssubscribe(channel).await,
+            Sink::Sharded(c, _) => c.ssubscribe(channel).await,
         }
     }
 
     async fn unsubscribe(&mut self, channel: &str) -> redis::RedisResult<()> {
         match self {
             Sink::Plain(s) => s.unsubscribe(channel).await,
-            Sink::Sharded(c) => c.sunsubscribe(channel).await,
+            Sink::Sharded(c, leaving) => {
+                leaving.lock().unwrap().insert(channel.to_string());
+                c.sunsubscribe(channel).await
+            }
         }
     }
 }
@@ -89,25 +114,37 @@ pub(crate) struct Waiter {
     /// Woken and not yet back to waiting: if it gives up now, the wake-up
     /// passes to the next waiter.
     woken: AtomicBool,
-    /// A fair release handed it the lock, with this fence (0 for a reader).
-    handed: Mutex<Option<i64>>,
+    /// What a fair release handed it: the fence (0 for a reader) and the
+    /// attempt the grant was made for.
+    handed: Mutex<Option<Handed>>,
 }
 
-#[derive(Default)]
+/// A fair release's grant to one waiter, valid for that waiter's `attempt`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Handed {
+    pub fence: i64,
+    pub attempt: u64,
+}
+
+/// The wake-ups of one process (a forked child gets its own).
 pub(crate) struct Wakeups {
     waiters: Mutex<HashMap<String, VecDeque<Arc<Waiter>>>>,
-    /// The subscription connection of this process, and its channels.
+    /// The subscription connection, and its channels.
     sub: tokio::sync::Mutex<Option<Subscription>>,
+    cleanups: Arc<Cleanups>,
 }
 
 struct Subscription {
-    pid: u32,
     sink: Sink,
     channels: HashSet<String>,
     alive: Arc<AtomicBool>,
 }
 
 impl Wakeups {
+    pub(crate) fn new(cleanups: Arc<Cleanups>) -> Wakeups {
+        Wakeups { waiters: Mutex::default(), sub: tokio::sync::Mutex::default(), cleanups }
+    }
+
     /// Registers a waiter on `channels`; returns once subscribed to all.
     pub(crate) async fn register(
         self: &Arc<Self>,
@@ -136,14 +173,8 @@ impl Wakeups {
             }
         }
         let mut sub = self.sub.lock().await;
-        let pid = std::process::id();
-        let usable = sub.as_ref().is_some_and(|s| s.pid == pid && s.alive.load(Ordering::SeqCst));
+        let usable = sub.as_ref().is_some_and(|s| s.alive.load(Ordering::SeqCst));
         if !usable {
-            if let Some(stale) = sub.take() {
-                if stale.pid != pid {
-                    std::mem::forget(stale); // a forked parent's connection
-                }
-            }
             let Feed { sink, mut messages } = connect.await?;
             let alive = Arc::new(AtomicBool::new(true));
             let (me, flag) = (Arc::downgrade(self), alive.clone());
@@ -160,7 +191,7 @@ impl Wakeups {
                     w.wake_all();
                 }
             });
-            *sub = Some(Subscription { pid, sink, channels: HashSet::new(), alive });
+            *sub = Some(Subscription { sink, channels: HashSet::new(), alive });
         }
         let s = sub.as_mut().expect("just made");
         registration.alive = s.alive.clone();
@@ -175,30 +206,48 @@ impl Wakeups {
 
     /// A release was published on `channel`: wake whoever can proceed. A fair
     /// release names the new holders it handed the lock to (`to`: one a line,
-    /// `<token>` or `<token> <fence>`): only they wake, those that wait here.
+    /// `<token> <fence> <attempt>`): only they wake, those that wait here.
     fn dispatch(&self, channel: &str, to: &str) {
-        let waiters = self.waiters.lock().unwrap();
-        let Some(queue) = waiters.get(channel) else { return };
-        if !to.is_empty() {
-            for line in to.split('\n') {
-                let (token, fence) = match line.split_once(' ') {
-                    Some((token, fence)) => (token, fence.parse().ok()),
-                    None => (line, Some(0)),
-                };
-                if let Some(w) = queue.iter().find(|w| w.token == token) {
-                    *w.handed.lock().unwrap() = fence;
-                    w.wake();
-                }
-            }
+        if to.is_empty() {
+            self.wake_next(channel, None);
             return;
         }
-        let Some(first) = queue.front() else { return };
-        if first.reader {
-            for w in queue.iter().filter(|w| w.reader) {
+        let waiters = self.waiters.lock().unwrap();
+        let Some(queue) = waiters.get(channel) else { return };
+        for line in to.split('\n') {
+            let mut parts = line.split(' ');
+            let (Some(token), Some(fence), Some(attempt)) = (parts.next(), parts.next(), parts.next()) else {
+                continue;
+            };
+            let (Ok(fence), Ok(attempt)) = (fence.parse(), attempt.parse()) else { continue };
+            if let Some(w) = queue.iter().find(|w| w.token == token) {
+                *w.handed.lock().unwrap() = Some(Handed { fence, attempt });
                 w.wake();
             }
-        } else {
-            first.wake();
+        }
+    }
+
+    /// Wakes the oldest waiter on `channel` (every reader, when the oldest is
+    /// a reader); with `after`, the oldest that came after that waiter (the
+    /// one passing its wake-up on: never back to an earlier one, so two
+    /// waiters that cannot proceed do not wake each other in turn).
+    fn wake_next(&self, channel: &str, after: Option<&Arc<Waiter>>) {
+        let waiters = self.waiters.lock().unwrap();
+        let Some(queue) = waiters.get(channel) else { return };
+        let start = match after {
+            Some(me) => match queue.iter().position(|w| Arc::ptr_eq(w, me)) {
+                Some(i) => i + 1,
+                None => return,
+            },
+            None => 0,
+        };
+        let mut others = queue.iter().skip(start);
+        let Some(first) = others.next() else { return };
+        first.wake();
+        if first.reader {
+            for w in others.filter(|w| w.reader) {
+                w.wake();
+            }
         }
     }
 
@@ -216,7 +265,7 @@ impl Wakeups {
         if self.waiters.lock().unwrap().contains_key(&channel) {
             return;
         }
-        if let Some(s) = sub.as_mut().filter(|s| s.pid == std::process::id()) {
+        if let Some(s) = sub.as_mut() {
             if s.channels.remove(&channel) {
                 let _ = s.sink.unsubscribe(&channel).await;
             }
@@ -246,14 +295,22 @@ impl Registration {
         self.waiter.notify.notified().await;
     }
 
-    /// The fence of the lock a fair release handed to this waiter, once.
-    pub(crate) fn take_handed(&self) -> Option<i64> {
+    /// What a fair release handed to this waiter, once.
+    pub(crate) fn take_handed(&self) -> Option<Handed> {
         self.waiter.handed.lock().unwrap().take()
     }
 
-    /// The attempt after a wake-up failed too: back in line, the wake-up used.
+    /// The attempt after a wake-up failed too: back in line. A waiter on
+    /// several channels (a multi-lock) that was woken may have been let down
+    /// by another of its names, not by the one released: its wake-up goes on
+    /// to the next waiter of each channel, who may be able to proceed.
     pub(crate) fn rearm(&self) {
-        self.waiter.woken.store(false, Ordering::SeqCst);
+        let was_woken = self.waiter.woken.swap(false, Ordering::SeqCst);
+        if was_woken && self.channels.len() > 1 {
+            for c in &self.channels {
+                self.wakeups.wake_next(c, Some(&self.waiter));
+            }
+        }
     }
 
     /// The subscription it relied on dropped: register again for wake-ups.
@@ -285,18 +342,16 @@ impl Drop for Registration {
         }
         if unused_wakeup {
             for c in &self.channels {
-                self.wakeups.dispatch(c, "");
+                self.wakeups.wake_next(c, None);
             }
         }
         if !emptied.is_empty() {
-            if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                let wakeups = self.wakeups.clone();
-                rt.spawn(async move {
-                    for c in emptied {
-                        wakeups.clone().forget(c).await;
-                    }
-                });
-            }
+            let wakeups = self.wakeups.clone();
+            self.wakeups.cleanups.spawn(async move {
+                for c in emptied {
+                    wakeups.clone().forget(c).await;
+                }
+            });
         }
     }
 }

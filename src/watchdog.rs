@@ -74,9 +74,8 @@ impl Watchdog {
             let _alive = alive;
             if renew {
                 renew_until_lost(renewal).await;
-            } else if let Some(until) = renewal.lease.valid_until() {
-                sleep_until(until.into()).await;
-                renewal.lease.mark_lost("its ttl ran out (auto_renew is off)");
+            } else {
+                expire_unless_extended(&renewal.lease).await;
             }
         });
         Watchdog { task }
@@ -96,9 +95,39 @@ fn on_tick(due: Instant, ttl: Duration) -> Instant {
     due + Duration::from_nanos(late as u64)
 }
 
+/// Without renewal the hold is lost when its validity runs out; an `extend`
+/// moves that point, so the deadline is read again after each one.
+async fn expire_unless_extended(lease: &Lease) {
+    while let Some(until) = lease.valid_until() {
+        tokio::select! {
+            () = sleep_until(until.into()) => {
+                if lease.valid_until().is_some_and(|t| t <= Instant::now()) {
+                    lease.mark_lost("its ttl ran out (auto_renew is off)");
+                    return;
+                }
+            }
+            () = lease.wait_rescheduled() => {}
+        }
+    }
+}
+
+/// When the renewal due at `due` is sent: on the shared grid, unless that
+/// would spend more than an eighth of the validity left after `due` (short
+/// ttls, a hold handed over with only its patience), and at once when it is
+/// overdue (a hand-over's first renewal).
+fn renewal_time(due: Instant, ttl: Duration, valid_until: Option<Instant>) -> Instant {
+    let now = Instant::now();
+    if due <= now {
+        return now;
+    }
+    let latest = valid_until.map_or(due, |v| due + v.saturating_duration_since(due) / 8);
+    on_tick(due, ttl).min(latest.max(due))
+}
+
 async fn renew_until_lost(r: Renewal) {
     loop {
-        let next = on_tick(r.lease.renewed_at() + r.lease.ttl() / 3, r.lease.ttl());
+        let due = r.lease.renewed_at() + r.lease.ttl() / 3;
+        let next = renewal_time(due, r.lease.ttl(), r.lease.valid_until());
         tokio::select! {
             () = sleep_until(next.into()) => {}
             () = r.lease.wait_rescheduled() => continue,
@@ -163,5 +192,18 @@ mod tests {
         }
         let short = Duration::from_millis(30);
         assert!(on_tick(base, short) - base < Duration::from_millis(1));
+    }
+
+    #[test]
+    fn the_grid_never_eats_into_a_short_validity() {
+        let ttl = Duration::from_secs(30);
+        let now = Instant::now();
+        let overdue = now.checked_sub(Duration::from_millis(5)).unwrap();
+        assert!(renewal_time(overdue, ttl, Some(now + Duration::from_millis(15))) <= Instant::now());
+        let due = now + Duration::from_millis(10);
+        let valid = due + Duration::from_millis(16);
+        assert!(renewal_time(due, ttl, Some(valid)) <= due + Duration::from_millis(2));
+        let roomy = due + Duration::from_secs(20);
+        assert!(renewal_time(due, ttl, Some(roomy)) <= due + Duration::from_millis(50));
     }
 }

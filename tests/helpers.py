@@ -1,4 +1,5 @@
-"""Shared test helpers: an awaitable on_lost probe and key names."""
+"""Shared test helpers: an awaitable on_lost probe, key names, waiting for
+a condition another thread or process brings about."""
 
 from __future__ import annotations
 
@@ -38,3 +39,12 @@ def script_calls(server) -> int:
         if line.startswith(("cmdstat_evalsha:", "cmdstat_eval:")):
             total += int(line.split("calls=", 1)[1].split(",", 1)[0])
     return total
+
+
+def wait_for(predicate, limit: float, what: str) -> None:
+    """Waits until `predicate()` holds: the progress of another thread or
+    process, seen only in Redis, has no event to await."""
+    deadline = time.monotonic() + limit
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.005)

@@ -190,7 +190,7 @@ def ms(seconds):
 
 def lock_key(prefix: str, name: str, kind: str) -> str:
     base = f"{prefix}{{{name}}}"
-    return base if kind == "lock" else base + ":w"
+    return base if kind == "lock" else base + ":rw:w"
 
 
 def second_handle(client, name: str, kind: str):

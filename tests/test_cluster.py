@@ -13,7 +13,8 @@ import pytest
 
 import ferrolock
 from redis_cluster import key_slot
-from test_fair import hand_over_ms, wait_for
+from helpers import wait_for
+from test_fair import hand_over_ms
 
 
 def command_calls(raw, command: str) -> int:
@@ -102,7 +103,7 @@ def test_fair_lock_and_fair_rwmutex(cclient, cluster_raw, prefix):
     for t in threads:
         t.start()
     node = cluster_raw.node(f"{prefix}{{doc}}")
-    wait_for(lambda: node("ZCARD", f"{prefix}{{doc}}:qr") == 2, 5, "two queued readers")
+    wait_for(lambda: node("ZCARD", f"{prefix}{{doc}}:rw:qr") == 2, 5, "two queued readers")
     released = time.monotonic()
     writer.release()
     for t in threads:
@@ -111,7 +112,7 @@ def test_fair_lock_and_fair_rwmutex(cclient, cluster_raw, prefix):
     assert rw.readers() == 2
     for r in readers:
         r.release()
-    assert cluster_raw.keys(prefix + "*") in ([], [f"{prefix}{{doc}}:w"])
+    assert cluster_raw.keys(prefix + "*") in ([], [f"{prefix}{{doc}}:rw:w"])
 
 
 async def test_asyncio_tasks_share_a_counter(cclient, cluster_raw, prefix):

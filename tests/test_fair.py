@@ -17,7 +17,7 @@ import pytest
 
 import ferrolock
 from ferrolock._ferrolock import _debug_stats
-from helpers import script_calls
+from helpers import script_calls, wait_for
 
 CHILD = textwrap.dedent(
     """
@@ -37,12 +37,6 @@ CHILD = textwrap.dedent(
 def queue_len(raw, prefix) -> int:
     return raw("ZCARD", f"{prefix}{{q}}:q")
 
-
-def wait_for(predicate, limit: float, what: str) -> None:
-    deadline = time.monotonic() + limit
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)  # watching another process's progress in Redis
 
 
 def spawn(redis_url, prefix, ttl=5.0):

@@ -35,7 +35,7 @@ CHILD = textwrap.dedent(
 
 
 def queued(raw, prefix) -> int:
-    return raw("ZCARD", f"{prefix}{{doc}}:qr") + raw("ZCARD", f"{prefix}{{doc}}:qw")
+    return raw("ZCARD", f"{prefix}{{doc}}:rw:qr") + raw("ZCARD", f"{prefix}{{doc}}:rw:qw")
 
 
 def spawn(redis_url, prefix, side, ttl=5.0):
@@ -98,7 +98,7 @@ def test_turns_in_arrival_order_across_processes(client, raw, redis_url, prefix)
         for c in children:
             close(c)
     assert queued(raw, prefix) == 0
-    assert raw.keys(prefix + "*") == [f"{prefix}{{doc}}:w"] or raw.keys(prefix + "*") == []
+    assert raw.keys(prefix + "*") == [f"{prefix}{{doc}}:rw:w"] or raw.keys(prefix + "*") == []
 
 
 @pytest.mark.parametrize("first", ["write", "read"])
@@ -149,12 +149,12 @@ def test_a_stream_of_readers_cannot_starve_a_writer(client, raw, prefix):
     done = threading.Event()
     t = threading.Thread(target=lambda: (writer.acquire(timeout=10), done.set()))
     t.start()
-    wait_for(lambda: raw("ZCARD", f"{prefix}{{doc}}:qw") == 1, 5, "the writer in the queue")
+    wait_for(lambda: raw("ZCARD", f"{prefix}{{doc}}:rw:qw") == 1, 5, "the writer in the queue")
     late = rw.read()
     late_result = {}
     t2 = threading.Thread(target=lambda: late_result.setdefault("ok", late.acquire(timeout=10)))
     t2.start()
-    wait_for(lambda: raw("ZCARD", f"{prefix}{{doc}}:qr") == 1, 5, "the late reader in the queue")
+    wait_for(lambda: raw("ZCARD", f"{prefix}{{doc}}:rw:qr") == 1, 5, "the late reader in the queue")
     first.release()
     assert done.wait(5) and writer.owned()
     assert late_result == {}  # still waiting behind the writer

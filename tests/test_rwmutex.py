@@ -25,7 +25,7 @@ import pytest
 
 import ferrolock
 from ferrolock import LockLost, LockNotAcquired, LockNotOwned, Retry
-from helpers import LostProbe, key
+from helpers import LostProbe, key, wait_for
 
 FAST = Retry.exponential(0.001, 0.01)
 
@@ -36,7 +36,7 @@ FAST = Retry.exponential(0.001, 0.01)
 
 def rw_keys(prefix: str, name: str) -> tuple:
     """The writer hash, readers zset and intent keys of RWMutex `name`."""
-    base = key(prefix, name)
+    base = key(prefix, name) + ":rw"
     return f"{base}:w", f"{base}:r", f"{base}:i"
 
 
@@ -383,24 +383,26 @@ def test_no_writer_preference_reader_joins_while_writer_waits(client, raw, prefi
 
 
 def test_writer_preference_reader_refused_while_writer_waits(client, raw, prefix):
-    """The same scenario with preference: the reader is refused once the writer waits."""
+    """The same scenario with preference: once the writer's intent stands
+    (waited for, not sampled), a reader is refused; the writer then gets in
+    when the first reader leaves, and takes its intent away."""
     rw = client.rwmutex("pref")
     _, _, intent = rw_keys(prefix, "pref")
     first = rw.try_read()
     assert first is not None
-    refused = []
-
-    def refused_once_intent():
-        if raw("EXISTS", intent) == 1:
-            r = rw.try_read()
-            refused.append(r is None)
-            if r is not None:
-                r.release()
-
-    assert _while_writer_waits(rw.write(), 0.4, refused_once_intent) is False
-    assert refused and all(refused), refused
+    writer = rw.write()
+    result = {}
+    t = threading.Thread(target=lambda: result.setdefault("got", writer.acquire(timeout=10)))
+    t.start()
+    try:
+        wait_for(lambda: raw("EXISTS", intent) == 1, 5, "the waiting writer's intent")
+        assert rw.try_read() is None
+        first.release()
+    finally:
+        t.join(15)
+    assert result["got"] is True
     assert raw("EXISTS", intent) == 0
-    first.release()
+    writer.release()
     assert raw.keys(prefix + "*") == []
 
 
@@ -888,7 +890,7 @@ def test_fences_of_successive_writers_strictly_increase(client, raw, prefix):
 def test_storage_layout(client, raw, prefix):
     rw = client.rwmutex("doc:7", ttl=5.0, metadata="node-a")
     wkey, rkey, ikey = rw_keys(prefix, "doc:7")
-    assert wkey == f"{prefix}{{doc:7}}:w"
+    assert wkey == f"{prefix}{{doc:7}}:rw:w"
     r = rw.read()
     assert r.acquire()
     assert raw.keys(prefix + "*") == [rkey]

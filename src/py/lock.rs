@@ -186,8 +186,11 @@ impl PyLock {
         awaitable_or_undo(
             py,
             async move {
+                // Adopting a restored hold takes nothing new: if nobody
+                // receives the answer, the hold stays its owner's.
+                let adopting = core.is_restored();
                 let acquired = core.acquire(wait_for).await?;
-                Ok((acquired, acquired))
+                Ok((acquired, acquired && !adopting))
             },
             undo_acquire(&self.core),
         )
@@ -248,7 +251,7 @@ impl PyLock {
     }
 
     /// Resolves when the current hold ends: True if it was lost, False if it
-    /// was released (seed 003's `Done()`). At once when nothing is held.
+    /// was released. At once when nothing is held.
     fn wait_lost<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let lease = self.core.is_held().then(|| self.core.lease()).flatten();
         awaitable(py, async move {
@@ -343,6 +346,7 @@ impl PyLock {
         awaitable_or_undo(
             py,
             async move {
+                let adopting = core.is_restored();
                 if !core.acquire(wait_for).await? {
                     return Err(not_acquired);
                 }
@@ -354,7 +358,7 @@ impl PyLock {
                         });
                     }));
                 }
-                Ok((handle, true))
+                Ok((handle, !adopting))
             },
             undo,
         )

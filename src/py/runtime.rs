@@ -60,29 +60,32 @@ where
     py.detach(|| rt.block_on(contained(fut)))
 }
 
-/// Like `wait`, for waits of any length: looks for signals every 50 ms, and on
-/// one (Ctrl-C) drops `fut` (cancel-safe: nothing is left behind) and waits
-/// for `client`'s clean-ups before raising.
+/// Like `wait`, for waits of any length: looks for signals every 50 ms. On
+/// one (Ctrl-C) it drops `fut` inside the runtime, so the future's own guards
+/// start undoing what it did in Redis (a hold granted in flight, a writer's
+/// intent, a place in a queue, the wake-up subscription), and waits for those
+/// clean-ups (at most the command timeout) before the exception is raised.
 pub fn wait_interruptible<F, T>(py: Python<'_>, client: &Client, fut: F) -> PyResult<T>
 where
     F: Future<Output = Result<T>> + Send,
     T: Send,
 {
     let rt = runtime();
-    let interrupted = {
-        let mut fut = std::pin::pin!(contained(fut));
-        loop {
-            // A timeout polls the future first: when it elapses, `fut` has not finished.
-            let polled =
-                py.detach(|| rt.block_on(async { tokio::time::timeout(SIGNAL_POLL, &mut fut).await }));
-            if let Ok(result) = polled {
-                return result;
-            }
-            if let Err(signal) = py.check_signals() {
-                break signal;
-            }
+    let mut fut = Box::pin(contained(fut));
+    let interrupted = loop {
+        // A timeout polls the future first: when it elapses, `fut` has not finished.
+        let polled = py.detach(|| rt.block_on(async { tokio::time::timeout(SIGNAL_POLL, &mut fut).await }));
+        if let Ok(result) = polled {
+            return result;
         }
-    }; // `fut` is dropped here: an acquire cut short spawns its own clean-up
+        if let Err(signal) = py.check_signals() {
+            break signal;
+        }
+    };
+    {
+        let _inside = rt.enter();
+        drop(fut);
+    }
     let limit = client.options().command_timeout;
     py.detach(|| rt.block_on(async { tokio::time::timeout(limit, client.settle()).await })).unwrap_or(());
     Err(interrupted)
