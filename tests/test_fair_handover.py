@@ -1,0 +1,145 @@
+"""Fair hand-over under timing faults: a hold handed to a waiter lasts as
+long as that waiter expects (its own patience, not the releaser's), a grant
+counts only for the attempt it answered (a late wake-up from an earlier
+attempt is not a hold), fences increase in grant order, and a queued
+waiter that gives up passes its turn on at once."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import ferrolock
+from fault_proxy import FaultProxy
+from helpers import wait_for
+
+SLOW = ferrolock.Retry.fixed(10.0)  # wake-ups only: a poll would hide a missed one
+
+
+def start(fn) -> dict:
+    """Runs `fn` in a thread; the dict gets "result" (or "error") and "at"."""
+    out: dict = {}
+
+    def run():
+        try:
+            out["result"] = fn()
+        except BaseException as e:  # noqa: BLE001 - reported to the test
+            out["error"] = e
+        out["at"] = time.monotonic()
+
+    out["thread"] = threading.Thread(target=run, daemon=True)
+    out["thread"].start()
+    return out
+
+
+def finished(out: dict, limit: float) -> dict:
+    out["thread"].join(limit)
+    assert not out["thread"].is_alive(), "still waiting"
+    if "error" in out:
+        raise out["error"]
+    return out
+
+
+def fair_lock(client, name, **kw):
+    return client.lock(name, fair=True, **kw)
+
+
+def fair_writer(client, name, **kw):
+    return client.rwmutex(name, fair=True).write(**kw)
+
+
+KINDS = [pytest.param(fair_lock, "", id="lock"), pytest.param(fair_writer, ":rw:w", id="rw-writer")]
+QUEUE = {"": ":q", ":rw:w": ":rw:qw"}
+ALIVE = {"": ":qx", ":rw:w": ":rw:qx"}
+
+
+@pytest.mark.parametrize("make, suffix", KINDS)
+def test_a_handed_hold_outlasts_a_short_lived_releaser(client, raw, prefix, make, suffix):
+    """The releaser's ttl is 20 ms; the waiter's is 30 s. The hand-over must
+    last the waiter's patience and be renewed at once, every time."""
+    key = f"{prefix}{{h}}{suffix}"
+    for round_ in range(8):
+        holder = make(client, "h", ttl=0.02)
+        assert holder.acquire()
+        waiter = make(client, "h", ttl=30.0, retry=SLOW)
+        got = start(lambda: waiter.acquire(timeout=10))
+        wait_for(lambda: raw("ZCARD", f"{prefix}{{h}}{QUEUE[suffix]}") == 1, 5, "the waiter in the queue")
+        holder.release()
+        assert finished(got, 5)["result"] is True
+        wait_for(lambda: waiter.lost or raw("PTTL", key) > 10_000, 5, "the waiter's first renewal")
+        assert not waiter.lost, f"round {round_}: the handed hold was lost"
+        assert raw("HGET", key, "token").decode() == waiter.token
+        waiter.release()
+    assert raw.keys(prefix + "*") == []
+
+
+@pytest.mark.parametrize("make, suffix", KINDS)
+def test_a_late_grant_for_an_earlier_attempt_is_not_a_hold(redis_url, client, raw, prefix, make, suffix):
+    """W is partitioned while a release hands it the lock; the hand-over
+    lapses and V takes the lock. W's later attempts find V holding; then the
+    old hand-over message reaches W. W must not believe it holds."""
+    queue = f"{prefix}{{g}}{QUEUE[suffix]}"
+    alive = f"{prefix}{{g}}{ALIVE[suffix]}"
+    key = f"{prefix}{{g}}{suffix}"
+    proxy = FaultProxy(int(redis_url.rsplit(":", 1)[1].split("/")[0]))
+    try:
+        behind = ferrolock.Client(proxy.url, prefix=prefix)
+        holder = make(client, "g", ttl=30.0)
+        assert holder.acquire()
+        w = make(behind, "g", ttl=0.3, retry=ferrolock.Retry.fixed(0.03))
+        w_got = start(lambda: w.acquire(timeout=15))
+        wait_for(lambda: raw("ZCARD", queue) == 1, 5, "W in the queue")
+        channel = f"{prefix}{{g}}:rw:wake" if suffix else f"{key}:wake"
+        wait_for(lambda: raw("PUBSUB", "NUMSUB", channel)[1] == 1, 5, "W subscribed")
+        v = make(client, "g", ttl=5.0, retry=SLOW)
+        v_got = start(lambda: v.acquire(timeout=15))
+        wait_for(lambda: raw("ZCARD", queue) == 2, 5, "V in the queue")
+        w_token = raw("ZRANGE", queue, 0, 0)[0].decode()
+
+        proxy.hold("command", "up")  # W's attempts stop reaching Redis
+        proxy.hold("pubsub", "down")  # and the hand-over message stops reaching W
+        holder.release()
+        assert raw("HGET", key, "token").decode() == w_token  # handed to W, who cannot claim it
+        assert finished(v_got, 10)["result"] is True  # the hand-over lapsed; V is next
+        proxy.resume("command", "up")
+        wait_for(lambda: raw("ZSCORE", queue, w_token) is not None, 5, "W back in the queue")
+        # W's next attempt (a fresh one, sent just now) re-asserts its place:
+        # the stale grant must not be taken as an answer to it.
+        seen = float(raw("ZSCORE", alive, w_token))
+        wait_for(lambda: float(raw("ZSCORE", alive, w_token) or 0) > seen, 5, "a fresh attempt of W")
+        proxy.resume("pubsub", "down")  # now the stale grant arrives
+        w_got["thread"].join(0.5)
+        assert "result" not in w_got, "W believed it held the lock while V held it"
+        assert v.owned()
+        v_fence = v.fence
+        v.release()
+        assert finished(w_got, 10)["result"] is True
+        assert w.fence > v_fence  # fences follow grant order
+        w.release()
+    finally:
+        proxy.close()
+    wait_for(lambda: raw.keys(prefix + "*") == [], 5, "no keys left")
+
+
+def test_a_writer_that_gives_up_lets_the_readers_behind_it_in_at_once(client, raw, prefix):
+    """Fair RWMutex: a reader holds, a writer queues, a reader queues behind
+    it. The writer times out: the reader behind must get in at once."""
+    rw = client.rwmutex("doc", fair=True)
+    reading = rw.read()
+    assert reading.acquire()
+    writer = rw.write(retry=SLOW)
+    w_got = start(lambda: writer.acquire(timeout=0.25))
+    wait_for(lambda: raw("ZCARD", f"{prefix}{{doc}}:rw:qw") == 1, 5, "the writer in the queue")
+    reader = rw.read(retry=SLOW)
+    r_got = start(lambda: reader.acquire(timeout=10))
+    wait_for(lambda: raw("ZCARD", f"{prefix}{{doc}}:rw:qr") == 1, 5, "the reader in the queue")
+    gave_up = finished(w_got, 5)
+    assert gave_up["result"] is False
+    got = finished(r_got, 5)
+    assert got["result"] is True
+    assert got["at"] - gave_up["at"] < 0.2, "the reader slept past the writer's withdrawal"
+    reader.release()
+    reading.release()
+    assert raw.keys(prefix + "*") == []

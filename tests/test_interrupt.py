@@ -1,0 +1,130 @@
+"""Ctrl-C during a blocking acquire: when KeyboardInterrupt reaches the
+caller, everything the acquire did in Redis is undone already: a writer's
+intent, a place in a fair queue, a hold granted in flight, the wake-up
+subscription. Each scenario runs in a child process that the test
+interrupts with SIGINT; the child reports "interrupted" the moment the
+exception reaches it, and the test looks at Redis then."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from fault_proxy import FaultProxy
+from helpers import key, wait_for
+
+CHILD = textwrap.dedent(
+    """
+    import sys, ferrolock
+    url, prefix, scenario = sys.argv[1], sys.argv[2], sys.argv[3]
+    client = ferrolock.Client(url, prefix=prefix, command_timeout=3.0)
+    slow = ferrolock.Retry.fixed(10.0)
+    if scenario == "writer":
+        handle = client.rwmutex("rw").write(retry=slow)
+    elif scenario == "fair":
+        handle = client.lock("f", fair=True, retry=slow)
+    elif scenario == "fair-writer":
+        handle = client.rwmutex("frw", fair=True).write(retry=slow)
+    else:  # "waiter" on a busy lock, or "granted": a lock taken in flight
+        handle = client.lock("l", retry=slow)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    try:
+        handle.acquire()
+        print("acquired", flush=True)
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+    sys.stdin.readline()
+    """
+)
+
+
+class Child:
+    def __init__(self, url, prefix, scenario):
+        self.p = subprocess.Popen(
+            [sys.executable, "-c", CHILD, url, prefix, scenario],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+        assert self.line() == "ready"
+
+    def line(self) -> str:
+        return self.p.stdout.readline().strip()
+
+    def go(self):
+        self.p.stdin.write("go\n")
+        self.p.stdin.flush()
+
+    def interrupt(self):
+        os.kill(self.p.pid, signal.SIGINT)
+
+    def close(self):
+        if self.p.poll() is None:
+            self.p.kill()
+        self.p.wait()
+        self.p.stdin.close()
+        self.p.stdout.close()
+
+
+def numsub(raw, channel) -> int:
+    return raw("PUBSUB", "NUMSUB", channel)[1]
+
+
+@pytest.mark.parametrize(
+    "scenario, busy, waiting, left",
+    [
+        pytest.param("waiter", "lock", lambda raw, k: numsub(raw, f"{k('l')}:wake") == 1,
+                     lambda raw, k: numsub(raw, f"{k('l')}:wake"), id="waiter-subscription"),
+        pytest.param("writer", "reader", lambda raw, k: raw("EXISTS", f"{k('rw')}:rw:i") == 1,
+                     lambda raw, k: raw("EXISTS", f"{k('rw')}:rw:i"), id="writer-intent"),
+        pytest.param("fair", "fair", lambda raw, k: raw("ZCARD", f"{k('f')}:q") == 1,
+                     lambda raw, k: raw("ZCARD", f"{k('f')}:q"), id="fair-queue"),
+        pytest.param("fair-writer", "fair-reader", lambda raw, k: raw("ZCARD", f"{k('frw')}:rw:qw") == 1,
+                     lambda raw, k: raw("ZCARD", f"{k('frw')}:rw:qw"), id="fair-rw-queue"),
+    ],
+)
+def test_ctrl_c_while_waiting_undoes_everything_first(client, raw, redis_url, prefix, scenario, busy,
+                                                      waiting, left):
+    k = lambda name: key(prefix, name)  # noqa: E731
+    holder = {
+        "lock": lambda: client.lock("l"),
+        "reader": lambda: client.rwmutex("rw").read(),
+        "fair": lambda: client.lock("f", fair=True),
+        "fair-reader": lambda: client.rwmutex("frw", fair=True).read(),
+    }[busy]()
+    assert holder.acquire()
+    child = Child(redis_url, prefix, scenario)
+    try:
+        child.go()
+        wait_for(lambda: waiting(raw, k), 10, f"the child waiting ({scenario})")
+        child.interrupt()
+        assert child.line() == "interrupted"
+        assert left(raw, k) == 0, "still in Redis when KeyboardInterrupt was raised"
+    finally:
+        child.close()
+    holder.release()
+    assert raw.keys(prefix + "*") == []
+
+
+def test_ctrl_c_after_a_grant_in_flight_releases_it(raw, redis_url, prefix):
+    """The acquire has run on the server but its answer has not arrived
+    (held back by a proxy) when Ctrl-C lands: the lock it was granted is
+    released, not left to expire after 30 s."""
+    proxy = FaultProxy(int(redis_url.rsplit(":", 1)[1].split("/")[0]))
+    child = Child(proxy.url, prefix, "granted")
+    try:
+        proxy.hold("command", "down")
+        child.go()
+        wait_for(lambda: raw("EXISTS", key(prefix, "l")) == 1, 10, "the grant on the server")
+        child.interrupt()
+        wait_for(lambda: raw("EXISTS", key(prefix, "l")) == 0, 10, "the grant released")
+        proxy.resume("command", "down")
+        assert child.line() == "interrupted"
+    finally:
+        child.close()
+        proxy.close()
+    assert raw.keys(prefix + "*") == []
