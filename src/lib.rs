@@ -13,11 +13,12 @@ pub mod mode;
 pub mod retry;
 pub mod rwmutex;
 pub mod scripts;
+mod stats;
 pub mod token;
 mod wakeups;
 mod watchdog;
 
-pub use watchdog::live_watchdogs;
+pub use stats::{live_watchdogs, waiters};
 
 #[cfg(feature = "python")]
 mod py;

@@ -24,6 +24,7 @@ use tokio::sync::Notify;
 
 use crate::cleanup::Cleanups;
 use crate::error::Result;
+use crate::stats::WAITERS;
 
 /// A subscription connection: where to (un)subscribe, and what arrives.
 pub(crate) struct Feed {
@@ -153,6 +154,7 @@ impl Wakeups {
         reader: bool,
         token: &str,
     ) -> Result<Registration> {
+        WAITERS.add();
         let waiter = Arc::new(Waiter {
             notify: Notify::new(),
             reader,
@@ -326,6 +328,7 @@ impl Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
+        WAITERS.sub();
         let unused_wakeup = self.waiter.woken.load(Ordering::SeqCst);
         let mut emptied = Vec::new();
         {

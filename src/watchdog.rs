@@ -3,7 +3,7 @@
 //! without it, it only reports the hold lost when its ttl runs out. Either
 //! way nobody is left believing they hold a lock they do not.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
@@ -13,38 +13,21 @@ use crate::client::Client;
 use crate::lease::Lease;
 use crate::mode::Mode;
 
-/// Watchdog tasks alive, and the process they belong to: a forked child
-/// starts from zero (its parent's tasks never run there).
-static LIVE: Mutex<(u32, usize)> = Mutex::new((0, 0));
-
-fn live() -> std::sync::MutexGuard<'static, (u32, usize)> {
-    let mut live = LIVE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let pid = std::process::id();
-    if live.0 != pid {
-        *live = (pid, 0);
-    }
-    live
-}
-
-/// Watchdog tasks alive in this process (for tests and diagnostics).
-pub fn live_watchdogs() -> usize {
-    live().1
-}
+use crate::stats::WATCHDOGS;
 
 /// Counts a task from its start until its future is dropped (ended or aborted).
 struct Alive;
 
 impl Alive {
     fn new() -> Alive {
-        live().1 += 1;
+        WATCHDOGS.add();
         Alive
     }
 }
 
 impl Drop for Alive {
     fn drop(&mut self) {
-        let mut live = live();
-        live.1 = live.1.saturating_sub(1);
+        WATCHDOGS.sub();
     }
 }
 

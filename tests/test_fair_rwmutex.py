@@ -15,8 +15,8 @@ import pytest
 
 import ferrolock
 from ferrolock._ferrolock import _debug_stats
-from helpers import script_calls
-from test_fair import cancel_after_hand_over, close, hand_over_ms, past_a_dead_waiter, wait_for
+from helpers import script_calls, wait_for
+from test_fair import cancel_after_hand_over, close, hand_over_ms, past_a_dead_waiter
 
 CHILD = textwrap.dedent(
     """
@@ -242,3 +242,34 @@ def test_fair_rwmutex_arguments(client):
         client.rwmutex("doc").try_write(fair=False)
     with pytest.raises(TypeError):
         ferrolock.RWMutex(client, "doc", fair="yes")
+
+
+def test_a_fair_lock_and_a_fair_rwmutex_of_one_name_share_no_key(client, raw, prefix):
+    """Both kinds on the name "n", each with a waiter queued: their keys are
+    disjoint, and each hands over to its own waiter."""
+    lock_holder = client.lock("n", fair=True)
+    rw = client.rwmutex("n", fair=True)
+    writer = rw.write()
+    assert lock_holder.acquire() and writer.acquire()
+    lock_waiter = client.lock("n", fair=True, retry=ferrolock.Retry.fixed(10.0))
+    rw_waiter = rw.write(retry=ferrolock.Retry.fixed(10.0))
+    results = {}
+    threads = [
+        threading.Thread(target=lambda: results.setdefault("lock", lock_waiter.acquire(timeout=10))),
+        threading.Thread(target=lambda: results.setdefault("rw", rw_waiter.acquire(timeout=10))),
+    ]
+    for t in threads:
+        t.start()
+    wait_for(lambda: len(raw.keys(prefix + "*")) >= 7, 5, "both waiters queued")
+    lock_keys = {k for k in raw.keys(prefix + "*") if not k.startswith(f"{prefix}{{n}}:rw:")}
+    rw_keys = {k for k in raw.keys(prefix + "*") if k.startswith(f"{prefix}{{n}}:rw:")}
+    assert lock_keys == {f"{prefix}{{n}}", f"{prefix}{{n}}:q", f"{prefix}{{n}}:qx", f"{prefix}{{n}}:qt"}
+    assert not lock_keys & rw_keys
+    lock_holder.release()
+    writer.release()
+    for t in threads:
+        t.join(10)
+    assert results == {"lock": True, "rw": True}
+    lock_waiter.release()
+    rw_waiter.release()
+    assert raw.keys(prefix + "*") == []

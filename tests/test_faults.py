@@ -449,3 +449,26 @@ def test_ctrl_c_default_handler_exits_with_keyboard_interrupt(server, prefix):
     assert hget(server, key(prefix, "busy"), "token") == holder.token
     holder.release()
     assert server.command("KEYS", prefix + "*") == b"*0\r\n"
+
+
+def test_a_release_resent_after_a_dropped_reply_is_not_a_loss(redis_url, raw, prefix):
+    """The release runs on the server, then the connection drops before its
+    reply arrives; ferrolock sends it again on a new connection, which finds
+    nothing to release. That is not a lost lock: the hold was still valid,
+    so the first sending released it."""
+    from fault_proxy import FaultProxy
+
+    proxy = FaultProxy(int(redis_url.rsplit(":", 1)[1].split("/")[0]))
+    try:
+        c = ferrolock.Client(proxy.url, prefix=prefix)
+        lock = c.lock("resent", ttl=30.0)
+        assert lock.acquire()
+        lock.release()  # the release script is loaded on the server now: EVALSHA runs it
+        assert lock.acquire()
+        proxy.drop_reply_to(b"EVALSHA")
+        lock.release()  # no LockNotOwned
+        assert proxy.dropped.is_set()  # the fault did happen
+        assert lock.lost is False
+        assert raw("EXISTS", key(prefix, "resent")) == 0
+    finally:
+        proxy.close()

@@ -11,7 +11,7 @@ import pytest
 
 import ferrolock
 from ferrolock import Retry
-from helpers import script_calls
+from helpers import script_calls, wait_for
 
 SLOW = Retry.fixed(10.0)  # polling alone would take 10 s: only a wake-up is fast
 
@@ -171,3 +171,40 @@ def test_killed_subscription_connection_recovers(server):
     ok, at = got["again"]
     assert ok and at - released < 0.5
     fast.release()
+
+
+def test_a_multi_lock_waiter_passes_on_a_wakeup_it_cannot_use(client):
+    """A multi-lock waiter on [a, b] is first in line for `a`; a plain
+    waiter on `a` is second. `a` is released while `b` stays held: the
+    multi-lock waiter cannot proceed, so the plain waiter must get `a` at
+    once, not at its next poll (10 s)."""
+    slow = Retry.fixed(10.0)
+    hold_a, hold_b = client.lock("a", ttl=30.0), client.lock("b", ttl=30.0)
+    assert hold_a.acquire() and hold_b.acquire()
+    both = client.multi_lock(["a", "b"], retry=slow)
+    only_a = client.lock("a", retry=slow)
+    got = {}
+    t1 = threading.Thread(target=lambda: got.setdefault("both", both.acquire(timeout=20)), daemon=True)
+    t1.start()
+    wait_for(lambda: _waiters(client) >= 1, 5, "the multi-lock waiting")
+    t2 = threading.Thread(
+        target=lambda: got.setdefault("a", (only_a.acquire(timeout=20), time.monotonic())), daemon=True
+    )
+    t2.start()
+    wait_for(lambda: _waiters(client) >= 2, 5, "the plain waiter waiting")
+    released = time.monotonic()
+    hold_a.release()
+    t2.join(5)
+    assert got["a"][0] is True
+    assert got["a"][1] - released < 0.5, f"woken after {got['a'][1] - released:.2f} s"
+    only_a.release()
+    hold_b.release()
+    t1.join(5)
+    assert got["both"] is True
+    both.release()
+
+
+def _waiters(client) -> int:
+    from ferrolock._ferrolock import _debug_stats
+
+    return _debug_stats()["waiters"]

@@ -379,3 +379,22 @@ async def test_wait_lost_resolves_when_the_hold_ends(client, raw, prefix):
     released = asyncio.ensure_future(lock.wait_lost())
     await lock.arelease()
     assert await asyncio.wait_for(released, 2.0) is False
+
+
+def test_extend_without_renewal_moves_the_loss_deadline(client, raw, prefix):
+    """auto_renew=False, then extend(): the hold lasts the extended ttl, is
+    not reported lost at the original one, and a new acquire in this
+    process does not find its own stale hold in the way."""
+    probe = LostProbe()
+    lock = client.lock("ext", ttl=0.4, auto_renew=False, on_lost=probe)
+    assert lock.acquire()
+    lock.extend(3.0)
+    assert not probe.wait(1.0), "reported lost at the original ttl"  # 2.5 x the original ttl
+    assert not lock.lost
+    assert lock.owned()
+    assert raw("PTTL", key(prefix, "ext")) > 1000
+    lock.release()
+    again = client.lock("ext", ttl=1.0)
+    assert again.acquire(timeout=0.5)
+    again.release()
+    assert raw.keys(prefix + "*") == []

@@ -27,12 +27,14 @@ pub mod _ferrolock {
     #[pymodule_export]
     use super::runtime::_at_exit;
 
-    /// Counters for tests and diagnostics: live watchdog tasks in this process.
+    /// Counters for tests and diagnostics: live watchdog tasks, waiting
+    /// acquires and holds taken straight from a hand-over, in this process.
     #[pyfunction]
     fn _debug_stats(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
         let stats = pyo3::types::PyDict::new(py);
         stats.set_item("watchdogs", crate::live_watchdogs())?;
         stats.set_item("handed_over", crate::lock::handed_over())?;
+        stats.set_item("waiters", crate::waiters())?;
         Ok(stats)
     }
 
