@@ -186,3 +186,49 @@ def test_cluster_urls(cluster):
     with pytest.raises(ferrolock.LockConnectionError) as dead:
         ferrolock.Client("redis+cluster://:hunter2@127.0.0.1:1,127.0.0.1:2")
     assert "hunter2" not in str(dead.value) and "127.0.0.1:1" in str(dead.value)
+
+
+def _move_slot(cluster, slot: int, src: int, dst: int) -> None:
+    """Moves `slot` (and its keys) from the node on port `src` to `dst`."""
+    from conftest import Raw
+
+    node = {p: Raw(f"redis://127.0.0.1:{p}/0") for p in cluster.ports}
+    ids = {p: node[p]("CLUSTER", "MYID").decode() for p in cluster.ports}
+    node[dst]("CLUSTER", "SETSLOT", slot, "IMPORTING", ids[src])
+    node[src]("CLUSTER", "SETSLOT", slot, "MIGRATING", ids[dst])
+    keys = node[src]("CLUSTER", "GETKEYSINSLOT", slot, 1000)
+    if keys:
+        node[src]("MIGRATE", "127.0.0.1", dst, "", 0, 5000, "KEYS", *keys)
+    for p in (dst, src, *[p for p in cluster.ports if p not in (src, dst)]):
+        node[p]("CLUSTER", "SETSLOT", slot, "NODE", ids[dst])
+
+
+def test_waiters_follow_a_slot_migration(cclient, cluster, cluster_raw, prefix):
+    """The slot of a lock moves to another node while a waiter is
+    subscribed there: the server drops the waiter's sharded subscription,
+    ferrolock subscribes again on the new owner, and the release still
+    wakes the waiter at once."""
+    key = f"{prefix}{{m}}"
+    slot = key_slot(key)
+    src = cluster.node_port_for(key)
+    dst = next(p for p in cluster.ports if p != src)
+    holder = cclient.lock("m", ttl=30.0)
+    assert holder.acquire()
+    waiter = cclient.lock("m", retry=ferrolock.Retry.fixed(10.0))
+    result = {}
+    t = threading.Thread(target=lambda: result.setdefault("ok", waiter.acquire(timeout=15)), daemon=True)
+    t.start()
+    on = lambda port: cluster_raw.nodes[port]("PUBSUB", "SHARDNUMSUB", f"{key}:wake")[1]  # noqa: E731
+    wait_for(lambda: on(src) == 1, 5, "the subscription on the first owner")
+    _move_slot(cluster, slot, src, dst)
+    try:
+        wait_for(lambda: on(dst) == 1, 5, "the subscription on the new owner")
+        released = time.monotonic()
+        holder.release()
+        t.join(10)
+        assert result == {"ok": True}
+        assert time.monotonic() - released < 1.0, "the waiter missed the release after the migration"
+        waiter.release()
+    finally:
+        _move_slot(cluster, slot, dst, src)
+    wait_for(lambda: cluster_raw.nodes[src]("EXISTS", key) == 0, 5, "no key left")
