@@ -208,3 +208,23 @@ def _waiters(client) -> int:
     from ferrolock._ferrolock import _debug_stats
 
     return _debug_stats()["waiters"]
+
+
+async def test_a_cancelled_waiter_passes_its_wakeup_on(client):
+    """Two local waiters; the first is cancelled as the release arrives: the
+    second gets the lock at once, not at its next poll (10 s)."""
+    import asyncio
+
+    slow = Retry.fixed(10.0)
+    holder = client.lock("c", ttl=30.0)
+    assert await holder.aacquire()
+    first, second = client.lock("c", retry=slow), client.lock("c", retry=slow)
+    t1 = asyncio.ensure_future(first.aacquire())
+    wait_for(lambda: _waiters(client) >= 1, 5, "the first waiter")
+    t2 = asyncio.ensure_future(second.aacquire())
+    wait_for(lambda: _waiters(client) >= 2, 5, "the second waiter")
+    await holder.arelease()
+    t1.cancel()
+    assert await asyncio.wait_for(t2, 1.0) is True
+    await second.arelease()
+    assert t1.cancelled() or t1.result() in (True, False)
