@@ -1,5 +1,6 @@
-"""Seed 000's Sentinel master name: locks through `redis+sentinel://`, and the
-same Client follows a failover to the promoted replica."""
+"""Sentinel: locks through `redis+sentinel://` (a master name, asked of the
+Sentinels), the same Client follows a failover to the promoted replica, and
+a hold the promoted replica never received is reported lost."""
 
 from __future__ import annotations
 
@@ -85,6 +86,37 @@ def test_lock_through_sentinel_follows_failover(topology, prefix):
     assert after.acquire(timeout=15), "the same Client did not follow the failover"
     assert replica.command("EXISTS", f"{prefix}{{job}}").strip() == b":1"
     assert after.fence > first
+    after.release()
+
+
+def test_a_hold_lost_in_an_asynchronous_failover_is_reported(topology, prefix):
+    """Replication is asynchronous: the master grants a hold, then dies before
+    its replica copies it (the replica's link is cut: the master now wants a
+    password the replica lacks, while connections already open stay
+    authenticated). After the failover the promoted replica has no such lock:
+    the holder's next renewal finds that out and reports the hold lost, and
+    the next holder's fence is higher."""
+    master, replica, sentinel = topology
+    client = ferrolock.Client(
+        f"redis+sentinel://127.0.0.1:{sentinel.port}/mymaster/0", prefix=prefix, connect_timeout=2
+    )
+    lost = []
+    master.command("CONFIG", "SET", "requirepass", "cut-the-replica")
+    master.password = "cut-the-replica"
+    master.command("CLIENT", "KILL", "TYPE", "replica")
+    wait_for(lambda: b"master_link_status:down" in replica.command("INFO", "replication"), 10, "the link cut")
+    lock = client.lock("gone", ttl=3.0, on_lost=lambda: lost.append(time.monotonic()))
+    assert lock.acquire()
+    master.kill()
+    failed_at = time.monotonic()
+    wait_for(lambda: sentinel.master_port() == replica.port, 30, "sentinel to promote the replica")
+    assert replica.command("EXISTS", f"{prefix}{{gone}}").strip() == b":0"  # the hold did not survive
+    wait_for(lambda: lock.lost, 10, "the holder told")
+    assert lost, "on_lost did not fire"
+    assert lost[0] - failed_at < 3.0 + 2.0  # within the ttl of the failure, plus the failover itself
+    after = client.lock("gone", ttl=3.0)
+    assert after.acquire(timeout=5)
+    assert after.fence > lock.fence
     after.release()
 
 
