@@ -74,6 +74,22 @@ pub struct RwKeys {
     pub channel: String,
 }
 
+impl RwKeys {
+    /// Every key and the channel, in a fixed order.
+    pub fn all(&self) -> [&String; 8] {
+        [
+            &self.writer,
+            &self.readers,
+            &self.intent,
+            &self.queued_readers,
+            &self.queued_writers,
+            &self.alive,
+            &self.tags,
+            &self.channel,
+        ]
+    }
+}
+
 /// A fair lock: its hold (the same hash as a Lock's), the waiters in arrival
 /// order, until when each waiter counts as alive, and each waiter's tag.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,6 +99,13 @@ pub struct FairKeys {
     pub alive: String,
     pub tags: String,
     pub channel: String,
+}
+
+impl FairKeys {
+    /// Every key and the channel, in a fixed order.
+    pub fn all(&self) -> [&String; 5] {
+        [&self.lock, &self.queue, &self.alive, &self.tags, &self.channel]
+    }
 }
 
 impl KeySpace {
@@ -132,19 +155,8 @@ mod tests {
     fn kinds_of_one_name_never_share_a_key() {
         let ks = KeySpace::new("app:");
         let (rw, fair) = (ks.rw("n"), ks.fair("n"));
-        let lock_side = [fair.lock, fair.queue, fair.alive, fair.tags, fair.channel];
-        let rw_side = [
-            rw.writer,
-            rw.readers,
-            rw.intent,
-            rw.queued_readers,
-            rw.queued_writers,
-            rw.alive,
-            rw.tags,
-            rw.channel,
-        ];
-        for k in &lock_side {
-            assert!(!rw_side.contains(k), "{k} is used by both a Lock and an RWMutex");
+        for k in fair.all() {
+            assert!(!rw.all().contains(&k), "{k} is used by both a Lock and an RWMutex");
         }
     }
 
@@ -153,18 +165,8 @@ mod tests {
         let ks = KeySpace::new("app:{x}");
         let rw = ks.rw("doc");
         let fair = ks.fair("q");
-        let all = [
-            rw.writer,
-            rw.readers,
-            rw.intent,
-            rw.queued_readers,
-            rw.queued_writers,
-            rw.alive,
-            rw.tags,
-            rw.channel,
-        ];
-        assert!(one_slot(&all));
-        assert!(one_slot(&[fair.lock, fair.queue, fair.alive, fair.tags, fair.channel]));
+        assert!(one_slot(&rw.all().map(String::clone)));
+        assert!(one_slot(&fair.all().map(String::clone)));
         assert!(!one_slot(&[ks.lock("a"), ks.lock("b")]));
     }
 }

@@ -329,9 +329,11 @@ impl Registration {
 impl Drop for Registration {
     fn drop(&mut self) {
         WAITERS.sub();
-        let unused_wakeup = self.waiter.woken.load(Ordering::SeqCst);
         let mut emptied = Vec::new();
-        {
+        // Leave the queues first, then look whether a wake-up came: a
+        // dispatch wakes only waiters it finds queued, under this same lock,
+        // so one that landed before the removal is seen here and passed on.
+        let unused_wakeup = {
             let mut waiters = self.wakeups.waiters.lock().unwrap();
             for c in &self.channels {
                 if let Some(queue) = waiters.get_mut(c) {
@@ -342,7 +344,8 @@ impl Drop for Registration {
                     }
                 }
             }
-        }
+            self.waiter.woken.load(Ordering::SeqCst)
+        };
         if unused_wakeup {
             for c in &self.channels {
                 self.wakeups.wake_next(c, None);

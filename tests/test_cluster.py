@@ -155,15 +155,22 @@ def test_multi_lock_needs_one_slot(cclient, prefix):
     both.release()
 
 
+def held_and_awaited(cclient, name: str):
+    """A holder of `name`, and a waiter (polling only every 10 s: it relies
+    on its wake-up) acquiring in a thread: (holder, waiter, thread, result)."""
+    holder = cclient.lock(name, ttl=30.0)
+    assert holder.acquire()
+    waiter = cclient.lock(name, retry=ferrolock.Retry.fixed(10.0))
+    result: dict = {}
+    t = threading.Thread(target=lambda: result.setdefault("ok", waiter.acquire(timeout=15)), daemon=True)
+    t.start()
+    return holder, waiter, t, result
+
+
 def test_waiters_recover_after_the_subscription_is_killed(cclient, cluster_raw, prefix):
     key = f"{prefix}{{k}}"
     node = cluster_raw.node(key)
-    holder = cclient.lock("k")
-    assert holder.acquire()
-    waiter = cclient.lock("k", retry=ferrolock.Retry.fixed(10.0))
-    result = {}
-    t = threading.Thread(target=lambda: result.setdefault("ok", waiter.acquire(timeout=8)))
-    t.start()
+    holder, waiter, t, result = held_and_awaited(cclient, "k")
     wait_for(lambda: node("PUBSUB", "SHARDNUMSUB", f"{key}:wake")[1] == 1, 5, "the subscription")
     for raw in cluster_raw.nodes.values():
         raw("CLIENT", "KILL", "TYPE", "pubsub")
@@ -188,18 +195,16 @@ def test_cluster_urls(cluster):
     assert "hunter2" not in str(dead.value) and "127.0.0.1:1" in str(dead.value)
 
 
-def _move_slot(cluster, slot: int, src: int, dst: int) -> None:
+def _move_slot(cluster_raw, slot: int, src: int, dst: int) -> None:
     """Moves `slot` (and its keys) from the node on port `src` to `dst`."""
-    from conftest import Raw
-
-    node = {p: Raw(f"redis://127.0.0.1:{p}/0") for p in cluster.ports}
-    ids = {p: node[p]("CLUSTER", "MYID").decode() for p in cluster.ports}
+    node = cluster_raw.nodes
+    ids = {p: node[p]("CLUSTER", "MYID").decode() for p in node}
     node[dst]("CLUSTER", "SETSLOT", slot, "IMPORTING", ids[src])
     node[src]("CLUSTER", "SETSLOT", slot, "MIGRATING", ids[dst])
     keys = node[src]("CLUSTER", "GETKEYSINSLOT", slot, 1000)
     if keys:
         node[src]("MIGRATE", "127.0.0.1", dst, "", 0, 5000, "KEYS", *keys)
-    for p in (dst, src, *[p for p in cluster.ports if p not in (src, dst)]):
+    for p in (dst, src, *[p for p in node if p not in (src, dst)]):
         node[p]("CLUSTER", "SETSLOT", slot, "NODE", ids[dst])
 
 
@@ -212,15 +217,10 @@ def test_waiters_follow_a_slot_migration(cclient, cluster, cluster_raw, prefix):
     slot = key_slot(key)
     src = cluster.node_port_for(key)
     dst = next(p for p in cluster.ports if p != src)
-    holder = cclient.lock("m", ttl=30.0)
-    assert holder.acquire()
-    waiter = cclient.lock("m", retry=ferrolock.Retry.fixed(10.0))
-    result = {}
-    t = threading.Thread(target=lambda: result.setdefault("ok", waiter.acquire(timeout=15)), daemon=True)
-    t.start()
+    holder, waiter, t, result = held_and_awaited(cclient, "m")
     on = lambda port: cluster_raw.nodes[port]("PUBSUB", "SHARDNUMSUB", f"{key}:wake")[1]  # noqa: E731
     wait_for(lambda: on(src) == 1, 5, "the subscription on the first owner")
-    _move_slot(cluster, slot, src, dst)
+    _move_slot(cluster_raw, slot, src, dst)
     try:
         wait_for(lambda: on(dst) == 1, 5, "the subscription on the new owner")
         released = time.monotonic()
@@ -230,5 +230,5 @@ def test_waiters_follow_a_slot_migration(cclient, cluster, cluster_raw, prefix):
         assert time.monotonic() - released < 1.0, "the waiter missed the release after the migration"
         waiter.release()
     finally:
-        _move_slot(cluster, slot, dst, src)
+        _move_slot(cluster_raw, slot, dst, src)
     wait_for(lambda: cluster_raw.nodes[src]("EXISTS", key) == 0, 5, "no key left")

@@ -9,6 +9,8 @@ import os
 import threading
 import time
 
+import pytest
+
 import ferrolock
 from fault_proxy import FaultProxy
 
@@ -26,49 +28,48 @@ def wait_child(pid: int, limit: float) -> int | None:
     return status.get("s")
 
 
-def test_a_child_forked_while_the_parent_subscribes_does_not_hang(client, redis_url, prefix):
+@pytest.fixture
+def slowed(client, redis_url, prefix):
+    """(proxy, a Client behind it, a holder of "busy" on the direct client)."""
     proxy = FaultProxy(port_of(redis_url))
-    try:
-        behind = ferrolock.Client(proxy.url, prefix=prefix)
-        holder = client.lock("busy", ttl=30.0)
-        assert holder.acquire()
-        proxy.slow_subscribe(3.0)
-        waiter = threading.Thread(target=lambda: behind.lock("busy").acquire(timeout=10), daemon=True)
-        waiter.start()
-        assert proxy.subscribe_seen.wait(5)  # the parent's waiter is subscribing now
-        pid = os.fork()
-        if pid == 0:  # the child: its inherited client must work, and not hang
-            code = 1
-            try:
-                free = behind.lock("free", ttl=5.0)
-                busy = behind.lock("busy", ttl=5.0)
-                if free.acquire(timeout=2) and busy.acquire(timeout=0.5) is False:
-                    free.release()
-                    code = 0
-            finally:
-                os._exit(code)
-        status = wait_child(pid, 10)
-        if status is None:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-        assert status == 0, "the forked child hung or failed" if status is None else f"exit status {status}"
+    holder = client.lock("busy", ttl=30.0)
+    assert holder.acquire()
+    yield proxy, ferrolock.Client(proxy.url, prefix=prefix), holder
+    if holder.token is not None:
         holder.release()
-        waiter.join(15)
-    finally:
-        proxy.close()
+    proxy.close()
 
 
-def test_a_slow_subscribe_does_not_stretch_the_acquire_timeout(client, redis_url, prefix):
-    proxy = FaultProxy(port_of(redis_url))
-    try:
-        behind = ferrolock.Client(proxy.url, prefix=prefix)
-        holder = client.lock("busy", ttl=30.0)
-        assert holder.acquire()
-        proxy.slow_subscribe(2.0)
-        started = time.monotonic()
-        assert behind.lock("busy").acquire(timeout=0.3) is False
-        took = time.monotonic() - started
-        assert took < 0.3 + 0.2, f"acquire(timeout=0.3) took {took:.2f} s"
-        holder.release()
-    finally:
-        proxy.close()
+def test_a_child_forked_while_the_parent_subscribes_does_not_hang(slowed):
+    proxy, behind, holder = slowed
+    proxy.slow_subscribe(3.0)
+    waiter = threading.Thread(target=lambda: behind.lock("busy").acquire(timeout=10), daemon=True)
+    waiter.start()
+    assert proxy.subscribe_seen.wait(5)  # the parent's waiter is subscribing now
+    pid = os.fork()
+    if pid == 0:  # the child: its inherited client must work, and not hang
+        code = 1
+        try:
+            free = behind.lock("free", ttl=5.0)
+            busy = behind.lock("busy", ttl=5.0)
+            if free.acquire(timeout=2) and busy.acquire(timeout=0.5) is False:
+                free.release()
+                code = 0
+        finally:
+            os._exit(code)
+    status = wait_child(pid, 10)
+    if status is None:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    assert status == 0, "the forked child hung or failed" if status is None else f"exit status {status}"
+    holder.release()
+    waiter.join(15)
+
+
+def test_a_slow_subscribe_does_not_stretch_the_acquire_timeout(slowed):
+    proxy, behind, _ = slowed
+    proxy.slow_subscribe(2.0)
+    started = time.monotonic()
+    assert behind.lock("busy").acquire(timeout=0.3) is False
+    took = time.monotonic() - started
+    assert took < 0.3 + 0.2, f"acquire(timeout=0.3) took {took:.2f} s"
