@@ -94,6 +94,7 @@ def test_server_restart_while_holding(server, prefix, down_for):
     with pytest.raises(LockLost) as info:
         with lock:
             acquired = time.monotonic()
+            first_fence = lock.fence
             server.kill()
             if down_for:
                 # Redis gone: the holder must give up by its own deadline,
@@ -114,6 +115,7 @@ def test_server_restart_while_holding(server, prefix, down_for):
     # The same Client works again, no new one needed.
     again = client.lock("crash", ttl=1.0)
     assert again.acquire(timeout=5)
+    assert again.fence > first_fence  # the server's clock, not its lost data, orders fences
     assert hget(server, key(prefix, "crash"), "token") == again.token
     again.release()
     assert not exists(server, key(prefix, "crash"))
@@ -472,3 +474,30 @@ def test_a_release_resent_after_a_dropped_reply_is_not_a_loss(redis_url, raw, pr
         assert raw("EXISTS", key(prefix, "resent")) == 0
     finally:
         proxy.close()
+
+
+# ---------------------------------------------------------------- eviction
+
+
+def test_an_evicted_lock_is_reported_lost(prefix):
+    """A server whose maxmemory policy may evict keys with an expiry (here
+    volatile-ttl: the lock is the only such key, so it goes first) loses the
+    lock when memory fills up. The holder is told at its next renewal."""
+    s = RedisServer(extra=("--maxmemory", "4mb", "--maxmemory-policy", "volatile-ttl")).start()
+    try:
+        client = ferrolock.Client(s.url, prefix=prefix)
+        probe = LostProbe()
+        lock = client.lock("ev", ttl=1.5, on_lost=probe)
+        assert lock.acquire()
+        filler = "x" * 100_000
+        for i in range(80):  # 8 MB of keys without expiry: past maxmemory, evictions start
+            s.command("SET", f"fill:{i}", filler)
+            if not exists(s, key(prefix, "ev")):
+                break
+        assert not exists(s, key(prefix, "ev")), "the lock was never evicted"
+        evicted = time.monotonic()
+        assert probe.wait(1.5), "the eviction was never reported"
+        assert probe.at - evicted <= 1.5 / 3 + 0.2  # at the next renewal
+        assert lock.lost
+    finally:
+        s.close()
