@@ -280,6 +280,9 @@ impl Client {
     {
         let err = match op(self.conn().await?).await {
             Ok(v) => return Ok((v, false)),
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::BusyLoading) => {
+                return self.when_loaded(&op).await.map(|v| (v, false));
+            }
             Err(e) => e,
         };
         let dropped = err.is_connection_dropped()
@@ -295,6 +298,27 @@ impl Client {
             self.forget_connection();
             e.into()
         })
+    }
+
+    /// A server that restarted answers LOADING while it reads its data back:
+    /// nothing ran, so try again until it is done, within the command timeout.
+    async fn when_loaded<T, F, Fut>(&self, op: &F) -> Result<T>
+    where
+        F: Fn(Conn) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        let deadline = tokio::time::Instant::now() + self.inner.opts.command_timeout;
+        let mut pause = Duration::from_millis(5);
+        loop {
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(100));
+            match op(self.conn().await?).await {
+                Err(e)
+                    if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::BusyLoading)
+                        && tokio::time::Instant::now() + pause < deadline => {}
+                other => return other.map_err(Error::from),
+            }
+        }
     }
 
     fn forget_connection(&self) {

@@ -42,6 +42,8 @@ impl From<redis::RedisError> for Error {
         let code = e.code().unwrap_or("");
         if e.kind() == redis::ErrorKind::AuthenticationFailed || code == "NOAUTH" || code == "WRONGPASS" {
             Error::Connection(format!("Redis refused the credentials: {e}"))
+        } else if code == "LOADING" {
+            Error::Connection(format!("Redis is still loading its data after a restart: {e}"))
         } else if code == "READONLY" || code == "MASTERDOWN" {
             Error::Connection(format!("Redis node cannot take writes (a failover may be under way): {e}"))
         } else if e.is_timeout() {

@@ -234,8 +234,11 @@ impl Lock {
                         Some(d) if !wait.expired() => d,
                         _ => {
                             if undo.pending {
-                                undo.pending = false;
+                                // Still pending while the withdrawal is under way: if
+                                // it fails, or this future is dropped meanwhile, the
+                                // guard's clean-up withdraws again.
                                 self.mode.withdraw(&self.client, &token, ours).await?;
+                                undo.pending = false;
                             }
                             return Ok(false);
                         }
@@ -564,10 +567,23 @@ impl Drop for Undo {
         let (client, mode, token, ours) =
             (self.client.clone(), self.mode.clone(), std::mem::take(&mut self.token), self.ours);
         self.client.spawn_cleanup(async move {
-            let _ = mode.undo(&client, &token, ours).await;
+            // A few tries: the undo races the faults that often cut an
+            // acquire short (a dropped connection, a restarting server).
+            let mut pause = Duration::from_millis(20);
+            for _ in 0..UNDO_TRIES {
+                match mode.undo(&client, &token, ours).await {
+                    Ok(()) => return,
+                    Err(e) => log::debug!("undoing an interrupted acquire failed, retrying: {e}"),
+                }
+                tokio::time::sleep(pause).await;
+                pause *= 4;
+            }
         });
     }
 }
+
+/// How often an interrupted acquire's undo is tried (over about 0.4 s).
+const UNDO_TRIES: u32 = 3;
 
 /// The attempts of one acquire: their numbers and when each was sent, so a
 /// fair grant is measured from the attempt it answers. Only recent ones are

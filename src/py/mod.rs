@@ -4,6 +4,7 @@ pub mod args;
 pub mod client;
 pub mod errors;
 pub mod lock;
+pub mod logging;
 pub mod options;
 pub mod retry;
 pub mod runtime;
@@ -48,7 +49,7 @@ pub mod _ferrolock {
         m.add("LockLost", py.get_type::<super::errors::LockLost>())?;
         m.add("LockConnectionError", super::errors::connection_error(py)?)?;
         // Core log records go to Python's `logging`, under the `ferrolock` logger.
-        let _ = pyo3_log::try_init();
+        super::logging::install(py)?;
         Ok(())
     }
 }

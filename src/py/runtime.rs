@@ -253,6 +253,11 @@ impl Delivery {
 /// Set once the interpreter is exiting: no callback into Python after that.
 static EXITING: AtomicBool = AtomicBool::new(false);
 
+/// Whether the interpreter is exiting (no more calls into Python).
+pub fn exiting() -> bool {
+    EXITING.load(Ordering::SeqCst)
+}
+
 /// Registered with `atexit`: from now on, losses and log records are not
 /// reported into an interpreter that is finalizing (holds simply expire).
 #[pyfunction]

@@ -1,0 +1,103 @@
+//! Core log records into Python's `logging` (the `ferrolock` logger), from a
+//! thread of their own. pyo3-log calls Python on whichever thread logs; when
+//! that is the main thread, inside a blocking call, a pending Ctrl-C runs its
+//! handler inside `logging` and the KeyboardInterrupt is left set on the
+//! thread, so the call returns with an error set (a SystemError, and a result
+//! lost). Here the calling thread only queues the record; a forwarding thread,
+//! never the main one, hands it to pyo3-log.
+
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+
+use log::{Level, Log, Metadata, Record};
+use pyo3::prelude::*;
+
+use super::runtime::exiting;
+
+/// A record that can cross threads.
+struct Queued {
+    level: Level,
+    target: String,
+    message: String,
+    module_path: Option<String>,
+    file: Option<String>,
+    line: Option<u32>,
+}
+
+struct Forwarder {
+    python: Arc<pyo3_log::Logger>,
+    /// The queue of this process and its forwarding thread: a forked child
+    /// starts its own (its parent's thread does not exist there).
+    queue: Mutex<Option<(u32, Sender<Queued>)>>,
+}
+
+impl Forwarder {
+    fn queue(&self) -> Option<Sender<Queued>> {
+        let mut slot = self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let pid = std::process::id();
+        if let Some((owner, tx)) = &*slot {
+            if *owner == pid {
+                return Some(tx.clone());
+            }
+        }
+        let (tx, rx) = channel();
+        let python = self.python.clone();
+        std::thread::Builder::new().name("ferrolock-log".into()).spawn(move || forward(&python, &rx)).ok()?;
+        *slot = Some((pid, tx.clone()));
+        Some(tx)
+    }
+}
+
+fn forward(python: &pyo3_log::Logger, records: &Receiver<Queued>) {
+    for r in records {
+        if exiting() {
+            return;
+        }
+        python.log(
+            &Record::builder()
+                .level(r.level)
+                .target(&r.target)
+                .module_path(r.module_path.as_deref())
+                .file(r.file.as_deref())
+                .line(r.line)
+                .args(format_args!("{}", r.message))
+                .build(),
+        );
+    }
+}
+
+impl Log for Forwarder {
+    fn enabled(&self, metadata: &Metadata) -> bool {
+        // pyo3-log's level cache: no call into Python.
+        self.python.enabled(metadata)
+    }
+
+    fn log(&self, record: &Record) {
+        if !self.enabled(record.metadata()) || exiting() {
+            return;
+        }
+        let queued = Queued {
+            level: record.level(),
+            target: record.target().to_string(),
+            message: record.args().to_string(),
+            module_path: record.module_path().map(str::to_string),
+            file: record.file().map(str::to_string),
+            line: record.line(),
+        };
+        if let Some(queue) = self.queue() {
+            let _ = queue.send(queued);
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+/// Routes the core's `log` records to Python's `logging`.
+pub fn install(py: Python<'_>) -> PyResult<()> {
+    let python = pyo3_log::Logger::new(py, pyo3_log::Caching::LoggersAndLevels)?;
+    let forwarder = Forwarder { python: Arc::new(python), queue: Mutex::new(None) };
+    if log::set_boxed_logger(Box::new(forwarder)).is_ok() {
+        log::set_max_level(log::LevelFilter::Debug);
+    }
+    Ok(())
+}
