@@ -61,3 +61,15 @@ BENCH_ARGS ?=
 bench: redis build-dev
 	$(PY) -m pip install -q -r $(BENCH_REQS)
 	$(PY) benches/bench.py $(BENCH_ARGS)
+
+# `make chaos DURATION=600`: the history checker under faults (tests/history).
+# Workers take locks in each scenario (lock, fair-lock, rwmutex, fair-rwmutex,
+# multi-lock) while a nemesis kills connections, freezes workers past their
+# ttl, restarts and stalls the server and sends Ctrl-C; the merged history is
+# then checked. The scenarios share DURATION seconds. Prints a summary per
+# scenario, writes them to target/history-summary.json, fails on any anomaly.
+DURATION ?= 600
+
+.PHONY: chaos
+chaos: redis build-dev
+	PYTHONPATH=tests $(PY) -m history --duration $(DURATION)

@@ -1,0 +1,305 @@
+"""The checks: pure functions over the merged, time-sorted history.
+
+1. ``overlap``: no two valid holds of one name intersect, where ``lock`` and
+   ``write`` exclude every hold and ``read`` excludes only ``write``; a
+   multi-lock hold counts on each of its names.
+2. ``fence-order``: among the exclusive holds of a name that were ever
+   confirmed valid, fences strictly increase in grant order. Holds never
+   confirmed valid are left out: a holder frozen between the grant and its
+   log line logs the grant after its successor's, so its place in the
+   order is unknown. ``fence-missing``: an exclusive hold without a fence;
+   ``reader-fence``: a reader with one.
+3. Loss reports. ``late-loss-report``: on_lost fired more than ttl + slack
+   after the last confirmed validity, not counting time the process spent
+   SIGSTOPped, nor a release already in flight (renewal stops when release
+   is sent; the release's answer reports the loss). ``loss-unreported``:
+   the holder saw the loss (``lost``, LockNotOwned, LockLost) but on_lost
+   never fired. ``on-lost-repeated``: it fired more than once.
+   ``valid-after-loss``: ``lost`` read False after on_lost had fired.
+4. ``keys-left``: keys of the run's prefix still in Redis after every worker
+   exited and the longest ttl passed.
+5. ``interrupt-left-hold`` / ``cancel-left-hold`` / ``error-left-hold``:
+   the handle still held half a second (not counting SIGSTOP) after Ctrl-C,
+   a cancellation or an unexpected error ended its attempt: its clean-up, if
+   any, had long had time to finish. ``unexpected-error``: an exception
+   that is not a LockError (e.g. SystemError from the bindings).
+6. Holds in Redis (sampled every 10 ms) of tokens no worker was given: an
+   acquire that gave up left them. ``orphan-hold``: seen for longer than the
+   longest ttl (something keeps renewing it). ``stray-hold``: seen for
+   300 ms while no worker was frozen and the server was not stalled
+   (+200 ms), and not first seen while connections were cut (a kill -9 or
+   CLIENT KILL can lose the reply of a grant: its client cannot know it
+   holds): the name stays blocked until the hold expires.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+EXCLUSIVE = ("lock", "write")
+RELEASE_SOURCES = ("release", "exit", "aexit")
+EXAMPLES = 3
+LEFT_MIN_NS = 500_000_000  # still holding this long after the attempt ended: left behind
+STRAY_MIN_NS = 300_000_000  # a failed acquire's hold should go within a round trip
+STALLING = ("sigstop", "debug-sleep")  # a frozen owner cannot clean up; a stalled server cannot answer
+CUTTING = ("server-restart", "client-kill")  # a reply lost with its connection: the client cannot know
+IN_FLIGHT_NS = 50_000_000
+STALL_GRACE_NS = 200_000_000
+LEFT_BY_CAUSE = {"interrupted": "interrupt-left-hold", "cancelled": "cancel-left-hold", "unexpected": "error-left-hold"}
+
+
+@dataclass
+class Hold:
+    w: str
+    seq: int
+    pid: int
+    kind: str
+    names: tuple
+    ttl_ns: int
+    granted: int
+    fence: int | None
+    token: str | None
+    valid: int | None = None  # the last time the holder saw lost == False
+    t_rel: int | None = None  # when it began to release
+    on_lost: list = field(default_factory=list)  # times on_lost fired
+    noticed: list = field(default_factory=list)  # (src, t): the holder saw the loss itself
+    released: int | None = None
+
+    def brief(self, t0: int = 0) -> dict:
+        def ms(t):
+            return None if t is None else round((t - t0) / 1e6, 3)
+
+        return {
+            "w": self.w, "seq": self.seq, "pid": self.pid, "kind": self.kind, "names": list(self.names),
+            "ttl_s": self.ttl_ns / 1e9, "fence": self.fence, "token": self.token,
+            "granted_ms": ms(self.granted), "valid_ms": ms(self.valid), "t_rel_ms": ms(self.t_rel),
+            "on_lost_ms": [ms(t) for t in self.on_lost], "noticed": [(s, ms(t)) for s, t in self.noticed],
+        }
+
+
+def build_holds(events: list) -> list:
+    """One Hold per granted attempt (attempts are keyed by worker label and seq)."""
+    holds: dict = {}
+    for e in events:
+        key = (e["w"], e["seq"])
+        if e["ev"] == "granted":
+            holds[key] = Hold(
+                e["w"], e["seq"], e["pid"], e["kind"], tuple(e["names"]), int(e["ttl"] * 1e9),
+                e["t"], e.get("fence"), e.get("token"),
+            )
+    for e in events:
+        h = holds.get((e["w"], e["seq"]))
+        if h is None:
+            continue
+        if e["ev"] == "valid":
+            h.valid, h.t_rel = e["t"], e.get("t_rel")
+        elif e["ev"] == "lost" and e.get("src") == "on_lost":
+            h.on_lost.append(e["t"])
+        elif e["ev"] == "lost":
+            h.noticed.append((e["src"], e["t"]))
+        elif e["ev"] == "released":
+            h.released = e["t"]
+    return sorted(holds.values(), key=lambda h: h.granted)
+
+
+def per_name(holds: list) -> dict:
+    by = defaultdict(list)
+    for h in holds:
+        for n in h.names:
+            by[n].append(h)
+    return by
+
+
+def conflict(a: Hold, b: Hold) -> bool:
+    return a.kind in EXCLUSIVE or b.kind in EXCLUSIVE
+
+
+def overlaps(holds: list, t0: int = 0) -> list:
+    found = []
+    for name, hs in sorted(per_name(holds).items()):
+        spans = sorted((h for h in hs if h.valid is not None and h.valid > h.granted), key=lambda h: h.granted)
+        for i, a in enumerate(spans):
+            for b in spans[i + 1:]:
+                if b.granted >= a.valid:
+                    break  # sorted by start: nothing later starts inside `a`
+                if conflict(a, b):
+                    found.append({
+                        "type": "overlap", "name": name, "overlap_ms": (min(a.valid, b.valid) - b.granted) / 1e6,
+                        "holds": [a.brief(t0), b.brief(t0)],
+                    })
+    return found
+
+
+def fences(holds: list, t0: int = 0) -> list:
+    found = []
+    for h in holds:
+        if h.kind in EXCLUSIVE and h.fence is None:
+            found.append({"type": "fence-missing", "holds": [h.brief(t0)]})
+        elif h.kind not in EXCLUSIVE and h.fence is not None:
+            found.append({"type": "reader-fence", "holds": [h.brief(t0)]})
+    for name, hs in sorted(per_name(holds).items()):
+        ordered = [h for h in hs if h.kind in EXCLUSIVE and h.valid is not None and h.fence is not None]
+        for a, b in zip(ordered, ordered[1:]):  # already in grant order
+            if not b.fence > a.fence:
+                found.append({"type": "fence-order", "name": name, "holds": [a.brief(t0), b.brief(t0)]})
+    return found
+
+
+def stopped_ns(stops: dict, pid: int, start: int, end: int) -> int:
+    """How much of [start, end] the process `pid` spent stopped; `stops` maps pid to (from, to) pairs."""
+    return sum(max(0, min(end, b) - max(start, a)) for a, b in stops.get(pid, ()))
+
+
+def report_lateness(h: Hold, stops: dict) -> int:
+    """How long after its deadline `h`'s on_lost fired (negative: before), not
+    counting time its process spent stopped. The deadline is ttl after the last
+    confirmed validity (or the grant), or a release's answer if the release was
+    sent before the report: renewal stops when release is sent."""
+    reported = h.on_lost[0]
+    ref = h.valid if h.valid is not None else h.granted
+    deadline = ref + h.ttl_ns
+    if h.t_rel is not None and h.t_rel < reported:
+        answers = [t for src, t in h.noticed if src in RELEASE_SOURCES] + [h.released or 0]
+        deadline = max(deadline, max(answers))
+    return reported - deadline - stopped_ns(stops, h.pid, ref, reported)
+
+
+def loss_reports(holds: list, stops: dict, slack_ns: int, t0: int = 0) -> list:
+    found = []
+    for h in holds:
+        if len(h.on_lost) > 1:
+            found.append({"type": "on-lost-repeated", "holds": [h.brief(t0)]})
+        if h.noticed and not h.on_lost:
+            found.append({"type": "loss-unreported", "holds": [h.brief(t0)]})
+        if not h.on_lost:
+            continue
+        if h.valid is not None and h.valid > h.on_lost[0]:
+            found.append({
+                "type": "valid-after-loss", "after_ms": (h.valid - h.on_lost[0]) / 1e6, "holds": [h.brief(t0)],
+            })
+        late = report_lateness(h, stops)
+        if late > slack_ns:
+            found.append({"type": "late-loss-report", "late_ms": late / 1e6, "holds": [h.brief(t0)]})
+    return found
+
+
+def left_holds(events: list, stops: dict, min_ns: int, t0: int = 0) -> list:
+    """`left` events: the handle still held a while after Ctrl-C or a cancellation
+    ended its attempt (time its process spent stopped does not count)."""
+    found = []
+    for e in events:
+        if e["ev"] != "left":
+            continue
+        held = e["t"] - e["t_from"] - stopped_ns(stops, e["pid"], e["t_from"], e["t"])
+        if held >= min_ns:
+            kind = LEFT_BY_CAUSE[e["cause"]]
+            found.append({"type": kind, "held_ms": held / 1e6, "event": {**e, "t_ms": round((e["t"] - t0) / 1e6, 3)}})
+    return found
+
+
+def stray_tokens(events: list, samples: list) -> list:
+    """Tokens seen in Redis that no worker was given, with how long each was seen
+    (at least): {"name", "token", "alive_ns", "first_seen"}."""
+    given = {e.get("token") for e in events if e.get("token")}
+    seen = defaultdict(list)
+    for s in samples:
+        if s["token"] not in given:
+            seen[(s["name"], s["token"])].append(s)
+    return [
+        {"name": name, "token": token, "alive_ns": ss[-1]["t0"] - ss[0]["t"], "first_seen": ss[0]["t"]}
+        for (name, token), ss in sorted(seen.items())
+    ]
+
+
+def unexpected_errors(events: list, t0: int = 0) -> list:
+    """Exceptions other than ferrolock's own (e.g. SystemError from the bindings)."""
+    return [
+        {"type": "unexpected-error", "event": {**e, "t_ms": round((e["t"] - t0) / 1e6, 3)}}
+        for e in events if e["ev"] == "error" and e.get("unexpected")
+    ]
+
+
+def fault_windows(faults: list, kinds: tuple, before_ns: int, after_ns: int) -> list:
+    """The time spans of the faults of `kinds`, widened by `before_ns` and
+    `after_ns`, merged and sorted."""
+    spans = sorted(
+        (f["t"] - before_ns, f["t_end"] + after_ns) for f in faults if f["fault"] in kinds and "skipped" not in f
+    )
+    merged: list = []
+    for a, b in spans:
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return merged
+
+
+def strays(events, samples, faults, max_ttl_ns, slack_ns, t0=0) -> list:
+    """Holds in Redis of tokens no worker was given. ``orphan-hold``: alive longer
+    than the longest ttl (renewed by something). ``stray-hold``: alive for
+    STRAY_MIN_NS while no worker was frozen and the server did not stall, and
+    not born when connections were cut (a grant whose reply was lost is
+    ambiguous to its client): an acquire gave up and left its hold to expire."""
+    stalls = fault_windows(faults, STALLING, 0, STALL_GRACE_NS)
+    cuts = fault_windows(faults, CUTTING, IN_FLIGHT_NS, STALL_GRACE_NS)
+    found = []
+    for s in stray_tokens(events, samples):
+        first, last = s["first_seen"], s["first_seen"] + s["alive_ns"]
+        stalled = sum(max(0, min(last, b) - max(first, a)) for a, b in stalls)
+        base = {
+            "name": s["name"], "token": s["token"], "alive_ms": s["alive_ns"] / 1e6,
+            "unexcused_ms": (s["alive_ns"] - stalled) / 1e6, "first_seen_ms": round((first - t0) / 1e6, 3),
+        }
+        if s["alive_ns"] > max_ttl_ns + slack_ns:
+            found.append({"type": "orphan-hold", **base})
+        elif s["alive_ns"] - stalled > STRAY_MIN_NS and not any(a <= first <= b for a, b in cuts):
+            found.append({"type": "stray-hold", **base, "suspects": suspects(events, s, max_ttl_ns, t0)})
+    return found
+
+
+def suspects(events: list, stray: dict, max_ttl_ns: int, t0: int, most: int = 5) -> list:
+    """The attempts on the stray's name that gave up (timeout, Ctrl-C, error) in the
+    ttl before it was seen: one of them owned it."""
+    lo, hi = stray["first_seen"] - max_ttl_ns, stray["first_seen"] + IN_FLIGHT_NS
+    failed = [
+        e for e in events
+        if e["ev"] in ("timeout", "interrupted", "error") and stray["name"] in e.get("names", ()) and lo <= e["t"] <= hi
+    ]
+    return [
+        {"w": e["w"], "seq": e["seq"], "ev": e["ev"], "how": e.get("how"), "kind": e.get("kind"),
+         "phase": e.get("phase"), "cancelled": e.get("cancelled", False), "t_ms": round((e["t"] - t0) / 1e6, 1)}
+        for e in failed[-most:]
+    ]
+
+
+def keys_left(keys: list) -> list:
+    """`keys`: (key, pttl in ms) pairs still present at the end."""
+    return [{"type": "keys-left", "key": k, "pttl_ms": pttl} for k, pttl in keys]
+
+
+def stops_from(faults: list) -> dict:
+    stops = defaultdict(list)
+    for f in faults:
+        if f["fault"] == "sigstop" and "skipped" not in f:
+            stops[f["pid"]].append((f["t"], f["t_end"]))
+    return stops
+
+
+def check(events, faults, keys, samples, slack_ns, max_ttl_ns, t0=0) -> dict:
+    """Every anomaly of the history, by type."""
+    holds = build_holds(events)
+    stops = stops_from(faults)
+    found = (
+        overlaps(holds, t0)
+        + fences(holds, t0)
+        + loss_reports(holds, stops, slack_ns, t0)
+        + left_holds(events, stops, LEFT_MIN_NS, t0)
+        + unexpected_errors(events, t0)
+        + strays(events, samples, faults, max_ttl_ns, slack_ns, t0)
+        + keys_left(keys)
+    )
+    by = defaultdict(list)
+    for a in found:
+        by[a["type"]].append(a)
+    return dict(by)

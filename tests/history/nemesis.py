@@ -1,0 +1,152 @@
+"""The faults, injected from the parent on a seeded schedule, each logged with its time.
+
+Kinds: ``client-kill`` (CLIENT KILL TYPE normal), ``pubsub-kill`` (TYPE
+pubsub: the wake-up subscriptions), ``sigstop`` (a worker frozen for longer
+than the longest ttl, then SIGCONT), ``server-restart`` (kill -9, then a new
+server on the same port reading the append-only file), ``debug-sleep``
+(DEBUG SLEEP: the server stalls), ``sigint`` (Ctrl-C to a sync worker that
+is waiting in acquire). SIGSTOPs run on their own threads, so other faults
+land while a worker is frozen.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+
+from . import resp
+from .events import now_ns
+
+KINDS = ("client-kill", "pubsub-kill", "sigstop", "server-restart", "debug-sleep", "sigint")
+WINDOW = (0.05, 0.8)  # faults fall in this part of the run, so the workers can recover before it ends
+DEBUG_SLEEP_S = 0.2
+HIT_HOLDER_P = 0.8
+SIGINT_WAIT_S = 2.0  # how long to look for a worker waiting in acquire
+SIGINT_MIN_WAIT_NS = 20_000_000  # prefer a waiter this old: acquire checks for signals every 50 ms
+
+
+@dataclass(frozen=True)
+class Worker:
+    index: int
+    label: str
+    pid: int
+    sync: bool
+
+
+def schedule(rng: random.Random, duration: float, counts: dict) -> list:
+    """(offset in seconds, kind), sorted: `counts[kind]` faults of each kind, spread over the window."""
+    lo, hi = WINDOW[0] * duration, WINDOW[1] * duration
+    plan = [(rng.uniform(lo, hi), kind) for kind, n in counts.items() for _ in range(n)]
+    return sorted(plan)
+
+
+@dataclass
+class Nemesis:
+    server: object  # a RedisServer
+    workers: list
+    board: object  # a Board: who waits in acquire, who holds
+    rng: random.Random
+    stop_s: float  # how long a SIGSTOP lasts
+    log: list = field(default_factory=list)
+    _stopped: set = field(default_factory=set)
+    _threads: list = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def run(self, plan: list, t0_ns: int) -> None:
+        try:
+            for offset, kind in plan:
+                delay = t0_ns / 1e9 + offset - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)  # the schedule itself, not a synchronisation
+                getattr(self, "_" + kind.replace("-", "_"))()
+        finally:
+            for t in self._threads:
+                t.join()
+
+    def resume_all(self) -> None:
+        """SIGCONT to every worker still frozen (after an error in the run)."""
+        with self._lock:
+            for pid in self._stopped:
+                os.kill(pid, signal.SIGCONT)
+
+    def _record(self, kind: str, t: int, **fields) -> None:
+        with self._lock:
+            self.log.append({"fault": kind, "t": t, "t_end": now_ns(), **fields})
+
+    def _redis(self, kind: str, *args) -> None:
+        t = now_ns()
+        try:
+            reply = resp.command(self.server.port, *args)
+            self._record(kind, t, reply=reply if isinstance(reply, (int, str)) else repr(reply))
+        except (OSError, resp.RespError) as e:
+            self._record(kind, t, skipped=f"{type(e).__name__}: {e}")
+
+    def _client_kill(self) -> None:
+        self._redis("client-kill", "CLIENT", "KILL", "TYPE", "normal")
+
+    def _pubsub_kill(self) -> None:
+        self._redis("pubsub-kill", "CLIENT", "KILL", "TYPE", "pubsub")
+
+    def _debug_sleep(self) -> None:
+        self._redis("debug-sleep", "DEBUG", "SLEEP", str(DEBUG_SLEEP_S))
+
+    def _server_restart(self) -> None:
+        t = now_ns()
+        self.server.kill()
+        down = now_ns()
+        self.server.start()
+        self._record("server-restart", t, t_down=down)
+
+    def _sigstop(self) -> None:
+        with self._lock:
+            candidates = [w for w in self.workers if w.pid not in self._stopped]
+            holders = [w for w in candidates if self.board.holding[w.index] > 0]
+            if not candidates:
+                return
+            # Mostly a holder, whose hold then expires and passes on while it is frozen.
+            worker = self.rng.choice(holders if holders and self.rng.random() < HIT_HOLDER_P else candidates)
+            self._stopped.add(worker.pid)
+        thread = threading.Thread(target=self._freeze, args=(worker, self.stop_s * self.rng.uniform(1.0, 1.3)))
+        thread.start()
+        self._threads.append(thread)
+
+    def _freeze(self, worker: Worker, seconds: float) -> None:
+        t = now_ns()
+        os.kill(worker.pid, signal.SIGSTOP)
+        # Await the stop itself (WNOWAIT: the exit status, if any, stays for multiprocessing).
+        info = os.waitid(os.P_PID, worker.pid, os.WSTOPPED | os.WEXITED | os.WNOWAIT)
+        if info.si_code != os.CLD_STOPPED:
+            with self._lock:
+                self._stopped.discard(worker.pid)
+            self._record("sigstop", t, pid=worker.pid, w=worker.label, skipped="worker had exited")
+            return
+        stopped = now_ns()
+        time.sleep(seconds)  # the fault's length, from the schedule
+        with self._lock:
+            os.kill(worker.pid, signal.SIGCONT)
+            self._stopped.discard(worker.pid)
+        self._record("sigstop", t, pid=worker.pid, w=worker.label, t_stopped=stopped)
+
+    def _sigint(self) -> None:
+        """Ctrl-C to the sync worker waiting longest in acquire, preferably one that
+        has waited SIGINT_MIN_WAIT_NS; after SIGINT_WAIT_S any waiter will do."""
+        any_waiter = time.monotonic() + SIGINT_WAIT_S
+        give_up = any_waiter + SIGINT_WAIT_S
+        while time.monotonic() < give_up:
+            with self._lock:
+                waiters = [
+                    (self.board.waiting[w.index], w) for w in self.workers
+                    if w.sync and w.pid not in self._stopped and self.board.waiting[w.index]
+                ]
+            since, worker = min(waiters, key=lambda x: x[0], default=(0, None))
+            if worker and (now_ns() - since >= SIGINT_MIN_WAIT_NS or time.monotonic() >= any_waiter):
+                t = now_ns()
+                os.kill(worker.pid, signal.SIGINT)
+                self._record("sigint", t, pid=worker.pid, w=worker.label, waited_ms=(t - since) / 1e6)
+                return
+            time.sleep(0.002)  # shared memory has no event to await: poll it
+        self._record("sigint", now_ns(), skipped="no worker was waiting in acquire")

@@ -1,0 +1,169 @@
+"""One run end to end: a private redis-server, the workers, the nemesis, the checks."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import random
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from chaos_report import record
+from redis_server import RedisServer
+
+from . import checker, resp
+from .board import Board
+from .events import now_ns, read_events
+from .monitor import HolderMonitor
+from .nemesis import KINDS, Nemesis, Worker, schedule
+from .scenarios import NAMES
+from .summary import summarize
+from .workers import WorkerSpec, async_worker, sync_worker
+
+# Acknowledged writes must survive kill -9: losing holds to a restart without
+# persistence is a documented limit, not what this run checks.
+PERSIST = ("--appendonly", "yes", "--appendfsync", "always")
+SHM = Path("/dev/shm")  # the append-only file on tmpfs: fsync costs nothing, kill -9 loses nothing
+# Mean seconds between two faults of a kind; a run gets at least one of each.
+FAULT_PERIOD_S = {
+    "client-kill": 4, "pubsub-kill": 6, "sigstop": 8, "server-restart": 10, "debug-sleep": 6, "sigint": 2,
+}
+EXIT_GRACE_S = 20  # a worker's last attempt: acquire timeout, a long hold, the on_lost wait
+LOCK_SCENARIOS = ("lock", "fair-lock", "multi-lock")
+
+
+def default_faults(duration: float) -> dict:
+    return {k: max(1, round(duration / p)) for k, p in FAULT_PERIOD_S.items()}
+
+
+@dataclass
+class RunConfig:
+    scenario: str
+    duration: float = 10.0
+    seed: int = 1
+    sync_workers: int = 3
+    async_workers: int = 2
+    async_tasks: int = 2
+    ttl: tuple = (0.5, 1.0)
+    long_every_s: tuple = (1.0, 3.0)  # worker 0's long holds
+    faults: dict = field(default_factory=dict)  # kind -> count; empty: default_faults(duration)
+    slack_s: float = 0.1
+    workdir: str | None = None
+    record: bool = True
+    # Each worker under its own key prefix, so nothing excludes anything: a
+    # broken lock, to show that the checker finds what it is looking for.
+    isolate: bool = False
+
+
+def run(cfg: RunConfig) -> dict:
+    faults = cfg.faults or default_faults(cfg.duration)
+    assert set(faults) <= set(KINDS), f"unknown fault kinds: {set(faults) - set(KINDS)}"
+    rng = random.Random(cfg.seed)
+    workdir = Path(cfg.workdir or tempfile.mkdtemp(prefix="ferrolock-history-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    prefix = f"history:{cfg.scenario}:{cfg.seed}:"
+    aof_dir = tempfile.mkdtemp(prefix="ferrolock-history-aof-", dir=SHM if SHM.is_dir() else None)
+    server = RedisServer(extra=PERSIST + ("--dir", aof_dir)).start()
+    try:
+        specs = _specs(cfg, server.url, prefix, workdir, rng)
+        events_at, wall, exits, fault_log, samples, t0 = _execute(cfg, specs, server, prefix, faults, rng)
+        keys = _settle(server.port, prefix, cfg.ttl[1] + cfg.slack_s + 2.0)
+    finally:
+        server.close()
+        shutil.rmtree(aof_dir, ignore_errors=True)
+    for name, rows in (("nemesis", fault_log), ("holders", samples)):
+        (workdir / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    events, torn = read_events(events_at)
+    max_ttl_ns = int(cfg.ttl[1] * 1e9)
+    anomalies = checker.check(events, fault_log, keys, samples, int(cfg.slack_s * 1e9), max_ttl_ns, t0)
+    crashes = {e["w"]: e["error"] for e in events if e["ev"] == "crash"}
+    failed = [
+        {"type": "worker-failed", "w": s.label, "exitcode": c, "error": crashes.get(s.label)}
+        for s, c in zip(specs, exits) if c != 0
+    ]
+    if failed:
+        anomalies["worker-failed"] = failed
+    summary = summarize(
+        scenario=cfg.scenario, seed=cfg.seed, duration=cfg.duration, wall_s=wall, events=events, torn=torn,
+        faults=fault_log, anomalies=anomalies, keys=keys, exits=exits, samples=samples, t0=t0,
+    )
+    summary["faults_scheduled"] = faults
+    if cfg.record:
+        record(
+            f"history-{cfg.scenario}", variant="under faults", **{k: summary[k] for k in (
+                "seed", "duration_s", "holds", "holds_valid", "holds_per_s", "faults_injected", "faults", "anomalies",
+            )},
+            overlaps=summary["anomalies"].get("overlap", 0),
+            fence_order_faults=summary["anomalies"].get("fence-order", 0),
+            keys_left=len(keys),
+        )
+    if not cfg.workdir:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return summary
+
+
+def _specs(cfg, url, prefix, workdir, rng) -> list:
+    modes = ["sync"] * cfg.sync_workers + ["async"] * cfg.async_workers
+    return [
+        WorkerSpec(
+            index=i, label=f"{mode[0]}{i}", mode=mode, scenario=cfg.scenario, url=url,
+            prefix=f"{prefix}{i}:" if cfg.isolate else prefix,
+            seed=rng.randrange(2**32), log_path=str(workdir / f"worker-{i}.jsonl"), ttl=cfg.ttl, tasks=cfg.async_tasks,
+            long_every_s=cfg.long_every_s if i == 0 else None,
+        )
+        for i, mode in enumerate(modes)
+    ]
+
+
+def _execute(cfg, specs, server, prefix, faults, rng):
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(len(specs) + 1)
+    go = ctx.Event()
+    deadline = ctx.Value("q", 0, lock=False)
+    board = Board(ctx, len(specs))
+    procs = [
+        ctx.Process(
+            target=sync_worker if s.mode == "sync" else async_worker,
+            args=(s, barrier, go, deadline, board), name=s.label, daemon=True,
+        )
+        for s in specs
+    ]
+    for p in procs:
+        p.start()
+    workers = [Worker(s.index, s.label, p.pid, s.mode == "sync") for s, p in zip(specs, procs)]
+    nemesis = Nemesis(server, workers, board, random.Random(rng.random()), stop_s=cfg.ttl[1] * 1.3)
+    monitor = HolderMonitor(server.port, prefix, NAMES[cfg.scenario], rw=cfg.scenario not in LOCK_SCENARIOS)
+    try:
+        barrier.wait(120)  # every worker connected
+        t0 = now_ns()
+        deadline.value = t0 + int(cfg.duration * 1e9)
+        go.set()
+        monitor.start()
+        nemesis.run(schedule(nemesis.rng, cfg.duration, faults), t0)
+        for p in procs:
+            p.join(max(0.1, (deadline.value - now_ns()) / 1e9 + EXIT_GRACE_S))
+        wall = (now_ns() - t0) / 1e9
+    finally:
+        nemesis.resume_all()
+        samples = monitor.stop()
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join(10)
+    exits = [p.exitcode for p in procs]
+    for p in procs:
+        p.close()
+    return [Path(s.log_path) for s in specs], wall, exits, nemesis.log, samples, t0
+
+
+def _settle(port: int, prefix: str, wait_s: float) -> list:
+    """Keys of the prefix left once they had `wait_s` to expire: (key, pttl ms) pairs."""
+    give_up = time.monotonic() + wait_s
+    while True:
+        keys = resp.scan(port, prefix + "*")
+        if not keys or time.monotonic() >= give_up:
+            return [(k, resp.command(port, "PTTL", k)) for k in keys]
+        time.sleep(0.05)  # expiry is Redis's own timer: nothing to await but the keys going

@@ -1,0 +1,55 @@
+"""What a worker takes in each scenario: names, the kind of hold, the handle.
+
+A choice is ``(kind, names)``: kind ``lock`` (exclusive; several names make
+a multi-lock), ``read`` or ``write`` (an RWMutex). Exclusion the checker
+expects: ``lock`` and ``write`` exclude every hold on a shared name,
+``read`` excludes only ``write``.
+"""
+
+from __future__ import annotations
+
+import random
+
+import ferrolock
+
+SCENARIOS = ("lock", "fair-lock", "rwmutex", "fair-rwmutex", "multi-lock")
+NAMES = {
+    "lock": ("a", "b"),
+    "fair-lock": ("a", "b"),
+    "rwmutex": ("a", "b"),
+    "fair-rwmutex": ("a", "b"),
+    "multi-lock": ("a", "b"),
+}
+P_WRITE = 1 / 3
+MULTI_SUBSETS = (("a",), ("b",), ("a", "b"))
+
+
+def pick(scenario: str, rng: random.Random) -> tuple:
+    names = NAMES[scenario]
+    if scenario in ("lock", "fair-lock"):
+        return "lock", (rng.choice(names),)
+    if scenario in ("rwmutex", "fair-rwmutex"):
+        return ("write" if rng.random() < P_WRITE else "read"), (rng.choice(names),)
+    if scenario == "multi-lock":
+        return "lock", rng.choice(MULTI_SUBSETS)
+    raise ValueError(f"unknown scenario {scenario!r}")
+
+
+def handle(client: ferrolock.Client, scenario: str, kind: str, names: tuple, **opts) -> ferrolock.Lock:
+    """A fresh handle (one per attempt, so on_lost and `lost` belong to that attempt)."""
+    fair = scenario.startswith("fair-")
+    if kind == "lock":
+        if len(names) > 1:
+            return client.multi_lock(list(names), **opts)
+        return client.lock(names[0], fair=fair, **opts)
+    rw = client.rwmutex(names[0], fair=fair)
+    return rw.write(**opts) if kind == "write" else rw.read(**opts)
+
+
+def retry(rng: random.Random):
+    """Waiting strategies vary between attempts, the default included (None)."""
+    return rng.choice([
+        None,
+        ferrolock.Retry.fixed(0.005),
+        ferrolock.Retry.exponential(0.001, 0.05),
+    ])

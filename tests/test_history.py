@@ -1,0 +1,338 @@
+"""The history checker: its checks on small synthetic histories (fast), and a
+short seeded run of each scenario under faults (chaos), which must show no
+anomaly. `make chaos DURATION=600` runs the long version."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+
+import pytest
+
+from history import checker
+from history.nemesis import KINDS, WINDOW, schedule
+from history.run import RunConfig, default_faults, run
+from history.scenarios import SCENARIOS
+from history.workers import SigintGate
+
+MS = 1_000_000
+SLACK = 100 * MS
+
+
+def granted(w, seq, t_ms, names=("a",), kind="lock", fence=None, ttl=1.0, pid=1, token=None):
+    return {
+        "w": w, "seq": seq, "pid": pid, "ev": "granted", "t": t_ms * MS, "kind": kind, "names": list(names),
+        "ttl": ttl, "fence": fence, "token": token or f"{w}-{seq}",
+    }
+
+
+def event(w, seq, ev, t_ms, pid=1, **fields):
+    return {"w": w, "seq": seq, "pid": pid, "ev": ev, "t": t_ms * MS, **fields}
+
+
+def hold(w, seq, start_ms, end_ms, names=("a",), kind="lock", fence=None, **kw):
+    """A hold granted at start_ms and last confirmed valid at end_ms, then released."""
+    return [
+        granted(w, seq, start_ms, names, kind, fence, **kw),
+        event(w, seq, "valid", end_ms, pid=kw.get("pid", 1), t_rel=(end_ms + 0.01) * MS),
+        event(w, seq, "released", end_ms + 0.5, pid=kw.get("pid", 1)),
+    ]
+
+
+def history(*parts):
+    return sorted((e for p in parts for e in p), key=lambda e: e["t"])
+
+
+def anomalies(events, faults=(), keys=(), samples=()):
+    return checker.check(history(events), list(faults), list(keys), list(samples), SLACK, 1000 * MS)
+
+
+def types(found: dict) -> dict:
+    return {t: len(a) for t, a in found.items()}
+
+
+# --------------------------------------------------------------------------
+# 1. exclusion
+
+
+def test_holds_one_after_another_pass():
+    events = hold("s0", 1, 0, 10, fence=1) + hold("s1", 1, 10, 20, fence=2) + hold("s0", 2, 25, 30, fence=3)
+    assert anomalies(events) == {}
+
+
+def test_overlapping_exclusive_holds_are_found():
+    found = anomalies(hold("s0", 1, 0, 10, fence=1) + hold("s1", 1, 5, 15, fence=2))
+    assert types(found) == {"overlap": 1}
+    (a,) = found["overlap"]
+    assert a["name"] == "a" and a["overlap_ms"] == pytest.approx(5)
+    assert [h["w"] for h in a["holds"]] == ["s0", "s1"]
+
+
+def test_holds_on_different_names_do_not_conflict():
+    assert anomalies(hold("s0", 1, 0, 10, names=("a",), fence=1) + hold("s1", 1, 5, 15, names=("b",), fence=2)) == {}
+
+
+def test_readers_share_but_a_writer_excludes_them():
+    readers = hold("s0", 1, 0, 10, kind="read") + hold("s1", 1, 5, 15, kind="read")
+    assert anomalies(readers) == {}
+    found = anomalies(readers + hold("s2", 1, 8, 12, kind="write", fence=5))
+    assert types(found) == {"overlap": 2}
+
+
+def test_a_writer_inside_a_writer_is_found():
+    found = anomalies(hold("s0", 1, 0, 30, kind="write", fence=1) + hold("s1", 1, 10, 12, kind="write", fence=2))
+    assert types(found) == {"overlap": 1}
+
+
+def test_a_multi_lock_hold_counts_on_each_of_its_names():
+    multi = hold("s0", 1, 0, 10, names=("a", "b"), fence=1)
+    assert anomalies(multi + hold("s1", 1, 12, 20, names=("b",), fence=2)) == {}
+    found = anomalies(multi + hold("s1", 1, 5, 8, names=("b",), fence=2))
+    assert types(found) == {"overlap": 1} and found["overlap"][0]["name"] == "b"
+    found = anomalies(multi + hold("s1", 1, 5, 8, names=("b", "a"), fence=2))
+    assert sorted(a["name"] for a in found["overlap"]) == ["a", "b"]
+
+
+def test_a_grant_never_confirmed_valid_does_not_count():
+    """A holder frozen right after acquire returned sees `lost` at once when it
+    resumes: it never held as far as the history knows."""
+    frozen = [granted("s0", 1, 5, fence=1), event("s0", 1, "lost", 6, src="property"),
+              event("s0", 1, "lost", 6.5, src="on_lost")]
+    assert anomalies(hold("s1", 1, 0, 10, fence=2) + frozen) == {}
+
+
+# --------------------------------------------------------------------------
+# 2. fences
+
+
+def test_fences_must_strictly_increase_in_grant_order():
+    assert types(anomalies(hold("s0", 1, 0, 10, fence=5) + hold("s1", 1, 10, 20, fence=3))) == {"fence-order": 1}
+    assert types(anomalies(hold("s0", 1, 0, 10, fence=5) + hold("s1", 1, 10, 20, fence=5))) == {"fence-order": 1}
+
+
+def test_fence_order_is_per_name_and_a_multi_lock_joins_each_name():
+    a_then_b = hold("s0", 1, 0, 10, names=("a",), fence=7) + hold("s1", 1, 0, 10, names=("b",), fence=3)
+    assert anomalies(a_then_b) == {}
+    multi = hold("s2", 1, 20, 30, names=("a", "b"), fence=5)  # above b's 3, below a's 7
+    found = anomalies(a_then_b + multi)
+    assert types(found) == {"fence-order": 1} and found["fence-order"][0]["name"] == "a"
+
+
+def test_a_grant_logged_late_is_left_out_of_the_fence_order():
+    """Frozen between its grant and the log line, the holder logs after its successor."""
+    late = [granted("s0", 1, 15, fence=1), event("s0", 1, "lost", 16, src="property"),
+            event("s0", 1, "lost", 16.5, src="on_lost")]
+    assert anomalies(hold("s1", 1, 10, 20, fence=2) + late + hold("s2", 1, 20, 30, fence=3)) == {}
+
+
+def test_exclusive_holds_need_a_fence_and_readers_have_none():
+    found = anomalies(hold("s0", 1, 0, 10, fence=None) + hold("s1", 1, 20, 30, kind="read", fence=4))
+    assert types(found) == {"fence-missing": 1, "reader-fence": 1}
+
+
+# --------------------------------------------------------------------------
+# 3. loss reports
+
+
+def lost_hold(valid_ms, on_lost_ms, ttl=1.0, pid=1, noticed=None, t_rel_ms=None):
+    events = [granted("s0", 1, 0, fence=1, ttl=ttl, pid=pid)]
+    events.append(event("s0", 1, "valid", valid_ms, pid=pid, t_rel=(t_rel_ms or valid_ms + 0.01) * MS))
+    if noticed:
+        events.append(event("s0", 1, "lost", noticed[1], pid=pid, src=noticed[0]))
+    for t in on_lost_ms:
+        events.append(event("s0", 1, "lost", t, pid=pid, src="on_lost"))
+    return events
+
+
+def test_loss_reported_within_ttl_and_slack_passes():
+    assert anomalies(lost_hold(100, [100 + 1000 + 90])) == {}
+
+
+def test_loss_reported_late_is_found():
+    found = anomalies(lost_hold(100, [100 + 1000 + 150]))
+    assert types(found) == {"late-loss-report": 1}
+    assert found["late-loss-report"][0]["late_ms"] == pytest.approx(150)
+
+
+def test_time_spent_stopped_is_not_counted_against_the_report():
+    stop = {"fault": "sigstop", "pid": 7, "t": 300 * MS, "t_end": 800 * MS}
+    assert anomalies(lost_hold(100, [1600], pid=7), faults=[stop]) == {}
+    assert types(anomalies(lost_hold(100, [1600], pid=8), faults=[stop])) == {"late-loss-report": 1}
+
+
+def test_a_release_in_flight_reports_the_loss_when_it_answers():
+    """Renewal stops when release is sent: a release held up by a restart learns of
+    the loss only from its answer."""
+    in_flight = lost_hold(100, [2001], noticed=("release", 2000), t_rel_ms=101)
+    assert anomalies(in_flight) == {}
+    assert types(anomalies(lost_hold(100, [2300], noticed=("release", 2000), t_rel_ms=101))) == {
+        "late-loss-report": 1
+    }
+
+
+def test_a_loss_the_holder_saw_must_reach_on_lost_once():
+    assert types(anomalies(lost_hold(100, [], noticed=("property", 150)))) == {"loss-unreported": 1}
+    assert types(anomalies(lost_hold(100, [150, 160]))) == {"on-lost-repeated": 1}
+
+
+def test_lost_read_false_after_on_lost_fired_is_found():
+    found = anomalies(lost_hold(200, [150]))
+    assert types(found) == {"valid-after-loss": 1}
+    assert found["valid-after-loss"][0]["after_ms"] == pytest.approx(50)
+
+
+def test_stopped_time_is_clipped_to_the_window():
+    stops = {1: [(0, 10), (20, 30)]}
+    assert checker.stopped_ns(stops, 1, 5, 25) == 10
+    assert checker.stopped_ns(stops, 1, 10, 20) == 0
+    assert checker.stopped_ns(stops, 2, 0, 100) == 0
+
+
+# --------------------------------------------------------------------------
+# 4-5. what is left behind
+
+
+def left(cause, t_from_ms, t_ms, pid=1):
+    return [event("a3.0", 9, "left", t_ms, pid=pid, t_from=t_from_ms * MS, cause=cause, phase="acquire")]
+
+
+def test_a_handle_still_holding_after_a_cancellation_or_ctrl_c_is_found():
+    assert types(anomalies(left("cancelled", 0, 1000))) == {"cancel-left-hold": 1}
+    assert types(anomalies(left("interrupted", 0, 1000))) == {"interrupt-left-hold": 1}
+    assert types(anomalies(left("unexpected", 0, 1000))) == {"error-left-hold": 1}
+    assert anomalies(left("cancelled", 0, 300)) == {}
+    stop = {"fault": "sigstop", "pid": 1, "t": 100 * MS, "t_end": 700 * MS}
+    assert anomalies(left("cancelled", 0, 1000), faults=[stop]) == {}
+
+
+def test_an_exception_that_is_not_a_lock_error_is_found():
+    odd = event("s0", 4, "error", 5, phase="acquire", error="SystemError: returned a result with an exception set",
+                unexpected=True, names=["a"])
+    usual = event("s0", 5, "error", 9, phase="acquire", error="LockConnectionError: refused", names=["a"])
+    found = anomalies([odd, usual])
+    assert types(found) == {"unexpected-error": 1} and found["unexpected-error"][0]["event"]["seq"] == 4
+
+
+def samples(token, until_ms, name="a"):
+    return [{"t0": t * MS, "t": (t + 1) * MS, "name": name, "token": token} for t in range(0, until_ms, 10)]
+
+
+def test_a_token_no_worker_was_given_must_go_within_a_round_trip():
+    known = [granted("s0", 1, 0, fence=1, token="mine")]
+    assert anomalies(known, samples=samples("mine", 3000)) == {}
+    assert anomalies(known, samples=samples("stray", 200)) == {}  # a clean-up under way
+    found = anomalies(known, samples=samples("stray", 600))
+    assert types(found) == {"stray-hold": 1} and found["stray-hold"][0]["token"] == "stray"
+    assert types(anomalies(known, samples=samples("stray", 3000))) == {"orphan-hold": 1}  # renewed
+
+
+def test_a_stray_hold_while_a_worker_was_frozen_or_the_server_stalled_is_excused():
+    known = [granted("s0", 1, 0, fence=1, token="mine")]
+    stop = {"fault": "sigstop", "pid": 9, "t": 0, "t_end": 400 * MS}
+    assert anomalies(known, samples=samples("stray", 600), faults=[stop]) == {}
+    sleep = {"fault": "debug-sleep", "t": 0, "t_end": 200 * MS}
+    assert anomalies(known, samples=samples("stray", 600), faults=[sleep]) == {}  # 200 ms + 200 ms grace
+    restart = {"fault": "server-restart", "t": 20 * MS, "t_end": 40 * MS}  # the grant's reply may be lost
+    assert anomalies(known, samples=samples("stray", 900), faults=[restart]) == {}
+    late = {"fault": "server-restart", "t": 100 * MS, "t_end": 140 * MS}  # the stray was there before
+    assert types(anomalies(known, samples=samples("stray", 900), faults=[late])) == {"stray-hold": 1}
+    kill = {"fault": "pubsub-kill", "t": 0, "t_end": 1 * MS}  # wake-ups lost: no excuse for a stray
+    assert types(anomalies(known, samples=samples("stray", 600), faults=[kill])) == {"stray-hold": 1}
+
+
+def test_fault_windows_merge_and_skip_what_was_not_injected():
+    faults = [
+        {"fault": "sigstop", "t": 0, "t_end": 10}, {"fault": "debug-sleep", "t": 5, "t_end": 20},
+        {"fault": "client-kill", "t": 40, "t_end": 41}, {"fault": "sigint", "t": 100, "t_end": 100},
+        {"fault": "server-restart", "t": 60, "t_end": 70, "skipped": "boom"},
+    ]
+    assert checker.fault_windows(faults, ("sigstop", "debug-sleep", "client-kill"), 0, 5) == [(0, 25), (40, 46)]
+    assert checker.fault_windows(faults, ("client-kill", "server-restart"), 2, 0) == [(38, 41)]
+
+
+def test_keys_left_are_reported_with_their_ttl():
+    found = anomalies([], keys=[("history:x:{a}", 29_000)])
+    assert found == {"keys-left": [{"type": "keys-left", "key": "history:x:{a}", "pttl_ms": 29_000}]}
+
+
+def test_build_holds_joins_interleaved_workers_and_late_on_lost():
+    events = history(
+        [granted("s0", 1, 0, fence=1), event("s0", 1, "valid", 5, t_rel=6 * MS),
+         event("s0", 1, "lost", 7, src="release"), event("s0", 2, "timeout", 9, phase="acquire"),
+         event("s0", 1, "lost", 12, src="on_lost")],
+        [granted("s1", 1, 8, fence=2), event("s1", 1, "valid", 11, t_rel=11 * MS)],
+    )
+    h1, h2 = checker.build_holds(events)
+    assert (h1.w, h1.valid, h1.on_lost, h1.noticed) == ("s0", 5 * MS, [12 * MS], [("release", 7 * MS)])
+    assert (h2.w, h2.granted, h2.fence) == ("s1", 8 * MS, 2)
+
+
+# --------------------------------------------------------------------------
+# nemesis and workers
+
+
+def test_the_schedule_is_seeded_bounded_and_complete():
+    counts = default_faults(10)
+    assert set(counts) == set(KINDS) and all(n >= 1 for n in counts.values())
+    plan = schedule(random.Random(3), 10, counts)
+    assert plan == schedule(random.Random(3), 10, counts)
+    assert [k for _, k in plan].count("sigint") == counts["sigint"] and len(plan) == sum(counts.values())
+    assert all(WINDOW[0] * 10 <= at <= WINDOW[1] * 10 for at, _ in plan)
+    assert [at for at, _ in plan] == sorted(at for at, _ in plan)
+
+
+def test_ctrl_c_interrupts_only_a_wait_with_nothing_granted():
+    class Handle:
+        def __init__(self, token):
+            self.token = token
+
+    gate = SigintGate()
+    gate.handler(signal.SIGINT, None)  # not waiting
+    gate.waiting = Handle("granted")  # acquire returned True, the handler runs just after
+    gate.handler(signal.SIGINT, None)
+    assert gate.ignored == 2
+    gate.waiting = Handle(None)
+    with pytest.raises(KeyboardInterrupt):
+        gate.handler(signal.SIGINT, None)
+    assert gate.waiting is None and gate.ignored == 2
+
+
+# --------------------------------------------------------------------------
+# short runs under faults
+
+RUN_S = 10
+RUNS = [pytest.param(s, 101 + i, id=s) for i, s in enumerate(SCENARIOS)]
+
+
+@pytest.mark.chaos
+@pytest.mark.parametrize("scenario, seed", RUNS)
+def test_history_under_faults_has_no_anomaly(scenario, seed, tmp_path):
+    s = run(RunConfig(scenario=scenario, duration=RUN_S, seed=seed, workdir=str(tmp_path)))
+    assert s["worker_exit_codes"] == [0] * s["workers"]
+    assert s["torn_lines"] == 0
+    assert s["holds_valid"] >= 30 * RUN_S, f"too few holds: {s['holds_valid']}"
+    if scenario in ("rwmutex", "fair-rwmutex"):
+        assert {"read", "write"} <= set(s["holds_by_kind"])
+    if scenario == "multi-lock":
+        assert {"lock", "multi"} <= set(s["holds_by_kind"])
+    missing = {k for k in s["faults_scheduled"] if not s["faults"].get(k)}
+    assert not missing, f"scheduled but never injected: {missing} (skipped: {s['faults_skipped']})"
+    assert s["interrupted"] + s["sigint_ignored"] > 0, "no Ctrl-C reached a worker"
+    assert s["timeouts"].get("cancelled-in-acquire", 0) > 0, "no async waiter was cancelled"
+    assert s["holder_samples"] > 0, "the monitor never saw a holder in Redis: has the key layout moved?"
+    assert s["anomalies"] == {}, json.dumps(s["anomaly_examples"], indent=1)
+
+
+@pytest.mark.chaos
+def test_a_lock_that_excludes_nothing_is_caught(tmp_path):
+    """Every worker under its own key prefix: the same names, but no exclusion at all."""
+    s = run(RunConfig(
+        scenario="lock", duration=3, seed=7, workdir=str(tmp_path), isolate=True,
+        faults={"client-kill": 1}, record=False,
+    ))
+    assert s["anomalies"].get("overlap", 0) > 0, s["anomalies"]
+    example = s["anomaly_examples"]["overlap"][0]
+    assert example["holds"][0]["w"] != example["holds"][1]["w"]
+    assert example["overlap_ms"] > 0
+
