@@ -525,22 +525,22 @@ def test_secrets_never_leak(tmp_path):
                                                         if piece in t][:3])
 
 
-def test_seed_style_password_with_colon_not_leaked():
+def test_password_at_host_form_with_colon_not_leaked():
     with pytest.raises(ValueError) as info:
         ferrolock.Client(f"{PASSWORD}@127.0.0.1:1", connect_timeout=0.5)
     for piece in fragments(PASSWORD, 4):
         assert piece not in str(info.value), str(info.value)
 
 
-def test_seed_style_password_without_colon_not_leaked():
+def test_password_at_host_form_without_colon_not_leaked():
     pw = "p@ss/w0rd%!"
     s = RedisServer(password=pw).start()
     try:
-        client = ferrolock.Client(f"{pw}@127.0.0.1:{s.port}", prefix="test:seed:")
+        client = ferrolock.Client(f"{pw}@127.0.0.1:{s.port}", prefix="test:pw-at-host:")
         assert pw not in repr(client)
-        round_trip(client, "seed")
+        round_trip(client, "pw-at-host")
         with pytest.raises(LockConnectionError) as info:
-            ferrolock.Client(f"{pw}x@127.0.0.1:{s.port}", prefix="test:seed:")
+            ferrolock.Client(f"{pw}x@127.0.0.1:{s.port}", prefix="test:pw-at-host:")
         assert "ss/w0" not in str(info.value) and "ss%2Fw0" not in str(info.value)
     finally:
         s.close()

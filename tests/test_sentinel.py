@@ -1,4 +1,4 @@
-"""Seed 000's Sentinel master name: locks through `redis+sentinel://`, and the
+"""Locks through `redis+sentinel://` (the master found by its Sentinel name), and the
 same Client follows a failover to the promoted replica."""
 
 from __future__ import annotations

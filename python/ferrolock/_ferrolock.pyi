@@ -792,7 +792,7 @@ class Lock:
         """
 
     def wait_lost(self) -> asyncio.Future[bool]:
-        """Resolve when the current hold ends (seed 003's ``Done()``).
+        """Resolve when the current hold ends, lost or released.
 
         Returns:
             ``True`` when the hold was lost (renewal failed, the ttl ran out, or
