@@ -1,31 +1,51 @@
 # ferrolock: `make demo` runs the example, `make test` runs every test.
-# Both install what is missing: redis-server (Debian package), a venv with
-# maturin and pytest, and the extension built in release mode.
+# Both install what is missing: redis-server (Debian packages), a venv with
+# maturin and pytest, and the extension built in release mode. The extension
+# is built again only when what it is built from changed (src/, lua/,
+# Cargo.toml, Cargo.lock, pyproject.toml), so a second `make demo` starts at once.
 
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip install --progress-bar off
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: all test test-rust test-python demo build-dev redis venv lint format clean
+# The pip the venv is brought to before anything is installed with it.
+PIP_VERSION := 26.3
+
+# What the extension is built from: a change to any of these builds it again.
+EXT_SOURCES := $(shell find src lua -type f) Cargo.toml Cargo.lock pyproject.toml
+EXT_STAMP   := $(VENV)/.ext-built
+# maturin develop puts the module beside the Python sources; if it is gone
+# (make clean, a fresh clone with an old venv), build again whatever the stamp says.
+EXT_MODULE  := $(wildcard python/ferrolock/_ferrolock*.so)
+
+.PHONY: all test test-rust test-python demo build-dev redis venv lint format clean FORCE
 
 all: lint test
 
 redis:
 	@{ command -v redis-server && command -v redis-sentinel && command -v openssl; } >/dev/null 2>&1 || { \
-	  echo "installing redis-server (Debian packages)"; \
+	  echo "== installing redis-server, redis-sentinel and openssl (Debian packages, with apt-get)"; \
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq redis-server redis-tools redis-sentinel openssl >/dev/null; }
 
 venv: $(VENV)/.ready
 $(VENV)/.ready: tests/requirements.txt
+	@echo "== creating $(VENV) with the tools in tests/requirements.txt (maturin, pytest, ...)"
 	python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r tests/requirements.txt
-	touch $@
+	$(PIP) -q pip==$(PIP_VERSION)
+	$(PIP) -r tests/requirements.txt
+	@touch $@
 
-build-dev: venv
-	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(VENV)/bin/maturin develop --release -q
+build-dev: $(EXT_STAMP)
+$(EXT_STAMP): $(VENV)/.ready $(EXT_SOURCES) $(if $(EXT_MODULE),,FORCE)
+	@echo "== building the extension with cargo (release mode): a first build compiles about 100 crates"
+	@echo "   and takes a few minutes; later builds only what changed"
+	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(VENV)/bin/maturin develop --release
+	@touch $@
+
+FORCE:
 
 test-rust: redis
 	cargo test --no-default-features -q
@@ -36,6 +56,7 @@ test-python: redis build-dev
 test: test-rust test-python
 
 demo: redis build-dev
+	@echo "== running examples/demo.py"
 	$(PY) examples/demo.py
 
 format:
