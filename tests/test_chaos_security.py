@@ -485,8 +485,8 @@ def test_secrets_never_leak(tmp_path):
     report = json.loads(done.stdout)
     out = report["outcomes"]
     assert out == {
-        "wrong_password": "LockConnectionError",
-        "wrong_password_user": "LockConnectionError",
+        "wrong_password": "LockConfigurationError",
+        "wrong_password_user": "LockConfigurationError",
         "wrong_password_unencoded": "ValueError",
         "password_unencoded": "ValueError",
         "password_bad_port": "ValueError",
@@ -494,7 +494,7 @@ def test_secrets_never_leak(tmp_path):
         "password_dead_port": "LockConnectionError",
         "sentinel_dead": "LockConnectionError",
         "sentinel_bad_db": "ValueError",
-        "acl_wrong": "LockConnectionError",
+        "acl_wrong": "LockConfigurationError",
         "acl_good": "ok",
         "client_kill": "ok",
         "restart": "ok",
@@ -502,8 +502,8 @@ def test_secrets_never_leak(tmp_path):
         "server_gone": "LockConnectionError",
         "tls_no_ca": "LockConnectionError",
         "tls_wrong_ca": "LockConnectionError",
-        "tls_wrong_password": "LockConnectionError",
-        "tls_wrong_password_insecure": "LockConnectionError",
+        "tls_wrong_password": "LockConfigurationError",
+        "tls_wrong_password_insecure": "LockConfigurationError",
         "tls_unencoded": "ValueError",
         "tls_ca_missing": "ValueError",
         "tls_ca_plain_url": "ValueError",

@@ -18,6 +18,7 @@ from ._ferrolock import _at_exit
 from ._ferrolock import (
     Client as _Client,
     Lock,
+    LockConfigurationError,
     LockConnectionError,
     LockError,
     LockInfo,
@@ -32,6 +33,7 @@ from ._ferrolock import (
 __all__ = [
     "Client",
     "Lock",
+    "LockConfigurationError",
     "LockConnectionError",
     "LockError",
     "LockInfo",
@@ -61,7 +63,11 @@ class Client(_Client):
         ca_file: PEM file of the certificate authorities to trust for ``rediss://``.
 
     Raises:
-        LockConnectionError: Redis is unreachable or refused the credentials.
+        LockConfigurationError: the server answered, but does not fit the
+            settings: not Redis, a password or database it lacks, plain TCP
+            where ``rediss://`` asks for TLS, or a Redis older than 6.2. The
+            message says what to change.
+        LockConnectionError: Redis is unreachable or did not answer in time.
         ValueError: the URL or an option is invalid.
     """
 
