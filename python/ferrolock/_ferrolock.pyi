@@ -148,10 +148,10 @@ class Retry:
     def __hash__(self) -> int:
         """Equal strategies hash equal."""
 
-    def __eq__(self, other: object) -> bool:
+    def __eq__(self, other: object, /) -> bool:
         """Whether ``other`` is a ``Retry`` with the same strategy and parameters."""
 
-    def __ne__(self, other: object) -> bool:
+    def __ne__(self, other: object, /) -> bool:
         """The negation of ``==``."""
 
     @staticmethod
@@ -258,10 +258,10 @@ class LockInfo:
 
     __hash__: ClassVar[None]  # type: ignore[assignment]
 
-    def __eq__(self, other: object) -> bool:
+    def __eq__(self, other: object, /) -> bool:
         """Whether every field of ``other`` is equal."""
 
-    def __ne__(self, other: object) -> bool:
+    def __ne__(self, other: object, /) -> bool:
         """The negation of ``==``."""
 
     @property
