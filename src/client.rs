@@ -132,19 +132,21 @@ impl std::fmt::Debug for Client {
 
 impl Client {
     /// Validates the options and connects (authentication and database
-    /// selection included), failing within `connect_timeout`.
+    /// selection included), failing within `connect_timeout`. A server that
+    /// answers but does not fit the settings (not Redis, a password or
+    /// database it does not have, plain TCP where TLS was asked, a version
+    /// too old for the scripts) gives `Error::Configuration`, naming the fix.
     pub async fn connect(opts: ClientOptions) -> Result<Client> {
         let client = Client::new(opts)?;
-        let mut conn = client.conn().await?;
+        let mut conn = match client.conn().await {
+            Ok(conn) => conn,
+            Err(e) => return Err(client.explain(e).await),
+        };
         // One round trip now, so a server that wants a password we lack, or a
         // database it does not have, is reported here rather than at first use.
         let ping: redis::RedisResult<String> = redis::cmd("PING").query_async(&mut conn).await;
-        ping.map_err(|e| match Error::from(e) {
-            Error::Connection(m) | Error::Redis(m) => {
-                Error::Connection(format!("{m} (at {})", client.describe()))
-            }
-            other => other,
-        })?;
+        ping.map_err(|e| client.ping_error(e))?;
+        client.check_version(&mut conn).await?;
         Ok(client)
     }
 
@@ -382,10 +384,7 @@ impl Client {
                     timeout.as_secs_f64()
                 ))
             })?
-            .map_err(|e| match Error::from(e) {
-                Error::Connection(m) => Error::Connection(format!("{m} (at {})", self.inner.display)),
-                other => other,
-            })?;
+            .map_err(|e| self.connect_error(e))?;
         local.conn.store(Some(Arc::new(conn.clone())));
         Ok(conn)
     }
@@ -444,6 +443,224 @@ impl Client {
         let cleanups = self.local().cleanups.clone();
         cleanups.settle().await;
     }
+}
+
+/// The oldest Redis the scripts run on: `ZADD … GT` came with 6.2.
+const MIN_REDIS: (u32, u32) = (6, 2);
+/// A Cluster's wake-ups use sharded pub/sub (`SPUBLISH`, `SSUBSCRIBE`), new in 7.0.
+const MIN_REDIS_CLUSTER: (u32, u32) = (7, 0);
+/// How long a diagnostic probe after a failed connect may take.
+const PROBE_LIMIT: Duration = Duration::from_secs(1);
+const CREDENTIALS_REFUSED: &str = "refused the credentials";
+
+/// Connect-time diagnosis: what went wrong, said with the fix.
+impl Client {
+    /// A failed connection attempt as an `Error`, naming the server (never
+    /// the password). Failures that retrying cannot cure become `Configuration`.
+    fn connect_error(&self, e: redis::RedisError) -> Error {
+        let at = &self.inner.display;
+        if e.kind() == redis::ErrorKind::Parse {
+            return Error::Configuration(format!(
+                "the server at {at} does not speak the Redis protocol (its answer to the handshake is not \
+                 RESP): check the host and port in the URL; is another service listening there? Redis \
+                 listens on port 6379 unless configured otherwise"
+            ));
+        }
+        if e.kind() == redis::ErrorKind::AuthenticationFailed || matches!(e.code(), Some("WRONGPASS")) {
+            return Error::Configuration(format!(
+                "Redis at {at} {CREDENTIALS_REFUSED}: the user name or password in the URL is wrong, or \
+                 the user is disabled; check them (the server's requirepass, or ACL LIST)"
+            ));
+        }
+        if e.to_string().contains("refused to switch database") {
+            let detail = e.detail().unwrap_or("no reason given");
+            let db = self.db().map_or_else(|| "the one in the URL".to_string(), |db| db.to_string());
+            return Error::Configuration(if detail.contains("out of range") {
+                format!(
+                    "Redis at {at} has no database {db} (DB index is out of range): put a database number \
+                     the server has at the end of the URL, such as /0 (a server has 16, numbered 0 to 15, \
+                     unless its `databases` setting says otherwise)"
+                )
+            } else {
+                format!(
+                    "Redis at {at} refused to select database {db} ({detail}): allow the user SELECT \
+                     (ACL +select), or use database 0"
+                )
+            });
+        }
+        match Error::from(e) {
+            Error::Connection(m) => Error::Connection(format!("{m} (at {at})")),
+            other => other,
+        }
+    }
+
+    /// The first PING failed: a missing password is a setting to fix.
+    fn ping_error(&self, e: redis::RedisError) -> Error {
+        let at = &self.inner.display;
+        if e.code() == Some("NOAUTH") {
+            return Error::Configuration(format!(
+                "Redis at {at} needs a password (NOAUTH Authentication required), and the URL gives none: \
+                 put it in the URL, as redis://:PASSWORD@host:port/db, or redis://USER:PASSWORD@host:port/db \
+                 for an ACL user"
+            ));
+        }
+        match Error::from(e) {
+            Error::Connection(m) | Error::Redis(m) => Error::Connection(format!("{m} (at {at})")),
+            other => other,
+        }
+    }
+
+    /// A failed first connection, looked at once more: a `rediss://` URL
+    /// aimed at a plain port, or a password sent to a server that has none,
+    /// is told apart by one short probe. Anything else is returned as it is.
+    async fn explain(&self, e: Error) -> Error {
+        let Target::Direct(redis) = &self.inner.target else {
+            return e;
+        };
+        let info = redis.get_connection_info();
+        let at = &self.inner.display;
+        let limit = self.inner.opts.connect_timeout.min(PROBE_LIMIT);
+        match (&e, info.addr()) {
+            (Error::Connection(_), ConnectionAddr::TcpTls { host, port, .. }) => {
+                let plain = info
+                    .clone()
+                    .set_addr(ConnectionAddr::Tcp(host.clone(), *port))
+                    .set_redis_settings(redis::RedisConnectionInfo::default());
+                match ping_probe(plain, limit).await {
+                    // PONG, or an error only Redis would answer with (NOAUTH, DENIED …).
+                    Some(Ok(_)) => {}
+                    Some(Err(p)) if p.code().is_some() => {}
+                    _ => return e,
+                }
+                Error::Configuration(format!(
+                    "the server at {at} answers plain Redis, not TLS, so the TLS handshake failed: use \
+                     redis:// for this port, or the port the server serves TLS on (its tls-port)"
+                ))
+            }
+            (Error::Configuration(m), _) if m.contains(CREDENTIALS_REFUSED) => {
+                let settings = info.redis_settings();
+                if settings.password().is_none() {
+                    return e;
+                }
+                let bare = info
+                    .clone()
+                    .set_redis_settings(redis::RedisConnectionInfo::default().set_db(settings.db()));
+                if !matches!(ping_probe(bare, limit).await, Some(Ok(_))) {
+                    return e;
+                }
+                Error::Configuration(match settings.username() {
+                    Some(user) if !user.is_empty() && user != "default" => format!(
+                        "Redis at {at} {CREDENTIALS_REFUSED} of user {user:?}, and it needs none: the user does \
+                         not exist or has another password; remove the user name and password from the URL, \
+                         or create the user on the server (ACL SETUSER)"
+                    ),
+                    _ => format!(
+                        "Redis at {at} {CREDENTIALS_REFUSED}: it has no password configured, but the URL gives \
+                         one; remove the password from the URL, or, if it is an ACL user's password, give the \
+                         user name too (redis://USER:PASSWORD@host:port/db)"
+                    ),
+                })
+            }
+            _ => e,
+        }
+    }
+
+    /// Refuses a server older than the scripts need. A version that cannot
+    /// be read (a proxy, a user without the right to ask) is let through.
+    async fn check_version(&self, conn: &mut Conn) -> Result<()> {
+        let (min, why) = if self.is_cluster() {
+            (
+                MIN_REDIS_CLUSTER,
+                "a Cluster's wake-ups use sharded pub/sub, SPUBLISH and SSUBSCRIBE, new in 7.0",
+            )
+        } else {
+            (MIN_REDIS, "its scripts use ZADD with GT, new in 6.2")
+        };
+        let found = match server_version(conn).await {
+            ServerVersion::Reported(version) => match parse_version(&version) {
+                Some(v) if v < min => format!("version {version}"),
+                _ => return Ok(()),
+            },
+            ServerVersion::Before62 => {
+                "older than 6.2 (it refuses HELLO without arguments, as Redis 6.0 does)".to_string()
+            }
+            ServerVersion::Unknown => {
+                log::debug!("could not read the Redis version of {}", self.inner.display);
+                return Ok(());
+            }
+        };
+        Err(Error::Configuration(format!(
+            "Redis at {} is {found}, and ferrolock needs Redis {}.{} or newer ({why}): upgrade the server",
+            self.inner.display, min.0, min.1
+        )))
+    }
+
+    /// The database number of a direct connection.
+    fn db(&self) -> Option<i64> {
+        match &self.inner.target {
+            Target::Direct(redis) => Some(redis.get_connection_info().redis_settings().db()),
+            _ => None,
+        }
+    }
+}
+
+/// PING over a fresh connection made with `info`; `None` when it took longer than `limit`.
+async fn ping_probe(info: redis::ConnectionInfo, limit: Duration) -> Option<redis::RedisResult<String>> {
+    let probe = async {
+        let client = redis::Client::open(info)?;
+        let mut conn = client.get_multiplexed_async_connection().await?;
+        redis::cmd("PING").query_async::<String>(&mut conn).await
+    };
+    tokio::time::timeout(limit, probe).await.ok()
+}
+
+enum ServerVersion {
+    Reported(String),
+    /// HELLO without arguments refused for its arity: Redis 6.0 does that.
+    Before62,
+    Unknown,
+}
+
+/// The server's version: `HELLO` without arguments reports it (Redis 6.2 and
+/// later, and no ACL permission is needed for it); older servers answer `INFO`.
+async fn server_version(conn: &mut Conn) -> ServerVersion {
+    let hello = redis::cmd("HELLO").query_async::<redis::Value>(conn).await;
+    if let Some(version) = hello.as_ref().ok().and_then(|reply| hello_field(reply, "version")) {
+        return ServerVersion::Reported(version);
+    }
+    let info: redis::RedisResult<String> = redis::cmd("INFO").arg("server").query_async(conn).await;
+    if let Some(version) = info.ok().and_then(|info| {
+        info.lines().find_map(|l| l.strip_prefix("redis_version:")).map(|v| v.trim().to_string())
+    }) {
+        return ServerVersion::Reported(version);
+    }
+    match hello {
+        Err(e) if e.detail().is_some_and(|d| d.contains("wrong number of arguments")) => {
+            ServerVersion::Before62
+        }
+        _ => ServerVersion::Unknown,
+    }
+}
+
+/// One field of a HELLO reply: a flat array of names and values (RESP2) or a map (RESP3).
+fn hello_field(reply: &redis::Value, name: &str) -> Option<String> {
+    let pairs: Vec<(&redis::Value, &redis::Value)> = match reply {
+        redis::Value::Array(items) => items.chunks_exact(2).map(|p| (&p[0], &p[1])).collect(),
+        redis::Value::Map(items) => items.iter().map(|(k, v)| (k, v)).collect(),
+        _ => return None,
+    };
+    pairs.into_iter().find_map(|(k, v)| {
+        let key: String = redis::from_redis_value_ref(k).ok()?;
+        (key == name).then(|| redis::from_redis_value_ref(v).ok()).flatten()
+    })
+}
+
+/// `"6.2.14"` → `(6, 2)`.
+fn parse_version(version: &str) -> Option<(u32, u32)> {
+    let mut parts = version.trim().split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next().map_or(Some(0), |m| m.parse().ok())?;
+    Some((major, minor))
 }
 
 fn read_ca_file(path: &std::path::Path) -> Result<Vec<u8>> {
@@ -555,6 +772,21 @@ mod tests {
         assert_eq!(normalize_url("localhost:6379").unwrap(), "redis://localhost:6379");
         assert_eq!(normalize_url("p@ss@h:1").unwrap(), "redis://:p%40ss@h:1");
         assert!(normalize_url("  ").is_err());
+    }
+
+    #[test]
+    fn versions_are_read() {
+        assert_eq!(parse_version("6.0.16"), Some((6, 0)));
+        assert_eq!(parse_version("7.2.4\r"), Some((7, 2)));
+        assert_eq!(parse_version("8"), Some((8, 0)));
+        assert_eq!(parse_version("unstable"), None);
+        assert!(parse_version("6.0.9").unwrap() < MIN_REDIS && parse_version("6.2.0").unwrap() >= MIN_REDIS);
+        let s = |v: &str| redis::Value::BulkString(v.as_bytes().to_vec());
+        let resp2 = redis::Value::Array(vec![s("server"), s("redis"), s("version"), s("6.0.9")]);
+        assert_eq!(hello_field(&resp2, "version").as_deref(), Some("6.0.9"));
+        let resp3 = redis::Value::Map(vec![(s("proto"), redis::Value::Int(3)), (s("version"), s("7.0.15"))]);
+        assert_eq!(hello_field(&resp3, "version").as_deref(), Some("7.0.15"));
+        assert_eq!(hello_field(&redis::Value::Okay, "version"), None);
     }
 
     #[test]

@@ -13,6 +13,10 @@ pub enum Error {
     Lost(String),
     /// Redis could not be reached, refused the credentials, or did not answer in time.
     Connection(String),
+    /// Something answered, but the client's settings do not fit it: a port that
+    /// is not Redis, a password, database or scheme the server does not have,
+    /// or a server too old. Retrying does not help; the message says what to change.
+    Configuration(String),
     /// A caller passed something unusable (the message names it).
     InvalidArgument(String),
     /// Redis answered with an error (for example WRONGTYPE on a key that is not a lock).
@@ -28,6 +32,7 @@ impl fmt::Display for Error {
             | Error::NotOwned(m)
             | Error::Lost(m)
             | Error::Connection(m)
+            | Error::Configuration(m)
             | Error::InvalidArgument(m)
             | Error::Redis(m) => f.write_str(m),
         }

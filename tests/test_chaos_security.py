@@ -485,8 +485,8 @@ def test_secrets_never_leak(tmp_path):
     report = json.loads(done.stdout)
     out = report["outcomes"]
     assert out == {
-        "wrong_password": "LockConnectionError",
-        "wrong_password_user": "LockConnectionError",
+        "wrong_password": "LockConfigurationError",
+        "wrong_password_user": "LockConfigurationError",
         "wrong_password_unencoded": "ValueError",
         "password_unencoded": "ValueError",
         "password_bad_port": "ValueError",
@@ -494,7 +494,7 @@ def test_secrets_never_leak(tmp_path):
         "password_dead_port": "LockConnectionError",
         "sentinel_dead": "LockConnectionError",
         "sentinel_bad_db": "ValueError",
-        "acl_wrong": "LockConnectionError",
+        "acl_wrong": "LockConfigurationError",
         "acl_good": "ok",
         "client_kill": "ok",
         "restart": "ok",
@@ -502,8 +502,8 @@ def test_secrets_never_leak(tmp_path):
         "server_gone": "LockConnectionError",
         "tls_no_ca": "LockConnectionError",
         "tls_wrong_ca": "LockConnectionError",
-        "tls_wrong_password": "LockConnectionError",
-        "tls_wrong_password_insecure": "LockConnectionError",
+        "tls_wrong_password": "LockConfigurationError",
+        "tls_wrong_password_insecure": "LockConfigurationError",
         "tls_unencoded": "ValueError",
         "tls_ca_missing": "ValueError",
         "tls_ca_plain_url": "ValueError",
@@ -525,22 +525,22 @@ def test_secrets_never_leak(tmp_path):
                                                         if piece in t][:3])
 
 
-def test_seed_style_password_with_colon_not_leaked():
+def test_password_at_host_form_with_colon_not_leaked():
     with pytest.raises(ValueError) as info:
         ferrolock.Client(f"{PASSWORD}@127.0.0.1:1", connect_timeout=0.5)
     for piece in fragments(PASSWORD, 4):
         assert piece not in str(info.value), str(info.value)
 
 
-def test_seed_style_password_without_colon_not_leaked():
+def test_password_at_host_form_without_colon_not_leaked():
     pw = "p@ss/w0rd%!"
     s = RedisServer(password=pw).start()
     try:
-        client = ferrolock.Client(f"{pw}@127.0.0.1:{s.port}", prefix="test:seed:")
+        client = ferrolock.Client(f"{pw}@127.0.0.1:{s.port}", prefix="test:pw-at-host:")
         assert pw not in repr(client)
-        round_trip(client, "seed")
+        round_trip(client, "pw-at-host")
         with pytest.raises(LockConnectionError) as info:
-            ferrolock.Client(f"{pw}x@127.0.0.1:{s.port}", prefix="test:seed:")
+            ferrolock.Client(f"{pw}x@127.0.0.1:{s.port}", prefix="test:pw-at-host:")
         assert "ss/w0" not in str(info.value) and "ss%2Fw0" not in str(info.value)
     finally:
         s.close()

@@ -335,7 +335,7 @@ def test_wrong_password_is_refused_without_echoing_it(auth_server, prefix):
         "redis://default:pw@127.0.0.1:{port}/0",
         "pw@127.0.0.1:{port}",
     ],
-    ids=["url", "url-with-user", "seed-style"],
+    ids=["url", "url-with-user", "password-at-host"],
 )
 def test_right_password_works(auth_server, prefix, url):
     client = ferrolock.Client(url.format(port=auth_server.port), prefix=prefix)

@@ -249,7 +249,7 @@ SECRET = "s3cretpw"
         f"redis://someuser:{SECRET}@127.0.0.1:{{port}}/0",
         f"{SECRET}@127.0.0.1:{{port}}",
     ],
-    ids=["password-only", "user-and-password", "seed-style"],
+    ids=["password-only", "user-and-password", "password-at-host"],
 )
 def test_password_not_in_connection_error(url):
     port = free_port()

@@ -364,7 +364,7 @@ def test_on_lost_that_raises_is_reported_and_harmless(client, raw, prefix, monke
 
 
 async def test_wait_lost_resolves_when_the_hold_ends(client, raw, prefix):
-    """Seed 003's Done(): an awaitable that fires when the hold ends."""
+    """wait_lost(): an awaitable that fires when the hold ends."""
     lock = client.lock("done", ttl=0.3)
     assert await lock.wait_lost() is False  # nothing held
     assert await lock.aacquire()

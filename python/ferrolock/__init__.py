@@ -18,6 +18,7 @@ from ._ferrolock import _at_exit
 from ._ferrolock import (
     Client as _Client,
     Lock,
+    LockConfigurationError,
     LockConnectionError,
     LockError,
     LockInfo,
@@ -32,6 +33,7 @@ from ._ferrolock import (
 __all__ = [
     "Client",
     "Lock",
+    "LockConfigurationError",
     "LockConnectionError",
     "LockError",
     "LockInfo",
@@ -52,17 +54,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 class Client(_Client):
     """A connection to one Redis deployment, shared by every lock made from it.
 
-    Args:
-        url: ``redis://[user:password@]host[:port][/db]``, ``rediss://...`` (TLS),
-            ``unix:///path/to/redis.sock?db=N``, or ``[password@]host[:port]``.
-        connect_timeout: seconds allowed to connect (and to reconnect).
-        command_timeout: seconds allowed for Redis to answer one command.
-        prefix: prepended to every key (default ``"ferrolock:"``).
-        ca_file: PEM file of the certificate authorities to trust for ``rediss://``.
-
-    Raises:
-        LockConnectionError: Redis is unreachable or refused the credentials.
-        ValueError: the URL or an option is invalid.
+    ``Client(url=None, *, connect_timeout=None, command_timeout=None,
+    prefix=None, ca_file=None)`` checks the options and connects at once. A
+    server that answers but does not fit the settings (not Redis, a password
+    or database it lacks, plain TCP where ``rediss://`` asks for TLS, a Redis
+    older than 6.2) raises :class:`LockConfigurationError` saying what to
+    change; one that cannot be reached in time, :class:`LockConnectionError`.
+    Every argument is described in the API reference and the type stubs.
     """
 
     def synchronized(self, name: str, **options: Any) -> Callable[[F], F]:

@@ -48,6 +48,7 @@ __all__ = [
     "LockNotOwned",
     "LockLost",
     "LockConnectionError",
+    "LockConfigurationError",
 ]
 
 _Seconds: TypeAlias = float
@@ -100,6 +101,23 @@ class LockConnectionError(LockError, ConnectionError):
     ``except`` clause catches it.
     """
 
+class LockConfigurationError(LockConnectionError):
+    """The server answered, but the client's settings do not fit it.
+
+    Raised when connecting, with a message that names the server (never the
+    password), the cause and what to change:
+
+    * the URL points at a port where something other than Redis listens;
+    * a password is given to a server that has none, or the credentials are
+      refused, or the server needs a password and the URL gives none;
+    * the database number is one the server does not have;
+    * ``rediss://`` (TLS) points at a plain-TCP port;
+    * the server is older than Redis 6.2 (7.0 for a Cluster).
+
+    Retrying does not help. It is a :class:`LockConnectionError` (and so a
+    :class:`ConnectionError`) too, so code that catches those catches it.
+    """
+
 # ---------------------------------------------------------------------------
 # Retry
 
@@ -130,10 +148,10 @@ class Retry:
     def __hash__(self) -> int:
         """Equal strategies hash equal."""
 
-    def __eq__(self, other: object) -> bool:
+    def __eq__(self, other: object, /) -> bool:
         """Whether ``other`` is a ``Retry`` with the same strategy and parameters."""
 
-    def __ne__(self, other: object) -> bool:
+    def __ne__(self, other: object, /) -> bool:
         """The negation of ``==``."""
 
     @staticmethod
@@ -240,10 +258,10 @@ class LockInfo:
 
     __hash__: ClassVar[None]  # type: ignore[assignment]
 
-    def __eq__(self, other: object) -> bool:
+    def __eq__(self, other: object, /) -> bool:
         """Whether every field of ``other`` is equal."""
 
-    def __ne__(self, other: object) -> bool:
+    def __ne__(self, other: object, /) -> bool:
         """The negation of ``==``."""
 
     @property
@@ -317,8 +335,12 @@ class Client:
                 system's trusted roots.
 
         Raises:
+            LockConfigurationError: the server answered, but does not fit the
+                settings (not Redis, refused or unexpected credentials, no
+                such database, plain TCP where TLS was asked, a Redis older
+                than 6.2); the message says what to change.
             LockConnectionError: Redis cannot be reached within
-                ``connect_timeout``, or it refused the credentials.
+                ``connect_timeout``.
             ValueError: the URL or an option is invalid, ``ca_file`` cannot be
                 read, or ``ca_file`` is given without a ``rediss://`` URL.
             TypeError: an argument has the wrong type.
@@ -792,7 +814,7 @@ class Lock:
         """
 
     def wait_lost(self) -> asyncio.Future[bool]:
-        """Resolve when the current hold ends (seed 003's ``Done()``).
+        """Resolve when the current hold ends, lost or released.
 
         Returns:
             ``True`` when the hold was lost (renewal failed, the ttl ran out, or

@@ -40,6 +40,26 @@ pub fn connection_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
         .map(|t| t.bind(py))
 }
 
+static CONFIGURATION_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+/// `LockConfigurationError`: a `LockConnectionError` that retrying cannot cure.
+pub fn configuration_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    CONFIGURATION_ERROR
+        .get_or_try_init(py, || {
+            let bases = PyTuple::new(py, [connection_error(py)?])?;
+            let ns = PyDict::new(py);
+            ns.set_item("__module__", "ferrolock")?;
+            ns.set_item(
+                "__doc__",
+                "Redis (or something else) answered, but the client's settings do not fit it: the message \
+                 names the server, the cause and what to change.",
+            )?;
+            let ty = py.get_type::<PyType>().call1(("LockConfigurationError", bases, ns))?;
+            Ok(ty.cast_into::<PyType>()?.unbind())
+        })
+        .map(|t| t.bind(py))
+}
+
 impl From<Error> for PyErr {
     fn from(e: Error) -> PyErr {
         match e {
@@ -49,6 +69,10 @@ impl From<Error> for PyErr {
             Error::InvalidArgument(m) => PyValueError::new_err(m),
             Error::Redis(m) => LockError::new_err(m),
             Error::Connection(m) => Python::attach(|py| match connection_error(py) {
+                Ok(ty) => PyErr::from_type(ty.clone(), m),
+                Err(e) => e,
+            }),
+            Error::Configuration(m) => Python::attach(|py| match configuration_error(py) {
                 Ok(ty) => PyErr::from_type(ty.clone(), m),
                 Err(e) => e,
             }),

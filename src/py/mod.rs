@@ -48,6 +48,7 @@ pub mod _ferrolock {
         m.add("LockNotOwned", py.get_type::<super::errors::LockNotOwned>())?;
         m.add("LockLost", py.get_type::<super::errors::LockLost>())?;
         m.add("LockConnectionError", super::errors::connection_error(py)?)?;
+        m.add("LockConfigurationError", super::errors::configuration_error(py)?)?;
         // Core log records go to Python's `logging`, under the `ferrolock` logger.
         super::logging::install(py)?;
         Ok(())

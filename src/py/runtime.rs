@@ -131,7 +131,12 @@ impl generic::Runtime for Rt {
     where
         F: FnOnce() + Send + 'static,
     {
-        runtime().spawn_blocking(f)
+        // pyo3-async-runtimes hands an asyncio result over on such a thread.
+        let in_flight = InFlight::enter();
+        runtime().spawn_blocking(move || {
+            let _in_flight = in_flight;
+            f();
+        })
     }
 }
 
@@ -260,10 +265,54 @@ pub fn exiting() -> bool {
 
 /// Registered with `atexit`: from now on, losses and log records are not
 /// reported into an interpreter that is finalizing (holds simply expire).
+/// Blocking threads already on their way into Python (an asyncio result being
+/// handed over, a callback) are let finish first, for at most a second: a
+/// thread that takes the GIL once finalization has begun is torn down by
+/// Python, which aborts the process.
 #[pyfunction]
-pub fn _at_exit() {
+pub fn _at_exit(py: Python<'_>) {
     EXITING.store(true, Ordering::SeqCst);
     log::set_max_level(log::LevelFilter::Off);
+    let pid = std::process::id();
+    py.detach(|| {
+        let slot = IN_FLIGHT.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let busy = |slot: &mut (u32, usize)| slot.0 == pid && slot.1 > 0;
+        drop(IN_FLIGHT.1.wait_timeout_while(slot, EXIT_GRACE, busy));
+    });
+}
+
+/// How long interpreter exit waits for blocking threads that call into Python.
+const EXIT_GRACE: Duration = Duration::from_secs(1);
+
+/// Blocking tasks that may call into Python, counted per process (a forked
+/// child starts from none: its parent's threads do not exist there).
+static IN_FLIGHT: (Mutex<(u32, usize)>, std::sync::Condvar) = (Mutex::new((0, 0)), std::sync::Condvar::new());
+
+/// One such task, from when it is spawned until it has finished.
+struct InFlight(u32);
+
+impl InFlight {
+    fn enter() -> InFlight {
+        let pid = std::process::id();
+        let mut slot = IN_FLIGHT.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if slot.0 != pid {
+            *slot = (pid, 0);
+        }
+        slot.1 += 1;
+        InFlight(pid)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut slot = IN_FLIGHT.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if slot.0 == self.0 {
+            slot.1 -= 1;
+            if slot.1 == 0 {
+                IN_FLIGHT.1.notify_all();
+            }
+        }
+    }
 }
 
 /// Runs a Python callable on a blocking thread (never on a runtime worker).
@@ -274,7 +323,9 @@ where
     if EXITING.load(Ordering::SeqCst) {
         return;
     }
+    let in_flight = InFlight::enter();
     runtime().spawn_blocking(move || {
+        let _in_flight = in_flight;
         if !EXITING.load(Ordering::SeqCst) {
             Python::attach(f);
         }
