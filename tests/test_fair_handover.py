@@ -60,18 +60,27 @@ def test_a_handed_hold_outlasts_a_short_lived_releaser(client, raw, prefix, make
     """The releaser's ttl is 20 ms; the waiter's is 30 s. The hand-over must
     last the waiter's patience and be renewed at once, every time."""
     key = f"{prefix}{{h}}{suffix}"
-    for round_ in range(8):
+    handed = 0
+    for round_ in range(24):  # 8 hand-overs; a round whose 20 ms holder lapsed on a busy machine is redone
         holder = make(client, "h", ttl=0.02)
         assert holder.acquire()
         waiter = make(client, "h", ttl=30.0, retry=SLOW)
         got = start(lambda: waiter.acquire(timeout=10))
         wait_for(lambda: raw("ZCARD", f"{prefix}{{h}}{QUEUE[suffix]}") == 1, 5, "the waiter in the queue")
-        holder.release()
+        try:
+            holder.release()
+        except ferrolock.LockNotOwned:
+            assert holder.lost  # its own hold lapsed before the release: no hand-over this round
+        else:
+            handed += 1
         assert finished(got, 5)["result"] is True
         wait_for(lambda: waiter.lost or raw("PTTL", key) > 10_000, 5, "the waiter's first renewal")
         assert not waiter.lost, f"round {round_}: the handed hold was lost"
         assert raw("HGET", key, "token").decode() == waiter.token
         waiter.release()
+        if handed == 8:
+            break
+    assert handed == 8
     assert raw.keys(prefix + "*") == []
 
 
