@@ -15,6 +15,7 @@ use crate::conn::Conn;
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
 use crate::scripts::{self, Record};
+use crate::server;
 use crate::wakeups::{Feed, Registration, Wakeups};
 
 #[derive(Debug, Clone)]
@@ -146,7 +147,7 @@ impl Client {
         // database it does not have, is reported here rather than at first use.
         let ping: redis::RedisResult<String> = redis::cmd("PING").query_async(&mut conn).await;
         ping.map_err(|e| client.ping_error(e))?;
-        client.check_version(&mut conn).await?;
+        server::check(&mut conn, client.is_cluster(), client.describe()).await?;
         Ok(client)
     }
 
@@ -445,10 +446,6 @@ impl Client {
     }
 }
 
-/// The oldest Redis the scripts run on: `ZADD … GT` came with 6.2.
-const MIN_REDIS: (u32, u32) = (6, 2);
-/// A Cluster's wake-ups use sharded pub/sub (`SPUBLISH`, `SSUBSCRIBE`), new in 7.0.
-const MIN_REDIS_CLUSTER: (u32, u32) = (7, 0);
 /// How long a diagnostic probe after a failed connect may take.
 const PROBE_LIMIT: Duration = Duration::from_secs(1);
 const CREDENTIALS_REFUSED: &str = "refused the credentials";
@@ -565,36 +562,6 @@ impl Client {
         }
     }
 
-    /// Refuses a server older than the scripts need. A version that cannot
-    /// be read (a proxy, a user without the right to ask) is let through.
-    async fn check_version(&self, conn: &mut Conn) -> Result<()> {
-        let (min, why) = if self.is_cluster() {
-            (
-                MIN_REDIS_CLUSTER,
-                "a Cluster's wake-ups use sharded pub/sub, SPUBLISH and SSUBSCRIBE, new in 7.0",
-            )
-        } else {
-            (MIN_REDIS, "its scripts use ZADD with GT, new in 6.2")
-        };
-        let found = match server_version(conn).await {
-            ServerVersion::Reported(version) => match parse_version(&version) {
-                Some(v) if v < min => format!("version {version}"),
-                _ => return Ok(()),
-            },
-            ServerVersion::Before62 => {
-                "older than 6.2 (it refuses HELLO without arguments, as Redis 6.0 does)".to_string()
-            }
-            ServerVersion::Unknown => {
-                log::debug!("could not read the Redis version of {}", self.inner.display);
-                return Ok(());
-            }
-        };
-        Err(Error::Configuration(format!(
-            "Redis at {} is {found}, and ferrolock needs Redis {}.{} or newer ({why}): upgrade the server",
-            self.inner.display, min.0, min.1
-        )))
-    }
-
     /// The database number of a direct connection.
     fn db(&self) -> Option<i64> {
         match &self.inner.target {
@@ -612,55 +579,6 @@ async fn ping_probe(info: redis::ConnectionInfo, limit: Duration) -> Option<redi
         redis::cmd("PING").query_async::<String>(&mut conn).await
     };
     tokio::time::timeout(limit, probe).await.ok()
-}
-
-enum ServerVersion {
-    Reported(String),
-    /// HELLO without arguments refused for its arity: Redis 6.0 does that.
-    Before62,
-    Unknown,
-}
-
-/// The server's version: `HELLO` without arguments reports it (Redis 6.2 and
-/// later, and no ACL permission is needed for it); older servers answer `INFO`.
-async fn server_version(conn: &mut Conn) -> ServerVersion {
-    let hello = redis::cmd("HELLO").query_async::<redis::Value>(conn).await;
-    if let Some(version) = hello.as_ref().ok().and_then(|reply| hello_field(reply, "version")) {
-        return ServerVersion::Reported(version);
-    }
-    let info: redis::RedisResult<String> = redis::cmd("INFO").arg("server").query_async(conn).await;
-    if let Some(version) = info.ok().and_then(|info| {
-        info.lines().find_map(|l| l.strip_prefix("redis_version:")).map(|v| v.trim().to_string())
-    }) {
-        return ServerVersion::Reported(version);
-    }
-    match hello {
-        Err(e) if e.detail().is_some_and(|d| d.contains("wrong number of arguments")) => {
-            ServerVersion::Before62
-        }
-        _ => ServerVersion::Unknown,
-    }
-}
-
-/// One field of a HELLO reply: a flat array of names and values (RESP2) or a map (RESP3).
-fn hello_field(reply: &redis::Value, name: &str) -> Option<String> {
-    let pairs: Vec<(&redis::Value, &redis::Value)> = match reply {
-        redis::Value::Array(items) => items.chunks_exact(2).map(|p| (&p[0], &p[1])).collect(),
-        redis::Value::Map(items) => items.iter().map(|(k, v)| (k, v)).collect(),
-        _ => return None,
-    };
-    pairs.into_iter().find_map(|(k, v)| {
-        let key: String = redis::from_redis_value_ref(k).ok()?;
-        (key == name).then(|| redis::from_redis_value_ref(v).ok()).flatten()
-    })
-}
-
-/// `"6.2.14"` → `(6, 2)`.
-fn parse_version(version: &str) -> Option<(u32, u32)> {
-    let mut parts = version.trim().split('.');
-    let major = parts.next()?.parse().ok()?;
-    let minor = parts.next().map_or(Some(0), |m| m.parse().ok())?;
-    Some((major, minor))
 }
 
 fn read_ca_file(path: &std::path::Path) -> Result<Vec<u8>> {
@@ -772,21 +690,6 @@ mod tests {
         assert_eq!(normalize_url("localhost:6379").unwrap(), "redis://localhost:6379");
         assert_eq!(normalize_url("p@ss@h:1").unwrap(), "redis://:p%40ss@h:1");
         assert!(normalize_url("  ").is_err());
-    }
-
-    #[test]
-    fn versions_are_read() {
-        assert_eq!(parse_version("6.0.16"), Some((6, 0)));
-        assert_eq!(parse_version("7.2.4\r"), Some((7, 2)));
-        assert_eq!(parse_version("8"), Some((8, 0)));
-        assert_eq!(parse_version("unstable"), None);
-        assert!(parse_version("6.0.9").unwrap() < MIN_REDIS && parse_version("6.2.0").unwrap() >= MIN_REDIS);
-        let s = |v: &str| redis::Value::BulkString(v.as_bytes().to_vec());
-        let resp2 = redis::Value::Array(vec![s("server"), s("redis"), s("version"), s("6.0.9")]);
-        assert_eq!(hello_field(&resp2, "version").as_deref(), Some("6.0.9"));
-        let resp3 = redis::Value::Map(vec![(s("proto"), redis::Value::Int(3)), (s("version"), s("7.0.15"))]);
-        assert_eq!(hello_field(&resp3, "version").as_deref(), Some("7.0.15"));
-        assert_eq!(hello_field(&redis::Value::Okay, "version"), None);
     }
 
     #[test]

@@ -501,3 +501,30 @@ def test_an_evicted_lock_is_reported_lost(prefix):
         assert lock.lost
     finally:
         s.close()
+
+
+def test_a_server_that_may_evict_locks_is_warned_about(prefix):
+    """At connect, a server with maxmemory and a policy that can evict keys
+    with an expiry gets a WARNING naming the policy and the fix."""
+    import logging
+
+    seen, warned = [], threading.Event()
+
+    class Catch(logging.Handler):
+        def emit(self, record):
+            if "maxmemory-policy" in record.getMessage():
+                seen.append(record)
+                warned.set()
+
+    handler = Catch(level=logging.WARNING)
+    logging.getLogger("ferrolock").addHandler(handler)
+    s = RedisServer(extra=("--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru")).start()
+    try:
+        ferrolock.Client(s.url, prefix=prefix)
+        assert warned.wait(5), "no warning about the eviction policy"
+        message = seen[0].getMessage()
+        assert "allkeys-lru" in message and "noeviction" in message and str(s.port) in message
+        assert seen[0].levelno == logging.WARNING
+    finally:
+        logging.getLogger("ferrolock").removeHandler(handler)
+        s.close()
