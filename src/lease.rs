@@ -99,11 +99,19 @@ impl Lease {
     }
 
     /// Lost: marked so, or still held past the validity deadline with no
-    /// renewal to push it.
+    /// renewal to push it. Whoever sees the deadline passed first marks the
+    /// loss, so `on_lost` fires even when that is the holder itself, before
+    /// the watchdog's timer (and a release right after would stop it).
     pub fn is_lost(&self) -> bool {
-        self.is_marked_lost()
-            || (!self.released.load(Ordering::SeqCst)
-                && self.valid_until().is_some_and(|t| Instant::now() >= t))
+        if self.is_marked_lost() {
+            return true;
+        }
+        let expired = !self.released.load(Ordering::SeqCst)
+            && self.valid_until().is_some_and(|t| Instant::now() >= t);
+        if expired {
+            self.mark_lost("its validity ran out before a renewal succeeded");
+        }
+        expired
     }
 
     pub fn lost_reason(&self) -> Option<String> {
