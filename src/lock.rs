@@ -576,14 +576,16 @@ impl Drop for Undo {
                     Err(e) => log::debug!("undoing an interrupted acquire failed, retrying: {e}"),
                 }
                 tokio::time::sleep(pause).await;
-                pause *= 4;
+                pause = (pause * 2).min(Duration::from_millis(500));
             }
         });
     }
 }
 
-/// How often an interrupted acquire's undo is tried (over about 0.4 s).
-const UNDO_TRIES: u32 = 3;
+/// How often an interrupted acquire's undo is tried: over about 2.5 s, long
+/// enough for a server restart, after which a fair waiter's place has lapsed
+/// anyway (its patience is at most 2 s).
+const UNDO_TRIES: u32 = 8;
 
 /// The attempts of one acquire: their numbers and when each was sent, so a
 /// fair grant is measured from the attempt it answers. Only recent ones are
