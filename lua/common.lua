@@ -120,14 +120,16 @@ local function serve_head(lock, queue, alive, tags, last, us, channel)
   return true
 end
 
--- RWMutex: the readers key lives as long as its latest reader.
-local function expire_with_last_reader(readers, now)
+-- A set of leases (an RWMutex's readers, a semaphore's permits) lives as
+-- long as its latest lease, and so do the keys given after it.
+local function expire_with_last_reader(readers, now, ...)
   local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
   if last[1] then
-    redis.call('PEXPIRE', readers, tonumber(last[2]) - now)
+    for _, key in ipairs({readers, ...}) do
+      redis.call('PEXPIRE', key, tonumber(last[2]) - now)
+    end
   end
 end
-
 
 -- Fair RWMutex: when no writer holds, lets in whoever is next: every reader
 -- queued before the first queued writer (each for its own patience, named
@@ -163,6 +165,51 @@ local function rw_serve(writer, readers, qr, qw, alive, tags, us, channel)
     leave_queue(alive, tags, w, qr, qw)
     local last = tonumber(redis.call('HGET', writer, 'fence')) or 0
     hand_over(writer, w, w_attempt, w_patience, last, us, channel)
+    return true
+  end
+  return false
+end
+
+-- Semaphore: `holders` (token -> expiry, server ms) and `data` (hash:
+-- `permits`, the last `fence`, and `f:<token>` / `m:<token>`, each holder's
+-- fence and metadata). Drops the holders whose lease ran out by `now`.
+local function sem_prune(holders, data, now)
+  for _, gone in ipairs(redis.call('ZRANGEBYSCORE', holders, '-inf', now)) do
+    redis.call('HDEL', data, 'f:' .. gone, 'm:' .. gone)
+  end
+  redis.call('ZREMRANGEBYSCORE', holders, '-inf', now)
+end
+
+-- Semaphore: `token` holds a permit with a new fence for `ms` ms.
+local function sem_take(holders, data, token, meta, ms, us)
+  local fence = math.max(us, (tonumber(redis.call('HGET', data, 'fence')) or 0) + 1)
+  local f = string.format('%.0f', fence)
+  redis.call('HSET', data, 'fence', f, 'f:' .. token, f, 'm:' .. token, meta)
+  local now = math.floor(us / 1000)
+  redis.call('ZADD', holders, now + ms, token)
+  expire_with_last_reader(holders, now, data)
+  return fence
+end
+
+-- Fair semaphore: hands every free permit to the next live waiters in line,
+-- each for its own patience, named on `channel` one a line as
+-- '<token> <fence> <attempt>'. Returns whether anyone was let in.
+local function sem_serve(holders, data, queue, alive, tags, us, channel)
+  local permits = tonumber(redis.call('HGET', data, 'permits')) or 0
+  local free = permits - redis.call('ZCARD', holders)
+  local lines = {}
+  while free > 0 do
+    local head, attempt, patience = first_waiter(queue, alive, tags)
+    if not head then
+      break
+    end
+    leave_queue(alive, tags, head, queue)
+    local fence = sem_take(holders, data, head, '', patience, us)
+    lines[#lines + 1] = head .. ' ' .. string.format('%.0f', fence) .. ' ' .. attempt
+    free = free - 1
+  end
+  if #lines > 0 then
+    publish(channel, table.concat(lines, '\n'))
     return true
   end
   return false

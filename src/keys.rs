@@ -8,6 +8,8 @@
 //! | Lock (and multi-lock) | the hold itself; `:wake` channel |
 //! | fair Lock | also `:q` queue, `:qx` liveness, `:qt` waiters' tags |
 //! | RWMutex | `:rw:w` writer, `:rw:r` readers, `:rw:i` intent, `:rw:qr` / `:rw:qw` / `:rw:qx` / `:rw:qt` fair queues, `:rw:wake` channel |
+//! | Semaphore | `:sem:h` holders, `:sem:d` data, `:sem:q` / `:sem:qx` / `:sem:qt` fair queue, `:sem:wake` channel |
+//! | Election | a fair Lock at `:el` (`:el:q`, `:el:qx`, `:el:qt`, `:el:wake`), `:el:watch` channel |
 
 /// Escapes `%`, `{` and `}` so any name (braces included) yields exactly one,
 /// unambiguous hash tag, and two different names never share a key.
@@ -110,7 +112,33 @@ impl FairKeys {
 
 impl KeySpace {
     pub fn fair(&self, name: &str) -> FairKeys {
-        let lock = self.lock(name);
+        FairKeys::at(self.lock(name))
+    }
+
+    /// An election's term is a fair Lock of its own under the name's tag.
+    pub fn election(&self, name: &str) -> (FairKeys, String) {
+        let base = format!("{}:el", self.lock(name));
+        let watch = format!("{base}:watch");
+        (FairKeys::at(base), watch)
+    }
+
+    /// The keys of the semaphore `name`, all under its hash tag.
+    pub fn semaphore(&self, name: &str) -> SemKeys {
+        let base = format!("{}:sem", self.lock(name));
+        SemKeys {
+            holders: format!("{base}:h"),
+            data: format!("{base}:d"),
+            queue: format!("{base}:q"),
+            alive: format!("{base}:qx"),
+            tags: format!("{base}:qt"),
+            channel: format!("{base}:wake"),
+        }
+    }
+}
+
+impl FairKeys {
+    /// A fair lock whose hold is the hash `lock`.
+    fn at(lock: String) -> FairKeys {
         FairKeys {
             queue: format!("{lock}:q"),
             alive: format!("{lock}:qx"),
@@ -118,6 +146,27 @@ impl KeySpace {
             channel: wake_channel(&lock),
             lock,
         }
+    }
+}
+
+/// A semaphore: its holders (token -> expiry in server milliseconds, each
+/// permit its own lease), its data (the permit count, the last fence, each
+/// holder's fence and metadata), and in fair mode a queue like a fair Lock's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SemKeys {
+    pub holders: String,
+    pub data: String,
+    pub queue: String,
+    pub alive: String,
+    pub tags: String,
+    /// Where given-back permits are announced.
+    pub channel: String,
+}
+
+impl SemKeys {
+    /// Every key and the channel, in a fixed order.
+    pub fn all(&self) -> [&String; 6] {
+        [&self.holders, &self.data, &self.queue, &self.alive, &self.tags, &self.channel]
     }
 }
 
@@ -154,9 +203,14 @@ mod tests {
     #[test]
     fn kinds_of_one_name_never_share_a_key() {
         let ks = KeySpace::new("app:");
-        let (rw, fair) = (ks.rw("n"), ks.fair("n"));
-        for k in fair.all() {
-            assert!(!rw.all().contains(&k), "{k} is used by both a Lock and an RWMutex");
+        let (rw, fair, sem, (el, watch)) = (ks.rw("n"), ks.fair("n"), ks.semaphore("n"), ks.election("n"));
+        let mut kinds: Vec<Vec<&String>> =
+            vec![fair.all().to_vec(), rw.all().to_vec(), sem.all().to_vec(), el.all().to_vec()];
+        kinds[3].push(&watch);
+        for (i, a) in kinds.iter().enumerate() {
+            for b in &kinds[i + 1..] {
+                assert!(a.iter().all(|k| !b.contains(k)), "two kinds share a key: {a:?} {b:?}");
+            }
         }
     }
 
@@ -167,6 +221,12 @@ mod tests {
         let fair = ks.fair("q");
         assert!(one_slot(&rw.all().map(String::clone)));
         assert!(one_slot(&fair.all().map(String::clone)));
+        let sem = ks.semaphore("s");
+        let (el, watch) = ks.election("s");
+        let mut same = sem.all().map(String::clone).to_vec();
+        same.extend(el.all().map(String::clone));
+        same.push(watch);
+        assert!(one_slot(&same));
         assert!(!one_slot(&[ks.lock("a"), ks.lock("b")]));
     }
 }

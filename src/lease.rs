@@ -106,8 +106,8 @@ impl Lease {
         if self.is_marked_lost() {
             return true;
         }
-        let expired = !self.released.load(Ordering::SeqCst)
-            && self.valid_until().is_some_and(|t| Instant::now() >= t);
+        let expired =
+            !self.released.load(Ordering::SeqCst) && self.valid_until().is_some_and(|t| Instant::now() >= t);
         if expired {
             self.mark_lost("its validity ran out before a renewal succeeded");
         }

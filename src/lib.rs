@@ -13,6 +13,7 @@ pub mod mode;
 pub mod retry;
 pub mod rwmutex;
 pub mod scripts;
+pub mod semaphore;
 mod server;
 mod stats;
 pub mod token;

@@ -504,12 +504,13 @@ impl Lock {
         self.state().hold.is_some()
     }
 
-    /// `"lock"`, `"read"` or `"write"`.
+    /// `"lock"`, `"read"`, `"write"` or `"permit"`.
     pub fn kind(&self) -> &'static str {
         match self.mode {
             Mode::Exclusive(_) | Mode::Fair { .. } => "lock",
             Mode::Read { .. } => "read",
             Mode::Write { .. } => "write",
+            Mode::Permit { .. } => "permit",
         }
     }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::client::Client;
 use crate::error::Result;
-use crate::keys::{wake_channel, FairKeys, RwKeys};
+use crate::keys::{wake_channel, FairKeys, RwKeys, SemKeys};
 use crate::scripts::{self, Attempt, Obtain, Record};
 
 #[derive(Debug, Clone)]
@@ -21,6 +21,10 @@ pub enum Mode {
     Read { keys: RwKeys, order: RwOrder },
     /// The exclusive side of an RWMutex.
     Write { keys: RwKeys, order: RwOrder },
+    /// One of a semaphore's `permits`, each its own lease (a Lock is a
+    /// semaphore of one, with its own specialised steps); in arrival order
+    /// when it has a `patience`.
+    Permit { keys: SemKeys, permits: u32, patience: Option<Duration> },
 }
 
 /// Who goes first at an RWMutex.
@@ -89,6 +93,11 @@ impl Mode {
             Mode::Write { keys, order: RwOrder::Fair { patience } } => {
                 scripts::rw_fair_obtain(c, keys, token, ttl_ms, Some(metadata), tagged(patience)).await
             }
+            Mode::Permit { keys, permits, patience } => {
+                let attempt = tagged(&patience.unwrap_or_default());
+                scripts::sem_obtain(c, keys, token, ttl_ms, metadata, *permits, patience.is_some(), attempt)
+                    .await
+            }
         }
     }
 
@@ -100,7 +109,10 @@ impl Mode {
             Mode::Fair { keys, .. } => {
                 scripts::refresh(c, std::slice::from_ref(&keys.lock), token, ttl_ms).await
             }
-            Mode::Read { keys, .. } => scripts::rw_read_refresh(c, keys, token, ttl_ms).await,
+            Mode::Read { keys, .. } => scripts::lease_refresh(c, &[&keys.readers], token, ttl_ms).await,
+            Mode::Permit { keys, .. } => {
+                scripts::lease_refresh(c, &[&keys.holders, &keys.data], token, ttl_ms).await
+            }
             Mode::Write { keys, .. } => {
                 scripts::refresh(c, std::slice::from_ref(&keys.writer), token, ttl_ms).await
             }
@@ -125,6 +137,7 @@ impl Mode {
                 once(scripts::rw_read_release(c, keys, token).await?)
             }
             Mode::Fair { keys, .. } => once(scripts::fair_release(c, keys, token, true).await?),
+            Mode::Permit { keys, .. } => once(scripts::sem_release(c, keys, token, true).await?),
             Mode::Read { keys, .. } | Mode::Write { keys, .. } => {
                 once(scripts::rw_fair_release(c, keys, token, !self.is_reader(), true).await?)
             }
@@ -146,6 +159,9 @@ impl Mode {
             Mode::Write { keys, order: RwOrder::Preference(true) } => {
                 scripts::rw_withdraw(c, keys, token).await
             }
+            Mode::Permit { keys, patience: Some(_), .. } => {
+                scripts::sem_release(c, keys, token, ours).await.map(drop)
+            }
             _ => Ok(()),
         }
     }
@@ -163,6 +179,11 @@ impl Mode {
 
     /// Time left on `token`'s hold, or `None` when it holds nothing.
     pub(crate) async fn remaining(&self, c: &Client, token: &str) -> Result<Option<Duration>> {
+        if let Mode::Permit { keys, .. } = self {
+            let state = scripts::sem_inspect(c, keys).await?;
+            let mine = state.holders.iter().find(|r| r.token == token);
+            return Ok(mine.map(|r| Duration::from_millis(r.pttl_ms.max(0) as u64)));
+        }
         if let Mode::Read { keys, .. } = self {
             let state = scripts::rw_inspect(c, keys, token).await?;
             return Ok(
@@ -189,13 +210,18 @@ impl Mode {
             Mode::Read { keys, .. } | Mode::Write { keys, .. } => {
                 scripts::inspect(c, std::slice::from_ref(&keys.writer)).await
             }
+            Mode::Permit { keys, .. } => {
+                Ok(scripts::sem_inspect(c, keys).await?.holders.into_iter().map(Some).collect())
+            }
         }
     }
 
     /// Held by anyone: for an RWMutex, a writer or any live reader.
     pub(crate) async fn locked(&self, c: &Client) -> Result<bool> {
         match self {
-            Mode::Exclusive(_) | Mode::Fair { .. } => Ok(self.inspect(c).await?.iter().any(Option::is_some)),
+            Mode::Exclusive(_) | Mode::Fair { .. } | Mode::Permit { .. } => {
+                Ok(self.inspect(c).await?.iter().any(Option::is_some))
+            }
             Mode::Read { keys, .. } | Mode::Write { keys, .. } => {
                 let state = scripts::rw_inspect(c, keys, "").await?;
                 Ok(state.writer || state.readers > 0)
@@ -223,7 +249,8 @@ impl Mode {
         match self {
             Mode::Fair { patience, .. }
             | Mode::Read { order: RwOrder::Fair { patience }, .. }
-            | Mode::Write { order: RwOrder::Fair { patience }, .. } => Some(*patience),
+            | Mode::Write { order: RwOrder::Fair { patience }, .. }
+            | Mode::Permit { patience: Some(patience), .. } => Some(*patience),
             _ => None,
         }
     }
@@ -234,6 +261,7 @@ impl Mode {
             Mode::Exclusive(keys) => keys.iter().map(|k| wake_channel(k)).collect(),
             Mode::Fair { keys, .. } => vec![keys.channel.clone()],
             Mode::Read { keys, .. } | Mode::Write { keys, .. } => vec![keys.channel.clone()],
+            Mode::Permit { keys, .. } => vec![keys.channel.clone()],
         }
     }
 

@@ -8,7 +8,7 @@ use redis::{Script, ScriptInvocation, Value};
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::keys::{FairKeys, RwKeys};
+use crate::keys::{FairKeys, RwKeys, SemKeys};
 
 /// One atomic step, in two builds: publishing with PUBLISH (one node) or
 /// SPUBLISH (a Cluster, where a plain PUBLISH would reach every node).
@@ -53,13 +53,16 @@ lua!(FAIR_OBTAIN, "fair_obtain.lua");
 lua!(FAIR_RELEASE, "fair_release.lua");
 lua!(RW_READ, "rw_read.lua");
 lua!(RW_WRITE, "rw_write.lua");
-lua!(RW_READ_REFRESH, "rw_read_refresh.lua");
+lua!(LEASE_REFRESH, "lease_refresh.lua");
 lua!(RW_READ_RELEASE, "rw_read_release.lua");
 lua!(RW_WITHDRAW, "rw_withdraw.lua");
 lua!(RW_INSPECT, "rw_inspect.lua");
 lua!(RW_FAIR_READ, "rw_fair_read.lua");
 lua!(RW_FAIR_WRITE, "rw_fair_write.lua");
 lua!(RW_FAIR_RELEASE, "rw_fair_release.lua");
+lua!(SEM_OBTAIN, "sem_obtain.lua");
+lua!(SEM_RELEASE, "sem_release.lua");
+lua!(SEM_INSPECT, "sem_inspect.lua");
 
 /// What `obtain.lua` answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,8 +182,10 @@ pub async fn rw_write(
     run(client, &invocation).await.map(taken_or_busy)
 }
 
-pub async fn rw_read_refresh(client: &Client, k: &RwKeys, token: &str, ttl_ms: u64) -> Result<bool> {
-    let renewed: i64 = run(client, RW_READ_REFRESH.on(client).key(&k.readers).arg(token).arg(ttl_ms)).await?;
+/// Pushes the expiry of `token`'s lease in the zset `keys[0]` (the other
+/// keys live as long as its latest lease).
+pub async fn lease_refresh(client: &Client, keys: &[&String], token: &str, ttl_ms: u64) -> Result<bool> {
+    let renewed: i64 = run(client, LEASE_REFRESH.on(client).key(keys).arg(token).arg(ttl_ms)).await?;
     Ok(renewed == 1)
 }
 
@@ -268,6 +273,66 @@ pub async fn rw_fair_release(
     invocation.arg(token).arg(if writer { "w" } else { "r" }).arg(&k.channel).arg(flag(release));
     let released: i64 = run(client, &invocation).await?;
     Ok(released == 1)
+}
+
+fn sem_keys(k: &SemKeys) -> [&String; 5] {
+    [&k.holders, &k.data, &k.queue, &k.alive, &k.tags]
+}
+
+#[allow(clippy::too_many_arguments)]
+/// One attempt at a semaphore's permit. A `PERMITS` refusal (another count
+/// in force while held) becomes `InvalidArgument`.
+pub async fn sem_obtain(
+    client: &Client,
+    k: &SemKeys,
+    token: &str,
+    ttl_ms: u64,
+    metadata: Option<&str>,
+    permits: u32,
+    fair: bool,
+    attempt: Attempt,
+) -> Result<Obtain> {
+    let mut invocation = SEM_OBTAIN.on(client).key(&sem_keys(k));
+    invocation.arg(token).arg(ttl_ms).arg(metadata.unwrap_or("")).arg(flag(metadata.is_some()));
+    invocation.arg(permits).arg(flag(fair)).arg(attempt.patience_ms).arg(flag(attempt.will_wait));
+    invocation.arg(attempt.number).arg(&k.channel);
+    match run(client, &invocation).await {
+        Ok(reply) => Ok(taken_or_busy(reply)),
+        Err(Error::Redis(m)) if m.contains("PERMITS") => Err(Error::InvalidArgument(format!(
+            "{}: every process must use the same permits for one semaphore while any permit is held \
+             (a new count applies once none is)",
+            m.split("PERMITS").nth(1).unwrap_or(&m).trim()
+        ))),
+        Err(e) => Err(e),
+    }
+}
+
+/// Gives `token`'s permit back when `release` (passing free permits to the
+/// next in line), and leaves the queue either way.
+pub async fn sem_release(client: &Client, k: &SemKeys, token: &str, release: bool) -> Result<bool> {
+    let mut invocation = SEM_RELEASE.on(client).key(&sem_keys(k));
+    invocation.arg(token).arg(&k.channel).arg(flag(release));
+    let released: i64 = run(client, &invocation).await?;
+    Ok(released == 1)
+}
+
+/// A semaphore as `sem_inspect.lua` sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SemState {
+    /// The permit count in force (0 when unknown: nothing held).
+    pub permits: u32,
+    /// Waiters in the fair queue.
+    pub waiters: u64,
+    /// The live holders, earliest expiry first.
+    pub holders: Vec<Record>,
+}
+
+pub async fn sem_inspect(client: &Client, k: &SemKeys) -> Result<SemState> {
+    let keys = [&k.holders, &k.data, &k.queue];
+    let (permits, waiters, holders): (u32, u64, Vec<Vec<Value>>) =
+        run(client, &SEM_INSPECT.on(client).key(&keys)).await?;
+    let holders = holders.into_iter().map(parse_record).collect::<Result<Vec<_>>>()?;
+    Ok(SemState { permits, waiters, holders: holders.into_iter().flatten().collect() })
 }
 
 /// The state of an RWMutex as `rw_inspect.lua` reports it.

@@ -1,0 +1,59 @@
+-- sem_obtain.lua: take one of a semaphore's permits, each its own lease.
+-- KEYS: [holders zset (token -> expiry, server ms), data hash (permits, fence,
+--        f:<token>, m:<token>), queue, liveness, tags (fair mode, as a fair Lock's)]
+-- ARGV: [token, ttl_ms, metadata, set_metadata ('1' or '0'), permits,
+--        fair ('1' or '0'), patience_ms, will_wait ('1' or '0'), attempt, channel]
+-- Returns {1, fence} when this token holds a permit (taken now, or re-entered:
+-- claimed after a hand-over, or adopted), or {0, wait_ms}: until the first
+-- holder's lease runs out, or -1 when a permit is free but others are first
+-- in line (fair mode: they are let in now).
+-- Errors with PERMITS when permits differs from what the semaphore has while
+-- any permit is held (while none is, the newest count applies).
+local holders, data, queue, alive, tags = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local token, ttl, permits = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[5])
+local meta = ARGV[4] == '1' and ARGV[3]
+local fair, patience, attempt, channel = ARGV[6] == '1', tonumber(ARGV[7]), ARGV[9], ARGV[10]
+
+local us = now_us()
+local now = math.floor(us / 1000)
+sem_prune(holders, data, now)
+prune_waiters(alive, tags, now, queue)
+
+local held = redis.call('ZCARD', holders)
+local configured = tonumber(redis.call('HGET', data, 'permits'))
+if configured and configured ~= permits and held > 0 then
+  return redis.error_reply('PERMITS the semaphore has ' .. configured .. ' permits while held, not '
+    .. permits)
+end
+redis.call('HSET', data, 'permits', permits)
+
+if redis.call('ZSCORE', holders, token) then
+  leave_queue(alive, tags, token, queue)
+  redis.call('ZADD', holders, now + ttl, token)
+  if meta then
+    redis.call('HSET', data, 'm:' .. token, meta)
+  end
+  expire_with_last_reader(holders, now, data)
+  return {1, tonumber(redis.call('HGET', data, 'f:' .. token))}
+end
+
+local free = permits - held
+local can = free > 0
+if can and fair then
+  local rank = redis.call('ZRANK', queue, token)
+  can = (rank and rank < free) or (not rank and redis.call('ZCARD', queue) < free)
+end
+if can then
+  leave_queue(alive, tags, token, queue)
+  return {1, sem_take(holders, data, token, meta or '', ttl, us)}
+end
+
+if fair and ARGV[8] == '1' then
+  enqueue(queue, alive, tags, token, us, patience, attempt)
+end
+if free > 0 then
+  sem_serve(holders, data, queue, alive, tags, us, channel)
+  return {0, -1}
+end
+local first = redis.call('ZRANGE', holders, 0, 0, 'WITHSCORES')
+return {0, tonumber(first[2]) - now}
