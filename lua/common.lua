@@ -180,6 +180,20 @@ local function sem_prune(holders, data, now)
   redis.call('ZREMRANGEBYSCORE', holders, '-inf', now)
 end
 
+-- Semaphore: once no permit is held, the data goes too, as a Lock's hold
+-- does: only a fence the server clock has not passed yet stays, until it has.
+local function sem_tidy(holders, data, us)
+  if redis.call('ZCARD', holders) > 0 then
+    return
+  end
+  local fence = tonumber(redis.call('HGET', data, 'fence')) or 0
+  redis.call('DEL', data)
+  if fence >= us then
+    redis.call('HSET', data, 'fence', string.format('%.0f', fence))
+    redis.call('PEXPIRE', data, math.floor((fence - us) / 1000) + 1)
+  end
+end
+
 -- Semaphore: `token` holds a permit with a new fence for `ms` ms.
 local function sem_take(holders, data, token, meta, ms, us)
   local fence = math.max(us, (tonumber(redis.call('HGET', data, 'fence')) or 0) + 1)

@@ -28,4 +28,5 @@ prune_waiters(alive, tags, now, queue)
 if not sem_serve(holders, data, queue, alive, tags, us, channel) and held == 1 then
   publish(channel, '')
 end
+sem_tidy(holders, data, us)
 return held

@@ -427,6 +427,56 @@ class Client:
                 slots there).
         """
 
+    def semaphore(
+        self,
+        name: str,
+        permits: int,
+        *,
+        ttl: _Seconds | None = None,
+        auto_renew: bool = True,
+        blocking_timeout: _Seconds | None = None,
+        retry: Retry | None = None,
+        metadata: str | None = None,
+        token: str | None = None,
+        on_lost: Callable[[], object] | None = None,
+        fair: bool = False,
+    ) -> Lock:
+        """A handle on one permit of the semaphore ``name``: up to ``permits``
+        holders at once.
+
+        The handle is a :class:`Lock` in every respect (``acquire`` /
+        ``release``, ``with`` / ``async with``, the watchdog, ``lost`` /
+        ``on_lost`` / ``LockLost``, ``fence``, ``token`` to restore it in
+        another process), except that up to ``permits`` handles hold the name
+        at once. Each permit is its own lease: a holder that dies frees its
+        permit after its own ttl, never sooner, and nobody else's permit is
+        affected. A release wakes a waiter (no polling interval); with
+        ``fair=True`` permits go to waiters in arrival order across processes.
+        ``inspect()`` lists every holder with its metadata, fence and ttl.
+
+        Every process must pass the same ``permits`` for one name while any
+        permit is held; a different count raises ``ValueError`` at
+        ``acquire``. Once no permit is held, the next count given applies.
+
+        Args:
+            name: the semaphore's name (its keys never collide with a Lock's
+                or an RWMutex's of the same name).
+            permits: how many holders at once, 1 to 1,000,000.
+            ttl: see :class:`Lock`.
+            auto_renew: see :class:`Lock`.
+            blocking_timeout: see :class:`Lock`.
+            retry: see :class:`Lock`.
+            metadata: see :class:`Lock`.
+            token: see :class:`Lock`.
+            on_lost: see :class:`Lock`.
+            fair: permits in arrival order across processes.
+
+        Raises:
+            ValueError: ``permits`` is 0 or above the limit, or an option is
+                out of range (see :class:`Lock`).
+            OverflowError: ``permits`` is negative.
+        """
+
     def rwmutex(
         self,
         name: str,

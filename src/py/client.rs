@@ -11,6 +11,7 @@ use crate::scripts::Record;
 
 use super::args;
 use super::lock::PyLock;
+use super::options::HandleOptions;
 use super::runtime::{awaitable, wait};
 use super::rwmutex::PyRwMutex;
 
@@ -111,6 +112,23 @@ impl PyClient {
             .call(PyTuple::new(py, [slf.as_any(), name])?, options)?
             .cast_into::<PyRwMutex>()
             .map_err(Into::into)
+    }
+
+    /// A handle on one permit of the semaphore `name`: up to `permits`
+    /// holders at once, each permit its own lease (renewed by the watchdog,
+    /// reported lost like a Lock's). Keyword arguments as for `Lock`;
+    /// `fair=True` hands permits out in arrival order across processes.
+    #[pyo3(signature = (name, permits, **options))]
+    fn semaphore(
+        slf: &Bound<'_, Self>,
+        name: &Bound<'_, PyAny>,
+        permits: u32,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyLock> {
+        let o = HandleOptions::from_kwargs(&PyDict::new(slf.py()), options)?;
+        let core =
+            crate::semaphore::permit(slf.get().core.clone(), args::name(name)?, permits, o.lock, o.token)?;
+        Ok(PyLock::from_core(core, slf, o.blocking_timeout))
     }
 
     /// One `Lock` over every name in `names`, taken all-or-nothing.

@@ -266,12 +266,13 @@ impl PyLock {
     fn inspect(&self, py: Python<'_>) -> PyResult<Vec<Option<LockInfo>>> {
         let core = self.core.clone();
         wait(py, async move {
+            // One record a name; a semaphore's permit handle: one a holder.
             let records = core.inspect().await?;
-            Ok(core
-                .names()
-                .iter()
-                .zip(records)
-                .map(|(n, r)| r.map(|r| LockInfo::new(n.clone(), r)))
+            let names = core.names();
+            Ok(records
+                .into_iter()
+                .enumerate()
+                .map(|(i, r)| r.map(|r| LockInfo::new(names.get(i).unwrap_or(&names[0]).clone(), r)))
                 .collect())
         })
     }
