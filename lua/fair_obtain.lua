@@ -2,18 +2,28 @@
 -- KEYS: [lock hash, queue zset (token -> arrival, server us),
 --        liveness zset (token -> expiry, server ms), tags hash (token -> '<attempt> <patience_ms>')]
 -- ARGV: [token, ttl_ms, metadata, set_metadata ('1' or '0': keep on re-entry),
---        patience_ms, will_wait ('1' or '0'), attempt, channel]
+--        patience_ms, will_wait ('1' or '0'), attempt, channel,
+--        announce (a channel told '' whenever this token takes or claims the
+--        lock, or '': an election's leader changes are watched there)]
 -- Returns {1, fence} when this owner holds the lock: taken now as the head of
 -- the queue, or handed to it by a release (then claimed: the full ttl set),
 -- or re-entered. Otherwise {0, wait_ms}: the holder's pttl, or -1 when the
 -- lock is free but another waiter is first (then that waiter is handed the
--- lock now, so a hand-over that lapsed passes on at once).
+-- lock now, so a hand-over that lapsed passes on at once; an election's
+-- head is woken to claim it itself).
 -- A waiter that will wait joins the queue (once), re-asserts that it is alive
 -- for patience_ms, and is tagged with this attempt; one that stops doing so
 -- is dropped from the queue.
 local lock, queue, alive, tags = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, ttl, patience, attempt, channel = ARGV[1], ARGV[2], tonumber(ARGV[5]), ARGV[7], ARGV[8]
 local meta = ARGV[4] == '1' and ARGV[3]
+local announce = ARGV[9] or ''
+local function held(reply)
+  if announce ~= '' then
+    publish(announce, '')
+  end
+  return reply
+end
 
 local us = now_us()
 local now = math.floor(us / 1000)
@@ -23,13 +33,13 @@ local rec = redis.call('HMGET', lock, 'token', 'fence')
 local last = tonumber(rec[2]) or 0
 if rec[1] == token then
   leave_queue(alive, tags, token, queue)
-  return hold(lock, token, meta, ttl, last)
+  return held(hold(lock, token, meta, ttl, last))
 end
 if not rec[1] then
   local head = redis.call('ZRANGE', queue, 0, 0)[1]
   if not head or head == token then
     leave_queue(alive, tags, token, queue)
-    return hold(lock, token, meta or '', ttl, math.max(us, last + 1))
+    return held(hold(lock, token, meta or '', ttl, math.max(us, last + 1)))
   end
 end
 
@@ -39,5 +49,9 @@ end
 if rec[1] then
   return {0, redis.call('PTTL', lock)}
 end
-serve_head(lock, queue, alive, tags, last, us, channel)
+if announce ~= '' then
+  publish(channel, '')  -- an election's head claims a free term itself: wake it
+else
+  serve_head(lock, queue, alive, tags, last, us, channel)
+end
 return {0, -1}

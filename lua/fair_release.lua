@@ -3,7 +3,8 @@
 -- KEYS: [lock hash, queue zset (token -> arrival, server us),
 --        liveness zset (token -> expiry, server ms), tags hash (token -> '<attempt> <patience_ms>')]
 -- ARGV: [token, channel, release ('1': release this token's hold too;
---        '0': only leave the queue, as a cancelled adopt of a restored hold does)]
+--        '0': only leave the queue, as a cancelled adopt of a restored hold does),
+--        announce (a channel told '' when the hold is released, or '')]
 -- Returns 1 when this owner held the lock (released now), else 0.
 -- Whenever the lock ends up free (released, or a hand-over lapsed) the head
 -- of the queue gets it: it leaves the queue and is announced on `channel` as
@@ -20,11 +21,23 @@ prune_waiters(alive, tags, math.floor(us / 1000), queue)
 
 local rec = redis.call('HMGET', lock, 'token', 'fence')
 local last = tonumber(rec[2]) or 0
+local announce = ARGV[4] or ''
 local released = 0
 if rec[1] == token and ARGV[3] == '1' then
   released = 1
 elseif rec[1] then
   return 0
+end
+if announce ~= '' then
+  -- An election: the next campaigner claims the term itself, with its value,
+  -- so watchers never see a term without one. Woken here, it is one round
+  -- trip away; newcomers cannot pass it (only the head may take a free term).
+  if released == 1 then
+    end_hold(lock, last, us)
+    publish(channel, '')
+    publish(announce, '')
+  end
+  return released
 end
 if serve_head(lock, queue, alive, tags, last, us, channel) then
   return released

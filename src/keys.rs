@@ -101,6 +101,9 @@ pub struct FairKeys {
     pub alive: String,
     pub tags: String,
     pub channel: String,
+    /// Told '' whenever the hold is taken, claimed or released (an
+    /// election's watchers listen there); empty for a plain fair Lock.
+    pub announce: String,
 }
 
 impl FairKeys {
@@ -115,11 +118,11 @@ impl KeySpace {
         FairKeys::at(self.lock(name))
     }
 
-    /// An election's term is a fair Lock of its own under the name's tag.
-    pub fn election(&self, name: &str) -> (FairKeys, String) {
+    /// An election's term is a fair Lock of its own under the name's tag,
+    /// announcing its changes on `:el:watch`.
+    pub fn election(&self, name: &str) -> FairKeys {
         let base = format!("{}:el", self.lock(name));
-        let watch = format!("{base}:watch");
-        (FairKeys::at(base), watch)
+        FairKeys { announce: format!("{base}:watch"), ..FairKeys::at(base) }
     }
 
     /// The keys of the semaphore `name`, all under its hash tag.
@@ -144,6 +147,7 @@ impl FairKeys {
             alive: format!("{lock}:qx"),
             tags: format!("{lock}:qt"),
             channel: wake_channel(&lock),
+            announce: String::new(),
             lock,
         }
     }
@@ -203,10 +207,10 @@ mod tests {
     #[test]
     fn kinds_of_one_name_never_share_a_key() {
         let ks = KeySpace::new("app:");
-        let (rw, fair, sem, (el, watch)) = (ks.rw("n"), ks.fair("n"), ks.semaphore("n"), ks.election("n"));
+        let (rw, fair, sem, el) = (ks.rw("n"), ks.fair("n"), ks.semaphore("n"), ks.election("n"));
         let mut kinds: Vec<Vec<&String>> =
             vec![fair.all().to_vec(), rw.all().to_vec(), sem.all().to_vec(), el.all().to_vec()];
-        kinds[3].push(&watch);
+        kinds[3].push(&el.announce);
         for (i, a) in kinds.iter().enumerate() {
             for b in &kinds[i + 1..] {
                 assert!(a.iter().all(|k| !b.contains(k)), "two kinds share a key: {a:?} {b:?}");
@@ -222,10 +226,10 @@ mod tests {
         assert!(one_slot(&rw.all().map(String::clone)));
         assert!(one_slot(&fair.all().map(String::clone)));
         let sem = ks.semaphore("s");
-        let (el, watch) = ks.election("s");
+        let el = ks.election("s");
         let mut same = sem.all().map(String::clone).to_vec();
         same.extend(el.all().map(String::clone));
-        same.push(watch);
+        same.push(el.announce.clone());
         assert!(one_slot(&same));
         assert!(!one_slot(&[ks.lock("a"), ks.lock("b")]));
     }

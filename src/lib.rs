@@ -5,6 +5,7 @@ mod cleanup;
 pub mod client;
 mod cluster;
 mod conn;
+pub mod election;
 pub mod error;
 pub mod keys;
 pub mod lease;

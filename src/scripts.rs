@@ -63,6 +63,7 @@ lua!(RW_FAIR_RELEASE, "rw_fair_release.lua");
 lua!(SEM_OBTAIN, "sem_obtain.lua");
 lua!(SEM_RELEASE, "sem_release.lua");
 lua!(SEM_INSPECT, "sem_inspect.lua");
+lua!(EL_PROCLAIM, "el_proclaim.lua");
 
 /// What `obtain.lua` answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -222,6 +223,7 @@ pub async fn fair_obtain(
     let mut invocation = FAIR_OBTAIN.on(client).key(&keys);
     invocation.arg(token).arg(ttl_ms).arg(metadata.unwrap_or("")).arg(flag(metadata.is_some()));
     invocation.arg(attempt.patience_ms).arg(flag(attempt.will_wait)).arg(attempt.number).arg(&k.channel);
+    invocation.arg(&k.announce);
     run(client, &invocation).await.map(taken_or_busy)
 }
 
@@ -229,9 +231,19 @@ pub async fn fair_obtain(
 /// leaves the queue either way.
 pub async fn fair_release(client: &Client, k: &FairKeys, token: &str, release: bool) -> Result<bool> {
     let keys = [&k.lock, &k.queue, &k.alive, &k.tags];
-    let released: i64 =
-        run(client, FAIR_RELEASE.on(client).key(&keys).arg(token).arg(&k.channel).arg(flag(release))).await?;
+    let mut invocation = FAIR_RELEASE.on(client).key(&keys);
+    invocation.arg(token).arg(&k.channel).arg(flag(release)).arg(&k.announce);
+    let released: i64 = run(client, &invocation).await?;
     Ok(released == 1)
+}
+
+/// The leader `token` of an election publishes `value`; false when it no
+/// longer leads.
+pub async fn el_proclaim(client: &Client, k: &FairKeys, token: &str, value: &str) -> Result<bool> {
+    let mut invocation = EL_PROCLAIM.on(client).key(&k.lock);
+    invocation.arg(token).arg(value).arg(&k.announce);
+    let done: i64 = run(client, &invocation).await?;
+    Ok(done == 1)
 }
 
 fn rw_fair_keys(k: &RwKeys) -> [&String; 6] {

@@ -32,6 +32,8 @@ from ._ferrolock import (
 
 __all__ = [
     "Client",
+    "Election",
+    "Leader",
     "Lock",
     "LockConfigurationError",
     "LockConnectionError",
@@ -42,8 +44,11 @@ __all__ = [
     "LockNotOwned",
     "RWMutex",
     "Retry",
+    "Term",
     "__version__",
 ]
+
+from .election import Election, Leader, Term  # noqa: E402  (needs the extension loaded above)
 
 logging.getLogger("ferrolock").addHandler(logging.NullHandler())
 atexit.register(_at_exit)
@@ -93,3 +98,8 @@ class Client(_Client):
     def multi_lock(self, names: Iterable[str], **options: Any) -> Lock:
         """One :class:`Lock` over every name in ``names``, taken all-or-nothing."""
         return super().multi_lock(names, **options)
+
+    def election(self, name: str, *, ttl: float = 30.0) -> Election:
+        """The leader election ``name``: a leader's term lasts ``ttl`` seconds
+        unless renewed (the watchdog renews it while the leader lives)."""
+        return Election(self, name, ttl=ttl)

@@ -49,6 +49,9 @@ __all__ = [
     "LockLost",
     "LockConnectionError",
     "LockConfigurationError",
+    "Election",
+    "ElectionObserver",
+    "Leader",
 ]
 
 _Seconds: TypeAlias = float
@@ -1202,3 +1205,55 @@ def _at_exit() -> None:
 def _debug_stats() -> dict[str, int]:
     """Diagnostics of this process: ``watchdogs`` (live watchdog tasks) and
     ``handed_over`` (holds taken straight from a fair release's wake-up)."""
+
+@final
+class Leader:
+    """The leader of an election, as Redis has it now."""
+
+    @property
+    def value(self) -> str:
+        """The value the leader campaigned with, or proclaimed since."""
+    @property
+    def term(self) -> int:
+        """The term number: strictly greater than every earlier leader's."""
+    @property
+    def ttl(self) -> float | None:
+        """Seconds left on the term unless renewed (None: no expiry)."""
+    def __eq__(self, other: object, /) -> bool: ...
+    def __ne__(self, other: object, /) -> bool: ...
+    __hash__: ClassVar[None]  # type: ignore[assignment]
+
+@final
+class ElectionObserver:
+    """Follows an election: each call returns the leader (or None) once it changed."""
+
+    def next(self) -> Leader | None:
+        """Waits for the next change (the current leader the first time)."""
+    def anext(self) -> asyncio.Future[Leader | None]: ...
+
+@final
+class Election:
+    """The core of :class:`ferrolock.Election` (use ``client.election(name)``)."""
+
+    def __new__(cls, client: Client, name: str) -> Election: ...
+    @property
+    def name(self) -> str: ...
+    def candidate(
+        self,
+        value: str,
+        *,
+        ttl: _Seconds | None = None,
+        auto_renew: bool = True,
+        blocking_timeout: _Seconds | None = None,
+        retry: Retry | None = None,
+        metadata: str | None = None,
+        token: str | None = None,
+        on_lost: Callable[[], object] | None = None,
+        fair: bool = False,
+    ) -> Lock:
+        """A campaigner for ``value``: acquiring the handle campaigns, its fence is the term number."""
+    def leader(self) -> Leader | None: ...
+    def aleader(self) -> asyncio.Future[Leader | None]: ...
+    def proclaim(self, term: Lock, value: str) -> None: ...
+    def aproclaim(self, term: Lock, value: str) -> asyncio.Future[None]: ...
+    def observer(self) -> ElectionObserver: ...

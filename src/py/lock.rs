@@ -69,6 +69,11 @@ impl PyLock {
         }
     }
 
+    /// The core handle (an election's term is one).
+    pub(crate) fn core(&self) -> &Arc<Lock> {
+        &self.core
+    }
+
     /// One attempt, no waiting (`try_read` / `try_write`).
     pub(crate) fn take_now(&self, py: Python<'_>) -> PyResult<bool> {
         acquire_blocking(py, &self.core, Wait::No)

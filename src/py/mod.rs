@@ -2,6 +2,7 @@
 
 pub mod args;
 pub mod client;
+pub mod election;
 pub mod errors;
 pub mod lock;
 pub mod logging;
@@ -18,6 +19,8 @@ pub mod _ferrolock {
 
     #[pymodule_export]
     use super::client::{LockInfo, PyClient};
+    #[pymodule_export]
+    use super::election::{PyElection, PyLeader, PyObserver};
     #[pymodule_export]
     use super::lock::PyLock;
     #[pymodule_export]

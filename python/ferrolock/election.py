@@ -1,0 +1,132 @@
+"""Leader election: ``client.election(name, ttl=...)``.
+
+Campaigners queue in arrival order for one term; the leader holds it like a
+lock (renewed by the watchdog, reported lost like one), and its term number
+strictly increases across leaders, so it serves as a fencing token. Changes
+are pushed to watchers (pub/sub), not polled.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterator, Optional
+
+from ._ferrolock import Election as _Election
+from ._ferrolock import Leader, LockNotAcquired
+
+if TYPE_CHECKING:
+    from ._ferrolock import Lock
+
+__all__ = ["Election", "Leader", "Term"]
+
+
+class Term:
+    """This process's term as leader: a context manager that resigns at exit
+    (raising :class:`LockLost` there if the term was lost meanwhile)."""
+
+    def __init__(self, election: "Election", hold: "Lock", value: str):
+        self._election = election
+        self._hold = hold
+        self.value = value
+
+    @property
+    def number(self) -> int:
+        """The term number: greater than every earlier leader's."""
+        number = self._hold.fence
+        if number is None:
+            raise LockNotAcquired(f"election {self._election.name!r}: this term has ended")
+        return number
+
+    @property
+    def lost(self) -> bool:
+        """True once the term was lost (not renewed in time, or taken over)."""
+        return self._hold.lost
+
+    @property
+    def token(self) -> Optional[str]:
+        return self._hold.token
+
+    def proclaim(self, value: str) -> None:
+        """Publishes a new value without giving up the term."""
+        self._election._core.proclaim(self._hold, value)
+        self.value = value
+
+    async def aproclaim(self, value: str) -> None:
+        await self._election._core.aproclaim(self._hold, value)
+        self.value = value
+
+    def resign(self) -> None:
+        """Gives the term up: the next campaigner leads within a round trip."""
+        self._hold.release()
+
+    async def aresign(self) -> None:
+        await self._hold.arelease()
+
+    async def wait_lost(self) -> bool:
+        """Resolves when the term ends: True if it was lost."""
+        return await self._hold.wait_lost()
+
+    def __enter__(self) -> "Term":
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        return self._hold.__exit__(*exc)
+
+    async def __aenter__(self) -> "Term":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool:
+        return await self._hold.__aexit__(*exc)
+
+    def __repr__(self) -> str:
+        return f"<ferrolock.Term {self._election.name!r} value={self.value!r} number={self._hold.fence}>"
+
+
+class Election:
+    """One election: ``campaign`` to lead, ``leader`` to see who does,
+    ``observe`` / ``aobserve`` to follow every change."""
+
+    def __init__(self, client: Any, name: str, *, ttl: float = 30.0):
+        self._core = _Election(client, name)
+        self._ttl = ttl
+        self.name = name
+
+    def _candidate(self, value: str, on_lost: Optional[Callable[[], object]]) -> "Lock":
+        return self._core.candidate(value, ttl=self._ttl, on_lost=on_lost)
+
+    def campaign(self, value: str, timeout: Optional[float] = None,
+                 on_lost: Optional[Callable[[], object]] = None) -> Term:
+        """Blocks until this process leads with ``value`` (in arrival order
+        among campaigners); :class:`LockNotAcquired` after ``timeout`` s."""
+        hold = self._candidate(value, on_lost)
+        if not hold.acquire(timeout=timeout):
+            raise LockNotAcquired(f"election {self.name!r}: not elected within {timeout} s")
+        return Term(self, hold, value)
+
+    async def acampaign(self, value: str, timeout: Optional[float] = None,
+                        on_lost: Optional[Callable[[], object]] = None) -> Term:
+        hold = self._candidate(value, on_lost)
+        if not await hold.aacquire(timeout=timeout):
+            raise LockNotAcquired(f"election {self.name!r}: not elected within {timeout} s")
+        return Term(self, hold, value)
+
+    def leader(self) -> Optional[Leader]:
+        """The current leader's value and term number, or None."""
+        return self._core.leader()
+
+    async def aleader(self) -> Optional[Leader]:
+        return await self._core.aleader()
+
+    def observe(self) -> Iterator[Optional[Leader]]:
+        """Yields the leader now, then every change of leader or value as it
+        happens (None while nobody leads)."""
+        watcher = self._core.observer()
+        while True:
+            yield watcher.next()
+
+    async def aobserve(self) -> AsyncIterator[Optional[Leader]]:
+        watcher = self._core.observer()
+        while True:
+            yield await watcher.anext()
+
+    def __repr__(self) -> str:
+        return f"<ferrolock.Election {self.name!r} ttl={self._ttl}>"

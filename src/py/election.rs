@@ -1,0 +1,136 @@
+//! `ferrolock._ferrolock.Election`: the core election's thin face; the
+//! Python package wraps it (`ferrolock.Election`, `Term`).
+
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+
+use crate::election::{Election, Leader, Observer};
+
+use super::args;
+use super::client::PyClient;
+use super::lock::PyLock;
+use super::options::HandleOptions;
+use super::runtime::{awaitable, wait, wait_interruptible};
+
+#[pyclass(name = "Election", module = "ferrolock._ferrolock", frozen)]
+pub struct PyElection {
+    core: Election,
+    client: Py<PyClient>,
+}
+
+/// The leader of an election: its value, its term number (strictly
+/// increasing across leaders) and the seconds left on its term (None: no
+/// expiry).
+#[pyclass(name = "Leader", module = "ferrolock", frozen, get_all, eq)]
+#[derive(PartialEq)]
+pub struct PyLeader {
+    value: String,
+    term: i64,
+    ttl: Option<f64>,
+}
+
+impl From<Leader> for PyLeader {
+    fn from(l: Leader) -> PyLeader {
+        PyLeader { value: l.value, term: l.term, ttl: l.ttl.map(|d| d.as_secs_f64()) }
+    }
+}
+
+#[pymethods]
+impl PyLeader {
+    fn __repr__(&self) -> String {
+        format!("Leader(value={:?}, term={}, ttl={:?})", self.value, self.term, self.ttl)
+    }
+}
+
+/// Each `next` / `anext` returns the leader (or None) once it changed.
+#[pyclass(name = "ElectionObserver", module = "ferrolock._ferrolock", frozen)]
+pub struct PyObserver {
+    inner: Arc<tokio::sync::Mutex<Observer>>,
+    client: crate::client::Client,
+}
+
+#[pymethods]
+impl PyObserver {
+    fn next(&self, py: Python<'_>) -> PyResult<Option<PyLeader>> {
+        let inner = self.inner.clone();
+        wait_interruptible(py, &self.client, async move {
+            Ok(inner.lock().await.next().await?.map(PyLeader::from))
+        })
+    }
+
+    fn anext<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let inner = self.inner.clone();
+        awaitable(py, async move { Ok(inner.lock().await.next().await?.map(PyLeader::from)) })
+    }
+}
+
+#[pymethods]
+impl PyElection {
+    #[new]
+    fn new(client: &Bound<'_, PyClient>, name: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let core = Election::new(client.get().core.clone(), args::name(name)?)?;
+        Ok(PyElection { core, client: client.clone().unbind() })
+    }
+
+    /// A campaigner for `value`: a fair Lock on the election's term, whose
+    /// acquire campaigns and whose fence is the term number.
+    #[pyo3(signature = (value, **options))]
+    fn candidate(
+        &self,
+        py: Python<'_>,
+        value: &Bound<'_, PyAny>,
+        options: Option<&Bound<'_, pyo3::types::PyDict>>,
+    ) -> PyResult<PyLock> {
+        let value = args::text("value", value)?;
+        let o = HandleOptions::from_kwargs(&pyo3::types::PyDict::new(py), options)?;
+        let core = self.core.candidate(value, o.lock)?;
+        Ok(PyLock::from_core(core, self.client.bind(py), o.blocking_timeout))
+    }
+
+    /// The leader now, or None.
+    fn leader(&self, py: Python<'_>) -> PyResult<Option<PyLeader>> {
+        let core = self.core.clone();
+        wait(py, async move { Ok(core.leader().await?.map(PyLeader::from)) })
+    }
+
+    fn aleader<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let core = self.core.clone();
+        awaitable(py, async move { Ok(core.leader().await?.map(PyLeader::from)) })
+    }
+
+    /// The leader holding `term` publishes `value`; LockNotOwned if it no longer leads.
+    fn proclaim(&self, py: Python<'_>, term: &Bound<'_, PyLock>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        let (core, term, value) = (self.core.clone(), term.get().core().clone(), args::text("value", value)?);
+        wait(py, async move { core.proclaim(&term, &value).await })
+    }
+
+    fn aproclaim<'py>(
+        &self,
+        py: Python<'py>,
+        term: &Bound<'py, PyLock>,
+        value: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (core, term, value) = (self.core.clone(), term.get().core().clone(), args::text("value", value)?);
+        awaitable(py, async move { Ok(core.proclaim(&term, &value).await?) })
+    }
+
+    /// A watcher of this election's changes.
+    fn observer(&self) -> PyObserver {
+        PyObserver {
+            inner: Arc::new(tokio::sync::Mutex::new(self.core.observe())),
+            client: self.client_core(),
+        }
+    }
+
+    #[getter]
+    fn name(&self) -> &str {
+        self.core.name()
+    }
+}
+
+impl PyElection {
+    fn client_core(&self) -> crate::client::Client {
+        Python::attach(|py| self.client.bind(py).get().core.clone())
+    }
+}
