@@ -30,6 +30,8 @@ CHILD = textwrap.dedent(
         handle = client.lock("f", fair=True, retry=slow)
     elif scenario == "fair-writer":
         handle = client.rwmutex("frw", fair=True).write(retry=slow)
+    elif scenario == "fair-permit":
+        handle = client.semaphore("sem", 1, fair=True, retry=slow)
     else:  # "waiter" on a busy lock, or "granted": a lock taken in flight
         handle = client.lock("l", retry=slow)
     print("ready", flush=True)
@@ -85,6 +87,8 @@ def numsub(raw, channel) -> int:
                      lambda raw, k: raw("ZCARD", f"{k('f')}:q"), id="fair-queue"),
         pytest.param("fair-writer", "fair-reader", lambda raw, k: raw("ZCARD", f"{k('frw')}:rw:qw") == 1,
                      lambda raw, k: raw("ZCARD", f"{k('frw')}:rw:qw"), id="fair-rw-queue"),
+        pytest.param("fair-permit", "fair-permit", lambda raw, k: raw("ZCARD", f"{k('sem')}:sem:q") == 1,
+                     lambda raw, k: raw("ZCARD", f"{k('sem')}:sem:q"), id="fair-semaphore-queue"),
     ],
 )
 def test_ctrl_c_while_waiting_undoes_everything_first(client, raw, redis_url, prefix, scenario, busy,
@@ -95,6 +99,7 @@ def test_ctrl_c_while_waiting_undoes_everything_first(client, raw, redis_url, pr
         "reader": lambda: client.rwmutex("rw").read(),
         "fair": lambda: client.lock("f", fair=True),
         "fair-reader": lambda: client.rwmutex("frw", fair=True).read(),
+        "fair-permit": lambda: client.semaphore("sem", 1, fair=True),
     }[busy]()
     assert holder.acquire()
     child = Child(redis_url, prefix, scenario)
