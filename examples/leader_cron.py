@@ -10,14 +10,13 @@ import multiprocessing
 import os
 import signal
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import ferrolock
 
 sys.path.insert(0, str(Path(__file__).parent))
-from throwaway_redis import start_redis, stop_redis  # noqa: E402
+from throwaway_redis import redis_url  # noqa: E402
 
 TTL = 1.0
 
@@ -31,36 +30,28 @@ def node(url: str, name: str, runs) -> None:
 
 
 def main() -> int:
-    with tempfile.TemporaryDirectory() as tmp:
-        proc, url = None, os.environ.get("REDIS_URL")
-        if not url:
-            proc, port = start_redis(Path(tmp))
-            url = f"redis://127.0.0.1:{port}/0"
-        try:
-            ctx = multiprocessing.get_context("spawn")
-            runs = ctx.Queue()
-            nodes = {n: ctx.Process(target=node, args=(url, n, runs)) for n in ("node-a", "node-b", "node-c")}
-            for p in nodes.values():
-                p.start()
-            first, term, _ = runs.get(timeout=30)
-            print(f"{first} leads (term {term}) and runs the job")
-            os.kill(nodes[first].pid, signal.SIGKILL)
-            killed = time.monotonic()
-            print(f"{first} killed")
-            while True:
-                name, new_term, at = runs.get(timeout=30)
-                if name != first:
-                    break
-            print(f"{name} took over after {at - killed:.2f} s (ttl {TTL} s), term {new_term} > {term}")
-            ok = new_term > term and at - killed < TTL + 1.0
-            for p in nodes.values():
-                p.kill()
-                p.join(10)
-            print("OK" if ok else "FAILED")
-            return 0 if ok else 1
-        finally:
-            if proc:
-                stop_redis(proc)
+    with redis_url() as url:
+        ctx = multiprocessing.get_context("spawn")
+        runs = ctx.Queue()
+        nodes = {n: ctx.Process(target=node, args=(url, n, runs)) for n in ("node-a", "node-b", "node-c")}
+        for p in nodes.values():
+            p.start()
+        first, term, _ = runs.get(timeout=30)
+        print(f"{first} leads (term {term}) and runs the job")
+        os.kill(nodes[first].pid, signal.SIGKILL)
+        killed = time.monotonic()
+        print(f"{first} killed")
+        while True:
+            name, new_term, at = runs.get(timeout=30)
+            if name != first:
+                break
+        print(f"{name} took over after {at - killed:.2f} s (ttl {TTL} s), term {new_term} > {term}")
+        ok = new_term > term and at - killed < TTL + 1.0
+        for p in nodes.values():
+            p.kill()
+            p.join(10)
+        print("OK" if ok else "FAILED")
+        return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from pathlib import Path
 import ferrolock
 
 sys.path.insert(0, str(Path(__file__).parent))
-from throwaway_redis import start_redis, stop_redis  # noqa: E402
+from throwaway_redis import redis_url  # noqa: E402
 
 PERMITS, WORKERS, CALLS = 2, 6, 5
 
@@ -43,29 +43,21 @@ def call_api(url: str, counter: str, log) -> None:
 
 
 def main() -> int:
-    with tempfile.TemporaryDirectory() as tmp:
-        proc, url = None, os.environ.get("REDIS_URL")
-        if not url:
-            proc, port = start_redis(Path(tmp))
-            url = f"redis://127.0.0.1:{port}/0"
-        try:
-            counter = os.path.join(tmp, "in-flight")
-            Path(counter).write_bytes(b"%8d" % 0)
-            ctx = multiprocessing.get_context("spawn")
-            log = ctx.Queue()
-            workers = [ctx.Process(target=call_api, args=(url, counter, log)) for _ in range(WORKERS)]
-            for w in workers:
-                w.start()
-            for w in workers:
-                w.join(60)
-            seen = [log.get(timeout=5) for _ in range(WORKERS * CALLS)]
-            print(f"{len(seen)} calls by {WORKERS} processes, at most {max(seen)} at once (limit {PERMITS})")
-            ok = max(seen) <= PERMITS and all(w.exitcode == 0 for w in workers)
-            print("OK" if ok else "FAILED")
-            return 0 if ok else 1
-        finally:
-            if proc:
-                stop_redis(proc)
+    with redis_url() as url, tempfile.TemporaryDirectory() as tmp:
+        counter = os.path.join(tmp, "in-flight")
+        Path(counter).write_bytes(b"%8d" % 0)
+        ctx = multiprocessing.get_context("spawn")
+        log = ctx.Queue()
+        workers = [ctx.Process(target=call_api, args=(url, counter, log)) for _ in range(WORKERS)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(60)
+        seen = [log.get(timeout=5) for _ in range(WORKERS * CALLS)]
+        print(f"{len(seen)} calls by {WORKERS} processes, at most {max(seen)} at once (limit {PERMITS})")
+        ok = max(seen) <= PERMITS and all(w.exitcode == 0 for w in workers)
+        print("OK" if ok else "FAILED")
+        return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -3,11 +3,15 @@ benchmark: no persistence, its own directory, stopped by the caller."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 
 def start_redis(workdir: Path, *extra: str) -> tuple[subprocess.Popen, int]:
@@ -45,3 +49,17 @@ def stop_redis(proc: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@contextlib.contextmanager
+def redis_url() -> Iterator[str]:
+    """REDIS_URL when set, else a throwaway redis-server's URL for the block."""
+    if os.environ.get("REDIS_URL"):
+        yield os.environ["REDIS_URL"]
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, port = start_redis(Path(tmp))
+        try:
+            yield f"redis://127.0.0.1:{port}/0"
+        finally:
+            stop_redis(proc)
