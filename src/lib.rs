@@ -6,6 +6,7 @@ pub mod client;
 mod cluster;
 mod conn;
 pub mod error;
+pub mod events;
 pub mod keys;
 pub mod lease;
 pub mod listing;

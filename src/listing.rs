@@ -78,11 +78,9 @@ impl Client {
             .map(|(name, _)| name)
             .filter(|name| glob.matches(name))
             .collect();
+        let describe = |name: String| async move { self.state_of(&name).await };
         let described: Vec<Result<Vec<State>>> =
-            futures_util::stream::iter(names.iter().map(|n| self.state_of(n)))
-                .buffered(CONCURRENCY)
-                .collect()
-                .await;
+            futures_util::stream::iter(names.into_iter().map(describe)).buffered(CONCURRENCY).collect().await;
         let mut out = Vec::new();
         for states in described {
             out.extend(states?);

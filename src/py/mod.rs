@@ -16,7 +16,7 @@ pub mod _ferrolock {
     use pyo3::prelude::*;
 
     #[pymodule_export]
-    use super::client::{LockInfo, PyClient};
+    use super::client::{LockInfo, LockState, PyClient};
     #[pymodule_export]
     use super::lock::PyLock;
     #[pymodule_export]
