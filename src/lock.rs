@@ -545,6 +545,11 @@ impl Lock {
         self.mode.kind()
     }
 
+    /// Takes its turn in arrival order (a fair Lock, or a fair RWMutex's handle).
+    pub fn is_fair(&self) -> bool {
+        self.subject.fair
+    }
+
     /// Restored from a token and not re-acquired since.
     pub fn is_restored(&self) -> bool {
         self.adopted_token().is_some()

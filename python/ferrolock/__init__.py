@@ -20,13 +20,17 @@ from ._ferrolock import (
     Lock,
     LockConnectionError,
     LockError,
+    LockEvent,
     LockInfo,
     LockLost,
     LockNotAcquired,
     LockNotOwned,
+    LockState,
     Retry,
     RWMutex,
     __version__,
+    add_listener,
+    remove_listener,
 )
 
 __all__ = [
@@ -34,13 +38,17 @@ __all__ = [
     "Lock",
     "LockConnectionError",
     "LockError",
+    "LockEvent",
     "LockInfo",
     "LockLost",
     "LockNotAcquired",
     "LockNotOwned",
+    "LockState",
     "RWMutex",
     "Retry",
     "__version__",
+    "add_listener",
+    "remove_listener",
 ]
 
 logging.getLogger("ferrolock").addHandler(logging.NullHandler())

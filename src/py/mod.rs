@@ -3,6 +3,7 @@
 pub mod args;
 pub mod client;
 pub mod errors;
+pub mod events;
 pub mod lock;
 pub mod options;
 pub mod retry;
@@ -17,6 +18,8 @@ pub mod _ferrolock {
 
     #[pymodule_export]
     use super::client::{LockInfo, LockState, PyClient};
+    #[pymodule_export]
+    use super::events::{_dropped_events, add_listener, remove_listener, LockEvent};
     #[pymodule_export]
     use super::lock::PyLock;
     #[pymodule_export]

@@ -261,6 +261,11 @@ pub fn _at_exit() {
     log::set_max_level(log::LevelFilter::Off);
 }
 
+/// Whether the interpreter is exiting (nothing may call into it any more).
+pub fn exiting() -> bool {
+    EXITING.load(Ordering::SeqCst)
+}
+
 /// Runs a Python callable on a blocking thread (never on a runtime worker).
 pub fn call_soon<F>(f: F)
 where
