@@ -9,6 +9,8 @@ import pytest
 from ferrolock.testing import Raw
 from redis_cluster import RedisCluster
 
+pytest_plugins = ["pytester"]
+
 
 def pytest_addoption(parser):
     parser.addoption("--heavy", action="store_true", help="also run the long variants of the chaos suite")

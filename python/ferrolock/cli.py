@@ -125,14 +125,13 @@ def parser() -> argparse.ArgumentParser:
     release.add_argument("--force", action="store_true", help="required: the holder is not asked")
     release.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation on a terminal")
 
-    run = command("run", "take the lock NAME, run CMD under it, release it when CMD exits")
+    run = command("run", "take the lock NAME, run CMD under it, release it when CMD exits: ferrolock run NAME [options] -- CMD ARGS...")
     run.add_argument("name", metavar="NAME")
     run.add_argument("--ttl", type=positive_seconds, default=30.0, help="seconds a hold lasts without renewal (default 30; renewed every ttl/3)")
     run.add_argument("--timeout", type=seconds, default=None, help="most seconds to wait for the lock (default: forever; 0: one attempt)")
     run.add_argument("--fair", action="store_true", help="take the lock in arrival order (every user of NAME must say so)")
     run.add_argument("--grace", type=seconds, default=10.0, help="seconds between SIGTERM and SIGKILL when the lock is lost (default 10)")
     run.add_argument("--metadata", default=None, help="stored with the hold, shown by ls and inspect (default: host, pid and CMD)")
-    run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS")
 
     wait = command("wait", "block until NAME is free (no holder, no reader)")
     wait.add_argument("name", metavar="NAME")
@@ -141,7 +140,14 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `run`'s command is everything after the first `--`, options included.
+    cmd: List[str] = []
+    if "--" in argv and "run" in argv[: argv.index("--")]:
+        cut = argv.index("--")
+        argv, cmd = argv[:cut], argv[cut + 1:]
     args = parser().parse_args(argv)
+    args.cmd = cmd
     options = {k: getattr(args, k, d) for k, d in (("url", None), ("prefix", None), ("json", False), ("verbose", False))}
     logging.basicConfig(
         level=logging.INFO if options["verbose"] else logging.WARNING,
@@ -157,7 +163,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         client = ferrolock.Client(url, prefix=prefix)
         return handlers[args.command](client, args, bool(options["json"]))
     except ferrolock.LockConnectionError as e:
-        return fail(UNAVAILABLE, f"cannot reach Redis: {e}")
+        return fail(UNAVAILABLE, str(e))
     except (ValueError, TypeError) as e:
         return fail(USAGE, str(e))
     except ferrolock.LockError as e:
@@ -350,9 +356,7 @@ def default_metadata(cmd: List[str]) -> str:
 
 
 def cmd_run(client: ferrolock.Client, args: argparse.Namespace, as_json: bool) -> int:
-    cmd = list(args.cmd)
-    if cmd and cmd[0] == "--":
-        cmd = cmd[1:]
+    cmd = args.cmd
     if not cmd:
         return fail(USAGE, "run needs a command after the lock name: ferrolock run NAME -- CMD ARGS...")
     lost = threading.Event()

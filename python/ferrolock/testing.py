@@ -246,20 +246,16 @@ class Holder:
 
     def release(self) -> None:
         """Release the hold (the other process exits)."""
-        if self.proc.poll() is None:
-            assert self.proc.stdin and self.proc.stdout
-            self.proc.stdin.write("\n")
-            self.proc.stdin.flush()
-            answer = self.proc.stdout.readline().strip()
-            self.proc.wait(30)
-            if answer != "released":
-                raise RuntimeError(f"the holding process could not release: {answer!r}")
+        if self.proc.returncode is None:
+            out, _ = self.proc.communicate("\n", timeout=30)
+            if out.strip() != "released":
+                raise RuntimeError(f"the holding process could not release: {out.strip()!r}")
 
     def crash(self) -> None:
         """Kill the other process (SIGKILL): its hold stays until its ttl runs out."""
-        if self.proc.poll() is None:
+        if self.proc.returncode is None:
             self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(30)
+            self.proc.communicate(timeout=30)
 
     def __enter__(self) -> "Holder":
         return self
@@ -284,7 +280,8 @@ class Helpers:
         handle, only this reader goes), and the handle finds out at once:
         ``lock.lost`` turns ``True``, its ``on_lost`` is called, an
         ``async with`` block running under it is cancelled, and its ``with``
-        block ends in :class:`ferrolock.LockLost`.
+        block ends in :class:`ferrolock.LockLost`. (Event listeners see that
+        release, by a handle restored from the token, as a release.)
         """
         token = lock.token
         if token is None:
@@ -334,7 +331,7 @@ class Helpers:
         token = proc.stdout.readline().strip()
         if not token or token == "busy":
             proc.kill()
-            proc.wait(30)
+            proc.communicate(timeout=30)
             raise RuntimeError(f"another process could not take {name!r} within {timeout} s")
         return Holder(proc, token)
 

@@ -100,10 +100,11 @@ impl LockState {
             Some(h) => h.__repr__(py)?,
             None => "None".into(),
         };
+        let r = |v: Bound<'_, PyAny>| v.repr().map(|r| r.to_string());
         Ok(format!(
-            "LockState(name={:?}, kind={:?}, holder={holder}, readers={}, waiters={})",
-            self.name,
-            self.kind,
+            "LockState(name={}, kind={}, holder={holder}, readers={}, waiters={})",
+            r(self.name.clone().into_pyobject(py)?.into_any())?,
+            r(self.kind.into_pyobject(py)?.into_any())?,
             self.readers.len(),
             self.waiters
         ))

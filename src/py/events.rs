@@ -56,16 +56,16 @@ impl LockEvent {
         PyTuple::new(py, &self.names)
     }
 
-    fn __repr__(&self) -> String {
-        let optional = |v: Option<String>| v.unwrap_or_else(|| "None".into());
-        format!(
-            "LockEvent(kind={:?}, names={:?}, lock_kind={:?}, seconds={}, detail={})",
-            self.kind,
-            self.names,
-            self.lock_kind,
-            optional(self.seconds.map(|s| format!("{s:.6}"))),
-            optional(self.detail.map(|d| format!("{d:?}"))),
-        )
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let r = |v: Bound<'_, PyAny>| v.repr().map(|r| r.to_string());
+        Ok(format!(
+            "LockEvent(kind={}, names={}, lock_kind={}, seconds={}, detail={})",
+            r(self.kind.into_pyobject(py)?.into_any())?,
+            r(self.names(py)?.into_any())?,
+            r(self.lock_kind.into_pyobject(py)?.into_any())?,
+            r(self.seconds.into_pyobject(py)?.into_any())?,
+            r(self.detail.into_pyobject(py)?.into_any())?,
+        ))
     }
 }
 
