@@ -148,20 +148,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         argv, cmd = argv[:cut], argv[cut + 1:]
     args = parser().parse_args(argv)
     args.cmd = cmd
-    options = {k: getattr(args, k, d) for k, d in (("url", None), ("prefix", None), ("json", False), ("verbose", False))}
+    # Given before or after the command (argparse keeps either).
+    as_json, verbose = getattr(args, "json", False), getattr(args, "verbose", False)
     logging.basicConfig(
-        level=logging.INFO if options["verbose"] else logging.WARNING,
+        level=logging.INFO if verbose else logging.WARNING,
         format="ferrolock: %(message)s",
         stream=sys.stderr,
     )
-    url = options["url"] or os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
-    prefix = options["prefix"] if options["prefix"] is not None else os.environ.get("FERROLOCK_PREFIX", "ferrolock:")
+    url: str = getattr(args, "url", None) or os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
+    prefix: Optional[str] = getattr(args, "prefix", None)
+    if prefix is None:
+        prefix = os.environ.get("FERROLOCK_PREFIX", "ferrolock:")
     handlers: Dict[str, Callable[..., int]] = {
         "ls": cmd_ls, "inspect": cmd_inspect, "release": cmd_release, "run": cmd_run, "wait": cmd_wait,
     }
     try:
         client = ferrolock.Client(url, prefix=prefix)
-        return handlers[args.command](client, args, bool(options["json"]))
+        return handlers[args.command](client, args, as_json)
     except ferrolock.LockConnectionError as e:
         return fail(UNAVAILABLE, str(e))
     except (ValueError, TypeError) as e:
@@ -403,7 +406,11 @@ def supervise(cmd: List[str], lock: ferrolock.Lock, lost: threading.Event, done:
 
     previous = {s: signal.signal(s, forward) for s in FORWARDED}
     try:
-        threading.Thread(target=lambda: (child.wait(), done.set()), daemon=True).start()
+        def reap() -> None:
+            child.wait()
+            done.set()
+
+        threading.Thread(target=reap, daemon=True).start()
         done.wait()
         if lost.is_set() and child.poll() is None:
             log.error("lost the lock %r: stopping the command (SIGTERM, SIGKILL in %s s)", lock.name, grace)
