@@ -30,6 +30,7 @@ from ._ferrolock import (
     RWMutex,
     __version__,
     add_listener,
+    flush_events,
     remove_listener,
 )
 
@@ -48,6 +49,7 @@ __all__ = [
     "Retry",
     "__version__",
     "add_listener",
+    "flush_events",
     "remove_listener",
 ]
 

@@ -40,6 +40,7 @@ __all__ = [
     "LockEvent",
     "add_listener",
     "remove_listener",
+    "flush_events",
     "_dropped_events",
     "_at_exit",
     "_debug_stats",
@@ -409,6 +410,23 @@ def remove_listener(listener: Callable[[LockEvent], object]) -> None:
 
     Raises:
         ValueError: it is not registered.
+    """
+
+def flush_events(timeout: _Seconds | None = None) -> bool:
+    """Wait until the listeners have been called with every event so far.
+
+    The GIL is released while waiting.
+
+    Args:
+        timeout: the most seconds to wait; ``None`` (the default) waits for as
+            long as it takes.
+
+    Returns:
+        ``True`` when they have been, ``False`` when ``timeout`` passed first.
+
+    Raises:
+        RuntimeError: called by a listener (it would wait for itself).
+        TypeError, ValueError: ``timeout`` is not a positive number of seconds.
     """
 
 def _dropped_events() -> int:

@@ -190,9 +190,11 @@ class Instrumentation:
         span.end(end_time=int(event.time * 1e9))
 
     def close(self) -> None:
-        """Stop measuring (holds in progress end their spans now)."""
+        """Stop measuring, once every event so far is counted (holds in
+        progress end their spans now)."""
         if self._closed:
             return
+        ferrolock.flush_events(timeout=10)
         self._closed = True
         ferrolock.remove_listener(self)
         with self._lock:

@@ -106,10 +106,19 @@ impl LockEvent {
     }
 }
 
+/// What the listeners' thread is given: an event, or a flush to answer
+/// once every event before it went out.
+enum Message {
+    Event(LockEvent),
+    Flush(SyncSender<()>),
+}
+
+const THREAD: &str = "ferrolock-events";
+
 /// Queues each event for the listeners' thread (started in each process
 /// on its first event).
 struct Forwarder {
-    queue: Mutex<Option<(u32, SyncSender<LockEvent>)>>,
+    queue: Mutex<Option<(u32, SyncSender<Message>)>>,
     dropped: AtomicU64,
 }
 
@@ -120,15 +129,14 @@ impl Observer for Forwarder {
         let pid = std::process::id();
         if queue.as_ref().is_none_or(|(owner, _)| *owner != pid) {
             let (tx, rx) = sync_channel(QUEUE);
-            let started =
-                std::thread::Builder::new().name("ferrolock-events".into()).spawn(move || deliver(&rx));
+            let started = std::thread::Builder::new().name(THREAD.into()).spawn(move || deliver(&rx));
             if started.is_err() {
                 return;
             }
             *queue = Some((pid, tx));
         }
         let (_, tx) = queue.as_ref().expect("just made");
-        if let Err(TrySendError::Full(_)) = tx.try_send(event) {
+        if let Err(TrySendError::Full(_)) = tx.try_send(Message::Event(event)) {
             if self.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
                 log::warn!("event listeners fall behind: events are being dropped");
             }
@@ -145,11 +153,12 @@ fn forwarder() -> Arc<dyn Observer> {
 }
 
 /// The listeners' thread: calls each listener with each event, in order.
-fn deliver(events: &Receiver<LockEvent>) {
-    while let Ok(first) = events.recv() {
+fn deliver(messages: &Receiver<Message>) {
+    while let Ok(first) = messages.recv() {
         if exiting() {
             return;
         }
+        let Some(first) = event_or_flush(first) else { continue };
         Python::attach(|py| {
             let mut next = Some(first);
             // Whatever queued meanwhile goes out under the same GIL hold.
@@ -163,10 +172,54 @@ fn deliver(events: &Receiver<LockEvent>) {
                         }
                     }
                 }
-                next = events.try_recv().ok();
+                while let Ok(message) = messages.try_recv() {
+                    next = event_or_flush(message);
+                    if next.is_some() {
+                        break;
+                    }
+                }
             }
         });
     }
+}
+
+/// The event, or `None` for a flush (answered now: every event before it went out).
+fn event_or_flush(message: Message) -> Option<LockEvent> {
+    match message {
+        Message::Event(event) => Some(event),
+        Message::Flush(done) => {
+            let _ = done.try_send(());
+            None
+        }
+    }
+}
+
+/// Waits until the listeners have been called with every event so far (at
+/// most `timeout` seconds, forever when None); returns whether they were.
+#[pyfunction]
+#[pyo3(signature = (timeout=None))]
+pub fn flush_events(py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+    let limit = super::args::optional_seconds("timeout", timeout)?;
+    if std::thread::current().name() == Some(THREAD) {
+        return Err(pyo3::exceptions::PyRuntimeError::new_err(
+            "flush_events was called by a listener: it would wait for itself",
+        ));
+    }
+    let queue = FORWARDER.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+    let tx = match queue {
+        Some((pid, tx)) if pid == std::process::id() => tx,
+        _ => return Ok(true), // no event yet in this process
+    };
+    let (done_tx, done_rx) = sync_channel(1);
+    Ok(py.detach(move || {
+        if tx.send(Message::Flush(done_tx)).is_err() {
+            return true;
+        }
+        match limit {
+            Some(limit) => done_rx.recv_timeout(limit).is_ok(),
+            None => done_rx.recv().is_ok(),
+        }
+    }))
 }
 
 /// Calls `listener(event)` for every event of this process's locks, on a

@@ -19,7 +19,7 @@ pub mod _ferrolock {
     #[pymodule_export]
     use super::client::{LockInfo, LockState, PyClient};
     #[pymodule_export]
-    use super::events::{_dropped_events, add_listener, remove_listener, LockEvent};
+    use super::events::{_dropped_events, add_listener, flush_events, remove_listener, LockEvent};
     #[pymodule_export]
     use super::lock::PyLock;
     #[pymodule_export]
