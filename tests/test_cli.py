@@ -263,6 +263,16 @@ def test_wait_blocks_until_free(redis_url, prefix, client):
     assert run(redis_url, prefix, "wait", "never-held").returncode == 0
 
 
+def test_bad_patterns_and_names_say_what_to_do(client):
+    with pytest.raises(ValueError, match='use "\\*"'):
+        client.scan("")
+    with pytest.raises(TypeError, match="pattern must be str"):
+        client.scan(42)
+    with pytest.raises(ValueError, match="empty"):
+        client.describe("")
+    assert client.scan() == client.scan("*") == []
+
+
 def test_connection_and_usage_errors_have_their_own_codes(prefix):
     dead = f"redis://127.0.0.1:{free_port()}/0"
     unreachable = run(dead, prefix, "ls")

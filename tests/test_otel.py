@@ -230,3 +230,5 @@ def test_otel_names_are_off_by_default_and_templates_bound_them(client, telemetr
         ferrolock.otel.prefix(":", 0)
     with pytest.raises(TypeError):
         ferrolock.otel.templates([])
+    with pytest.raises(TypeError, match="lock_name must be"):
+        ferrolock.otel.instrument(meters2, tracers, lock_name=42)

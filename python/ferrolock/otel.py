@@ -92,8 +92,14 @@ class Instrumentation:
         tracer_provider: Optional[trace.TracerProvider],
         lock_name: Optional[Union[NameAttribute, Sequence[str]]],
     ):
-        if lock_name is not None and not callable(lock_name):
+        if isinstance(lock_name, (list, tuple)):
             lock_name = templates(lock_name)
+        elif lock_name is not None and not callable(lock_name):
+            raise TypeError(
+                "lock_name must be None (no lock.name attribute), a function of the name "
+                "(e.g. ferrolock.otel.prefix(':')), or a list of glob patterns, "
+                f"not {type(lock_name).__name__}"
+            )
         self._lock_name = lock_name
         meter = metrics.get_meter(SCOPE, ferrolock.__version__, meter_provider)
         self._tracer = trace.get_tracer(SCOPE, ferrolock.__version__, tracer_provider)

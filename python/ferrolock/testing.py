@@ -283,6 +283,8 @@ class Helpers:
         block ends in :class:`ferrolock.LockLost`. (Event listeners see that
         release, by a handle restored from the token, as a release.)
         """
+        if not isinstance(lock, ferrolock.Lock):
+            raise TypeError(f"expire_now takes a ferrolock.Lock (or an RWMutex's handle), not {type(lock).__name__}")
         token = lock.token
         if token is None:
             raise ValueError(f"{lock!r} holds nothing: acquire it before expire_now")
