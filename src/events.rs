@@ -176,7 +176,7 @@ pub fn unobserve(observer: &Arc<dyn Observer>) {
 
 /// Whether anyone observes: the one load an unobserved emission costs.
 #[inline]
-pub(crate) fn observed() -> bool {
+pub fn observed() -> bool {
     ON.load(Ordering::Relaxed)
 }
 

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, LazyLock, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -18,6 +18,11 @@ use super::runtime::exiting;
 /// Events waiting for the listeners' thread; beyond this many, new ones are
 /// dropped (and counted) rather than slowing the locks down.
 const QUEUE: usize = 65536;
+
+/// How long the listeners' thread gathers events after the first of a batch,
+/// and the most it delivers at once.
+const BATCH: Duration = Duration::from_millis(2);
+const MAX_BATCH: usize = 4096;
 
 /// One thing that happened to a lock of this process.
 #[pyclass(name = "LockEvent", module = "ferrolock", frozen)]
@@ -153,44 +158,41 @@ fn forwarder() -> Arc<dyn Observer> {
 }
 
 /// The listeners' thread: calls each listener with each event, in order.
+/// Events are taken in batches (what comes within `BATCH` of the first),
+/// each delivered under one hold of the GIL: the threads that take locks
+/// then rarely wait for the GIL while listeners run.
 fn deliver(messages: &Receiver<Message>) {
     while let Ok(first) = messages.recv() {
         if exiting() {
             return;
         }
-        let Some(first) = event_or_flush(first) else { continue };
+        let mut batch = vec![first];
+        let until = Instant::now() + BATCH;
+        while batch.len() < MAX_BATCH && !matches!(batch.last(), Some(Message::Flush(_))) {
+            match messages.recv_timeout(until.saturating_duration_since(Instant::now())) {
+                Ok(message) => batch.push(message),
+                Err(_) => break,
+            }
+        }
         Python::attach(|py| {
-            let mut next = Some(first);
-            // Whatever queued meanwhile goes out under the same GIL hold.
-            while let Some(event) = next.take() {
-                let listeners: Vec<Py<PyAny>> =
-                    LISTENERS.lock().unwrap().iter().map(|l| l.clone_ref(py)).collect();
-                if let Ok(event) = Py::new(py, event) {
-                    for listener in &listeners {
-                        if let Err(e) = listener.call1(py, (event.clone_ref(py),)) {
-                            e.write_unraisable(py, Some(listener.bind(py)));
-                        }
+            let listeners: Vec<Py<PyAny>> =
+                LISTENERS.lock().unwrap().iter().map(|l| l.clone_ref(py)).collect();
+            for message in batch {
+                let event = match message {
+                    Message::Event(event) => event,
+                    Message::Flush(done) => {
+                        let _ = done.try_send(());
+                        continue;
                     }
-                }
-                while let Ok(message) = messages.try_recv() {
-                    next = event_or_flush(message);
-                    if next.is_some() {
-                        break;
+                };
+                let Ok(event) = Py::new(py, event) else { continue };
+                for listener in &listeners {
+                    if let Err(e) = listener.call1(py, (event.clone_ref(py),)) {
+                        e.write_unraisable(py, Some(listener.bind(py)));
                     }
                 }
             }
         });
-    }
-}
-
-/// The event, or `None` for a flush (answered now: every event before it went out).
-fn event_or_flush(message: Message) -> Option<LockEvent> {
-    match message {
-        Message::Event(event) => Some(event),
-        Message::Flush(done) => {
-            let _ = done.try_send(());
-            None
-        }
     }
 }
 
