@@ -88,7 +88,9 @@ async fn expire_unless_extended(r: &Renewal) {
         tokio::select! {
             () = sleep_until(until.into()) => {
                 if lease.valid_until().is_some_and(|t| t <= Instant::now()) {
-                    return lose(r, "its ttl ran out (auto_renew is off)", LossCause::Expired);
+                    let why = "its ttl ran out (auto_renew is off)";
+                    events::lost(&r.subject, lease, LossCause::Expired, || lease.mark_lost(why));
+                    return;
                 }
             }
             () = lease.wait_rescheduled() => {}
