@@ -45,7 +45,7 @@ build-dev: $(EXT_STAMP)
 $(EXT_STAMP): $(VENV)/.ready $(EXT_SOURCES) $(if $(EXT_MODULE),,FORCE)
 	@echo "== building the extension with cargo (release mode): a first build compiles about 100 crates"
 	@echo "   and takes a few minutes; later builds only what changed"
-	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(VENV)/bin/maturin develop --release
+	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(VENV)/bin/maturin develop --release --extras otel
 	@touch $@
 
 FORCE:

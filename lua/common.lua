@@ -29,6 +29,15 @@ local function end_hold(key, fence, now)
   end
 end
 
+-- Who holds `lock`: {token, meta, fence, pttl}, or {} when nobody does.
+local function holder(lock)
+  local rec = redis.call('HMGET', lock, 'token', 'meta', 'fence')
+  if not rec[1] then
+    return {}
+  end
+  return {rec[1], rec[2] or '', tonumber(rec[3]) or 0, redis.call('PTTL', lock)}
+end
+
 -- `token` holds `lock` with fence `fence` for `ttl` ms. Its metadata is set
 -- to `meta`, or kept when `meta` is false (re-entry without new metadata:
 -- adopting a restored hold keeps its owner's). Returns the taken reply.

@@ -13,7 +13,7 @@
 
 /// Escapes `%`, `{` and `}` so any name (braces included) yields exactly one,
 /// unambiguous hash tag, and two different names never share a key.
-fn escape(s: &str) -> String {
+pub fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -24,6 +24,101 @@ fn escape(s: &str) -> String {
         }
     }
     out
+}
+
+/// The inverse of `escape`: `None` for text `escape` never makes (a bare
+/// `{` or `}`, or a `%` not followed by `25`, `7B` or `7D`).
+pub fn unescape(s: &str) -> Option<String> {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find(['%', '{', '}']) {
+        out.push_str(&rest[..i]);
+        let decoded = match rest.get(i..i + 3)? {
+            "%25" => '%',
+            "%7B" => '{',
+            "%7D" => '}',
+            _ => return None,
+        };
+        out.push(decoded);
+        rest = &rest[i + 3..];
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
+/// What a kind of primitive keeps under `<prefix>{<name>}`: each part's
+/// suffix. The one table of the layout: key names are made from it, and
+/// keys found by a scan are read back with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Part {
+    /// A Lock's hold (also the multi-lock's, one per name).
+    Hold,
+    FairQueue,
+    FairAlive,
+    FairTags,
+    RwWriter,
+    RwReaders,
+    RwIntent,
+    RwQueuedReaders,
+    RwQueuedWriters,
+    RwAlive,
+    RwTags,
+}
+
+/// The kinds of primitive a name can be used as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    Lock,
+    RwMutex,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Lock => "lock",
+            Kind::RwMutex => "rwmutex",
+        }
+    }
+}
+
+impl Part {
+    const ALL: [Part; 11] = [
+        Part::Hold,
+        Part::FairQueue,
+        Part::FairAlive,
+        Part::FairTags,
+        Part::RwWriter,
+        Part::RwReaders,
+        Part::RwIntent,
+        Part::RwQueuedReaders,
+        Part::RwQueuedWriters,
+        Part::RwAlive,
+        Part::RwTags,
+    ];
+
+    /// What follows the hash tag in this part's key.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Part::Hold => "",
+            Part::FairQueue => ":q",
+            Part::FairAlive => ":qx",
+            Part::FairTags => ":qt",
+            Part::RwWriter => ":rw:w",
+            Part::RwReaders => ":rw:r",
+            Part::RwIntent => ":rw:i",
+            Part::RwQueuedReaders => ":rw:qr",
+            Part::RwQueuedWriters => ":rw:qw",
+            Part::RwAlive => ":rw:qx",
+            Part::RwTags => ":rw:qt",
+        }
+    }
+
+    pub fn kind(self) -> Kind {
+        match self {
+            Part::Hold | Part::FairQueue | Part::FairAlive | Part::FairTags => Kind::Lock,
+            _ => Kind::RwMutex,
+        }
+    }
 }
 
 /// The namespace all keys of one `Client` live in.
@@ -42,19 +137,171 @@ impl KeySpace {
         format!("{}{{{}}}", self.prefix, escape(name))
     }
 
+    /// The key of one part of `name`.
+    pub fn part(&self, name: &str, part: Part) -> String {
+        format!("{}{}", self.lock(name), part.suffix())
+    }
+
     /// The keys of the read/write mutex `name`, all under its hash tag.
     pub fn rw(&self, name: &str) -> RwKeys {
-        let base = format!("{}:rw", self.lock(name));
+        let part = |p| self.part(name, p);
         RwKeys {
-            writer: format!("{base}:w"),
-            readers: format!("{base}:r"),
-            intent: format!("{base}:i"),
-            queued_readers: format!("{base}:qr"),
-            queued_writers: format!("{base}:qw"),
-            alive: format!("{base}:qx"),
-            tags: format!("{base}:qt"),
-            channel: format!("{base}:wake"),
+            writer: part(Part::RwWriter),
+            readers: part(Part::RwReaders),
+            intent: part(Part::RwIntent),
+            queued_readers: part(Part::RwQueuedReaders),
+            queued_writers: part(Part::RwQueuedWriters),
+            alive: part(Part::RwAlive),
+            tags: part(Part::RwTags),
+            channel: format!("{}:rw:wake", self.lock(name)),
         }
+    }
+
+    /// The name and part a key of this namespace stands for; `None` for a
+    /// key this layout does not make (another prefix, an unknown suffix).
+    pub fn parse(&self, key: &str) -> Option<(String, Part)> {
+        let rest = key.strip_prefix(&self.prefix)?.strip_prefix('{')?;
+        let close = rest.find('}')?;
+        let (name, suffix) = (&rest[..close], &rest[close + 1..]);
+        let part = Part::ALL.into_iter().find(|p| p.suffix() == suffix)?;
+        let name = unescape(name).filter(|n| !n.is_empty())?;
+        Some((name, part))
+    }
+
+    /// A SCAN `MATCH` pattern for the keys of every name matching `names`
+    /// (a glob: see `Glob`): it matches at least those keys, perhaps more
+    /// (a `?` or a class may stand for an escaped character, three long in
+    /// the key, so it goes out as `*`); what it found is matched exactly
+    /// against the decoded names.
+    pub fn scan_pattern(&self, names: &Glob) -> String {
+        let mut out = glob_escape(&self.prefix);
+        out.push('{');
+        let mut wild = false;
+        for token in &names.tokens {
+            match token {
+                Token::Literal(c) => out.push_str(&glob_escape(&escape(&c.to_string()))),
+                _ if wild => {}
+                _ => out.push('*'),
+            }
+            wild = !matches!(token, Token::Literal(_));
+        }
+        out.push_str("}*");
+        out
+    }
+}
+
+/// `s` with Redis's glob characters escaped, to match itself only.
+fn glob_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A glob over names, as Redis's `MATCH` reads one: `*` any run, `?` any
+/// one character, `[abc]`, `[a-z]` and `[^...]` a class, a backslash before a character that character.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Glob {
+    tokens: Vec<Token>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Token {
+    Literal(char),
+    Any,
+    Star,
+    Class { negated: bool, ranges: Vec<(char, char)> },
+}
+
+impl Glob {
+    pub fn new(pattern: &str) -> Glob {
+        let chars: Vec<char> = pattern.chars().collect();
+        let mut tokens = Vec::new();
+        let mut i = 0;
+        while i < chars.len() {
+            let token = match chars[i] {
+                '*' => Token::Star,
+                '?' => Token::Any,
+                '\\' if i + 1 < chars.len() => {
+                    i += 1;
+                    Token::Literal(chars[i])
+                }
+                '[' => match Self::class(&chars[i + 1..]) {
+                    Some((token, used)) => {
+                        i += used;
+                        token
+                    }
+                    None => Token::Literal('['),
+                },
+                c => Token::Literal(c),
+            };
+            tokens.push(token);
+            i += 1;
+        }
+        Glob { tokens }
+    }
+
+    /// A class after its `[`, and how many characters it took (with its `]`);
+    /// `None` when it is never closed (then `[` is taken literally).
+    fn class(chars: &[char]) -> Option<(Token, usize)> {
+        let negated = chars.first() == Some(&'^');
+        let mut i = usize::from(negated);
+        let mut ranges = Vec::new();
+        loop {
+            let c = *chars.get(i)?;
+            if c == ']' {
+                return Some((Token::Class { negated, ranges }, i + 1));
+            }
+            let c = if c == '\\' {
+                i += 1;
+                *chars.get(i)?
+            } else {
+                c
+            };
+            if chars.get(i + 1) == Some(&'-') && chars.get(i + 2).is_some_and(|e| *e != ']') {
+                let end = chars[i + 2];
+                ranges.push((c.min(end), c.max(end)));
+                i += 3;
+            } else {
+                ranges.push((c, c));
+                i += 1;
+            }
+        }
+    }
+
+    pub fn matches(&self, name: &str) -> bool {
+        let s: Vec<char> = name.chars().collect();
+        let one = |t: &Token, c: char| match t {
+            Token::Literal(l) => *l == c,
+            Token::Any => true,
+            Token::Class { negated, ranges } => {
+                ranges.iter().any(|(a, b)| (*a..=*b).contains(&c)) != *negated
+            }
+            Token::Star => false,
+        };
+        // The classic two-pointer walk, going back to the latest `*` on a mismatch.
+        let (mut p, mut i) = (0, 0);
+        let mut star: Option<(usize, usize)> = None;
+        while i < s.len() {
+            if p < self.tokens.len() && self.tokens[p] == Token::Star {
+                star = Some((p, i));
+                p += 1;
+            } else if p < self.tokens.len() && one(&self.tokens[p], s[i]) {
+                p += 1;
+                i += 1;
+            } else if let Some((sp, si)) = star {
+                p = sp + 1;
+                i = si + 1;
+                star = Some((sp, si + 1));
+            } else {
+                return false;
+            }
+        }
+        self.tokens[p..].iter().all(|t| *t == Token::Star)
     }
 }
 
@@ -143,9 +390,9 @@ impl FairKeys {
     /// A fair lock whose hold is the hash `lock`.
     fn at(lock: String) -> FairKeys {
         FairKeys {
-            queue: format!("{lock}:q"),
-            alive: format!("{lock}:qx"),
-            tags: format!("{lock}:qt"),
+            queue: format!("{lock}{}", Part::FairQueue.suffix()),
+            alive: format!("{lock}{}", Part::FairAlive.suffix()),
+            tags: format!("{lock}{}", Part::FairTags.suffix()),
             channel: wake_channel(&lock),
             announce: String::new(),
             lock,
@@ -232,5 +479,58 @@ mod tests {
         same.push(el.announce.clone());
         assert!(one_slot(&same));
         assert!(!one_slot(&[ks.lock("a"), ks.lock("b")]));
+    }
+
+    #[test]
+    fn keys_read_back_as_their_name_and_part() {
+        let ks = KeySpace::new("app:{x}");
+        for name in ["orders:42", "a}b{c%7D", "%", "{}"] {
+            assert_eq!(ks.parse(&ks.lock(name)), Some((name.to_string(), Part::Hold)));
+            for part in Part::ALL {
+                assert_eq!(ks.parse(&ks.part(name, part)), Some((name.to_string(), part)));
+            }
+        }
+        assert_eq!(ks.parse(&ks.fair("n").queue).map(|(_, p)| p.kind()), Some(Kind::Lock));
+        assert_eq!(ks.parse(&ks.rw("n").tags).map(|(_, p)| p.kind()), Some(Kind::RwMutex));
+        for foreign in
+            ["app:{x}{n}:wake", "other:{n}", "app:%7Bx%7D{n}:zz", "app:%7Bx%7D{}", "app:%7Bx%7D{a%7}"]
+        {
+            assert_eq!(ks.parse(foreign), None, "{foreign}");
+        }
+        assert_eq!(unescape("a%7Bb%7D%25"), Some("a{b}%".into()));
+        assert_eq!(unescape("a{"), None);
+        assert_eq!(unescape("%2"), None);
+    }
+
+    #[test]
+    fn globs_match_as_redis_does() {
+        let cases = [
+            ("*", "anything", true),
+            ("orders:*", "orders:42", true),
+            ("orders:*", "order:42", false),
+            ("o?d*", "orders", true),
+            ("a[bc]d", "acd", true),
+            ("a[^bc]d", "acd", false),
+            ("a[a-c]d", "abd", true),
+            ("a[c-a]d", "abd", true),
+            ("\\*", "*", true),
+            ("\\*", "x", false),
+            ("[", "[", true),
+            ("*a*b", "xxaxxb", true),
+            ("*a*b", "xxaxxbc", false),
+            ("{x}", "{x}", true),
+            ("", "", true),
+        ];
+        for (pattern, name, expected) in cases {
+            assert_eq!(Glob::new(pattern).matches(name), expected, "{pattern:?} ~ {name:?}");
+        }
+    }
+
+    #[test]
+    fn scan_patterns_cover_escaped_names() {
+        let ks = KeySpace::new("p*[");
+        assert_eq!(ks.scan_pattern(&Glob::new("*")), "p\\*\\[{*}*");
+        assert_eq!(ks.scan_pattern(&Glob::new("a{?*b")), "p\\*\\[{a%7B*b}*");
+        assert_eq!(ks.scan_pattern(&Glob::new("x\\*")), "p\\*\\[{x\\*}*");
     }
 }

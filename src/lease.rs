@@ -17,6 +17,8 @@ pub fn drift(ttl: Duration) -> Duration {
 }
 
 pub struct Lease {
+    /// When the hold began (its acquire was sent), for the time it was held.
+    started: Instant,
     ttl_ms: AtomicU64,
     valid_until: Mutex<Option<Instant>>,
     renewed_at: Mutex<Instant>,
@@ -33,6 +35,7 @@ impl Lease {
     /// its expiry unknown until the next renewal).
     pub(crate) fn new(sent: Option<Instant>, ttl: Duration) -> Lease {
         Lease {
+            started: sent.unwrap_or_else(Instant::now),
             ttl_ms: AtomicU64::new(ttl.as_millis() as u64),
             valid_until: Mutex::new(sent.map(|t| t + ttl.saturating_sub(drift(ttl)))),
             renewed_at: Mutex::new(sent.unwrap_or_else(Instant::now)),
@@ -52,6 +55,11 @@ impl Lease {
         *lease.valid_until.lock().unwrap() = Some(sent + given.saturating_sub(drift(given)));
         *lease.renewed_at.lock().unwrap() = sent.checked_sub(ttl / 3).unwrap_or(sent);
         lease
+    }
+
+    /// How long this hold has lasted so far.
+    pub fn held_for(&self) -> Duration {
+        self.started.elapsed()
     }
 
     pub fn ttl(&self) -> Duration {

@@ -9,6 +9,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::client::Client;
 use crate::error::{Error, Result};
+use crate::events::{self, AcquireProbe, Event, LossCause, Outcome, Subject, Wakeup};
 use crate::keys::one_slot;
 use crate::lease::Lease;
 use crate::mode::{patience, Mode};
@@ -85,6 +86,8 @@ pub struct Lock {
     mode: Mode,
     opts: LockOptions,
     state: Mutex<State>,
+    /// What this handle's events are about.
+    subject: Arc<Subject>,
 }
 
 struct State {
@@ -154,7 +157,9 @@ impl Lock {
             state.last = Some(lease.clone());
             state.hold = Some(Hold { token, fence: None, lease, adopted: true, watchdog: None });
         }
-        Lock { client, names, mode, opts, state: Mutex::new(state) }
+        let subject =
+            Arc::new(Subject { names: names.clone(), kind: mode.kind(), fair: mode.patience().is_some() });
+        Lock { client, names, mode, opts, state: Mutex::new(state), subject }
     }
 
     /// This process's state: after a fork, the child's starts empty.
@@ -189,6 +194,23 @@ impl Lock {
     /// no lock (and no writer's intent or place in a queue) behind, and never
     /// touches a restored token's hold, which is its owner's.
     pub async fn acquire(&self, wait: Wait) -> Result<bool> {
+        if !events::observed() {
+            return self.take(wait).await;
+        }
+        let probe = AcquireProbe::start(&self.subject, wait != Wait::No);
+        let taken = self.take(wait).await;
+        let outcome = match &taken {
+            Ok(true) => Outcome::Acquired,
+            Ok(false) if matches!(wait, Wait::Until(_)) && wait.expired() => Outcome::TimedOut,
+            Ok(false) => Outcome::NotAcquired,
+            Err(_) => Outcome::Error,
+        };
+        let hold = self.lease().filter(|_| outcome == Outcome::Acquired).map(|l| events::hold_id(&l));
+        probe.finish(outcome, hold);
+        taken
+    }
+
+    async fn take(&self, wait: Wait) -> Result<bool> {
         self.forget_lost_hold();
         let adopted = self.adopted_token();
         let ours = adopted.is_none();
@@ -243,12 +265,14 @@ impl Lock {
                             return Ok(false);
                         }
                     };
-                    self.pause(&mut waiting, &token, delay, pttl_ms, wait).await;
+                    let woken = self.pause(&mut waiting, &token, delay, pttl_ms, wait).await;
                     if let Some((fence, lease)) = self.handed_over(&waiting, &attempts) {
                         self.granted(&mut undo, &mut waiting, permit, token, fence, lease);
                         HANDED_OVER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        self.woken(Some(Wakeup::HandOver));
                         return Ok(true);
                     }
+                    self.woken(woken);
                 }
             }
         }
@@ -275,10 +299,17 @@ impl Lock {
         self.install(token, self.mode.fenced().then_some(fence), lease);
     }
 
+    fn woken(&self, wakeup: Option<Wakeup>) {
+        if let Some(wakeup) = wakeup {
+            events::emit(|| Event::Woken { subject: &self.subject, wakeup });
+        }
+    }
+
     /// Between two attempts. The first time, subscribes to wake-ups and
     /// returns at once: the attempt right after the subscription catches a
     /// release that came before it. Later, waits for a wake-up or for the
-    /// retry's delay (bounded by the holder's ttl and the deadline).
+    /// retry's delay (bounded by the holder's ttl and the deadline), and
+    /// says which came.
     async fn pause(
         &self,
         waiting: &mut Waiting,
@@ -286,7 +317,7 @@ impl Lock {
         delay: Duration,
         holder_pttl_ms: i64,
         wait: Wait,
-    ) {
+    ) -> Option<Wakeup> {
         if waiting.registration.as_ref().is_some_and(Registration::stale) {
             // Its subscription dropped (and woke it): subscribe anew.
             waiting.registration = None;
@@ -311,7 +342,7 @@ impl Lock {
             match registered {
                 Ok(w) => {
                     waiting.registration = Some(w);
-                    return;
+                    return None;
                 }
                 Err(e) => log::debug!("no wake-ups for {} ({e}); polling", self.label()),
             }
@@ -320,15 +351,15 @@ impl Lock {
         if let Wait::Until(deadline) = wait {
             wake = wake.min(deadline);
         }
-        match &waiting.registration {
-            Some(w) => {
-                tokio::select! {
-                    () = w.woken() => {}
-                    () = tokio::time::sleep_until(wake.into()) => {}
-                }
+        if let Some(w) = &waiting.registration {
+            tokio::select! {
+                () = w.woken() => return Some(Wakeup::PubSub),
+                () = tokio::time::sleep_until(wake.into()) => {}
             }
-            None => tokio::time::sleep_until(wake.into()).await,
+        } else {
+            tokio::time::sleep_until(wake.into()).await;
         }
+        Some(Wakeup::Poll)
     }
 
     /// The longest pause before the next attempt: the retry's delay, no longer
@@ -412,6 +443,7 @@ impl Lock {
             token: token.clone(),
             lease: lease.clone(),
             label: self.label(),
+            subject: self.subject.clone(),
         };
         let watchdog = Watchdog::start(renewal, self.opts.auto_renew);
         let mut state = self.state();
@@ -440,13 +472,20 @@ impl Lock {
         // have ended it, so the first sending did.
         let first_sending_released = released.retried && valid;
         if !released.held && !first_sending_released {
-            lease.mark_lost("it had expired or been taken over before release");
+            self.lose(&lease, "it had expired or been taken over before release");
             return Err(Error::NotOwned(format!(
                 "{} was no longer held by this handle: it expired or was taken over",
                 self.label()
             )));
         }
+        let (subject, held, hold) = (&self.subject, lease.held_for(), events::hold_id(&lease));
+        events::emit(|| Event::Release { subject, held, hold });
         Ok(())
+    }
+
+    /// Redis no longer had the hold: marked lost (and told, the first time).
+    fn lose(&self, lease: &Arc<Lease>, why: &str) {
+        events::lost(&self.subject, lease, LossCause::TakenOver, || lease.mark_lost(why));
     }
 
     /// Pushes the expiry to `ttl` (default: the handle's ttl) from now; later
@@ -467,7 +506,7 @@ impl Lock {
             lease.extended(sent, ttl);
             Ok(())
         } else {
-            lease.mark_lost("it had expired or been taken over before extend");
+            self.lose(&lease, "it had expired or been taken over before extend");
             Err(Error::NotOwned(format!("{} is no longer held by this handle", self.label())))
         }
     }
@@ -506,12 +545,12 @@ impl Lock {
 
     /// `"lock"`, `"read"`, `"write"` or `"permit"`.
     pub fn kind(&self) -> &'static str {
-        match self.mode {
-            Mode::Exclusive(_) | Mode::Fair { .. } => "lock",
-            Mode::Read { .. } => "read",
-            Mode::Write { .. } => "write",
-            Mode::Permit { .. } => "permit",
-        }
+        self.mode.kind()
+    }
+
+    /// Takes its turn in arrival order (a fair Lock, or a fair RWMutex's handle).
+    pub fn is_fair(&self) -> bool {
+        self.subject.fair
     }
 
     /// Restored from a token and not re-acquired since.

@@ -265,6 +265,16 @@ impl Mode {
         }
     }
 
+    /// `"lock"`, `"read"` or `"write"`.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Mode::Exclusive(_) | Mode::Fair { .. } => "lock",
+            Mode::Read { .. } => "read",
+            Mode::Write { .. } => "write",
+            Mode::Permit { .. } => "permit",
+        }
+    }
+
     pub(crate) fn is_reader(&self) -> bool {
         matches!(self, Mode::Read { .. })
     }

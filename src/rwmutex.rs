@@ -49,6 +49,14 @@ impl RwMutex {
         self.fair
     }
 
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub(crate) fn keys(&self) -> &RwKeys {
+        &self.keys
+    }
+
     /// A handle that shares the mutex with other readers.
     pub fn read(&self, opts: LockOptions, token: Option<String>) -> Result<Lock> {
         self.handle(false, opts, token)

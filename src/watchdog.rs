@@ -10,6 +10,7 @@ use tokio::task::JoinHandle;
 use tokio::time::{sleep, sleep_until};
 
 use crate::client::Client;
+use crate::events::{self, Event, LossCause, Subject};
 use crate::lease::Lease;
 use crate::mode::Mode;
 
@@ -48,6 +49,7 @@ pub(crate) struct Renewal {
     pub token: String,
     pub lease: Arc<Lease>,
     pub label: String,
+    pub subject: Arc<Subject>,
 }
 
 impl Watchdog {
@@ -58,7 +60,7 @@ impl Watchdog {
             if renew {
                 renew_until_lost(renewal).await;
             } else {
-                expire_unless_extended(&renewal.lease).await;
+                expire_unless_extended(&renewal).await;
             }
         });
         Watchdog { task }
@@ -80,12 +82,14 @@ fn on_tick(due: Instant, ttl: Duration) -> Instant {
 
 /// Without renewal the hold is lost when its validity runs out; an `extend`
 /// moves that point, so the deadline is read again after each one.
-async fn expire_unless_extended(lease: &Lease) {
+async fn expire_unless_extended(r: &Renewal) {
+    let lease = &r.lease;
     while let Some(until) = lease.valid_until() {
         tokio::select! {
             () = sleep_until(until.into()) => {
                 if lease.valid_until().is_some_and(|t| t <= Instant::now()) {
-                    lease.mark_lost("its ttl ran out (auto_renew is off)");
+                    let why = "its ttl ran out (auto_renew is off)";
+                    events::lost(&r.subject, lease, LossCause::Expired, || lease.mark_lost(why));
                     return;
                 }
             }
@@ -126,22 +130,30 @@ async fn renew_until_lost(r: Renewal) {
             let outcome = tokio::select! {
                 outcome = attempt => outcome,
                 () = sleep_until(deadline.into()) => {
-                    return lose(&r, "renewal did not succeed before the hold's validity ran out");
+                    return lose(&r, "renewal did not succeed before the hold's validity ran out", LossCause::Unreachable);
                 }
             };
             match outcome {
                 Ok(true) => {
                     r.lease.renewed(sent, ttl);
+                    let (subject, latency, hold) = (&r.subject, sent.elapsed(), events::hold_id(&r.lease));
+                    events::emit(|| Event::Renewed { subject, latency, hold });
                     log::debug!("renewed {} for {:?}", r.label, ttl);
                     break;
                 }
-                Ok(false) => return lose(&r, "it expired or was taken over before it could be renewed"),
+                Ok(false) => {
+                    return lose(
+                        &r,
+                        "it expired or was taken over before it could be renewed",
+                        LossCause::TakenOver,
+                    )
+                }
                 Err(e) => {
                     log::warn!("renewing {} failed, retrying: {e}", r.label);
                     tokio::select! {
                         () = sleep(backoff) => {}
                         () = sleep_until(deadline.into()) => {
-                            return lose(&r, "Redis was unreachable until the hold's validity ran out");
+                            return lose(&r, "Redis was unreachable until the hold's validity ran out", LossCause::Unreachable);
                         }
                     }
                     backoff = (backoff * 2).min(ttl / 10).max(Duration::from_millis(1));
@@ -151,9 +163,9 @@ async fn renew_until_lost(r: Renewal) {
     }
 }
 
-fn lose(r: &Renewal, why: &str) {
+fn lose(r: &Renewal, why: &str, cause: LossCause) {
     log::warn!("lost {}: {why}", r.label);
-    r.lease.mark_lost(why);
+    events::lost(&r.subject, &r.lease, cause, || r.lease.mark_lost(why));
 }
 
 #[cfg(test)]

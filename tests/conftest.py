@@ -1,16 +1,15 @@
 """Fixtures: a real redis-server on a free loopback port (or REDIS_URL), and
-clients whose keys live under a prefix unique to each test."""
+clients whose keys live under a prefix unique to each test, from the
+ferrolock.testing plugin; a throwaway Redis Cluster."""
 
 from __future__ import annotations
 
-import socket
-import uuid
-
 import pytest
 
-import ferrolock
+from ferrolock.testing import Raw
 from redis_cluster import RedisCluster
-from redis_server import RedisServer, env_url
+
+pytest_plugins = ["pytester"]
 
 
 def pytest_addoption(parser):
@@ -26,15 +25,35 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+# The fixtures of the ferrolock.testing plugin (loaded through its pytest11
+# entry point), under the names this suite has always used.
+
+
 @pytest.fixture(scope="session")
-def redis_url():
-    url = env_url()
-    if url:
-        yield url
-        return
-    server = RedisServer().start()
-    yield server.url
-    server.close()
+def redis_url(ferrolock_redis_url):
+    return ferrolock_redis_url
+
+
+@pytest.fixture
+def prefix(ferrolock_prefix) -> str:
+    return ferrolock_prefix
+
+
+@pytest.fixture
+def client(ferrolock_client):
+    return ferrolock_client
+
+
+@pytest.fixture
+def raw(redis_url) -> Raw:
+    """A minimal RESP client for looking at Redis behind ferrolock's back."""
+    return Raw(redis_url)
+
+
+@pytest.fixture
+def server(ferrolock_private_server):
+    """A private redis-server this test may kill or restart."""
+    return ferrolock_private_server
 
 
 @pytest.fixture(scope="session")
@@ -63,82 +82,3 @@ class ClusterRaw:
 @pytest.fixture
 def cluster_raw(cluster) -> ClusterRaw:
     return ClusterRaw(cluster)
-
-
-@pytest.fixture
-def prefix() -> str:
-    return f"test:{uuid.uuid4().hex[:12]}:"
-
-
-@pytest.fixture
-def client(redis_url, prefix):
-    return ferrolock.Client(redis_url, prefix=prefix)
-
-
-@pytest.fixture
-def raw(redis_url):
-    """A minimal RESP client for looking at Redis behind ferrolock's back."""
-    return Raw(redis_url)
-
-
-@pytest.fixture
-def server():
-    """A private redis-server this test may kill or restart."""
-    s = RedisServer().start()
-    yield s
-    s.close()
-
-
-class Raw:
-    def __init__(self, url: str):
-        rest = url.split("://", 1)[1]
-        auth, _, hostpart = rest.rpartition("@")
-        self.password = auth.split(":", 1)[1] if ":" in auth else None
-        hostport = hostpart.split("/", 1)[0]
-        host, _, port = hostport.rpartition(":")
-        self.addr = (host, int(port))
-
-    def __call__(self, *args):
-        with socket.create_connection(self.addr, timeout=10) as s:
-            f = s.makefile("rb")
-            if self.password:
-                s.sendall(_encode(("AUTH", self.password)))
-                _read(f)
-            s.sendall(_encode(args))
-            return _read(f)
-
-    def keys(self, pattern: str) -> list:
-        return sorted(k.decode() for k in self("KEYS", pattern))
-
-    def command(self, *args) -> bytes:
-        """The same call, named as RedisServer's (for helpers taking either)."""
-        return self(*args)
-
-
-def _encode(args) -> bytes:
-    out = b"*%d\r\n" % len(args)
-    for a in args:
-        b = a if isinstance(a, bytes) else str(a).encode()
-        out += b"$%d\r\n%s\r\n" % (len(b), b)
-    return out
-
-
-def _read(f):
-    line = f.readline()
-    kind, body = line[:1], line[1:-2]
-    if kind == b"+":
-        return body.decode()
-    if kind == b"-":
-        raise RuntimeError(body.decode())
-    if kind == b":":
-        return int(body)
-    if kind == b"$":
-        n = int(body)
-        if n < 0:
-            return None
-        data = f.read(n + 2)[:-2]
-        return data
-    if kind == b"*":
-        n = int(body)
-        return None if n < 0 else [_read(f) for _ in range(n)]
-    raise RuntimeError(f"unexpected reply {line!r}")

@@ -2,7 +2,7 @@
 //! one hash tag per name, never shared by two names, never broken by what the
 //! name holds; every key of one RWMutex in the same tag.
 
-use ferrolock::keys::KeySpace;
+use ferrolock::keys::{escape, unescape, KeySpace, Part};
 use proptest::prelude::*;
 
 /// The hash tag Redis Cluster would use: between the first '{' and the next '}'.
@@ -34,6 +34,15 @@ proptest! {
         let tag = hash_tag(&key).unwrap();
         for k in [&rw.writer, &rw.readers, &rw.intent] {
             prop_assert_eq!(hash_tag(k).unwrap(), tag);
+        }
+    }
+
+    #[test]
+    fn names_decode_back_from_their_keys(prefix in ".{0,8}", name in "[{}%7BDa:]{1,20}|.{1,30}") {
+        prop_assert_eq!(unescape(&escape(&name)), Some(name.clone()));
+        let ks = KeySpace::new(&prefix);
+        for part in [Part::Hold, Part::FairQueue, Part::RwWriter, Part::RwTags] {
+            prop_assert_eq!(ks.parse(&ks.part(&name, part)), Some((name.clone(), part)));
         }
     }
 

@@ -233,3 +233,28 @@ def test_waiters_follow_a_slot_migration(cclient, cluster, cluster_raw, prefix):
     finally:
         _move_slot(cluster_raw, slot, dst, src)
     wait_for(lambda: cluster_raw.nodes[src]("EXISTS", key) == 0, 5, "no key left")
+
+
+def test_ls_finds_names_on_every_master(cclient, cluster, prefix):
+    """`ferrolock ls` (SCAN on each master) lists names whatever node owns them."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    names = [f"job:{i}" for i in range(12)]
+    assert {cluster.node_port_for(f"{prefix}{{{n}}}") for n in names} == set(cluster.ports)
+    held = [cclient.lock(n) for n in names]
+    for lock in held:
+        assert lock.acquire(blocking=False)
+    reader = cclient.rwmutex("doc").read()
+    assert reader.acquire(blocking=False)
+    assert [s.name for s in cclient.scan("job:*")] == sorted(names)
+    ferrolock_cli = str(Path(sys.executable).parent / "ferrolock")
+    out = subprocess.run([ferrolock_cli, "--url", cluster.url, "--prefix", prefix, "ls", "--json"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    listed = {s["name"]: s for s in json.loads(out.stdout)}
+    assert set(listed) == set(names) | {"doc"}
+    assert all(listed[n]["holder"]["token"] == lock.token for n, lock in zip(names, held))
+    assert [r["token"] for r in listed["doc"]["readers"]] == [reader.token]

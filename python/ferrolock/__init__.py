@@ -21,13 +21,18 @@ from ._ferrolock import (
     LockConfigurationError,
     LockConnectionError,
     LockError,
+    LockEvent,
     LockInfo,
     LockLost,
     LockNotAcquired,
     LockNotOwned,
+    LockState,
     Retry,
     RWMutex,
     __version__,
+    add_listener,
+    flush_events,
+    remove_listener,
 )
 
 __all__ = [
@@ -38,14 +43,19 @@ __all__ = [
     "LockConfigurationError",
     "LockConnectionError",
     "LockError",
+    "LockEvent",
     "LockInfo",
     "LockLost",
     "LockNotAcquired",
     "LockNotOwned",
+    "LockState",
     "RWMutex",
     "Retry",
     "Term",
     "__version__",
+    "add_listener",
+    "flush_events",
+    "remove_listener",
 ]
 
 from .election import Election, Leader, Term  # noqa: E402  (needs the extension loaded above)

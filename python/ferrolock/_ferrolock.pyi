@@ -36,6 +36,12 @@ __version__: str
 
 __all__ = [
     "LockInfo",
+    "LockState",
+    "LockEvent",
+    "add_listener",
+    "remove_listener",
+    "flush_events",
+    "_dropped_events",
     "_at_exit",
     "_debug_stats",
     "Client",
@@ -288,6 +294,165 @@ class LockInfo:
         """Seconds left before the hold expires (millisecond precision), or
         ``None`` when the key has no expiry set."""
 
+@final
+class LockState:
+    """One name used as one kind of primitive, as :meth:`Client.scan` or
+    :meth:`Client.describe` found it in Redis.
+
+    A read-only snapshot. A name may be used both as a Lock and as an
+    RWMutex (their keys never overlap): then it has one state of each kind.
+    Instances are made by ferrolock only; two snapshots are equal when every
+    field is.
+    """
+
+    __hash__: ClassVar[None]  # type: ignore[assignment]
+
+    def __eq__(self, other: object) -> bool:
+        """Whether every field of ``other`` is equal."""
+
+    def __ne__(self, other: object) -> bool:
+        """The negation of ``==``."""
+
+    @property
+    def name(self) -> str:
+        """The name (without the client's prefix)."""
+
+    @property
+    def kind(self) -> Literal["lock", "rwmutex"]:
+        """``"lock"`` (a :class:`Lock`, fair or not) or ``"rwmutex"``."""
+
+    @property
+    def holder(self) -> LockInfo | None:
+        """A Lock's holder, or an RWMutex's writer; ``None`` when there is none."""
+
+    @property
+    def readers(self) -> list[tuple[str, float]]:
+        """An RWMutex's live readers: (token, seconds left) each."""
+
+    @property
+    def queued_readers(self) -> int:
+        """Readers waiting in a fair RWMutex's queue (live ones)."""
+
+    @property
+    def queued_writers(self) -> int:
+        """Writers waiting in a fair queue (a fair Lock's waiters count here)."""
+
+    @property
+    def writer_intent(self) -> float | None:
+        """Seconds left on a waiting writer's intent (an RWMutex with writer
+        preference holding new readers back), or ``None``."""
+
+    @property
+    def waiters(self) -> int:
+        """Waiters Redis knows of: both fair queues, plus one for a writer's
+        intent. Waiters of a non-fair Lock are not stored in Redis and do not
+        count."""
+
+@final
+class LockEvent:
+    """One thing that happened to a lock of this process, as given to the
+    listeners of :func:`add_listener`.
+
+    ``kind`` says what happened, and ``seconds`` and ``detail`` what it
+    measured:
+
+    ==================  ============================  =========================================
+    ``kind``            ``seconds``                   ``detail``
+    ==================  ============================  =========================================
+    ``acquired``        how long the acquire waited   ``"acquired"``
+    ``acquire_failed``  how long the acquire waited   ``"timed_out"``, ``"not_acquired"``
+                                                      (busy, or the retry gave up),
+                                                      ``"error"`` or ``"cancelled"``
+    ``released``        how long the hold lasted      ``None``
+    ``lost``            how long the hold lasted      ``"expired"`` (ttl ran out, no renewal),
+                                                      ``"taken_over"`` (gone from Redis) or
+                                                      ``"unreachable"``
+    ``renewed``         the renewal's round trip      ``None``
+    ``woken``           ``None``                      ``"pubsub"``, ``"handover"`` (a fair
+                                                      release named this waiter) or ``"poll"``
+    ==================  ============================  =========================================
+    """
+
+    @property
+    def kind(self) -> Literal["acquired", "acquire_failed", "released", "lost", "renewed", "woken"]:
+        """What happened (see the table above)."""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name of the lock (one, unless it is a multi-lock)."""
+
+    @property
+    def lock_kind(self) -> Literal["lock", "read", "write"]:
+        """A :class:`Lock`, or an RWMutex's read or write handle."""
+
+    @property
+    def fair(self) -> bool:
+        """Whether the lock takes turns in arrival order."""
+
+    @property
+    def seconds(self) -> float | None:
+        """The duration measured (see the table above)."""
+
+    @property
+    def detail(self) -> str | None:
+        """The outcome, cause or kind of wake-up (see the table above)."""
+
+    @property
+    def blocking(self) -> bool:
+        """For an acquire: whether it could wait (``False`` for one attempt,
+        and for every other kind of event)."""
+
+    @property
+    def hold(self) -> int | None:
+        """Tells apart the holds alive at one time in this process: the same
+        number in a hold's ``acquired``, ``renewed``, ``released`` or ``lost``
+        events. ``None`` for an acquire that took nothing, and for ``woken``."""
+
+    @property
+    def time(self) -> float:
+        """When it happened, in seconds since the epoch (as :func:`time.time`)."""
+
+def add_listener(listener: Callable[[LockEvent], object]) -> None:
+    """Call ``listener(event)`` for every :class:`LockEvent` of this process.
+
+    Listeners are called one event at a time, in order, on a thread of
+    ferrolock's (never on a thread that takes or renews locks, so a slow
+    listener never delays a lock; past 65536 events behind, new ones are
+    dropped and a warning is logged). An exception a listener raises goes to
+    :func:`sys.unraisablehook`; the next listener is called all the same.
+    While no listener is registered, events cost nothing.
+
+    Raises:
+        TypeError: ``listener`` is not callable.
+    """
+
+def remove_listener(listener: Callable[[LockEvent], object]) -> None:
+    """Stop calling ``listener`` (the very object given to :func:`add_listener`).
+
+    Raises:
+        ValueError: it is not registered.
+    """
+
+def flush_events(timeout: _Seconds | None = None) -> bool:
+    """Wait until the listeners have been called with every event so far.
+
+    The GIL is released while waiting.
+
+    Args:
+        timeout: the most seconds to wait; ``None`` (the default) waits for as
+            long as it takes.
+
+    Returns:
+        ``True`` when they have been, ``False`` when ``timeout`` passed first.
+
+    Raises:
+        RuntimeError: called by a listener (it would wait for itself).
+        TypeError, ValueError: ``timeout`` is not a positive number of seconds.
+    """
+
+def _dropped_events() -> int:
+    """Events dropped so far because the listeners fell behind."""
+
 # ---------------------------------------------------------------------------
 # Client
 
@@ -535,6 +700,52 @@ class Client:
                 awaited).
             LockError: Redis answered with an error (when awaited).
         """
+
+    def scan(self, pattern: str | None = None) -> list[LockState]:
+        """Every lock and RWMutex of this client's prefix whose name matches
+        ``pattern``, held or waited for, sorted by name, then kind.
+
+        Found with SCAN, never KEYS, so the server is not blocked (a name
+        taken or freed meanwhile may or may not show); on a Redis Cluster on
+        every master. Then each name's state is read with one script. The
+        GIL is released while waiting for Redis.
+
+        Args:
+            pattern: a glob over names, as Redis's ``MATCH`` reads one:
+                ``*``, ``?``, ``[abc]``, ``[a-z]``, ``[^a]``, and a backslash
+                to match the next character itself. ``None`` (the default)
+                matches every name.
+
+        Returns:
+            One :class:`LockState` per name and kind found.
+
+        Raises:
+            LockConnectionError: Redis could not be reached in time.
+            LockError: Redis answered with an error.
+            TypeError: ``pattern`` is not a ``str``.
+            ValueError: ``pattern`` is empty.
+        """
+
+    def ascan(self, pattern: str | None = None) -> asyncio.Future[list[LockState]]:
+        """Asyncio version of :meth:`scan`."""
+
+    def describe(self, name: str) -> list[LockState]:
+        """Everything stored under ``name``, as Redis sees it now: its state as
+        a Lock and as an RWMutex, each only when held or waited for.
+
+        Returns:
+            An empty list when the name is free, else one or two
+            :class:`LockState` (a Lock's first).
+
+        Raises:
+            LockConnectionError: Redis could not be reached in time.
+            LockError: Redis answered with an error.
+            TypeError: ``name`` is not a ``str``.
+            ValueError: ``name`` is empty or too long.
+        """
+
+    def adescribe(self, name: str) -> asyncio.Future[list[LockState]]:
+        """Asyncio version of :meth:`describe`."""
 
     def inspect(self, name: str) -> LockInfo | None:
         """Who holds the lock ``name``, as Redis sees it now.
@@ -936,6 +1147,15 @@ class Lock:
     def client(self) -> Client:
         """The client this lock was made from."""
 
+    @property
+    def kind(self) -> Literal["lock", "read", "write"]:
+        """``"lock"``, or ``"read"`` / ``"write"`` for an RWMutex's handles."""
+
+    @property
+    def fair(self) -> bool:
+        """Whether it takes its turn in arrival order (a fair Lock, or a
+        handle of a fair RWMutex)."""
+
     # -- context managers ----------------------------------------------------
 
     def __enter__(self) -> Self:
@@ -1192,6 +1412,24 @@ class RWMutex:
 
     def areaders(self) -> asyncio.Future[int]:
         """Like :meth:`readers`, awaitable."""
+
+    def force_release(self) -> bool:
+        """End every hold of this mutex, the writer's and every reader's,
+        whoever holds them; a writer's intent goes too. For recovery by an
+        operator: the holders find out at their next renewal (then their hold
+        is lost); queued waiters keep their places and are woken. Releases
+        the GIL.
+
+        Returns:
+            ``True`` if anyone held it.
+
+        Raises:
+            LockConnectionError: Redis could not be reached in time.
+            LockError: Redis answered with an error.
+        """
+
+    def aforce_release(self) -> asyncio.Future[bool]:
+        """Asyncio version of :meth:`force_release`."""
 
     def locked(self) -> bool:
         """Held by a writer or by any live reader. Releases the GIL."""

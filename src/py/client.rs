@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
 use crate::client::{Client, ClientOptions};
+use crate::listing::State;
 use crate::lock::check_name;
 use crate::scripts::Record;
 
@@ -22,7 +23,7 @@ pub struct PyClient {
 
 /// Who holds a lock, as `Client.inspect` found it.
 #[pyclass(name = "LockInfo", module = "ferrolock", frozen, get_all, eq)]
-#[derive(PartialEq)]
+#[derive(PartialEq, Clone)]
 pub struct LockInfo {
     name: String,
     token: String,
@@ -50,6 +51,63 @@ impl LockInfo {
             r(self.metadata.clone().into_pyobject(py)?.into_any())?,
             self.fence,
             r(self.ttl.into_pyobject(py)?.into_any())?,
+        ))
+    }
+}
+
+/// One name used as one kind of primitive, as `Client.scan` or
+/// `Client.describe` found it.
+#[pyclass(name = "LockState", module = "ferrolock", frozen, get_all, eq)]
+#[derive(PartialEq)]
+pub struct LockState {
+    name: String,
+    /// `"lock"` or `"rwmutex"`.
+    kind: &'static str,
+    /// A Lock's holder, or an RWMutex's writer.
+    holder: Option<LockInfo>,
+    /// An RWMutex's live readers: (token, seconds left).
+    readers: Vec<(String, f64)>,
+    queued_readers: u64,
+    queued_writers: u64,
+    /// Seconds left on a waiting writer's intent, or None.
+    writer_intent: Option<f64>,
+    waiters: u64,
+}
+
+impl LockState {
+    fn new(s: State) -> Self {
+        let seconds = |ms: i64| ms as f64 / 1000.0;
+        LockState {
+            waiters: s.waiters(),
+            kind: s.kind.as_str(),
+            holder: s.holder.map(|r| LockInfo::new(s.name.clone(), r)),
+            readers: s.readers.into_iter().map(|r| (r.token, seconds(r.pttl_ms))).collect(),
+            queued_readers: s.queued_readers,
+            queued_writers: s.queued_writers,
+            writer_intent: s.intent_pttl_ms.map(seconds),
+            name: s.name,
+        }
+    }
+
+    fn all(states: Vec<State>) -> Vec<LockState> {
+        states.into_iter().map(LockState::new).collect()
+    }
+}
+
+#[pymethods]
+impl LockState {
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let holder = match &self.holder {
+            Some(h) => h.__repr__(py)?,
+            None => "None".into(),
+        };
+        let r = |v: Bound<'_, PyAny>| v.repr().map(|r| r.to_string());
+        Ok(format!(
+            "LockState(name={}, kind={}, holder={holder}, readers={}, waiters={})",
+            r(self.name.clone().into_pyobject(py)?.into_any())?,
+            r(self.kind.into_pyobject(py)?.into_any())?,
+            self.readers.len(),
+            self.waiters
         ))
     }
 }
@@ -169,6 +227,34 @@ impl PyClient {
         awaitable(py, async move { Ok(client.inspect(&name).await?.map(|r| LockInfo::new(name, r))) })
     }
 
+    /// Every lock and RWMutex whose name matches the glob `pattern`.
+    #[pyo3(signature = (pattern=None))]
+    fn scan(&self, py: Python<'_>, pattern: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<LockState>> {
+        let (client, pattern) = (self.core.clone(), glob(pattern)?);
+        wait(py, async move { Ok(LockState::all(client.scan(&pattern).await?)) })
+    }
+
+    #[pyo3(signature = (pattern=None))]
+    fn ascan<'py>(
+        &self,
+        py: Python<'py>,
+        pattern: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (client, pattern) = (self.core.clone(), glob(pattern)?);
+        awaitable(py, async move { Ok(LockState::all(client.scan(&pattern).await?)) })
+    }
+
+    /// Everything stored under `name`, as a Lock and as an RWMutex.
+    fn describe(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<Vec<LockState>> {
+        let (client, name) = (self.core.clone(), checked(name)?);
+        wait(py, async move { Ok(LockState::all(client.state_of(&name).await?)) })
+    }
+
+    fn adescribe<'py>(&self, py: Python<'py>, name: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let (client, name) = (self.core.clone(), checked(name)?);
+        awaitable(py, async move { Ok(LockState::all(client.state_of(&name).await?)) })
+    }
+
     #[getter]
     fn prefix(&self) -> String {
         self.core.options().prefix.clone()
@@ -176,6 +262,14 @@ impl PyClient {
 
     fn __repr__(&self) -> String {
         format!("Client({:?}, prefix={:?})", self.core.describe(), self.core.options().prefix)
+    }
+}
+
+/// A name pattern: `None` for every name.
+fn glob(pattern: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
+    match pattern {
+        Some(p) if !p.is_none() => args::text("pattern", p),
+        _ => Ok("*".into()),
     }
 }
 

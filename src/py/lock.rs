@@ -312,6 +312,18 @@ impl PyLock {
         self.core.lost()
     }
 
+    /// `"lock"`, `"read"` (an RWMutex's read handle) or `"write"`.
+    #[getter]
+    fn kind(&self) -> &'static str {
+        self.core.kind()
+    }
+
+    /// Whether it takes its turn in arrival order (a fair Lock or RWMutex).
+    #[getter]
+    fn fair(&self) -> bool {
+        self.core.is_fair()
+    }
+
     #[getter]
     fn client(&self, py: Python<'_>) -> Py<PyClient> {
         self.client.clone_ref(py)

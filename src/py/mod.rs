@@ -4,6 +4,7 @@ pub mod args;
 pub mod client;
 pub mod election;
 pub mod errors;
+pub mod events;
 pub mod lock;
 pub mod logging;
 pub mod options;
@@ -18,9 +19,11 @@ pub mod _ferrolock {
     use pyo3::prelude::*;
 
     #[pymodule_export]
-    use super::client::{LockInfo, PyClient};
+    use super::client::{LockInfo, LockState, PyClient};
     #[pymodule_export]
     use super::election::{PyElection, PyLeader, PyObserver};
+    #[pymodule_export]
+    use super::events::{_dropped_events, add_listener, flush_events, remove_listener, LockEvent};
     #[pymodule_export]
     use super::lock::PyLock;
     #[pymodule_export]

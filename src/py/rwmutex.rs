@@ -133,6 +133,17 @@ impl PyRwMutex {
         awaitable(py, async move { Ok(core.locked().await?) })
     }
 
+    /// Ends every hold (writer and readers) whoever holds it; True if any did.
+    fn force_release(&self, py: Python<'_>) -> PyResult<bool> {
+        let core = self.core.clone();
+        wait(py, async move { Ok(core.force_release().await? != (false, 0)) })
+    }
+
+    fn aforce_release<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let core = self.core.clone();
+        awaitable(py, async move { Ok(core.force_release().await? != (false, 0)) })
+    }
+
     #[getter]
     fn name(&self) -> &str {
         self.core.name()

@@ -1,0 +1,439 @@
+"""The ``ferrolock`` command line: look at locks, unstick them, and run a
+command under one (``ferrolock --help`` tells it all)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import ferrolock
+
+log = logging.getLogger("ferrolock.cli")
+
+# Exit codes (documented in --help and the README).
+OK = 0
+NOT_FOUND = 1  # inspect / release: nothing stored under the name; any Redis error
+USAGE = 2  # bad arguments, URL or name
+UNAVAILABLE = 69  # Redis could not be reached in time (sysexits' EX_UNAVAILABLE)
+TIMED_OUT = 75  # run / wait: --timeout passed first (sysexits' EX_TEMPFAIL)
+LOST = 76  # run: the lock was lost while CMD ran (CMD was stopped)
+NOT_EXECUTABLE = 126
+NOT_FOUND_CMD = 127
+
+EPILOG = """\
+examples:
+  ferrolock ls                          every lock and RWMutex under the prefix
+  ferrolock ls 'reports:*' --json       those whose name matches, as JSON
+  ferrolock inspect reports:nightly     who holds it, for how long, who waits
+  ferrolock release reports:nightly --force
+                                        remove whoever holds it (asks first on a terminal)
+  ferrolock run reports:nightly --timeout 0 -- ./nightly.sh --full
+                                        run the job unless another host runs it now
+  ferrolock wait reports:nightly --timeout 600
+                                        block until it is free
+
+exit codes:
+  0    done (run: CMD exited 0)
+  1    inspect / release: nothing is stored under NAME; or Redis answered with an error
+  2    bad arguments, URL or name
+  69   Redis could not be reached in time
+  75   run / wait: --timeout passed before the lock was taken / free
+  76   run: the lock was lost while CMD ran; CMD was sent SIGTERM, then SIGKILL after --grace
+  126  run: CMD is not executable;  127: CMD was not found
+  128+N  run: CMD was ended by signal N; or ferrolock was, while waiting for the lock
+  any other: run exits with CMD's own exit code
+
+The Redis URL comes from --url, else REDIS_URL, else redis://127.0.0.1:6379/0;
+the key prefix from --prefix, else FERROLOCK_PREFIX, else "ferrolock:" (the
+Client's default): use your application's.
+"""
+
+# CMD runs in a process group of its own (made in the child without running
+# Python there, which is not safe beside ferrolock's threads).
+OWN_GROUP: Dict[str, Any] = {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
+
+# Signals passed on to CMD while it runs.
+FORWARDED = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2]
+
+
+class Signalled(Exception):
+    """A signal arrived while waiting for the lock."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not (value >= 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a non-negative, finite number of seconds, got {text!r}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    value = seconds(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("expected a positive number of seconds, got 0")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--url", default=argparse.SUPPRESS, help="Redis URL (default: $REDIS_URL, else redis://127.0.0.1:6379/0)")
+    common.add_argument("--prefix", default=argparse.SUPPRESS, help='key prefix (default: $FERROLOCK_PREFIX, else "ferrolock:")')
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON, for programs")
+    common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log what happens (to stderr)")
+
+    p = argparse.ArgumentParser(
+        prog="ferrolock",
+        description="Look at, unstick and run commands under ferrolock's distributed locks.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[common],
+    )
+    p.add_argument("--version", action="version", version=f"ferrolock {ferrolock.__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=help, parents=[common], epilog=EPILOG,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    ls = command("ls", "list every lock and RWMutex whose name matches PATTERN (found with SCAN)")
+    ls.add_argument("pattern", nargs="?", default="*", metavar="PATTERN",
+                    help="a glob over names: *, ?, [a-z]; a backslash escapes (default: *)")
+
+    inspect = command("inspect", "show everything stored under NAME")
+    inspect.add_argument("name", metavar="NAME")
+
+    release = command("release", "remove whoever holds NAME (needs --force)")
+    release.add_argument("name", metavar="NAME")
+    release.add_argument("--force", action="store_true", help="required: the holder is not asked")
+    release.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation on a terminal")
+
+    run = command("run", "take the lock NAME, run CMD under it, release it when CMD exits: ferrolock run NAME [options] -- CMD ARGS...")
+    run.add_argument("name", metavar="NAME")
+    run.add_argument("--ttl", type=positive_seconds, default=30.0, help="seconds a hold lasts without renewal (default 30; renewed every ttl/3)")
+    run.add_argument("--timeout", type=seconds, default=None, help="most seconds to wait for the lock (default: forever; 0: one attempt)")
+    run.add_argument("--fair", action="store_true", help="take the lock in arrival order (every user of NAME must say so)")
+    run.add_argument("--grace", type=seconds, default=10.0, help="seconds between SIGTERM and SIGKILL when the lock is lost (default 10)")
+    run.add_argument("--metadata", default=None, help="stored with the hold, shown by ls and inspect (default: host, pid and CMD)")
+
+    wait = command("wait", "block until NAME is free (no holder, no reader)")
+    wait.add_argument("name", metavar="NAME")
+    wait.add_argument("--timeout", type=seconds, default=None, help="most seconds to wait (default: forever)")
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `run`'s command is everything after the first `--`, options included.
+    cmd: List[str] = []
+    if "--" in argv and "run" in argv[: argv.index("--")]:
+        cut = argv.index("--")
+        argv, cmd = argv[:cut], argv[cut + 1:]
+    args = parser().parse_args(argv)
+    args.cmd = cmd
+    # Given before or after the command (argparse keeps either).
+    as_json, verbose = getattr(args, "json", False), getattr(args, "verbose", False)
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="ferrolock: %(message)s",
+        stream=sys.stderr,
+    )
+    url: str = getattr(args, "url", None) or os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
+    prefix: Optional[str] = getattr(args, "prefix", None)
+    if prefix is None:
+        prefix = os.environ.get("FERROLOCK_PREFIX", "ferrolock:")
+    handlers: Dict[str, Callable[..., int]] = {
+        "ls": cmd_ls, "inspect": cmd_inspect, "release": cmd_release, "run": cmd_run, "wait": cmd_wait,
+    }
+    try:
+        client = ferrolock.Client(url, prefix=prefix)
+        return handlers[args.command](client, args, as_json)
+    except ferrolock.LockConnectionError as e:
+        return fail(UNAVAILABLE, str(e))
+    except (ValueError, TypeError) as e:
+        return fail(USAGE, str(e))
+    except ferrolock.LockError as e:
+        return fail(NOT_FOUND, f"Redis answered with an error: {e}")
+    except Signalled as e:
+        return 128 + e.signum
+    except KeyboardInterrupt:
+        return 128 + signal.SIGINT
+
+
+def fail(code: int, message: str) -> int:
+    print(f"ferrolock: {message}", file=sys.stderr)
+    return code
+
+
+# -- looking ------------------------------------------------------------------
+
+
+def state_dict(s: ferrolock.LockState) -> Dict[str, Any]:
+    holder = None
+    if s.holder is not None:
+        h = s.holder
+        holder = {"token": h.token, "metadata": h.metadata, "fence": h.fence, "ttl": h.ttl}
+    return {
+        "name": s.name,
+        "kind": s.kind,
+        "holder": holder,
+        "readers": [{"token": t, "ttl": ttl} for t, ttl in s.readers],
+        "waiters": s.waiters,
+        "queued_readers": s.queued_readers,
+        "queued_writers": s.queued_writers,
+        "writer_intent_ttl": s.writer_intent,
+    }
+
+
+def ttl_text(ttl: Optional[float]) -> str:
+    return "-" if ttl is None else f"{ttl:.1f}s"
+
+
+def holder_text(s: ferrolock.LockState) -> str:
+    if s.holder is not None:
+        return s.holder.token
+    if s.readers:
+        return f"{len(s.readers)} reader{'s' if len(s.readers) > 1 else ''}"
+    return "(free)"
+
+
+def table(rows: List[List[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def cmd_ls(client: ferrolock.Client, args: argparse.Namespace, as_json: bool) -> int:
+    states = client.scan(args.pattern)
+    if as_json:
+        print(json.dumps([state_dict(s) for s in states], indent=2))
+        return OK
+    if not states:
+        print(f"no lock matches {args.pattern!r} under prefix {client.prefix!r}")
+        return OK
+    rows = [["NAME", "KIND", "HOLDER", "TTL", "FENCE", "WAITERS", "METADATA"]]
+    for s in states:
+        h = s.holder
+        ttl = h.ttl if h else (min(t for _, t in s.readers) if s.readers else None)
+        rows.append([
+            s.name, s.kind, holder_text(s), ttl_text(ttl), str(h.fence) if h else "-", str(s.waiters),
+            (h.metadata or "") if h else "",
+        ])
+    print(table(rows))
+    return OK
+
+
+def describe_text(s: ferrolock.LockState) -> str:
+    lines = [f"{s.name} ({s.kind})"]
+    h = s.holder
+    who = "holder" if s.kind == "lock" else "writer"
+    if h is not None:
+        lines.append(f"  {who}:   {h.token}")
+        lines.append(f"  fence:    {h.fence}")
+        lines.append(f"  ttl:      {ttl_text(h.ttl)}")
+        lines.append(f"  metadata: {h.metadata if h.metadata is not None else '-'}")
+    else:
+        lines.append(f"  {who}:   none")
+    if s.kind == "rwmutex":
+        lines.append(f"  readers:  {len(s.readers)}")
+        for token, ttl in s.readers:
+            lines.append(f"    {token}  {ttl_text(ttl)}")
+        lines.append(f"  queued:   {s.queued_readers} reader(s), {s.queued_writers} writer(s)")
+        if s.writer_intent is not None:
+            lines.append(f"  a writer waits for the readers (its intent lasts {ttl_text(s.writer_intent)})")
+    else:
+        lines.append(f"  waiters:  {s.waiters} (fair queue)")
+    return "\n".join(lines)
+
+
+def cmd_inspect(client: ferrolock.Client, args: argparse.Namespace, as_json: bool) -> int:
+    states = client.describe(args.name)
+    if as_json:
+        print(json.dumps([state_dict(s) for s in states], indent=2))
+    elif not states:
+        print(f"{args.name!r} is free: nothing is stored under it (prefix {client.prefix!r})")
+    else:
+        print("\n\n".join(describe_text(s) for s in states))
+    return OK if states else NOT_FOUND
+
+
+# -- unsticking -----------------------------------------------------------------
+
+
+def cmd_release(client: ferrolock.Client, args: argparse.Namespace, as_json: bool) -> int:
+    if not args.force:
+        return fail(
+            USAGE,
+            "release takes whatever holds the name away from its holder, who is not asked: "
+            "pass --force to do so (a holder releases its own lock by leaving its `with` block)",
+        )
+    held = [s for s in client.describe(args.name) if s.holder is not None or s.readers]
+    if not held:
+        if as_json:
+            print(json.dumps({"released": []}))
+        else:
+            print(f"{args.name!r} is not held: nothing to release")
+        return NOT_FOUND
+    if not args.yes and sys.stdin.isatty():
+        print("\n\n".join(describe_text(s) for s in held))
+        answer = input(f"Remove every hold of {args.name!r} shown above? The holders are not asked. [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("nothing removed")
+            return NOT_FOUND
+    for s in held:
+        if s.kind == "lock":
+            client.force_release(args.name)
+        else:
+            client.rwmutex(args.name).force_release()
+        removed = [f"holder {s.holder.token} (fence {s.holder.fence}, metadata {s.holder.metadata!r})"] if s.holder else []
+        removed += [f"reader {token}" for token, _ in s.readers]
+        log.warning("force-released %s %r: removed %s", s.kind, args.name, ", ".join(removed))
+    if as_json:
+        print(json.dumps({"released": [state_dict(s) for s in held]}, indent=2))
+    return OK
+
+
+def cmd_wait(client: ferrolock.Client, args: argparse.Namespace, as_json: bool) -> int:
+    """Polls the name's state (reading only: it never takes the lock)."""
+    deadline = None if args.timeout is None else time.monotonic() + args.timeout
+    pause = 0.01
+    with signals_raise():
+        while True:
+            busy = [s for s in client.describe(args.name) if s.holder is not None or s.readers]
+            if not busy:
+                if as_json:
+                    print(json.dumps({"name": args.name, "free": True}))
+                return OK
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                if as_json:
+                    print(json.dumps({"name": args.name, "free": False}))
+                return fail(TIMED_OUT, f"{args.name!r} was still held after {args.timeout} s")
+            ttls = [s.holder.ttl for s in busy if s.holder and s.holder.ttl is not None]
+            ttls += [t for s in busy for _, t in s.readers]
+            pause = min(pause * 2, 0.5)
+            nap = min([pause] + ttls + ([left] if left is not None else []))
+            time.sleep(max(nap, 0.001))  # no notice comes when a hold expires: look again
+
+
+# -- running a command under the lock -------------------------------------------
+
+
+class signals_raise:
+    """Within the block, SIGTERM, SIGHUP and SIGINT raise `Signalled` (so a
+    blocking acquire stops cleanly, leaving nothing behind in Redis)."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+    def __enter__(self) -> "signals_raise":
+        def raise_(signum: int, _frame: Any) -> None:
+            raise Signalled(signum)
+
+        self.previous = {s: signal.signal(s, raise_) for s in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for s, h in self.previous.items():
+            signal.signal(s, h)
+
+
+def default_metadata(cmd: List[str]) -> str:
+    text = f"ferrolock run on {socket.gethostname()} pid {os.getpid()}: {shlex.join(cmd)}"
+    return text if len(text) <= 512 else text[:509] + "..."
+
+
+def cmd_run(client: ferrolock.Client, args: argparse.Namespace, as_json: bool) -> int:
+    cmd = args.cmd
+    if not cmd:
+        return fail(USAGE, "run needs a command after the lock name: ferrolock run NAME -- CMD ARGS...")
+    lost = threading.Event()
+    done = threading.Event()
+
+    def on_lost() -> None:
+        lost.set()
+        done.set()
+
+    metadata = args.metadata if args.metadata is not None else default_metadata(cmd)
+    lock = client.lock(args.name, ttl=args.ttl, fair=args.fair, metadata=metadata, on_lost=on_lost)
+    timeout = -1 if args.timeout is None else args.timeout
+    with signals_raise():
+        acquired = lock.acquire(timeout=timeout)
+    if not acquired:
+        return fail(TIMED_OUT, f"{args.name!r} was not acquired within {args.timeout} s")
+    log.info("holding %r (fence %s); running %s", args.name, lock.fence, shlex.join(cmd))
+    try:
+        code = supervise(cmd, lock, lost, done, args.grace)
+    finally:
+        try:
+            lock.release()
+        except ferrolock.LockNotOwned:
+            pass  # lost meanwhile: told below
+        except ferrolock.LockError as e:
+            log.warning("releasing %r failed: %s (it expires after its ttl)", args.name, e)
+    if lock.lost:
+        return fail(LOST, f"the lock {args.name!r} was lost while the command ran")
+    return code
+
+
+def supervise(cmd: List[str], lock: ferrolock.Lock, lost: threading.Event, done: threading.Event, grace: float) -> int:
+    """Runs CMD in a process group of its own, passing on the signals
+    ferrolock gets; stops it when the lock is lost. Returns its exit code."""
+    try:
+        child = subprocess.Popen(cmd, **OWN_GROUP)
+    except FileNotFoundError:
+        return fail(NOT_FOUND_CMD, f"command not found: {cmd[0]}")
+    except PermissionError:
+        return fail(NOT_EXECUTABLE, f"command not executable: {cmd[0]}")
+
+    def forward(signum: int, _frame: Any) -> None:
+        with_group(child, signum)
+
+    previous = {s: signal.signal(s, forward) for s in FORWARDED}
+    try:
+        def reap() -> None:
+            child.wait()
+            done.set()
+
+        threading.Thread(target=reap, daemon=True).start()
+        done.wait()
+        if lost.is_set() and child.poll() is None:
+            log.error("lost the lock %r: stopping the command (SIGTERM, SIGKILL in %s s)", lock.name, grace)
+            with_group(child, signal.SIGTERM)
+            try:
+                child.wait(grace)
+            except subprocess.TimeoutExpired:
+                with_group(child, signal.SIGKILL)
+                child.wait()
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+    code = child.returncode
+    return 128 - code if code < 0 else code
+
+
+def with_group(child: subprocess.Popen, signum: int) -> None:
+    """Sends `signum` to CMD's process group (CMD and what it started)."""
+    try:
+        os.killpg(child.pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,402 @@
+"""A pytest plugin for testing code that uses ferrolock.
+
+Installed with ferrolock and loaded by pytest on its own (the ``pytest11``
+entry point ``ferrolock``); ``-p no:ferrolock`` turns it off. It brings:
+
+* ``ferrolock_redis_url`` (session): a throwaway ``redis-server`` started on
+  a free loopback port for the test session (stopped at its end), or the
+  server ``REDIS_URL`` names when set;
+* ``ferrolock_prefix``: a key prefix unique to the test;
+* ``ferrolock_client``: a :class:`ferrolock.Client` under that prefix; every
+  key under it is deleted when the test ends;
+* ``ferrolock_helpers``: a :class:`Helpers` to make a held lock expire now,
+  hold a name from another process, or pause the server;
+* ``ferrolock_private_server``: a ``redis-server`` of the test's own, which
+  it may stop, kill and restart (:class:`RedisServer`).
+
+Example::
+
+    def test_the_job_stops_when_its_lock_is_lost(ferrolock_client, ferrolock_helpers):
+        lock = ferrolock_client.lock("nightly-report")
+        with pytest.raises(ferrolock.LockLost):
+            with lock:
+                ferrolock_helpers.expire_now(lock)
+                assert lock.lost
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import uuid
+from typing import Any, Iterator, Optional
+
+import pytest
+
+import ferrolock
+
+__all__ = ["Helpers", "Holder", "Raw", "RedisServer", "env_url", "free_port"]
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def env_url() -> Optional[str]:
+    """The server ``REDIS_URL`` names, if set."""
+    return os.environ.get("REDIS_URL") or None
+
+
+def encode(args: Any) -> bytes:
+    """One command in RESP."""
+    out = b"*%d\r\n" % len(args)
+    for a in args:
+        b = a if isinstance(a, bytes) else str(a).encode()
+        out += b"$%d\r\n%s\r\n" % (len(b), b)
+    return out
+
+
+class RedisServer:
+    """A ``redis-server`` on 127.0.0.1 that can be stopped, killed and
+    restarted on its port, with no data saved to disk."""
+
+    def __init__(self, port: Optional[int] = None, password: Optional[str] = None, extra: tuple = ()):
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError(
+                "redis-server is not installed: install it (Debian/Ubuntu: apt-get install "
+                "redis-server), or set REDIS_URL to a server tests may use"
+            )
+        self.binary = binary
+        self.port = port or free_port()
+        self.password = password
+        self.extra = extra
+        self.dir = tempfile.mkdtemp(prefix="ferrolock-redis-")
+        self.proc: Optional[subprocess.Popen] = None
+
+    @property
+    def url(self) -> str:
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    def _args(self) -> list:
+        """The command line (a subclass may listen differently)."""
+        args = [
+            self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
+            "--save", "", "--appendonly", "no", "--dir", self.dir,
+            "--enable-debug-command", "local",
+        ]
+        if self.password:
+            args += ["--requirepass", self.password]
+        return args + list(self.extra)
+
+    def _open(self) -> socket.socket:
+        """A connected socket to the server (a subclass may wrap it in TLS)."""
+        return socket.create_connection(("127.0.0.1", self.port), timeout=10)
+
+    def start(self) -> "RedisServer":
+        self.proc = subprocess.Popen(self._args(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"redis-server exited with {self.proc.returncode}")
+            try:
+                if self.command("PING").startswith((b"+PONG", b"-NOAUTH")):
+                    return self
+            except OSError:
+                time.sleep(0.02)  # the server is starting: nothing to await but its port
+        raise RuntimeError("redis-server did not start within 10 s")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+        self.proc = None
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.proc = None
+
+    def close(self) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def command(self, *args: Any) -> bytes:
+        """Send one command over a fresh connection; returns the raw reply."""
+        with self._open() as s:
+            if self.password:
+                s.sendall(encode(("AUTH", self.password)))
+                s.recv(64)
+            s.sendall(encode(args))
+            return s.recv(1 << 20)
+
+
+class Raw:
+    """A minimal Redis client (RESP over a fresh connection per command), to
+    look at Redis behind ferrolock's back. ``Raw(url)("GET", "k")``."""
+
+    def __init__(self, url: str):
+        rest = url.split("://", 1)[1]
+        auth, _, hostpart = rest.rpartition("@")
+        self.password = auth.split(":", 1)[1] if ":" in auth else None
+        hostport = hostpart.split("/", 1)[0].split("?", 1)[0]
+        host, _, port = hostport.rpartition(":")
+        self.addr = (host.strip("[]") or "127.0.0.1", int(port or 6379))
+        path = hostpart.split("/", 1)[1] if "/" in hostpart else ""
+        self.db = int(path) if path.isdigit() else 0
+
+    def __call__(self, *args: Any) -> Any:
+        with socket.create_connection(self.addr, timeout=10) as s:
+            f = s.makefile("rb")
+            if self.password:
+                s.sendall(encode(("AUTH", self.password)))
+                _read(f)
+            if self.db:
+                s.sendall(encode(("SELECT", self.db)))
+                _read(f)
+            s.sendall(encode(args))
+            return _read(f)
+
+    def command(self, *args: Any) -> Any:
+        """The same call, named as :meth:`RedisServer.command`."""
+        return self(*args)
+
+    def scan(self, pattern: str) -> list:
+        """Every key matching the glob ``pattern``, with SCAN."""
+        cursor, found = b"0", []
+        while True:
+            cursor, keys = self("SCAN", cursor, "MATCH", pattern, "COUNT", 1000)
+            found += [k.decode() for k in keys]
+            if cursor == b"0":
+                return sorted(set(found))
+
+    def keys(self, pattern: str) -> list:
+        """Like :meth:`scan` (named after KEYS; it never blocks the server)."""
+        return self.scan(pattern)
+
+
+def _read(f: Any) -> Any:
+    line = f.readline()
+    kind, body = line[:1], line[1:-2]
+    if kind == b"+":
+        return body.decode()
+    if kind == b"-":
+        raise RuntimeError(body.decode())
+    if kind == b":":
+        return int(body)
+    if kind == b"$":
+        n = int(body)
+        return None if n < 0 else f.read(n + 2)[:-2]
+    if kind == b"*":
+        n = int(body)
+        return None if n < 0 else [_read(f) for _ in range(n)]
+    raise RuntimeError(f"unexpected reply {line!r}")
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
+# What runs in the other process of Helpers.hold_elsewhere: it takes the
+# lock, prints its token, and holds until told to release (or killed).
+_HOLDER = textwrap.dedent(
+    """
+    import json, sys
+    import ferrolock
+    a = json.loads(sys.argv[1])
+    client = ferrolock.Client(a["url"], prefix=a["prefix"])
+    if a["kind"] == "lock":
+        lock = client.lock(a["name"], ttl=a["ttl"], fair=a["fair"], metadata=a["metadata"])
+    else:
+        rw = client.rwmutex(a["name"], fair=a["fair"], ttl=a["ttl"], metadata=a["metadata"])
+        lock = rw.read() if a["kind"] == "read" else rw.write()
+    if not lock.acquire(timeout=a["timeout"]):
+        print("busy", flush=True)
+        sys.exit(3)
+    print(lock.token, flush=True)
+    sys.stdin.readline()
+    lock.release()
+    print("released", flush=True)
+    """
+)
+
+
+class Holder:
+    """A hold taken by another process (see :meth:`Helpers.hold_elsewhere`).
+
+    A context manager: releases at the end of the ``with`` block."""
+
+    def __init__(self, proc: subprocess.Popen, token: str):
+        self.proc = proc
+        self.token = token
+
+    def release(self) -> None:
+        """Release the hold (the other process exits)."""
+        if self.proc.returncode is None:
+            out, _ = self.proc.communicate("\n", timeout=30)
+            if out.strip() != "released":
+                raise RuntimeError(f"the holding process could not release: {out.strip()!r}")
+
+    def crash(self) -> None:
+        """Kill the other process (SIGKILL): its hold stays until its ttl runs out."""
+        if self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.communicate(timeout=30)
+
+    def __enter__(self) -> "Holder":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+class Helpers:
+    """Ways to put a lock in the states worth testing, against the test's
+    server and under its prefix."""
+
+    def __init__(self, url: str, prefix: str):
+        self.url = url
+        self.prefix = prefix
+        self.raw = Raw(url)
+
+    def expire_now(self, lock: "ferrolock.Lock") -> None:
+        """Make ``lock``'s hold end now, as if its ttl had run out in Redis.
+
+        The hold is released in Redis under its own token (so for a read
+        handle, only this reader goes), and the handle finds out at once:
+        ``lock.lost`` turns ``True``, its ``on_lost`` is called, an
+        ``async with`` block running under it is cancelled, and its ``with``
+        block ends in :class:`ferrolock.LockLost`. (Event listeners see that
+        release, by a handle restored from the token, as a release.)
+        """
+        if not isinstance(lock, ferrolock.Lock):
+            raise TypeError(f"expire_now takes a ferrolock.Lock (or an RWMutex's handle), not {type(lock).__name__}")
+        token = lock.token
+        if token is None:
+            raise ValueError(f"{lock!r} holds nothing: acquire it before expire_now")
+        client, names = lock.client, list(lock.names)
+        if lock.kind == "lock":
+            twin = client.lock(names, token=token, fair=lock.fair)
+        else:
+            rw = client.rwmutex(names[0], fair=lock.fair)
+            twin = rw.read(token=token) if lock.kind == "read" else rw.write(token=token)
+        twin.release()
+        with contextlib.suppress(ferrolock.LockNotOwned):
+            lock.extend()  # finds the hold gone: reported lost now, not at the next renewal
+
+    def hold_elsewhere(
+        self,
+        name: str,
+        *,
+        kind: str = "lock",
+        ttl: float = 30.0,
+        fair: bool = False,
+        metadata: Optional[str] = None,
+        timeout: float = 10.0,
+    ) -> Holder:
+        """Take ``name`` in another process (a Python child running ferrolock),
+        holding it until :meth:`Holder.release` (or the end of its ``with``
+        block), or until :meth:`Holder.crash` and then its ``ttl``.
+
+        Args:
+            kind: ``"lock"``, or ``"read"`` / ``"write"`` for an RWMutex.
+            timeout: seconds the other process may wait to take it.
+
+        Raises:
+            RuntimeError: it could not take the name within ``timeout``.
+        """
+        if kind not in ("lock", "read", "write"):
+            raise ValueError(f'kind must be "lock", "read" or "write", not {kind!r}')
+        args = dict(
+            url=self.url, prefix=self.prefix, name=name, kind=kind, ttl=ttl, fair=fair,
+            metadata=metadata, timeout=timeout,
+        )
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _HOLDER, json.dumps(args)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+        assert proc.stdout
+        token = proc.stdout.readline().strip()
+        if not token or token == "busy":
+            proc.kill()
+            proc.communicate(timeout=30)
+            raise RuntimeError(f"another process could not take {name!r} within {timeout} s")
+        return Holder(proc, token)
+
+    @contextlib.contextmanager
+    def pause_server(self, seconds: float = 60.0) -> Iterator[None]:
+        """Within the block, the server takes no writes (``CLIENT PAUSE ...
+        WRITE``: every lock step waits, then times out after the client's
+        ``command_timeout``); it serves again at the end of the block, or
+        after ``seconds`` at most. Every client of the server is paused: on a
+        shared ``REDIS_URL`` server, other users wait too."""
+        self.raw("CLIENT", "PAUSE", int(seconds * 1000), "WRITE")
+        try:
+            yield
+        finally:
+            self.raw("CLIENT", "UNPAUSE")
+
+    def delete_all(self) -> int:
+        """Delete every key under the prefix; returns how many there were."""
+        keys = self.raw.scan(_glob_escape(self.prefix) + "*")
+        for i in range(0, len(keys), 500):
+            self.raw("DEL", *keys[i:i + 500])
+        return len(keys)
+
+
+@pytest.fixture(scope="session")
+def ferrolock_redis_url() -> Iterator[str]:
+    """The URL of a throwaway redis-server for the session (or ``REDIS_URL``)."""
+    url = env_url()
+    if url:
+        yield url
+        return
+    server = RedisServer().start()
+    try:
+        yield server.url
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def ferrolock_prefix() -> str:
+    """A key prefix unique to this test."""
+    return f"test:{uuid.uuid4().hex[:12]}:"
+
+
+@pytest.fixture
+def ferrolock_helpers(ferrolock_redis_url: str, ferrolock_prefix: str) -> Helpers:
+    """Make a held lock expire now, hold a name from another process, pause the server."""
+    return Helpers(ferrolock_redis_url, ferrolock_prefix)
+
+
+@pytest.fixture
+def ferrolock_client(ferrolock_redis_url: str, ferrolock_prefix: str) -> Iterator["ferrolock.Client"]:
+    """A client whose keys live under a prefix of this test's own, all deleted at its end."""
+    client = ferrolock.Client(ferrolock_redis_url, prefix=ferrolock_prefix)
+    yield client
+    Helpers(ferrolock_redis_url, ferrolock_prefix).delete_all()
+
+
+@pytest.fixture
+def ferrolock_private_server() -> Iterator[RedisServer]:
+    """A redis-server of this test's own, which it may stop, kill or restart."""
+    server = RedisServer().start()
+    try:
+        yield server
+    finally:
+        server.close()

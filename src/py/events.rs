@@ -1,0 +1,262 @@
+//! The core's events, handed to Python listeners (`ferrolock.add_listener`)
+//! on a thread of their own: the core never waits for Python. The core is
+//! observed only while at least one listener is registered.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, LazyLock, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+
+use crate::events::{self, Event, Observer, Outcome};
+
+use super::runtime::exiting;
+
+/// Events waiting for the listeners' thread; beyond this many, new ones are
+/// dropped (and counted) rather than slowing the locks down.
+const QUEUE: usize = 65536;
+
+/// How long the listeners' thread gathers events after the first of a batch,
+/// and the most it delivers at once.
+const BATCH: Duration = Duration::from_millis(2);
+const MAX_BATCH: usize = 4096;
+
+/// One thing that happened to a lock of this process.
+#[pyclass(name = "LockEvent", module = "ferrolock", frozen)]
+pub struct LockEvent {
+    /// "acquired", "acquire_failed", "released", "lost", "renewed" or "woken".
+    #[pyo3(get)]
+    kind: &'static str,
+    /// "lock", "read" or "write".
+    #[pyo3(get)]
+    lock_kind: &'static str,
+    #[pyo3(get)]
+    fair: bool,
+    /// The wait (acquire), time held (released, lost) or latency (renewed).
+    #[pyo3(get)]
+    seconds: Option<f64>,
+    /// The outcome (acquire), cause (lost) or kind of wake-up (woken).
+    #[pyo3(get)]
+    detail: Option<&'static str>,
+    /// For an acquire: whether it could wait.
+    #[pyo3(get)]
+    blocking: bool,
+    /// Tells apart the holds alive at one time (None when nothing was held).
+    #[pyo3(get)]
+    hold: Option<u64>,
+    /// When it happened, in seconds since the epoch (as `time.time()`).
+    #[pyo3(get)]
+    time: f64,
+    names: Vec<String>,
+}
+
+#[pymethods]
+impl LockEvent {
+    /// Every name of the lock.
+    #[getter]
+    fn names<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, &self.names)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let r = |v: Bound<'_, PyAny>| v.repr().map(|r| r.to_string());
+        Ok(format!(
+            "LockEvent(kind={}, names={}, lock_kind={}, seconds={}, detail={})",
+            r(self.kind.into_pyobject(py)?.into_any())?,
+            r(self.names(py)?.into_any())?,
+            r(self.lock_kind.into_pyobject(py)?.into_any())?,
+            r(self.seconds.into_pyobject(py)?.into_any())?,
+            r(self.detail.into_pyobject(py)?.into_any())?,
+        ))
+    }
+}
+
+impl LockEvent {
+    fn new(event: &Event<'_>) -> LockEvent {
+        let subject = event.subject();
+        let time = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        let mut e = LockEvent {
+            kind: "",
+            lock_kind: subject.kind,
+            fair: subject.fair,
+            seconds: None,
+            detail: None,
+            blocking: false,
+            hold: None,
+            time,
+            names: subject.names.clone(),
+        };
+        match *event {
+            Event::Acquire { outcome, wait, blocking, hold, .. } => {
+                e.kind = if outcome == Outcome::Acquired { "acquired" } else { "acquire_failed" };
+                (e.seconds, e.detail, e.blocking, e.hold) =
+                    (Some(wait.as_secs_f64()), Some(outcome.as_str()), blocking, hold);
+            }
+            Event::Release { held, hold, .. } => {
+                (e.kind, e.seconds, e.hold) = ("released", Some(held.as_secs_f64()), Some(hold));
+            }
+            Event::Lost { cause, held, hold, .. } => {
+                (e.kind, e.seconds, e.detail, e.hold) =
+                    ("lost", Some(held.as_secs_f64()), Some(cause.as_str()), Some(hold));
+            }
+            Event::Renewed { latency, hold, .. } => {
+                (e.kind, e.seconds, e.hold) = ("renewed", Some(latency.as_secs_f64()), Some(hold));
+            }
+            Event::Woken { wakeup, .. } => (e.kind, e.detail) = ("woken", Some(wakeup.as_str())),
+        }
+        e
+    }
+}
+
+/// What the listeners' thread is given: an event, or a flush to answer
+/// once every event before it went out.
+enum Message {
+    Event(LockEvent),
+    Flush(SyncSender<()>),
+}
+
+const THREAD: &str = "ferrolock-events";
+
+/// Queues each event for the listeners' thread (started in each process
+/// on its first event).
+struct Forwarder {
+    queue: Mutex<Option<(u32, SyncSender<Message>)>>,
+    dropped: AtomicU64,
+}
+
+impl Observer for Forwarder {
+    fn notify(&self, event: &Event<'_>) {
+        let event = LockEvent::new(event);
+        let mut queue = self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let pid = std::process::id();
+        if queue.as_ref().is_none_or(|(owner, _)| *owner != pid) {
+            let (tx, rx) = sync_channel(QUEUE);
+            let started = std::thread::Builder::new().name(THREAD.into()).spawn(move || deliver(&rx));
+            if started.is_err() {
+                return;
+            }
+            *queue = Some((pid, tx));
+        }
+        let (_, tx) = queue.as_ref().expect("just made");
+        if let Err(TrySendError::Full(_)) = tx.try_send(Message::Event(event)) {
+            if self.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
+                log::warn!("event listeners fall behind: events are being dropped");
+            }
+        }
+    }
+}
+
+static LISTENERS: Mutex<Vec<Py<PyAny>>> = Mutex::new(Vec::new());
+static FORWARDER: LazyLock<Arc<Forwarder>> =
+    LazyLock::new(|| Arc::new(Forwarder { queue: Mutex::new(None), dropped: AtomicU64::new(0) }));
+
+fn forwarder() -> Arc<dyn Observer> {
+    FORWARDER.clone()
+}
+
+/// The listeners' thread: calls each listener with each event, in order.
+/// Events are taken in batches (what comes within `BATCH` of the first),
+/// each delivered under one hold of the GIL: the threads that take locks
+/// then rarely wait for the GIL while listeners run.
+fn deliver(messages: &Receiver<Message>) {
+    while let Ok(first) = messages.recv() {
+        if exiting() {
+            return;
+        }
+        let mut batch = vec![first];
+        let until = Instant::now() + BATCH;
+        while batch.len() < MAX_BATCH && !matches!(batch.last(), Some(Message::Flush(_))) {
+            match messages.recv_timeout(until.saturating_duration_since(Instant::now())) {
+                Ok(message) => batch.push(message),
+                Err(_) => break,
+            }
+        }
+        Python::attach(|py| {
+            let listeners: Vec<Py<PyAny>> =
+                LISTENERS.lock().unwrap().iter().map(|l| l.clone_ref(py)).collect();
+            for message in batch {
+                let event = match message {
+                    Message::Event(event) => event,
+                    Message::Flush(done) => {
+                        let _ = done.try_send(());
+                        continue;
+                    }
+                };
+                let Ok(event) = Py::new(py, event) else { continue };
+                for listener in &listeners {
+                    if let Err(e) = listener.call1(py, (event.clone_ref(py),)) {
+                        e.write_unraisable(py, Some(listener.bind(py)));
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// Waits until the listeners have been called with every event so far (at
+/// most `timeout` seconds, forever when None); returns whether they were.
+#[pyfunction]
+#[pyo3(signature = (timeout=None))]
+pub fn flush_events(py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+    let limit = super::args::optional_seconds("timeout", timeout)?;
+    if std::thread::current().name() == Some(THREAD) {
+        return Err(pyo3::exceptions::PyRuntimeError::new_err(
+            "flush_events was called by a listener: it would wait for itself",
+        ));
+    }
+    let queue = FORWARDER.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+    let tx = match queue {
+        Some((pid, tx)) if pid == std::process::id() => tx,
+        _ => return Ok(true), // no event yet in this process
+    };
+    let (done_tx, done_rx) = sync_channel(1);
+    Ok(py.detach(move || {
+        if tx.send(Message::Flush(done_tx)).is_err() {
+            return true;
+        }
+        match limit {
+            Some(limit) => done_rx.recv_timeout(limit).is_ok(),
+            None => done_rx.recv().is_ok(),
+        }
+    }))
+}
+
+/// Calls `listener(event)` for every event of this process's locks, on a
+/// thread of ferrolock's.
+#[pyfunction]
+pub fn add_listener(listener: &Bound<'_, PyAny>) -> PyResult<()> {
+    if !listener.is_callable() {
+        return Err(PyTypeError::new_err("a listener must be callable: it is called with each LockEvent"));
+    }
+    let mut all = LISTENERS.lock().unwrap();
+    all.push(listener.clone().unbind());
+    if all.len() == 1 {
+        events::observe(forwarder());
+    }
+    Ok(())
+}
+
+/// Stops calling `listener`; when no listener is left, events cost nothing.
+#[pyfunction]
+pub fn remove_listener(listener: &Bound<'_, PyAny>) -> PyResult<()> {
+    let mut all = LISTENERS.lock().unwrap();
+    let Some(i) = all.iter().position(|l| l.bind(listener.py()).is(listener)) else {
+        return Err(PyValueError::new_err(
+            "this listener was not added (or was removed already): pass the object given to add_listener",
+        ));
+    };
+    all.remove(i);
+    if all.is_empty() {
+        events::unobserve(&forwarder());
+    }
+    Ok(())
+}
+
+/// Events dropped because the listeners fell more than 65536 behind.
+#[pyfunction]
+pub fn _dropped_events() -> u64 {
+    FORWARDER.dropped.load(Ordering::Relaxed)
+}

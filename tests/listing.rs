@@ -1,0 +1,100 @@
+//! Listing and describing names, and forcing an RWMutex free, against a real
+//! redis-server: what the `ferrolock` command line shows an operator.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{client, lock, quick, wait_for_zcard};
+use ferrolock::keys::Kind;
+use ferrolock::{ClientOptions, Lock, LockOptions, RwMutex, Wait};
+
+#[tokio::test]
+async fn scan_lists_holders_waiters_and_readers_under_the_prefix_only() {
+    let c = client().await;
+    let meta = LockOptions { metadata: Some("host-a".into()), ..quick(30_000) };
+    let held = lock(&c, "jobs:{nightly}%", meta);
+    assert!(held.acquire(Wait::No).await.unwrap());
+    let fair = LockOptions { fair: true, ..quick(30_000) };
+    let head = lock(&c, "jobs:fair", fair.clone());
+    assert!(head.acquire(Wait::No).await.unwrap());
+    let waiter = lock(&c, "jobs:fair", fair);
+    let waiting = tokio::spawn(async move { waiter.acquire(Wait::Forever).await });
+    wait_for_zcard(&[&c.keys().fair("jobs:fair").queue], 1).await;
+
+    let rw = RwMutex::new(c.clone(), "doc".into(), true).unwrap();
+    let readers = [rw.read(quick(30_000), None).unwrap(), rw.read(quick(30_000), None).unwrap()];
+    for r in &readers {
+        assert!(r.acquire(Wait::No).await.unwrap());
+    }
+    let writer = rw.write(quick(30_000), None).unwrap();
+    assert!(!writer.acquire(Wait::Until(Instant::now() + Duration::from_millis(30))).await.unwrap());
+    // A writer that gave up withdrew its intent: make one that stays.
+    let stays = rw.write(quick(30_000), None).unwrap();
+    let intent = tokio::spawn(async move { stays.acquire(Wait::Forever).await });
+
+    let other = ferrolock::Client::connect(ClientOptions {
+        prefix: format!("{}other:", c.options().prefix),
+        ..c.options().clone()
+    })
+    .await
+    .unwrap();
+    let foreign = lock(&other, "jobs:foreign", quick(30_000));
+    assert!(foreign.acquire(Wait::No).await.unwrap());
+
+    // The spawned writer's intent shows in Redis only: look until it does.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let all = loop {
+        let all = c.scan("*").await.unwrap();
+        if all.iter().any(|s| s.intent_pttl_ms.is_some()) {
+            break all;
+        }
+        assert!(Instant::now() < deadline, "the waiting writer left no intent");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    let seen: Vec<(&str, Kind)> = all.iter().map(|s| (s.name.as_str(), s.kind)).collect();
+    assert_eq!(seen, [("doc", Kind::RwMutex), ("jobs:fair", Kind::Lock), ("jobs:{nightly}%", Kind::Lock)]);
+    let nightly = &all[2];
+    let holder = nightly.holder.as_ref().unwrap();
+    assert_eq!(holder.token, held.token().unwrap());
+    assert_eq!(holder.metadata.as_deref(), Some("host-a"));
+    assert_eq!(holder.fence, held.fence().unwrap());
+    assert!(holder.pttl_ms > 20_000);
+    assert_eq!(all[1].queued_writers, 1);
+    assert_eq!(all[1].waiters(), 1);
+    let doc = &all[0];
+    assert!(doc.holder.is_none());
+    let mut tokens: Vec<&str> = doc.readers.iter().map(|r| r.token.as_str()).collect();
+    tokens.sort_unstable();
+    let mut expected: Vec<String> = readers.iter().map(|r| r.token().unwrap()).collect();
+    expected.sort_unstable();
+    assert_eq!(tokens, expected);
+    assert!(doc.readers.iter().all(|r| r.pttl_ms > 20_000));
+
+    let only: Vec<String> = c.scan("jobs:*").await.unwrap().into_iter().map(|s| s.name).collect();
+    assert_eq!(only, ["jobs:fair", "jobs:{nightly}%"]);
+    let braces: Vec<String> = c.scan("jobs:{n?ghtly}?").await.unwrap().into_iter().map(|s| s.name).collect();
+    assert_eq!(braces, ["jobs:{nightly}%"]);
+    assert!(c.scan("nothing*").await.unwrap().is_empty());
+    assert!(matches!(c.scan("").await, Err(ferrolock::Error::InvalidArgument(_))));
+
+    assert_eq!(rw.force_release().await.unwrap(), (false, 2));
+    assert!(intent.await.unwrap().unwrap(), "the waiting writer gets in once the readers are gone");
+    head.release().await.unwrap();
+    assert!(waiting.await.unwrap().unwrap());
+    assert_eq!(c.state_of("doc").await.unwrap()[0].holder.as_ref().map(|h| h.fence > 0), Some(true));
+}
+
+#[tokio::test]
+async fn a_free_name_has_no_state() {
+    let c = client().await;
+    assert!(c.state_of("free").await.unwrap().is_empty());
+    let l: Lock = lock(&c, "free", quick(5000));
+    assert!(l.acquire(Wait::No).await.unwrap());
+    let states = c.state_of("free").await.unwrap();
+    assert_eq!(states.len(), 1);
+    assert_eq!(states[0].kind, Kind::Lock);
+    l.release().await.unwrap();
+    assert!(c.state_of("free").await.unwrap().is_empty());
+    assert!(c.scan("*").await.unwrap().is_empty());
+}

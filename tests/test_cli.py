@@ -1,0 +1,284 @@
+"""The `ferrolock` command line, run as its console script in a subprocess
+against a real redis-server."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import ferrolock
+from ferrolock import cli
+from ferrolock.testing import free_port
+from helpers import wait_for
+
+FERROLOCK = str(Path(sys.executable).parent / "ferrolock")
+
+
+def run(redis_url, prefix, *args, **kw):
+    """The console script with this test's server and prefix; returns the finished process."""
+    kw.setdefault("timeout", 60)
+    return subprocess.run(
+        [FERROLOCK, "--url", redis_url, "--prefix", prefix, *args], capture_output=True, text=True, **kw
+    )
+
+
+def start(redis_url, prefix, *args, **kw):
+    """The console script, left running; its stdout (and CMD's) is a pipe."""
+    env = {**os.environ, "REDIS_URL": redis_url, "FERROLOCK_PREFIX": prefix}
+    return subprocess.Popen([FERROLOCK, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **kw)
+
+
+def py(code: str) -> list:
+    """A command running a Python snippet."""
+    return [sys.executable, "-c", textwrap.dedent(code)]
+
+
+def test_version_and_help_with_examples_and_exit_codes():
+    version = subprocess.run([FERROLOCK, "--version"], capture_output=True, text=True)
+    assert version.returncode == 0
+    assert version.stdout.strip() == f"ferrolock {ferrolock.__version__}"
+    helped = subprocess.run([FERROLOCK, "--help"], capture_output=True, text=True)
+    assert helped.returncode == 0
+    for text in ("examples:", "ferrolock run reports:nightly", "exit codes:", "76", "75", "69"):
+        assert text in helped.stdout
+    as_module = subprocess.run([sys.executable, "-m", "ferrolock", "run", "--help"], capture_output=True, text=True)
+    assert as_module.returncode == 0 and "--grace" in as_module.stdout
+
+
+def test_ls_shows_holders_readers_and_waiters(redis_url, prefix, client, ferrolock_helpers):
+    held = client.lock("jobs:nightly", metadata="host-a")
+    assert held.acquire(blocking=False)
+    reader = client.rwmutex("doc").read()
+    assert reader.acquire(blocking=False)
+    with ferrolock_helpers.hold_elsewhere("jobs:fair", fair=True):
+        waiter = client.lock("jobs:fair", fair=True, ttl=5)
+        assert not waiter.acquire(timeout=0.05)  # leaves the queue when it gives up
+        table = run(redis_url, prefix, "ls")
+        assert table.returncode == 0, table.stderr
+        lines = table.stdout.splitlines()
+        assert lines[0].split() == ["NAME", "KIND", "HOLDER", "TTL", "FENCE", "WAITERS", "METADATA"]
+        rows = {line.split()[0]: line for line in lines[1:]}
+        assert set(rows) == {"doc", "jobs:fair", "jobs:nightly"}
+        assert held.token in rows["jobs:nightly"] and "host-a" in rows["jobs:nightly"]
+        assert str(held.fence) in rows["jobs:nightly"]
+        assert "1 reader" in rows["doc"] and "rwmutex" in rows["doc"]
+
+        listed = run(redis_url, prefix, "ls", "jobs:*", "--json")
+        assert listed.returncode == 0
+        states = json.loads(listed.stdout)
+        assert [s["name"] for s in states] == ["jobs:fair", "jobs:nightly"]
+        nightly = states[1]
+        assert nightly["holder"]["token"] == held.token
+        assert nightly["holder"]["metadata"] == "host-a"
+        assert 0 < nightly["holder"]["ttl"] <= 30
+    other = run(redis_url, prefix + "x:", "ls")
+    assert other.returncode == 0 and "no lock matches" in other.stdout
+
+
+def test_ls_counts_fair_waiters(redis_url, prefix, client, ferrolock_helpers):
+    with ferrolock_helpers.hold_elsewhere("q", fair=True):
+        waiting = start(redis_url, prefix, "run", "q", "--fair", "--", "true")
+        try:
+            # The waiting `run` is in the queue once Redis says so.
+            wait_for(lambda: client.describe("q")[0].waiters == 1, 10, "the fair waiter in the queue")
+            listed = json.loads(run(redis_url, prefix, "ls", "q", "--json").stdout)
+            assert listed[0]["waiters"] == 1 and listed[0]["queued_writers"] == 1
+        finally:
+            waiting.send_signal(signal.SIGTERM)
+            waiting.communicate(timeout=30)
+            assert waiting.returncode == 128 + signal.SIGTERM
+    assert client.describe("q") == [], "the interrupted waiter left nothing behind"
+
+
+def test_inspect_tells_everything_and_exits_1_when_free(redis_url, prefix, client):
+    writer = client.rwmutex("doc").write(metadata="migration 7")
+    assert writer.acquire(blocking=False)
+    shown = run(redis_url, prefix, "inspect", "doc")
+    assert shown.returncode == 0
+    assert "doc (rwmutex)" in shown.stdout and writer.token in shown.stdout and "migration 7" in shown.stdout
+    as_json = json.loads(run(redis_url, prefix, "inspect", "doc", "--json").stdout)
+    assert as_json[0]["holder"]["fence"] == writer.fence
+    free = run(redis_url, prefix, "inspect", "nothing")
+    assert free.returncode == cli.NOT_FOUND and "is free" in free.stdout
+    assert json.loads(run(redis_url, prefix, "inspect", "nothing", "--json").stdout) == []
+
+
+def test_release_force_removes_and_logs_what_it_removed(redis_url, prefix, client):
+    held = client.lock("stuck", metadata="dead host")
+    assert held.acquire(blocking=False)
+    refused = run(redis_url, prefix, "release", "stuck")
+    assert refused.returncode == cli.USAGE and "--force" in refused.stderr
+    assert client.inspect("stuck") is not None
+    forced = run(redis_url, prefix, "release", "stuck", "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert held.token in forced.stderr and "dead host" in forced.stderr
+    assert client.inspect("stuck") is None
+    again = run(redis_url, prefix, "release", "stuck", "--force")
+    assert again.returncode == cli.NOT_FOUND and "not held" in again.stdout
+
+    readers = [client.rwmutex("doc").read() for _ in range(2)]
+    for r in readers:
+        assert r.acquire(blocking=False)
+    out = run(redis_url, prefix, "release", "doc", "--force", "--json")
+    assert out.returncode == 0
+    assert len(json.loads(out.stdout)["released"][0]["readers"]) == 2
+    assert client.rwmutex("doc").readers() == 0
+
+
+@pytest.mark.parametrize("answer, removed", [("n", False), ("y", True)])
+def test_release_asks_on_a_terminal(redis_url, prefix, client, answer, removed):
+    held = client.lock("stuck")
+    assert held.acquire(blocking=False)
+    controller, terminal = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [FERROLOCK, "release", "stuck", "--force", "--url", redis_url, "--prefix", prefix],  # options last
+            stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        os.write(controller, f"{answer}\n".encode())
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    assert "[y/N]" in out and held.token in out
+    assert proc.returncode == (0 if removed else cli.NOT_FOUND)
+    assert (client.inspect("stuck") is None) == removed
+
+
+def test_run_holds_while_cmd_runs_and_passes_its_exit_code(redis_url, prefix, client):
+    cmd = py(
+        f"""
+        import sys, ferrolock
+        info = ferrolock.Client({redis_url!r}, prefix={prefix!r}).inspect("job")
+        print(info.metadata, flush=True)
+        sys.exit(7)
+        """
+    )
+    done = run(redis_url, prefix, "run", "job", "--", *cmd)
+    assert done.returncode == 7, done.stderr
+    assert done.stdout.startswith("ferrolock run on ") and "sys.exit(7)" in done.stdout
+    assert client.inspect("job") is None, "released when CMD exited"
+    ok = run(redis_url, prefix, "run", "job", "--metadata", "mine", "--", *py("print(1)"))
+    assert ok.returncode == 0 and ok.stdout == "1\n"
+    killed = run(redis_url, prefix, "run", "job", "--", "sh", "-c", "kill -USR1 $$")
+    assert killed.returncode == 128 + signal.SIGUSR1
+
+
+def test_run_gives_up_at_its_timeout_without_running_cmd(redis_url, prefix, client, tmp_path):
+    held = client.lock("job")
+    assert held.acquire(blocking=False)
+    marker = tmp_path / "ran"
+    out = run(redis_url, prefix, "run", "job", "--timeout", "0.2", "--", "touch", str(marker))
+    assert out.returncode == cli.TIMED_OUT and "not acquired" in out.stderr
+    assert not marker.exists()
+    once = run(redis_url, prefix, "run", "job", "--timeout", "0", "--", "touch", str(marker))
+    assert once.returncode == cli.TIMED_OUT and not marker.exists()
+    assert client.inspect("job").token == held.token
+
+
+def test_run_stops_cmd_with_sigterm_when_the_lock_is_lost(redis_url, prefix, client):
+    cmd = py(
+        """
+        import signal, sys, time
+        def term(*_):
+            print("got SIGTERM", flush=True)
+            sys.exit(0)
+        signal.signal(signal.SIGTERM, term)
+        print("started", flush=True)
+        time.sleep(120)
+        """
+    )
+    proc = start(redis_url, prefix, "run", "job", "--ttl", "0.6", "--", *cmd)
+    assert proc.stdout.readline() == "started\n"
+    assert client.force_release("job")  # the watchdog finds it gone within ttl/3
+    out, err = proc.communicate(timeout=60)
+    assert out == "got SIGTERM\n"
+    assert proc.returncode == cli.LOST, err
+    assert "lost" in err
+
+
+def test_run_kills_cmd_that_ignores_sigterm_after_the_grace(redis_url, prefix, client):
+    cmd = py(
+        """
+        import signal, time
+        signal.signal(signal.SIGTERM, lambda *_: print("ignoring SIGTERM", flush=True))
+        print("started", flush=True)
+        while True:
+            time.sleep(1)
+        """
+    )
+    proc = start(redis_url, prefix, "run", "job", "--ttl", "0.6", "--grace", "0.3", "--", *cmd)
+    assert proc.stdout.readline() == "started\n"
+    assert client.force_release("job")
+    out, _ = proc.communicate(timeout=60)
+    assert out == "ignoring SIGTERM\n"
+    assert proc.returncode == cli.LOST
+
+
+def test_run_passes_signals_to_cmd(redis_url, prefix, client):
+    cmd = py(
+        """
+        import signal, sys, time
+        signal.signal(signal.SIGUSR1, lambda *_: print("usr1", flush=True))
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(5))
+        print("started", flush=True)
+        time.sleep(120)
+        """
+    )
+    proc = start(redis_url, prefix, "run", "job", "--", *cmd)
+    assert proc.stdout.readline() == "started\n"
+    proc.send_signal(signal.SIGUSR1)
+    assert proc.stdout.readline() == "usr1\n"
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 5
+    assert client.inspect("job") is None
+
+
+def test_run_reports_a_missing_command(redis_url, prefix, client):
+    out = run(redis_url, prefix, "run", "job", "--", "/nonexistent/command")
+    assert out.returncode == cli.NOT_FOUND_CMD and "not found" in out.stderr
+    assert client.inspect("job") is None
+    assert run(redis_url, prefix, "run", "job").returncode == cli.USAGE
+
+
+def test_wait_blocks_until_free(redis_url, prefix, client):
+    held = client.lock("job")
+    assert held.acquire(blocking=False)
+    timed_out = run(redis_url, prefix, "wait", "job", "--timeout", "0.1")
+    assert timed_out.returncode == cli.TIMED_OUT
+    waiting = start(redis_url, prefix, "wait", "job", "--timeout", "60", "--json")
+    held.release()
+    out, err = waiting.communicate(timeout=60)
+    assert waiting.returncode == 0, err
+    assert json.loads(out) == {"name": "job", "free": True}
+    assert run(redis_url, prefix, "wait", "never-held").returncode == 0
+
+
+def test_bad_patterns_and_names_say_what_to_do(client):
+    with pytest.raises(ValueError, match='use "\\*"'):
+        client.scan("")
+    with pytest.raises(TypeError, match="pattern must be str"):
+        client.scan(42)
+    with pytest.raises(ValueError, match="empty"):
+        client.describe("")
+    assert client.scan() == client.scan("*") == []
+
+
+def test_connection_and_usage_errors_have_their_own_codes(prefix):
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    unreachable = run(dead, prefix, "ls")
+    assert unreachable.returncode == cli.UNAVAILABLE and "cannot reach Redis" in unreachable.stderr
+    assert unreachable.stderr.count("cannot reach") == 1
+    bad_url = run("redis://h:notaport", prefix, "ls")
+    assert bad_url.returncode == cli.USAGE and "URL" in bad_url.stderr
+    bad_ttl = run(dead, prefix, "run", "x", "--ttl", "-1", "--", "true")
+    assert bad_ttl.returncode == cli.USAGE and "--ttl" in bad_ttl.stderr
