@@ -10,8 +10,9 @@ use crate::lock::check_name;
 use crate::scripts::Record;
 
 use super::args;
+use super::coro::{coroutine, Cancel, Operation};
 use super::lock::PyLock;
-use super::runtime::{awaitable, wait};
+use super::runtime::wait;
 use super::rwmutex::PyRwMutex;
 
 #[pyclass(name = "Client", module = "ferrolock", subclass, frozen)]
@@ -135,9 +136,9 @@ impl PyClient {
         wait(py, async move { client.force_release(&name).await })
     }
 
-    fn aforce_release<'py>(&self, py: Python<'py>, name: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    fn aforce_release(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<Py<Operation>> {
         let (client, name) = (self.core.clone(), checked(name)?);
-        awaitable(py, async move { Ok(client.force_release(&name).await?) })
+        coroutine(py, "Client.aforce_release", Cancel::Drop, async move { client.force_release(&name).await })
     }
 
     /// Who holds `name` (token, metadata, fence, ttl), or None.
@@ -146,9 +147,11 @@ impl PyClient {
         wait(py, async move { Ok(client.inspect(&name).await?.map(|r| LockInfo::new(name, r))) })
     }
 
-    fn ainspect<'py>(&self, py: Python<'py>, name: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    fn ainspect(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<Py<Operation>> {
         let (client, name) = (self.core.clone(), checked(name)?);
-        awaitable(py, async move { Ok(client.inspect(&name).await?.map(|r| LockInfo::new(name, r))) })
+        coroutine(py, "Client.ainspect", Cancel::Drop, async move {
+            Ok(client.inspect(&name).await?.map(|r| LockInfo::new(name, r)))
+        })
     }
 
     #[getter]

@@ -1,7 +1,7 @@
 //! The exception tree and the one place core errors become Python exceptions.
 
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::exceptions::{PyConnectionError, PyException, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple, PyType};
@@ -10,7 +10,6 @@ use crate::error::Error;
 
 create_exception!(ferrolock, LockError, PyException, "Base class of every ferrolock error.");
 create_exception!(ferrolock, LockNotAcquired, LockError, "The lock could not be taken in the time allowed.");
-create_exception!(ferrolock, LockNotOwned, LockError, "This handle does not hold the lock (any more).");
 create_exception!(
     ferrolock,
     LockLost,
@@ -19,39 +18,60 @@ create_exception!(
 );
 
 static CONNECTION_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static NOT_OWNED: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 /// `LockConnectionError`: both a `LockError` and a builtin `ConnectionError`.
 pub fn connection_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     CONNECTION_ERROR
         .get_or_try_init(py, || {
-            let bases = PyTuple::new(
-                py,
-                [py.get_type::<LockError>(), py.get_type::<pyo3::exceptions::PyConnectionError>()],
-            )?;
-            let ns = PyDict::new(py);
-            ns.set_item("__module__", "ferrolock")?;
-            ns.set_item(
-                "__doc__",
-                "Redis could not be reached, refused the credentials, or did not answer in time.",
-            )?;
-            let ty = py.get_type::<PyType>().call1(("LockConnectionError", bases, ns))?;
-            Ok(ty.cast_into::<PyType>()?.unbind())
+            let doc = "Redis could not be reached, refused the credentials, or did not answer in time.";
+            both(py, "LockConnectionError", &py.get_type::<PyConnectionError>(), doc)
         })
         .map(|t| t.bind(py))
+}
+
+/// `LockNotOwned`: both a `LockError` and a builtin `RuntimeError`, as
+/// `threading.Lock.release()` raises for a lock it does not hold.
+pub fn not_owned_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    NOT_OWNED
+        .get_or_try_init(py, || {
+            let doc = "This handle does not hold the lock (any more).";
+            both(py, "LockNotOwned", &py.get_type::<PyRuntimeError>(), doc)
+        })
+        .map(|t| t.bind(py))
+}
+
+/// A `ferrolock.<name>` exception class deriving from `LockError` and `builtin`.
+fn both(py: Python<'_>, name: &str, builtin: &Bound<'_, PyType>, doc: &str) -> PyResult<Py<PyType>> {
+    let bases = PyTuple::new(py, [py.get_type::<LockError>(), builtin.clone()])?;
+    let ns = PyDict::new(py);
+    ns.set_item("__module__", "ferrolock")?;
+    ns.set_item("__doc__", doc)?;
+    let ty = py.get_type::<PyType>().call1((name, bases, ns))?;
+    Ok(ty.cast_into::<PyType>()?.unbind())
+}
+
+fn dual(ty: fn(Python<'_>) -> PyResult<&Bound<'_, PyType>>, message: String) -> PyErr {
+    Python::attach(|py| match ty(py) {
+        Ok(ty) => PyErr::from_type(ty.clone(), message),
+        Err(e) => e,
+    })
+}
+
+/// A `LockNotOwned` error.
+pub fn not_owned(message: String) -> PyErr {
+    dual(not_owned_error, message)
 }
 
 impl From<Error> for PyErr {
     fn from(e: Error) -> PyErr {
         match e {
             Error::NotAcquired(m) => LockNotAcquired::new_err(m),
-            Error::NotOwned(m) => LockNotOwned::new_err(m),
+            Error::NotOwned(m) => not_owned(m),
             Error::Lost(m) => LockLost::new_err(m),
             Error::InvalidArgument(m) => PyValueError::new_err(m),
             Error::Redis(m) => LockError::new_err(m),
-            Error::Connection(m) => Python::attach(|py| match connection_error(py) {
-                Ok(ty) => PyErr::from_type(ty.clone(), m),
-                Err(e) => e,
-            }),
+            Error::Connection(m) => dual(connection_error, m),
         }
     }
 }

@@ -12,10 +12,12 @@ use crate::lock::{Lock, Wait};
 
 use super::args;
 use super::client::{LockInfo, PyClient};
-use super::errors::{internal_error, LockLost, LockNotAcquired};
+use super::coro::{coroutine, undoable, Cancel, Operation};
+use super::errors::{LockLost, LockNotAcquired};
 use super::options::HandleOptions;
 use super::retry::PyRetry;
-use super::runtime::{awaitable, awaitable_or_undo, call_soon, runtime, wait, wait_interruptible};
+use super::runtime::runtime;
+use super::runtime::{call_soon, wait, wait_interruptible};
 
 #[pyclass(name = "Lock", module = "ferrolock", frozen)]
 pub struct PyLock {
@@ -97,21 +99,14 @@ fn acquire_blocking(py: Python<'_>, core: &Arc<Lock>, wait_for: Wait) -> PyResul
     wait_interruptible(py, core.client(), core.acquire(wait_for))
 }
 
-/// Starts the release at once, on its own task: cancelling whoever awaits it
-/// (even before the awaitable first runs) does not stop it.
-fn release_now(core: &Arc<Lock>) -> tokio::task::JoinHandle<crate::error::Result<()>> {
-    let core = core.clone();
-    runtime().spawn(async move { core.release().await })
-}
-
 /// Gives back a hold whose acquire nobody received (its awaiter was cancelled).
-fn undo_acquire(core: &Arc<Lock>) -> impl FnOnce() + Send + 'static {
+fn undo_acquire(core: &Arc<Lock>) -> Box<dyn FnOnce() + Send> {
     let core = core.clone();
-    move || {
+    Box::new(move || {
         runtime().spawn(async move {
             let _ = core.release().await;
         });
-    }
+    })
 }
 
 /// The end of a `with` block. A lost hold raises `LockLost`, unless the body
@@ -175,25 +170,22 @@ impl PyLock {
     }
 
     #[pyo3(signature = (blocking=true, timeout=None))]
-    fn aacquire<'py>(
+    fn aacquire(
         &self,
-        py: Python<'py>,
+        py: Python<'_>,
         blocking: bool,
-        timeout: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+        timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<Operation>> {
         let wait_for = args::wait(blocking, timeout)?;
         let core = self.core.clone();
-        awaitable_or_undo(
-            py,
-            async move {
-                // Adopting a restored hold takes nothing new: if nobody
-                // receives the answer, the hold stays its owner's.
-                let adopting = core.is_restored();
-                let acquired = core.acquire(wait_for).await?;
-                Ok((acquired, acquired && !adopting))
-            },
-            undo_acquire(&self.core),
-        )
+        let fut = async move {
+            // Adopting a restored hold takes nothing new: if nobody receives
+            // the answer, the hold stays its owner's.
+            let adopting = core.is_restored();
+            let acquired = core.acquire(wait_for).await?;
+            Ok((acquired, acquired && !adopting))
+        };
+        undoable(py, "Lock.aacquire", Cancel::Drop, fut, Some(undo_acquire(&self.core)))
     }
 
     fn release(&self, py: Python<'_>) -> PyResult<()> {
@@ -202,9 +194,9 @@ impl PyLock {
     }
 
     /// Releases even when the awaiting task is cancelled.
-    fn arelease<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let releasing = release_now(&self.core);
-        awaitable(py, async move { releasing.await.map_err(|e| internal_error(&e))?.map_err(PyErr::from) })
+    fn arelease(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
+        let core = self.core.clone();
+        coroutine(py, "Lock.arelease", Cancel::Finish, async move { core.release().await })
     }
 
     #[pyo3(signature = (ttl=None))]
@@ -214,9 +206,9 @@ impl PyLock {
     }
 
     #[pyo3(signature = (ttl=None))]
-    fn aextend<'py>(&self, py: Python<'py>, ttl: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+    fn aextend(&self, py: Python<'_>, ttl: Option<&Bound<'_, PyAny>>) -> PyResult<Py<Operation>> {
         let (core, ttl) = (self.core.clone(), args::optional_seconds("ttl", ttl)?);
-        awaitable(py, async move { Ok(core.extend(ttl).await?) })
+        coroutine(py, "Lock.aextend", Cancel::Drop, async move { core.extend(ttl).await })
     }
 
     fn locked(&self, py: Python<'_>) -> PyResult<bool> {
@@ -224,9 +216,9 @@ impl PyLock {
         wait(py, async move { core.locked().await })
     }
 
-    fn alocked<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    fn alocked(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
         let core = self.core.clone();
-        awaitable(py, async move { Ok(core.locked().await?) })
+        coroutine(py, "Lock.alocked", Cancel::Drop, async move { core.locked().await })
     }
 
     fn owned(&self, py: Python<'_>) -> PyResult<bool> {
@@ -234,9 +226,9 @@ impl PyLock {
         wait(py, async move { core.owned().await })
     }
 
-    fn aowned<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    fn aowned(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
         let core = self.core.clone();
-        awaitable(py, async move { Ok(core.owned().await?) })
+        coroutine(py, "Lock.aowned", Cancel::Drop, async move { core.owned().await })
     }
 
     /// Seconds left on this handle's hold, or None when it holds nothing.
@@ -245,17 +237,19 @@ impl PyLock {
         wait(py, async move { Ok(core.remaining().await?.map(|d| d.as_secs_f64())) })
     }
 
-    fn attl<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    fn attl(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
         let core = self.core.clone();
-        awaitable(py, async move { Ok(core.remaining().await?.map(|d| d.as_secs_f64())) })
+        coroutine(py, "Lock.attl", Cancel::Drop, async move {
+            Ok(core.remaining().await?.map(|d| d.as_secs_f64()))
+        })
     }
 
     /// Resolves when the current hold ends: True if it was lost, False if it
     /// was released. At once when nothing is held.
-    fn wait_lost<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let lease = self.core.is_held().then(|| self.core.lease()).flatten();
-        awaitable(py, async move {
-            Ok(match lease {
+    fn wait_lost(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
+        let core = self.core.clone();
+        coroutine(py, "Lock.wait_lost", Cancel::Drop, async move {
+            Ok(match core.is_held().then(|| core.lease()).flatten() {
                 Some(lease) => lease.wait_ended().await,
                 None => false,
             })
@@ -328,7 +322,7 @@ impl PyLock {
         finish(&self.core, released, body_raised)
     }
 
-    fn __aenter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+    fn __aenter__(slf: &Bound<'_, Self>) -> PyResult<Py<Operation>> {
         let py = slf.py();
         let me = slf.get();
         let asyncio = py.import("asyncio")?;
@@ -343,35 +337,32 @@ impl PyLock {
         let not_acquired = me.not_acquired();
         let handle = slf.clone().unbind();
         let undo = undo_acquire(&me.core);
-        awaitable_or_undo(
-            py,
-            async move {
-                let adopting = core.is_restored();
-                if !core.acquire(wait_for).await? {
-                    return Err(not_acquired);
-                }
-                *slot.lock().unwrap() = Some(scope);
-                if let Some(lease) = core.lease() {
-                    lease.on_lost(Box::new(move |_| {
-                        call_soon(move |py| {
-                            let _ = event_loop.call_method1(py, "call_soon_threadsafe", (hook_scope,));
-                        });
-                    }));
-                }
-                Ok((handle, !adopting))
-            },
-            undo,
-        )
+        let fut = async move {
+            let adopting = core.is_restored();
+            if !core.acquire(wait_for).await? {
+                return Err(not_acquired);
+            }
+            *slot.lock().unwrap() = Some(scope);
+            if let Some(lease) = core.lease() {
+                lease.on_lost(Box::new(move |_| {
+                    call_soon(move |py| {
+                        let _ = event_loop.call_method1(py, "call_soon_threadsafe", (hook_scope,));
+                    });
+                }));
+            }
+            Ok((handle, !adopting))
+        };
+        undoable(py, "Lock.__aenter__", Cancel::Drop, fut, Some(undo))
     }
 
     #[pyo3(signature = (exc_type, exc=None, _tb=None))]
-    fn __aexit__<'py>(
+    fn __aexit__(
         &self,
-        py: Python<'py>,
-        exc_type: &Bound<'py, PyAny>,
-        exc: Option<&Bound<'py, PyAny>>,
-        _tb: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+        py: Python<'_>,
+        exc_type: &Bound<'_, PyAny>,
+        exc: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<Operation>> {
         let mut body_raised = exc.filter(|e| !e.is_none()).map(|e| e.clone().unbind());
         if let Some(scope) = self.scope.lock().unwrap().take() {
             let scope = scope.get();
@@ -386,14 +377,12 @@ impl PyLock {
                 }
             }
         }
-        let (core, releasing) = (self.core.clone(), release_now(&self.core));
-        awaitable(py, async move {
-            let released = match releasing.await {
-                Ok(r) => r.map_err(PyErr::from),
-                Err(e) => Err(internal_error(&e)),
-            };
-            finish(&core, released, body_raised)
-        })
+        let core = self.core.clone();
+        let fut = async move {
+            let released = core.release().await.map_err(PyErr::from);
+            finish(&core, released, body_raised).map(|v| (v, false))
+        };
+        undoable(py, "Lock.__aexit__", Cancel::Finish, fut, None)
     }
 
     fn __repr__(&self) -> String {

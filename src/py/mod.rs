@@ -2,6 +2,7 @@
 
 pub mod args;
 pub mod client;
+pub mod coro;
 pub mod errors;
 pub mod lock;
 pub mod options;
@@ -25,6 +26,8 @@ pub mod _ferrolock {
     use super::rwmutex::PyRwMutex;
 
     #[pymodule_export]
+    use super::coro::Operation;
+    #[pymodule_export]
     use super::runtime::_at_exit;
 
     /// Counters for tests and diagnostics: live watchdog tasks, waiting
@@ -44,9 +47,10 @@ pub mod _ferrolock {
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
         m.add("LockError", py.get_type::<super::errors::LockError>())?;
         m.add("LockNotAcquired", py.get_type::<super::errors::LockNotAcquired>())?;
-        m.add("LockNotOwned", py.get_type::<super::errors::LockNotOwned>())?;
+        m.add("LockNotOwned", super::errors::not_owned_error(py)?)?;
         m.add("LockLost", py.get_type::<super::errors::LockLost>())?;
         m.add("LockConnectionError", super::errors::connection_error(py)?)?;
+        super::coro::register(py)?;
         // Core log records go to Python's `logging`, under the `ferrolock` logger.
         let _ = pyo3_log::try_init();
         Ok(())

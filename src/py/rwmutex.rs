@@ -8,9 +8,10 @@ use crate::rwmutex::RwMutex;
 
 use super::args;
 use super::client::PyClient;
+use super::coro::{coroutine, Cancel, Operation};
 use super::lock::PyLock;
 use super::options::HandleOptions;
-use super::runtime::{awaitable, wait};
+use super::runtime::wait;
 
 #[pyclass(name = "RWMutex", module = "ferrolock", frozen)]
 pub struct PyRwMutex {
@@ -117,9 +118,9 @@ impl PyRwMutex {
         wait(py, async move { core.readers().await })
     }
 
-    fn areaders<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    fn areaders(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
         let core = self.core.clone();
-        awaitable(py, async move { Ok(core.readers().await?) })
+        coroutine(py, "RWMutex.areaders", Cancel::Drop, async move { core.readers().await })
     }
 
     /// Held by a writer or by any reader.
@@ -128,9 +129,9 @@ impl PyRwMutex {
         wait(py, async move { core.locked().await })
     }
 
-    fn alocked<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    fn alocked(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
         let core = self.core.clone();
-        awaitable(py, async move { Ok(core.locked().await?) })
+        coroutine(py, "RWMutex.alocked", Cancel::Drop, async move { core.locked().await })
     }
 
     #[getter]
