@@ -15,7 +15,7 @@ use super::lock::PyLock;
 use super::runtime::wait;
 use super::rwmutex::PyRwMutex;
 
-#[pyclass(name = "Client", module = "ferrolock", subclass, frozen)]
+#[pyclass(name = "Client", module = "ferrolock", subclass, frozen, weakref)]
 pub struct PyClient {
     pub(crate) core: Client,
 }

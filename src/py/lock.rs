@@ -19,7 +19,7 @@ use super::retry::PyRetry;
 use super::runtime::runtime;
 use super::runtime::{call_soon, wait, wait_interruptible};
 
-#[pyclass(name = "Lock", module = "ferrolock", frozen)]
+#[pyclass(name = "Lock", module = "ferrolock", frozen, weakref)]
 pub struct PyLock {
     core: Arc<Lock>,
     client: Py<PyClient>,

@@ -13,7 +13,7 @@ use super::lock::PyLock;
 use super::options::HandleOptions;
 use super::runtime::wait;
 
-#[pyclass(name = "RWMutex", module = "ferrolock", frozen)]
+#[pyclass(name = "RWMutex", module = "ferrolock", frozen, weakref)]
 pub struct PyRwMutex {
     core: RwMutex,
     client: Py<PyClient>,
