@@ -14,7 +14,6 @@ use crate::cluster::ClusterTarget;
 use crate::conn::Conn;
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
-use crate::scripts::{self, Record};
 use crate::wakeups::{Feed, Registration, Wakeups};
 
 #[derive(Debug, Clone)]
@@ -391,18 +390,6 @@ impl Client {
             })??)
         };
         self.local().wakeups.clone().register(connect, channels, reader, token).await
-    }
-
-    /// Deletes the lock `name` whoever holds it.
-    pub async fn force_release(&self, name: &str) -> Result<bool> {
-        let keys = [self.keys().lock(name)];
-        Ok(scripts::release(self, &keys, "", true, "").await? > 0)
-    }
-
-    /// Who holds `name`, or `None` when it is free.
-    pub async fn inspect(&self, name: &str) -> Result<Option<Record>> {
-        let keys = [self.keys().lock(name)];
-        Ok(scripts::inspect(self, &keys).await?.pop().flatten())
     }
 
     /// Runs a clean-up (the undo of an interrupted acquire) detached from

@@ -1,6 +1,7 @@
 //! ferrolock: distributed locks on Redis. The core (everything outside `py`)
 //! knows nothing of Python; `py` holds the PyO3 bindings.
 
+mod admin;
 mod cleanup;
 pub mod client;
 mod cluster;

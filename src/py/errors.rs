@@ -8,13 +8,23 @@ use pyo3::types::{PyDict, PyTuple, PyType};
 
 use crate::error::Error;
 
-create_exception!(ferrolock, LockError, PyException, "Base class of every ferrolock error.");
-create_exception!(ferrolock, LockNotAcquired, LockError, "The lock could not be taken in the time allowed.");
+create_exception!(
+    ferrolock,
+    LockError,
+    PyException,
+    "Base class of every ferrolock error.\n\nRaised as itself when Redis answers a command with an error (for example\n``WRONGTYPE`` when a lock's key holds something that is not a lock)."
+);
+create_exception!(
+    ferrolock,
+    LockNotAcquired,
+    LockError,
+    "The lock could not be taken in the time allowed.\n\nRaised by ``with lock:`` and ``async with lock:`` when ``blocking_timeout``\npasses, or the :class:`Retry` strategy runs out of attempts, before the lock\nis taken. ``Lock.acquire`` returns ``False`` instead."
+);
 create_exception!(
     ferrolock,
     LockLost,
     LockError,
-    "The lock was lost while held: mutual exclusion no longer covered the holder."
+    "The lock was lost while held: mutual exclusion no longer covered the holder.\n\nRaised at the end of a ``with`` / ``async with`` block whose hold was lost\nwhile the block ran (renewal failed, the ttl ran out with ``auto_renew``\noff, or someone else took the lock over), when the block itself raised\nnothing. An exception raised by the block propagates unchanged instead (so\nCtrl-C stays ``KeyboardInterrupt``), with a note (``__notes__``, Python\n3.11+) saying the lock was lost too; the loss is also logged."
 );
 
 static CONNECTION_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
@@ -24,7 +34,7 @@ static NOT_OWNED: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 pub fn connection_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     CONNECTION_ERROR
         .get_or_try_init(py, || {
-            let doc = "Redis could not be reached, refused the credentials, or did not answer in time.";
+            let doc = "Redis could not be reached, refused the credentials, or did not answer in time.\n\nBoth a :class:`LockError` and a builtin :class:`ConnectionError`, so either\n``except`` clause catches it.";
             both(py, "LockConnectionError", &py.get_type::<PyConnectionError>(), doc)
         })
         .map(|t| t.bind(py))
@@ -35,7 +45,7 @@ pub fn connection_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
 pub fn not_owned_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     NOT_OWNED
         .get_or_try_init(py, || {
-            let doc = "This handle does not hold the lock (any more).";
+            let doc = "This handle does not hold the lock (any more).\n\nRaised by ``release`` and ``extend`` when the handle holds nothing, or when\nRedis shows that its hold had already expired or been taken over (nobody\nelse's hold is touched then).\n\nBoth a :class:`LockError` and a builtin :class:`RuntimeError` (what\n``threading.Lock.release`` raises for a lock it does not hold), so either\n``except`` clause catches it.";
             both(py, "LockNotOwned", &py.get_type::<PyRuntimeError>(), doc)
         })
         .map(|t| t.bind(py))

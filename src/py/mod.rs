@@ -12,6 +12,29 @@ pub mod rwmutex;
 
 use pyo3::prelude::*;
 
+/// The native core of ferrolock: import these names from :mod:`ferrolock`,
+/// which re-exports them (its ``Client`` adds ``synchronized``, ``lock``,
+/// ``multi_lock`` and ``rwmutex``).
+///
+/// Conventions that hold throughout:
+///
+/// * Durations are seconds, as ``int`` or ``float`` (``bool`` is refused with
+///   ``TypeError``, NaN with ``ValueError``).
+/// * Lock names are ``str`` (non-empty, at most 4096 UTF-8 bytes).
+/// * Every method that talks to Redis releases the GIL while it waits, so other
+///   Python threads run meanwhile. Blocking ``Lock.acquire`` and ``with lock:``
+///   also wake every 50 ms to check for signals: Ctrl-C raises
+///   ``KeyboardInterrupt`` there and leaves no lock behind. Other synchronous
+///   calls are not interruptible but are bounded by the client's
+///   ``connect_timeout`` and ``command_timeout``.
+/// * The ``a``-prefixed methods (and ``wait_lost``, ``async with``) are the
+///   asyncio versions. Each returns a coroutine (``asyncio.iscoroutine`` is
+///   true) that does nothing until awaited, or run by a task; one never
+///   awaited sends nothing. Its first step sends the first command from the
+///   event loop's thread; ferrolock's own threads carry on from there without
+///   the GIL, so the event loop is never blocked. Cancelling it (a timeout,
+///   ``Task.cancel``) leaves nothing behind: an acquire granted meanwhile is
+///   released, a restored hold stays its owner's, and a release completes.
 #[pymodule]
 pub mod _ferrolock {
     use pyo3::prelude::*;
@@ -30,8 +53,8 @@ pub mod _ferrolock {
     #[pymodule_export]
     use super::runtime::_at_exit;
 
-    /// Counters for tests and diagnostics: live watchdog tasks, waiting
-    /// acquires and holds taken straight from a hand-over, in this process.
+    /// Diagnostics of this process: ``watchdogs`` (live watchdog tasks), ``waiters`` (waiting acquires) and
+    /// ``handed_over`` (holds taken straight from a fair release's wake-up).
     #[pyfunction]
     fn _debug_stats(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
         let stats = pyo3::types::PyDict::new(py);

@@ -110,8 +110,10 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 /// Set once the interpreter is exiting: no callback into Python after that.
 static EXITING: AtomicBool = AtomicBool::new(false);
 
-/// Registered with `atexit`: from now on, losses and log records are not
-/// reported into an interpreter that is finalizing (holds simply expire).
+/// Registered with ``atexit``: stop calling into the exiting interpreter.
+///
+/// From then on, losses and log records are not reported into an interpreter
+/// that is finalizing (holds simply expire).
 #[pyfunction]
 pub fn _at_exit() {
     EXITING.store(true, Ordering::SeqCst);
