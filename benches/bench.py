@@ -1,17 +1,24 @@
 """ferrolock beside the Python Redis locks people use, measured in one run.
 
     make bench                                   # installs benches/requirements.txt, builds, runs
-    .venv/bin/python benches/bench.py [--quick] [--out docs/benchmarks.md]
+    .venv/bin/python benches/bench.py [--quick] [--out docs/benchmarks.md] [--baseline DIR]
 
 Starts its own throwaway redis-server (loopback, free port, no persistence, a
 temporary directory; always stopped at the end) and measures, against it:
 
-1. uncontended acquire+release from one thread, beside the floor of two bare
-   round trips (two redis-py + hiredis PINGs);
+1. uncontended acquire+release from one thread (and from one event loop),
+   beside the floor of two bare round trips (two redis-py + hiredis PINGs, and
+   two awaited redis.asyncio PINGs);
 2. contended: 4 processes x 500 cycles on one lock, 1 ms of work inside;
 3. asyncio: 200 tasks x 20 cycles on one key in one event loop;
-4. the watchdog at scale: 10,000 ferrolock locks held with ttl=3 s;
+4. the watchdog at scale: 100,000 ferrolock locks held with the default ttl;
 5. RWMutex: 8 reader processes + 1 writer process.
+
+Each scenario is a module of benches/scenarios/; benches/report.py writes the
+report. With --baseline DIR (a directory holding another build's `ferrolock`
+package, e.g. the previous release), the ferrolock figures of scenarios 1-3
+are measured for both builds in turns first (scenarios/compare.py) and the
+report gets a before/after table.
 
 The anchors are redis-py `Lock` (sync and `redis.asyncio`), python-redis-lock
 (`redis_lock.Lock`) and pottery `Redlock` with a single master, each used the
@@ -24,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import json
 import os
 import shlex
 import shutil
@@ -46,6 +54,7 @@ from scenarios.asyncio_tasks import asyncio_run  # noqa: E402
 from scenarios.common import (  # noqa: E402
     FERRO, FERRO_FAIR, POTTERY, PRL, REDISPY, REDISPY_ASYNC, fair_supported, flush, quiet_logs,
 )
+from scenarios.compare import METRICS, compare, probe  # noqa: E402
 from scenarios.contended import contended  # noqa: E402
 from scenarios.rwmutex import rwmutex  # noqa: E402
 from scenarios.uncontended import uncontended  # noqa: E402
@@ -57,7 +66,15 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="smaller counts and shorter holds (~1 minute)")
     ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"),
                     help="markdown report to write; the chart goes beside it as .png")
+    ap.add_argument("--baseline", metavar="DIR",
+                    help="a directory holding another build's ferrolock package: report before/after figures")
+    ap.add_argument("--probe", metavar="URL", help=argparse.SUPPRESS)  # one turn of --baseline's comparison
+    ap.add_argument("--probe-cycles", type=int, default=1000, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.probe:
+        quiet_logs()
+        print(json.dumps(probe(args.probe, args.probe_cycles)))
+        return 0
     out = Path(args.out)
     png = out.with_suffix(".png")
     quiet_logs()
@@ -68,7 +85,7 @@ def main() -> int:
         "rounds": 3, "cycles_un": 300 if q else 1000, "warmup": 100 if q else 300,
         "procs": 4, "cycles": 200 if q else 500,
         "tasks": 200, "task_cycles": 20, "async_limit": 15.0 if q else 40.0,
-        "wd_n": 2000 if q else 10_000, "wd_hold": 10.0 if q else 30.0, "wd_ttl": 3.0,
+        "wd_n": 10_000 if q else 100_000, "wd_hold": 10.0 if q else 30.0, "wd_ttl": 30.0, "wd_prl_ttl": 3.0,
         "wd_prl_n": 200 if q else 1000, "wd_hold_prl": 6.0 if q else 10.0,
         "rw_readers": 8, "rw_duration": 3.0 if q else 5.0,
     }
@@ -108,6 +125,15 @@ def main() -> int:
         res["fair"] = fair_supported(url)
         print(f"fair=True available: {res['fair']}")
         ferros = [FERRO] + ([FERRO_FAIR] if res["fair"] else [])
+
+        if args.baseline:
+            cmp = step(f"0. before/after: {args.baseline} vs this build",
+                       lambda: compare(url, args.baseline, 2 if args.quick else 4, params["cycles_un"]))
+            if cmp:
+                res["compare"] = cmp
+                for k, label, unit in METRICS:
+                    print(f"   {label:58} before {cmp['before'][k]:9.2f}  after {cmp['after'][k]:9.2f} {unit}")
+            flush(url)
 
         # 1
         un = step("1. uncontended", lambda: uncontended(
@@ -160,7 +186,7 @@ def main() -> int:
                   f"renewals {w['evalsha_per_s']:.0f}/s, lowest ttl left {w.get('monitor_min_pttl_ms')} ms")
         flush(url)
         w = step(f"4. watchdog: python-redis-lock, {params['wd_prl_n']:,} locks for {params['wd_hold_prl']:.0f} s",
-                 lambda: watchdog(wd_url, PRL, params["wd_prl_n"], params["wd_hold_prl"], params["wd_ttl"],
+                 lambda: watchdog(wd_url, PRL, params["wd_prl_n"], params["wd_hold_prl"], params["wd_prl_ttl"],
                                   workdir, server.pid))
         res["watchdog"][PRL] = w
         if w and w.get("taken") is not None:

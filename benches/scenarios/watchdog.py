@@ -22,6 +22,8 @@ def watchdog_worker(lib: str, url: str, n: int, hold: float, ttl: float, out: st
     import redis
     r = redis.Redis.from_url(url)
     me, server = psutil.Process(), psutil.Process(redis_pid)
+    gc.collect()
+    rss_before = me.memory_info().rss
     lost_calls = [0]
     result: dict[str, Any] = {"lib": lib, "n": n, "hold_s": hold, "ttl_s": ttl}
     thread_errors: dict[str, int] = {}
@@ -68,6 +70,7 @@ def watchdog_worker(lib: str, url: str, n: int, hold: float, ttl: float, out: st
     result["redis_cpu_pct"] = 100 * ((s1.user - s0.user) + (s1.system - s0.system)) / window
     result["evalsha_per_s"] = (evalsha1 - evalsha0) / window
     result["rss_mb"] = me.memory_info().rss / 2**20
+    result["bytes_per_lock"] = (me.memory_info().rss - rss_before) / max(taken, 1)
     result["redis_clients"] = int(r.info("clients").get("connected_clients", 0))
     # every key still there, each with most of its ttl left
     keys = list(r.scan_iter(count=1000))
@@ -106,9 +109,9 @@ def watchdog(url: str, lib: str, n: int, hold: float, ttl: float, workdir: Path,
     stop = threading.Event()
     monitor: dict[str, Any] = {"sweeps": 0, "min_pttl_ms": None, "min_keys": None}
 
-    def sweep() -> None:  # from this process: the lowest ttl left on any lock, every ~1 s
+    def sweep() -> None:  # from this process: the lowest ttl left on any lock, every ~1 s per 20,000
         r = redis.Redis.from_url(url)
-        while not stop.wait(1.0):
+        while not stop.wait(max(1.0, n / 20_000)):
             keys = list(r.scan_iter(count=1000))
             pipe = r.pipeline(transaction=False)
             for k in keys:
