@@ -13,6 +13,7 @@ import pytest
 
 import ferrolock
 from ferrolock import LockNotAcquired, LockNotOwned, Retry
+from helpers import cancelled_after
 
 TOKEN_RE = re.compile(r"[0-9a-f]{32}")
 
@@ -246,14 +247,7 @@ async def test_cancel_aacquire_on_free_lock_at_each_step(client, raw, prefix):
     for rep in range(3):
         for k in range(6):
             lock = client.lock(f"free-{rep}-{k}")
-            task = asyncio.create_task(take(lock))
-            for _ in range(k):
-                await asyncio.sleep(0)
-            task.cancel()
-            try:
-                result = await task
-            except asyncio.CancelledError:
-                result = None
+            result = await cancelled_after(take(lock), k)
             if result is True:
                 await lock.arelease()
                 continue

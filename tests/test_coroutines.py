@@ -14,6 +14,7 @@ import pytest
 
 import ferrolock
 from ferrolock import Retry
+from helpers import cancelled_after
 
 uvloop = pytest.importorskip("uvloop", reason="uvloop is in tests/requirements.txt")
 
@@ -174,15 +175,7 @@ def test_cancel_at_each_step_under_each_loop(loop, client, raw, prefix):
     async def main():
         for steps in range(8):
             lock = client.lock(f"step-{steps}")
-            task = asyncio.create_task(lock.aacquire())
-            for _ in range(steps):
-                await asyncio.sleep(0)
-            task.cancel()
-            try:
-                got = await task
-            except asyncio.CancelledError:
-                got = False
-            if got:
+            if await cancelled_after(lock.aacquire(), steps):
                 await lock.arelease()
             deadline = time.monotonic() + 2
             while raw.keys(prefix + "*") and time.monotonic() < deadline:

@@ -38,6 +38,13 @@ INTERNALS = "checks a CPython internal"
 SAME_STEP = "expects the lock handed to a waiter within one event-loop step (a Redis hand-over takes a round trip)"
 
 
+def _skip(case: type, reasons: dict[str, str]) -> None:
+    """Skips the named tests of `case`, each with its reason."""
+    for name, reason in reasons.items():
+        assert hasattr(case, name), f"{case.__name__} has no {name} to skip"
+        setattr(case, name, unittest.skip(reason)(getattr(case, name)))
+
+
 def _skipped(case: unittest.TestCase, request) -> bool:
     return getattr(getattr(case, request.node.name), "__unittest_skip__", False)
 
@@ -66,17 +73,11 @@ if lock_tests is not None:
             yield
             assert locks.made or _skipped(self, request), "the test made no ferrolock lock"
 
-        @unittest.skip(f"{INTERNALS}: the repr format")
-        def test_repr(self):
-            pass
-
-        @unittest.skip(f"{INTERNALS}: the repr format")
-        def test_locked_repr(self):
-            pass
-
-        @unittest.skip(f"{INTERNALS}: _at_fork_reinit")
-        def test_at_fork_reinit(self):
-            pass
+    _skip(TestThreadingLockContract, {
+        "test_repr": f"{INTERNALS}: the repr format",
+        "test_locked_repr": f"{INTERNALS}: the repr format",
+        "test_at_fork_reinit": f"{INTERNALS}: _at_fork_reinit",
+    })
 
 else:
 
@@ -127,29 +128,14 @@ if asyncio_lock_tests is not None:
             refuses = request.node.name == "test_lock_doesnt_accept_loop_parameter"  # before making one
             assert locks.made or refuses or _skipped(self, request), "the test made no ferrolock lock"
 
-        @unittest.skip(f"{INTERNALS}: the repr format")
-        def test_repr(self):
-            pass
-
-        @unittest.skip(f"{INTERNALS}: the _waiters deque")
-        def test_acquire_cancel(self):
-            pass
-
-        @unittest.skip(f"{INTERNALS}: the _waiters deque")
-        def test_cancel_race(self):
-            pass
-
-        @unittest.skip(f"{INTERNALS}: the _waiters deque")
-        def test_finished_waiter_cancelled(self):
-            pass
-
-        @unittest.skip(SAME_STEP)
-        def test_acquire(self):
-            pass
-
-        @unittest.skip(SAME_STEP)
-        def test_cancel_release_race(self):
-            pass
+    _skip(TestAsyncioLockContract, {
+        "test_repr": f"{INTERNALS}: the repr format",
+        "test_acquire_cancel": f"{INTERNALS}: the _waiters deque",
+        "test_cancel_race": f"{INTERNALS}: the _waiters deque",
+        "test_finished_waiter_cancelled": f"{INTERNALS}: the _waiters deque",
+        "test_acquire": SAME_STEP,
+        "test_cancel_release_race": SAME_STEP,
+    })
 
 else:
 

@@ -27,50 +27,56 @@ create_exception!(
     "The lock was lost while held: mutual exclusion no longer covered the holder.\n\nRaised at the end of a ``with`` / ``async with`` block whose hold was lost\nwhile the block ran (renewal failed, the ttl ran out with ``auto_renew``\noff, or someone else took the lock over), when the block itself raised\nnothing. An exception raised by the block propagates unchanged instead (so\nCtrl-C stays ``KeyboardInterrupt``), with a note (``__notes__``, Python\n3.11+) saying the lock was lost too; the loss is also logged."
 );
 
-static CONNECTION_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-static NOT_OWNED: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+/// An exception class deriving from `LockError` and a builtin one, made once.
+pub struct Dual {
+    name: &'static str,
+    builtin: fn(Python<'_>) -> Bound<'_, PyType>,
+    doc: &'static str,
+    made: PyOnceLock<Py<PyType>>,
+}
+
+impl Dual {
+    pub fn get<'py>(&'static self, py: Python<'py>) -> PyResult<&'py Bound<'py, PyType>> {
+        self.made
+            .get_or_try_init(py, || {
+                let bases = PyTuple::new(py, [py.get_type::<LockError>(), (self.builtin)(py)])?;
+                let ns = PyDict::new(py);
+                ns.set_item("__module__", "ferrolock")?;
+                ns.set_item("__doc__", self.doc)?;
+                let ty = py.get_type::<PyType>().call1((self.name, bases, ns))?;
+                Ok(ty.cast_into::<PyType>()?.unbind())
+            })
+            .map(|t| t.bind(py))
+    }
+
+    fn err(&'static self, message: String) -> PyErr {
+        Python::attach(|py| match self.get(py) {
+            Ok(ty) => PyErr::from_type(ty.clone(), message),
+            Err(e) => e,
+        })
+    }
+}
 
 /// `LockConnectionError`: both a `LockError` and a builtin `ConnectionError`.
-pub fn connection_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
-    CONNECTION_ERROR
-        .get_or_try_init(py, || {
-            let doc = "Redis could not be reached, refused the credentials, or did not answer in time.\n\nBoth a :class:`LockError` and a builtin :class:`ConnectionError`, so either\n``except`` clause catches it.";
-            both(py, "LockConnectionError", &py.get_type::<PyConnectionError>(), doc)
-        })
-        .map(|t| t.bind(py))
-}
+pub static CONNECTION_ERROR: Dual = Dual {
+    name: "LockConnectionError",
+    builtin: |py| py.get_type::<PyConnectionError>(),
+    doc: "Redis could not be reached, refused the credentials, or did not answer in time.\n\nBoth a :class:`LockError` and a builtin :class:`ConnectionError`, so either\n``except`` clause catches it.",
+    made: PyOnceLock::new(),
+};
 
 /// `LockNotOwned`: both a `LockError` and a builtin `RuntimeError`, as
 /// `threading.Lock.release()` raises for a lock it does not hold.
-pub fn not_owned_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
-    NOT_OWNED
-        .get_or_try_init(py, || {
-            let doc = "This handle does not hold the lock (any more).\n\nRaised by ``release`` and ``extend`` when the handle holds nothing, or when\nRedis shows that its hold had already expired or been taken over (nobody\nelse's hold is touched then).\n\nBoth a :class:`LockError` and a builtin :class:`RuntimeError` (what\n``threading.Lock.release`` raises for a lock it does not hold), so either\n``except`` clause catches it.";
-            both(py, "LockNotOwned", &py.get_type::<PyRuntimeError>(), doc)
-        })
-        .map(|t| t.bind(py))
-}
-
-/// A `ferrolock.<name>` exception class deriving from `LockError` and `builtin`.
-fn both(py: Python<'_>, name: &str, builtin: &Bound<'_, PyType>, doc: &str) -> PyResult<Py<PyType>> {
-    let bases = PyTuple::new(py, [py.get_type::<LockError>(), builtin.clone()])?;
-    let ns = PyDict::new(py);
-    ns.set_item("__module__", "ferrolock")?;
-    ns.set_item("__doc__", doc)?;
-    let ty = py.get_type::<PyType>().call1((name, bases, ns))?;
-    Ok(ty.cast_into::<PyType>()?.unbind())
-}
-
-fn dual(ty: fn(Python<'_>) -> PyResult<&Bound<'_, PyType>>, message: String) -> PyErr {
-    Python::attach(|py| match ty(py) {
-        Ok(ty) => PyErr::from_type(ty.clone(), message),
-        Err(e) => e,
-    })
-}
+pub static NOT_OWNED: Dual = Dual {
+    name: "LockNotOwned",
+    builtin: |py| py.get_type::<PyRuntimeError>(),
+    doc: "This handle does not hold the lock (any more).\n\nRaised by ``release`` and ``extend`` when the handle holds nothing, or when\nRedis shows that its hold had already expired or been taken over (nobody\nelse's hold is touched then).\n\nBoth a :class:`LockError` and a builtin :class:`RuntimeError` (what\n``threading.Lock.release`` raises for a lock it does not hold), so either\n``except`` clause catches it.",
+    made: PyOnceLock::new(),
+};
 
 /// A `LockNotOwned` error.
 pub fn not_owned(message: String) -> PyErr {
-    dual(not_owned_error, message)
+    NOT_OWNED.err(message)
 }
 
 impl From<Error> for PyErr {
@@ -81,7 +87,7 @@ impl From<Error> for PyErr {
             Error::Lost(m) => LockLost::new_err(m),
             Error::InvalidArgument(m) => PyValueError::new_err(m),
             Error::Redis(m) => LockError::new_err(m),
-            Error::Connection(m) => dual(connection_error, m),
+            Error::Connection(m) => CONNECTION_ERROR.err(m),
         }
     }
 }

@@ -70,9 +70,9 @@ pub mod _ferrolock {
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
         m.add("LockError", py.get_type::<super::errors::LockError>())?;
         m.add("LockNotAcquired", py.get_type::<super::errors::LockNotAcquired>())?;
-        m.add("LockNotOwned", super::errors::not_owned_error(py)?)?;
+        m.add("LockNotOwned", super::errors::NOT_OWNED.get(py)?)?;
         m.add("LockLost", py.get_type::<super::errors::LockLost>())?;
-        m.add("LockConnectionError", super::errors::connection_error(py)?)?;
+        m.add("LockConnectionError", super::errors::CONNECTION_ERROR.get(py)?)?;
         super::coro::register(py)?;
         // Core log records go to Python's `logging`, under the `ferrolock` logger.
         let _ = pyo3_log::try_init();
