@@ -11,6 +11,7 @@ pub mod keys;
 pub mod lease;
 pub mod lock;
 pub mod mode;
+mod pid;
 pub mod retry;
 pub mod rwmutex;
 pub mod scripts;
@@ -25,6 +26,7 @@ pub use stats::{live_watchdogs, waiters};
 mod py;
 
 pub use client::{Client, ClientOptions};
+pub use conn::inline;
 pub use error::{Error, Result};
 pub use lease::Lease;
 pub use lock::{Lock, LockOptions, Wait};

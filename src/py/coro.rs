@@ -397,7 +397,7 @@ fn loop_port(py: Python<'_>) -> PyResult<(Py<PyAny>, Arc<Port>)> {
     let get = GET_RUNNING_LOOP
         .get_or_try_init(py, || py.import("asyncio")?.getattr("get_running_loop").map(Bound::unbind))?;
     let running = get.call0(py)?;
-    let pid = std::process::id();
+    let pid = crate::pid::current();
     LOOP_PORT.with(|cell| {
         let mut cell = cell.borrow_mut();
         if let Some(lp) = cell.as_ref() {

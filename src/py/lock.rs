@@ -158,8 +158,13 @@ impl PyLock {
     }
 }
 
-/// A blocking acquire that Ctrl-C interrupts, leaving no lock behind.
+/// A blocking acquire that Ctrl-C interrupts, leaving no lock behind. One
+/// attempt without waiting is bounded by the command timeout, as any other
+/// call: it runs inline (see `wait`).
 fn acquire_blocking(py: Python<'_>, core: &Arc<Lock>, wait_for: Wait) -> PyResult<bool> {
+    if wait_for == Wait::No {
+        return wait(py, core.acquire(wait_for));
+    }
     wait_interruptible(py, core.client(), core.acquire(wait_for))
 }
 

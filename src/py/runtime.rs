@@ -22,7 +22,7 @@ static RUNTIME: Mutex<Option<(u32, Arc<Runtime>)>> = Mutex::new(None);
 const SIGNAL_POLL: Duration = Duration::from_millis(50);
 
 pub fn runtime() -> Arc<Runtime> {
-    let pid = std::process::id();
+    let pid = crate::pid::current();
     let mut slot = RUNTIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some((owner, rt)) = &*slot {
         if *owner == pid {
@@ -46,18 +46,21 @@ pub fn runtime() -> Arc<Runtime> {
 }
 
 /// Runs `fut` with the GIL released until it ends (use for steps bounded by
-/// the command timeout). The future is polled on the calling thread, so a
-/// reply wakes this thread directly rather than through another task.
+/// the command timeout). The future is polled on the calling thread, and its
+/// commands go out and their replies come in on this thread too
+/// (`conn::inline`): a round trip costs one write and one read here, with no
+/// runtime thread woken in between.
 pub fn wait<F, T>(py: Python<'_>, fut: F) -> PyResult<T>
 where
     F: Future<Output = Result<T>> + Send,
     T: Send,
 {
     let rt = runtime();
-    py.detach(|| rt.block_on(contained(fut)))
+    py.detach(|| crate::conn::inline(|| rt.block_on(contained(fut))))
 }
 
-/// Like `wait`, for waits of any length: looks for signals every 50 ms. On
+/// Like `wait`, for waits of any length: looks for signals every 50 ms (its
+/// commands go through the runtime, so a reply held up never delays that). On
 /// one (Ctrl-C) it drops `fut` inside the runtime, so the future's own guards
 /// start undoing what it did in Redis (a hold granted in flight, a writer's
 /// intent, a place in a queue, the wake-up subscription), and waits for those
