@@ -15,7 +15,8 @@ temporary directory; always stopped at the end) and measures, against it:
 5. RWMutex: 8 reader processes + 1 writer process.
 
 Each scenario is a module of benches/scenarios/; benches/report.py writes the
-report. With --baseline DIR (a directory holding another build's `ferrolock`
+report; scenarios/syscalls.py counts the system calls of one cycle (strace)
+and the server's time for it. With --baseline DIR (a directory holding another build's `ferrolock`
 package, e.g. the previous release), the ferrolock figures of scenarios 1-3
 are measured for both builds in turns first (scenarios/compare.py) and the
 report gets a before/after table.
@@ -57,6 +58,7 @@ from scenarios.common import (  # noqa: E402
 from scenarios.compare import METRICS, compare, probe  # noqa: E402
 from scenarios.contended import contended  # noqa: E402
 from scenarios.rwmutex import rwmutex  # noqa: E402
+from scenarios.syscalls import syscalls  # noqa: E402
 from scenarios.uncontended import uncontended  # noqa: E402
 from scenarios.watchdog import watchdog  # noqa: E402
 
@@ -134,6 +136,14 @@ def main() -> int:
                 for k, label, unit in METRICS:
                     print(f"   {label:58} before {cmp['before'][k]:9.2f}  after {cmp['after'][k]:9.2f} {unit}")
             flush(url)
+
+        sc = step("0. where the microseconds go: system calls and server time per cycle",
+                  lambda: syscalls(url, 1000 if args.quick else 3000))
+        if sc:
+            res["syscalls"] = sc
+            for case, row in sc.get("rows", {}).items():
+                print(f"   {case:48} {row['total']:5.1f} system calls, server {row['server_us']:5.1f} us per cycle")
+        flush(url)
 
         # 1
         un = step("1. uncontended", lambda: uncontended(

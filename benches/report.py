@@ -127,6 +127,27 @@ def write_report(res: dict, args: argparse.Namespace, out: Path, png: Path) -> s
             table(["figure", "before", "after", "after / before"], rows),
             "",
         ]
+    sc = res.get("syscalls")
+    if sc and sc.get("rows"):
+        rows = []
+        for case, row in sc["rows"].items():
+            rows.append([case] + [f"{row['groups'][g]:.1f}" for g in sc["groups"]]
+                        + [f"{row['total']:.1f}", f"{row['server_us']:.1f}"])
+        md += [
+            "## Where the microseconds go",
+            "",
+            f"System calls per uncontended cycle, every thread of the process counted (`strace -f -c`, "
+            f"{sc['cycles']:,} cycles less a run without them), and the server's own time per cycle "
+            "(`INFO commandstats`, from a run without strace). A round trip costs at least a send and a "
+            "receive on the client; each wake-up (`futex`) or poll beyond those is a thread handing work to "
+            "another. The server's time is what a Lua script costs beside a PING: it is part of every "
+            "ferrolock cycle and of no floor.",
+            "",
+            table(["cycle"] + sc["groups"] + ["all", "server (us)"], rows),
+            "",
+        ]
+    elif sc:
+        md += ["## Where the microseconds go", "", f"Not measured: {sc.get('error')}", ""]
     un = res.get("uncontended")
     if un:
         rows = []
