@@ -53,9 +53,9 @@ from throwaway_redis import start_redis, stop_redis  # noqa: E402
 from report import chart, machine_note, redis_server_version, targets, write_report  # noqa: E402
 from scenarios.asyncio_tasks import asyncio_run  # noqa: E402
 from scenarios.common import (  # noqa: E402
-    FERRO, FERRO_FAIR, POTTERY, PRL, REDISPY, REDISPY_ASYNC, fair_supported, flush, quiet_logs,
+    FERRO, FERRO_FAIR, FERRO_WAKEUPS, POTTERY, PRL, REDISPY, REDISPY_ASYNC, fair_supported, flush, quiet_logs,
 )
-from scenarios.compare import METRICS, compare, probe  # noqa: E402
+from scenarios.compare import METRICS, RATIOS, compare, probe  # noqa: E402
 from scenarios.contended import contended  # noqa: E402
 from scenarios.rwmutex import rwmutex  # noqa: E402
 from scenarios.syscalls import syscalls  # noqa: E402
@@ -130,11 +130,13 @@ def main() -> int:
 
         if args.baseline:
             cmp = step(f"0. before/after: {args.baseline} vs this build",
-                       lambda: compare(url, args.baseline, 2 if args.quick else 4, params["cycles_un"]))
+                       lambda: compare(url, args.baseline, 2 if args.quick else 6, params["cycles_un"]))
             if cmp:
                 res["compare"] = cmp
                 for k, label, unit in METRICS:
                     print(f"   {label:58} before {cmp['before'][k]:9.2f}  after {cmp['after'][k]:9.2f} {unit}")
+                for k, label, _, _ in RATIOS:
+                    print(f"   {label:58} before {cmp['before'][k]:9.2f}x after {cmp['after'][k]:9.2f}x")
             flush(url)
 
         sc = step("0. where the microseconds go: system calls and server time per cycle",
@@ -172,7 +174,7 @@ def main() -> int:
 
         # 3
         res["asyncio"] = {}
-        for lib in ferros + [REDISPY_ASYNC]:
+        for lib in ferros + [FERRO_WAKEUPS, REDISPY_ASYNC]:
             a = step(f"3. asyncio: {lib}", lambda: asyncio.run(asyncio_run(
                 url, lib, params["tasks"], params["task_cycles"], params["async_limit"])))
             res["asyncio"][lib] = a or {"error": "see the errors below"}

@@ -8,7 +8,7 @@ import platform
 import subprocess
 from pathlib import Path
 
-from scenarios.common import FERRO, FERRO_FAIR, REDISPY, REDISPY_ASYNC, PRL, POTTERY, FLOOR, fmt, version
+from scenarios.common import FERRO, FERRO_FAIR, FERRO_WAKEUPS, FLOOR, POTTERY, PRL, REDISPY, REDISPY_ASYNC, fmt, version
 
 def machine_note() -> str:
     model = ""
@@ -75,6 +75,45 @@ def targets(res: dict, args: argparse.Namespace) -> list[tuple[str, str, str]]:
     return rows
 
 
+def distances(res: dict) -> list[str]:
+    """For each target missed, what stands between the figure and it, from this run's own figures."""
+    out: list[str] = []
+    missed = {t[0].split(":")[0] for t in res.get("targets", []) if t[2] == mark(False)}
+    sc = (res.get("syscalls") or {}).get("rows", {})
+    floor_sc, block_sc = sc.get("floor: 2 x PING"), sc.get("ferrolock acquire() + release()")
+    try_sc = sc.get("ferrolock acquire(blocking=False) + release()")
+    if "sync uncontended" in missed and floor_sc and block_sc and try_sc:
+        out.append(
+            f"- Sync: a ferrolock cycle runs two Lua scripts, which cost the server {block_sc['server_us']:.0f} us "
+            f"a cycle against {floor_sc['server_us']:.1f} us for two PINGs; and a blocking `acquire()` still "
+            "goes through the runtime (a runtime thread reads the reply and wakes the caller) so that Ctrl-C is "
+            f"seen every 50 ms: {block_sc['total']:.0f} system calls a cycle against the floor's "
+            f"{floor_sc['total']:.0f}, where `acquire(blocking=False)` and `release()`, which send on the "
+            f"calling thread, make {try_sc['total']:.0f}.")
+    co = (res.get("contended") or {}).get(FERRO_FAIR)
+    if "contended, fair=True (4 processes x 1 ms holds)" in missed and co and co.get("cycles"):
+        out.append(
+            f"- Fair, contended: utilisation {co['utilisation']:.2f} against the bound derived under scenario 2 "
+            "(about 0.92 here: the hold, plus one round trip for the release to reach Redis and its wake-up "
+            "to reach the next holder). The rest is waiting for a core: 4 processes, their runtime threads and "
+            "redis-server share 2 cores, so a woken waiter often waits to be scheduled "
+            f"(load average {res.get('load_before')} before the run).")
+    asy = res.get("asyncio") or {}
+    a, w = asy.get(FERRO) or {}, asy.get(FERRO_WAKEUPS) or {}
+    if "asyncio, 200 tasks on one key" in missed and "scripts_per_cycle" in a:
+        line = (f"- 200 tasks: each cycle ran {a['scripts_per_cycle']:.1f} scripts ({a['server_us_per_cycle']:.0f} us "
+                "of server time) where two would do: besides the wake-ups, every waiter also retries on its own "
+                "backoff (the default `Retry.exponential(0.002, 0.1)`: 2, 4, 8 ... 100 ms after each failed attempt), "
+                "and a task that releases tries again at once and often wins against the waiter its release woke "
+                "(the default lock is not fair).")
+        if "cycles_per_s" in w:
+            line += (f" Waiting on the wake-ups alone (`retry=Retry.fixed(1.0)`) the same run made "
+                     f"{fmt(w['cycles_per_s'])} cycles/s with {w['scripts_per_cycle']:.1f} scripts a cycle.")
+        line += (" redis-py's own figure moves with where its 0.1 s polls fall; the ratio with it moves as much.")
+        out.append(line)
+    return (["Where a target is missed:", ""] + out + [""]) if out else []
+
+
 def table(header: list[str], rows: list[list[str]]) -> str:
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     out += ["| " + " | ".join(r) + " |" for r in rows]
@@ -103,18 +142,23 @@ def write_report(res: dict, args: argparse.Namespace, out: Path, png: Path) -> s
         "",
         table(["target", "measured", "result"], [list(t) for t in res["targets"]]),
         "",
+        *distances(res),
         f"![benchmarks]({png.name})",
         "",
     ]
     cmp = res.get("compare")
     if cmp:
-        from scenarios.compare import METRICS
+        from scenarios.compare import METRICS, RATIOS
         rows = []
         for key, label, unit in METRICS:
             b, a = cmp["before"][key], cmp["after"][key]
             digits = 2 if key.startswith("fair_") else 0
             change = f"{a / b:.2f}x" if b else ""
             rows.append([label, f"{fmt(b, digits)} {unit}".strip(), f"{fmt(a, digits)} {unit}".strip(), change])
+        for key, label, _, _ in RATIOS:
+            if key in cmp["before"]:
+                b, a = cmp["before"][key], cmp["after"][key]
+                rows.append([label + " (per turn)", f"{b:.2f}x", f"{a:.2f}x", f"{a / b:.2f}x"])
         md += [
             "## Before and after",
             "",
@@ -122,7 +166,8 @@ def write_report(res: dict, args: argparse.Namespace, out: Path, png: Path) -> s
             f"(after), measured in {cmp['rounds']} turns each, alternating which goes first, against the same "
             f"redis-server; medians of the turns ({cmp['cycles']:,} cycles per turn for the uncontended rows, "
             "200 cycles per process for the fair row). The floors and the redis-py rows are measured in the same "
-            "turns, beside each build.",
+            "turns, beside each build; the ratios at the end are taken within each turn (so a burst of noise "
+            "that slows one turn slows both sides of its ratio), then their median.",
             "",
             table(["figure", "before", "after", "after / before"], rows),
             "",
@@ -214,13 +259,15 @@ def write_report(res: dict, args: argparse.Namespace, out: Path, png: Path) -> s
         rows = []
         for lib, a in asy.items():
             if a is None:
-                rows.append([lib, "n/a (no asyncio API)", "", "", ""])
+                rows.append([lib, "n/a (no asyncio API)", "", "", "", "", ""])
                 continue
             if "error" in a:
-                rows.append([lib, "failed: " + a["error"], "", "", ""])
+                rows.append([lib, "failed: " + a["error"], "", "", "", "", ""])
                 continue
             cyc = f"{a['cycles']:,} / {a['expected']:,}" + ("" if a["complete"] else " (stopped at the time limit)")
             rows.append([lib, fmt(a["cycles_per_s"]), cyc, f"{a['wall_s']:.2f}",
+                         f"{a['scripts_per_cycle']:.1f}" if "scripts_per_cycle" in a else "",
+                         f"{a['server_us_per_cycle']:.0f}" if "server_us_per_cycle" in a else "",
                          ("ok" if a["counter_ok"] and a["most_inside"] == 1 else "**WRONG**")])
         md += [
             "## 3. asyncio: tasks on one key in one event loop",
@@ -230,9 +277,12 @@ def write_report(res: dict, args: argparse.Namespace, out: Path, png: Path) -> s
             "default `sleep=0.1`; its `redis.asyncio` client gets `max_connections=tasks + 16`, because redis-py "
             "8's default pool of 100 raises `MaxConnectionsError` with 200 tasks waiting). Inside each hold a shared counter is read, the task yields "
             "(`await asyncio.sleep(0)`), and writes it back +1; the counter must come out exact with one "
-            f"task inside at a time. Time limit {p['async_limit']:.0f} s per library.",
+            f"task inside at a time. Time limit {p['async_limit']:.0f} s per library. Scripts per cycle counts "
+            "the server's EVALSHA calls (redis-py's acquire is a SET, not a script), server time every "
+            "command's (`INFO commandstats`).",
             "",
-            table(["library", "cycles/s", "cycles", "wall (s)", "counter, one inside"], rows),
+            table(["library", "cycles/s", "cycles", "wall (s)", "scripts per cycle", "server us per cycle",
+                   "counter, one inside"], rows),
             "",
         ]
     wd = res.get("watchdog")

@@ -6,19 +6,21 @@ import asyncio
 import time
 from typing import Any, Callable
 
-from scenarios.common import TTL, FERRO, FERRO_FAIR
+from scenarios.common import TTL, FERRO, FERRO_FAIR, FERRO_WAKEUPS
 
 async def asyncio_run(url: str, lib: str, tasks: int, cycles: int, time_limit: float) -> dict:
     state = {"counter": 0, "inside": 0, "most_inside": 0, "done": 0}
     deadline = time.perf_counter() + time_limit
     name = f"a:{lib}"
     new: Callable[[], Any]
-    if lib in (FERRO, FERRO_FAIR):
+    if lib in (FERRO, FERRO_FAIR, FERRO_WAKEUPS):
         import ferrolock
         client = ferrolock.Client(url, prefix="bench:")
         opts: dict[str, Any] = {"ttl": TTL}
         if lib == FERRO_FAIR:
             opts["fair"] = True
+        if lib == FERRO_WAKEUPS:
+            opts["retry"] = ferrolock.Retry.fixed(1.0)
         new = lambda: client.lock(name, **opts)  # noqa: E731
         closer: Any = None
     else:
@@ -49,12 +51,20 @@ async def asyncio_run(url: str, lib: str, tasks: int, cycles: int, time_limit: f
     # warm-up: connections and scripts
     async with new():
         pass
+    import redis
+    stats = redis.Redis.from_url(url)
+    stats.config_resetstat()
     began = time.perf_counter()
     await asyncio.gather(*(task() for _ in range(tasks)))
     wall = time.perf_counter() - began
+    commands = stats.info("commandstats")
+    stats.close()
+    scripts = sum(commands.get(k, {}).get("calls", 0) for k in ("cmdstat_evalsha", "cmdstat_eval"))
     if closer is not None:
         await closer()
     expected = tasks * cycles
     return {"cycles": state["done"], "expected": expected, "wall_s": wall,
+            "scripts_per_cycle": scripts / max(state["done"], 1),
+            "server_us_per_cycle": sum(v.get("usec", 0) for v in commands.values()) / max(state["done"], 1),
             "cycles_per_s": state["done"] / wall, "complete": state["done"] == expected,
             "counter_ok": state["counter"] == state["done"], "most_inside": state["most_inside"]}

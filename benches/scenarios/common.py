@@ -13,6 +13,7 @@ WORK = 0.001  # the 1 ms of "work" held inside the lock in scenario 2
 
 FERRO = "ferrolock"
 FERRO_FAIR = "ferrolock fair=True"
+FERRO_WAKEUPS = "ferrolock retry=Retry.fixed(1.0)"  # waiting on wake-ups, hardly any polling
 REDISPY = "redis-py Lock"
 REDISPY_ASYNC = "redis-py asyncio Lock"
 PRL = "python-redis-lock"

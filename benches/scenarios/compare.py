@@ -35,6 +35,13 @@ METRICS = [
     ("fair_utilisation", "fair=True, 4 processes x 1 ms holds: utilisation", ""),
     ("fair_wait_max_ms", "fair=True, 4 processes x 1 ms holds: max wait", "ms"),
 ]
+# ratios taken within each turn, so that a burst of noise on one turn cancels out
+RATIOS = [
+    ("sync_x_floor", "sync acquire+release / its floor", "sync_us", "floor_us"),
+    ("sync_x_redispy", "sync acquire+release / redis-py Lock", "sync_us", "redispy_us"),
+    ("async_x_redispy", "asyncio acquire+release / redis.asyncio Lock", "async_us", "redispy_async_us"),
+    ("async_x_floor", "asyncio acquire+release / its floor", "async_us", "async_floor_us"),
+]
 
 
 def probe(url: str, cycles: int) -> dict:
@@ -75,6 +82,8 @@ def compare(url: str, baseline: str, rounds: int, cycles: int) -> dict:
     for which, results in turns.items():
         summary[which] = {k: statistics.median(r[k] for r in results if r.get(k) is not None)
                           for k, _, _ in METRICS}
+        for key, _, num, den in RATIOS:
+            summary[which][key] = statistics.median(r[num] / r[den] for r in results)
         summary[which]["ferrolock"] = results[0]["ferrolock"]
     if summary["before"]["ferrolock"] == summary["after"]["ferrolock"]:
         raise RuntimeError(f"--baseline {baseline} did not put another ferrolock first on the path")
