@@ -64,11 +64,15 @@ def test_every_a_method_is_a_coroutine_that_does_nothing_unawaited(loop, client,
         holder = client.lock("held")
         assert await holder.aacquire()
         before = raw.keys(prefix + "*")
-        # never awaited: no acquire, no release
-        client.lock("never").aacquire()
-        holder.arelease()
-        client.aforce_release("held")
-        gc.collect()
+        # never awaited: no acquire, no release, and Python's warning, as for
+        # any coroutine never awaited
+        with pytest.warns(RuntimeWarning, match="coroutine 'Lock.aacquire' was never awaited"):
+            client.lock("never").aacquire()
+            gc.collect()
+        with pytest.warns(RuntimeWarning, match="never awaited"):
+            holder.arelease()
+            client.aforce_release("held")
+            gc.collect()
         await asyncio.sleep(0.05)
         assert raw.keys(prefix + "*") == before
         assert holder.token is not None and await holder.aowned()

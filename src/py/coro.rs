@@ -252,7 +252,21 @@ impl Operation {
 
 impl Drop for Operation {
     fn drop(&mut self) {
+        let never_stepped = matches!(*locked(&self.stage), Stage::Fresh(_));
         self.abandon(false);
+        if never_stepped {
+            // As Python says of a coroutine function's coroutine: most likely
+            // an `await` was forgotten.
+            Python::attach(|py| {
+                let message = format!("coroutine '{}' was never awaited", self.name);
+                let warning = py.get_type::<pyo3::exceptions::PyRuntimeWarning>();
+                if let Err(e) =
+                    PyErr::warn(py, &warning, &std::ffi::CString::new(message).unwrap_or_default(), 1)
+                {
+                    e.write_unraisable(py, None);
+                }
+            });
+        }
     }
 }
 

@@ -16,8 +16,7 @@ use super::coro::{coroutine, undoable, Cancel, Operation};
 use super::errors::{LockLost, LockNotAcquired};
 use super::options::HandleOptions;
 use super::retry::PyRetry;
-use super::runtime::runtime;
-use super::runtime::{call_soon, wait, wait_interruptible};
+use super::runtime::{call_soon, runtime, wait, wait_interruptible};
 
 /// A handle on an exclusive lock over one name, or over several names taken
 /// all-or-nothing.
