@@ -367,7 +367,7 @@ struct Drain {
 
 #[pymethods]
 impl Drain {
-    fn __call__(&self, py: Python<'_>) -> PyResult<()> {
+    fn __call__(&self, py: Python<'_>) {
         let mut buf = [0u8; 256];
         loop {
             match (&self.port.reader).read(&mut buf) {
@@ -384,14 +384,21 @@ impl Drain {
                 inner.parked.take()
             };
             if let Some((future, _)) = parked {
-                let future = future.bind(py);
-                if !future.call_method0(intern!(py, "done"))?.is_truthy()? {
-                    future.call_method1(intern!(py, "set_result"), (py.None(),))?;
+                // One failure must not strand the other waiting tasks.
+                if let Err(e) = wake(py, future.bind(py)) {
+                    e.write_unraisable(py, Some(future.bind(py)));
                 }
             }
         }
-        Ok(())
     }
+}
+
+/// Completes the asyncio future a task waits on (unless it was cancelled).
+fn wake(py: Python<'_>, future: &Bound<'_, PyAny>) -> PyResult<()> {
+    if !future.call_method0(intern!(py, "done"))?.is_truthy()? {
+        future.call_method1(intern!(py, "set_result"), (py.None(),))?;
+    }
+    Ok(())
 }
 
 /// The port of the event loop running on this thread.
