@@ -91,13 +91,16 @@ def distances(res: dict) -> list[str]:
             f"{floor_sc['total']:.0f}, where `acquire(blocking=False)` and `release()`, which send on the "
             f"calling thread, make {try_sc['total']:.0f}.")
     co = (res.get("contended") or {}).get(FERRO_FAIR)
-    if "contended, fair=True (4 processes x 1 ms holds)" in missed and co and co.get("cycles"):
+    un = res.get("uncontended")
+    if "contended, fair=True (4 processes x 1 ms holds)" in missed and co and co.get("cycles") and un:
+        hold, rtt = co["hold_mean_ms"], un["rows"][FLOOR]["median_us"] / 2000
         out.append(
-            f"- Fair, contended: utilisation {co['utilisation']:.2f} against the bound derived under scenario 2 "
-            "(about 0.92 here: the hold, plus one round trip for the release to reach Redis and its wake-up "
-            "to reach the next holder). The rest is waiting for a core: 4 processes, their runtime threads and "
-            "redis-server share 2 cores, so a woken waiter often waits to be scheduled "
-            f"(load average {res.get('load_before')} before the run).")
+            f"- Fair, contended: utilisation {co['utilisation']:.2f} (max wait {co['wait_max_ms']:.1f} ms) against "
+            f"the bound derived under scenario 2, {hold / (hold + rtt):.2f} here (a {hold:.2f} ms hold, then one "
+            f"round trip, {rtt * 1000:.0f} us, for the release to reach Redis and its wake-up to reach the next "
+            "holder). The rest is waiting for a core: 4 processes, their runtime threads and redis-server share "
+            "2 cores with whatever else runs, so a woken waiter often waits to be scheduled (load average "
+            f"{res.get('load_before')} before the run).")
     asy = res.get("asyncio") or {}
     a, w = asy.get(FERRO) or {}, asy.get(FERRO_WAKEUPS) or {}
     if "asyncio, 200 tasks on one key" in missed and "scripts_per_cycle" in a:
