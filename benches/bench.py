@@ -84,7 +84,7 @@ def main() -> int:
 
     q = args.quick
     params: dict[str, Any] = {
-        "rounds": 3, "cycles_un": 300 if q else 1000, "warmup": 100 if q else 300,
+        "rounds": 6 if q else 15, "cycles_un": 150 if q else 200, "warmup": 100 if q else 300,
         "procs": 4, "cycles": 200 if q else 500,
         "tasks": 200, "task_cycles": 20, "async_limit": 15.0 if q else 40.0,
         "wd_n": 10_000 if q else 100_000, "wd_hold": 10.0 if q else 30.0, "wd_ttl": 30.0, "wd_prl_ttl": 3.0,
@@ -130,7 +130,7 @@ def main() -> int:
 
         if args.baseline:
             cmp = step(f"0. before/after: {args.baseline} vs this build",
-                       lambda: compare(url, args.baseline, 2 if args.quick else 6, params["cycles_un"]))
+                       lambda: compare(url, args.baseline, 2 if args.quick else 6, 1000))
             if cmp:
                 res["compare"] = cmp
                 for k, label, unit in METRICS:

@@ -18,6 +18,7 @@ def uncontended(url: str, libs: list[str], rounds: int, cycles: int, warmup: int
     import ferrolock
 
     samples: dict[str, list[float]] = {}
+    per_round: dict[str, list[float]] = {}  # each round's median, per library
     r = redis.Redis.from_url(url)
     sync_cycle: dict[str, Callable[[], None]] = {}
 
@@ -57,6 +58,7 @@ def uncontended(url: str, libs: list[str], rounds: int, cycles: int, warmup: int
                     ns.append(time.perf_counter_ns() - t0)
                 if record:
                     samples.setdefault(lib, []).extend(x / 1000 for x in ns)
+                    per_round.setdefault(lib, []).append(pct([x / 1000 for x in ns], 50))
         finally:
             await ar.aclose()
 
@@ -76,6 +78,7 @@ def uncontended(url: str, libs: list[str], rounds: int, cycles: int, warmup: int
                 f()
                 ns.append(time.perf_counter_ns() - t0)
             samples.setdefault(name, []).extend(x / 1000 for x in ns)
+            per_round.setdefault(name, []).append(pct([x / 1000 for x in ns], 50))
         aorder = async_libs[rnd % 3:] + async_libs[:rnd % 3]
         asyncio.run(async_round(aorder, cycles, record=True))
     r.close()
@@ -85,6 +88,12 @@ def uncontended(url: str, libs: list[str], rounds: int, cycles: int, warmup: int
     for name in sync_names + async_libs:
         s = samples[name]
         rows[name] = {"median_us": pct(s, 50), "p99_us": pct(s, 99), "n": len(s),
-                      "x_floor": pct(s, 50) / floor_med}
-    return {"rows": rows, "order_sync": sync_names, "order_async": async_libs,
+                      "x_floor": pct(s, 50) / floor_med, "x_floor_rounds": round_ratio(per_round, name, FLOOR)}
+    return {"rows": rows, "order_sync": sync_names, "order_async": async_libs, "per_round": per_round,
             "rounds": rounds, "cycles": cycles, "warmup": warmup}
+
+
+def round_ratio(per_round: dict[str, list[float]], a: str, b: str) -> float:
+    """The median, over the rounds, of `a`'s median over `b`'s in the same round:
+    a burst of noise long enough to cover a round slows both sides of its ratio."""
+    return pct([x / y for x, y in zip(per_round[a], per_round[b])], 50)
