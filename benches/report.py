@@ -87,6 +87,9 @@ def distances(res: dict) -> list[str]:
     sc = (res.get("syscalls") or {}).get("rows", {})
     floor_sc, block_sc = sc.get("floor: 2 x PING"), sc.get("ferrolock acquire() + release()")
     try_sc = sc.get("ferrolock acquire(blocking=False) + release()")
+    load = (f"load average {res.get('load_before')} before the run and {res.get('load_after')} after; "
+            "the floor's median was " + fmt((res.get("uncontended") or {}).get("rows", {}).get(FLOOR, {}).get("median_us"))
+            + " us")
     if "sync uncontended" in missed and floor_sc and block_sc and try_sc:
         out.append(
             f"- Sync: a ferrolock cycle runs two Lua scripts, which cost the server {block_sc['server_us']:.0f} us "
@@ -94,7 +97,13 @@ def distances(res: dict) -> list[str]:
             "goes through the runtime (a runtime thread reads the reply and wakes the caller) so that Ctrl-C is "
             f"seen every 50 ms: {block_sc['total']:.0f} system calls a cycle against the floor's "
             f"{floor_sc['total']:.0f}, where `acquire(blocking=False)` and `release()`, which send on the "
-            f"calling thread, make {try_sc['total']:.0f}.")
+            f"calling thread, make {try_sc['total']:.0f}. When the machine is busy ({load}), each hand-over "
+            "to a runtime thread also waits for a core.")
+    if "asyncio uncontended" in missed:
+        out.append(
+            "- asyncio: each call's reply is read by a runtime thread, which hands it to the event loop through "
+            "the loop's socket: two threads where redis.asyncio uses one, so when the machine is busy "
+            f"({load}) the hand-over waits for a core.")
     co = (res.get("contended") or {}).get(FERRO_FAIR)
     un = res.get("uncontended")
     if "contended, fair=True (4 processes x 1 ms holds)" in missed and co and co.get("cycles") and un:
