@@ -137,12 +137,17 @@ test-docs: docs
 
 # `make bench`: ferrolock beside redis-py, python-redis-lock and pottery, in one run
 # against a throwaway redis-server; writes docs/benchmarks.md and docs/benchmarks.png.
-# BENCH_ARGS=--quick for a ~1 minute run.
+# BENCH_ARGS=--quick for a ~1 minute run; BENCH_ARGS="--baseline DIR" adds the
+# figures of another build's ferrolock package (in DIR) beside this one's.
+# strace (Debian package) counts the system calls of one cycle.
 BENCH_REQS := benches/requirements.txt
 BENCH_ARGS ?=
 
 .PHONY: bench
 bench: redis build-dev
+	@command -v strace >/dev/null 2>&1 || { \
+	  echo "installing strace (Debian package)"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq strace >/dev/null; }
 	$(PY) -m pip install -q -r $(BENCH_REQS)
 	$(PY) benches/bench.py $(BENCH_ARGS)
 

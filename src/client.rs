@@ -11,10 +11,9 @@ use redis::{ConnectionAddr, IntoConnectionInfo};
 
 use crate::cleanup::Cleanups;
 use crate::cluster::ClusterTarget;
-use crate::conn::Conn;
+use crate::conn::{inline_active, Conn, Inline, InlinePool};
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
-use crate::scripts::{self, Record};
 use crate::server;
 use crate::wakeups::{Feed, Registration, Wakeups};
 
@@ -108,6 +107,8 @@ struct Inner {
     opts: ClientOptions,
     keys: KeySpace,
     display: String,
+    /// TLS to the server (such connections are never used inline).
+    tls: bool,
     /// This process's connections and waiters. A forked child makes its own
     /// and never touches (or waits on a lock of) its parent's: the parent's
     /// are swapped out without taking any lock, so a fork while a parent
@@ -121,6 +122,8 @@ struct Local {
     pid: u32,
     conn: ArcSwapOption<Conn>,
     connecting: tokio::sync::Mutex<()>,
+    /// Idle connections for commands sent inline (see `conn::inline`).
+    inline: Arc<InlinePool>,
     cleanups: Arc<Cleanups>,
     wakeups: Arc<Wakeups>,
 }
@@ -218,8 +221,15 @@ impl Client {
     }
 
     fn from_target(target: Target, display: String, opts: ClientOptions) -> Client {
+        let tls = match &target {
+            Target::Direct(redis) => {
+                matches!(redis.get_connection_info().addr(), ConnectionAddr::TcpTls { .. })
+            }
+            _ => true,
+        };
         Client {
             inner: Arc::new(Inner {
+                tls,
                 target,
                 keys: KeySpace::new(&opts.prefix),
                 opts,
@@ -231,7 +241,7 @@ impl Client {
 
     /// This process's state, made on first use in each process.
     fn local(&self) -> Arc<Local> {
-        let pid = std::process::id();
+        let pid = crate::pid::current();
         loop {
             let current = self.inner.local.load_full();
             if let Some(local) = current.as_ref().filter(|l| l.pid == pid) {
@@ -242,6 +252,7 @@ impl Client {
                 pid,
                 conn: ArcSwapOption::empty(),
                 connecting: tokio::sync::Mutex::new(()),
+                inline: Arc::default(),
                 wakeups: Arc::new(Wakeups::new(cleanups.clone())),
                 cleanups,
             }));
@@ -281,7 +292,7 @@ impl Client {
         F: Fn(Conn) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
-        let err = match op(self.conn().await?).await {
+        let err = match op(self.call_conn().await?).await {
             Ok(v) => return Ok((v, false)),
             Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::BusyLoading) => {
                 return self.when_loaded(&op).await.map(|v| (v, false));
@@ -297,7 +308,7 @@ impl Client {
         }
         self.forget_connection();
         log::info!("connection to {} dropped ({err}); retrying once", self.inner.display);
-        op(self.conn().await?).await.map(|v| (v, true)).map_err(|e| {
+        op(self.call_conn().await?).await.map(|v| (v, true)).map_err(|e| {
             self.forget_connection();
             e.into()
         })
@@ -346,6 +357,39 @@ impl Client {
     /// The server address without credentials, for messages and repr.
     pub fn describe(&self) -> &str {
         &self.inner.display
+    }
+
+    /// What an operation runs on: the multiplexed connection, or, inside
+    /// `conn::inline` and for a plain (not TLS) single-node target, a pooled
+    /// connection used on the calling thread.
+    async fn call_conn(&self) -> Result<Conn> {
+        if let Target::Direct(redis) = &self.inner.target {
+            if inline_active() && !self.inner.tls {
+                if let Some(conn) = self.inline_conn(redis) {
+                    return Ok(conn);
+                }
+            }
+        }
+        self.conn().await
+    }
+
+    /// An idle inline connection, or a new one; `None` when none can be
+    /// opened at once (the multiplexed connection then carries the call,
+    /// with its own reconnecting and its own errors).
+    fn inline_conn(&self, redis: &redis::Client) -> Option<Conn> {
+        let local = self.local();
+        let idle = local.inline.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
+        let conn = if let Some(conn) = idle {
+            conn
+        } else {
+            let opts = &self.inner.opts;
+            let limit = opts.connect_timeout.min(opts.command_timeout);
+            let conn = redis.get_connection_with_timeout(limit).ok()?;
+            conn.set_read_timeout(Some(opts.command_timeout)).ok()?;
+            conn.set_write_timeout(Some(opts.command_timeout)).ok()?;
+            conn
+        };
+        Some(Conn::Inline(Arc::new(Inline::new(conn, local.inline.clone()))))
     }
 
     /// The multiplexed, self-reconnecting connection of this process.
@@ -415,18 +459,6 @@ impl Client {
             })??)
         };
         self.local().wakeups.clone().register(connect, channels, reader, token).await
-    }
-
-    /// Deletes the lock `name` whoever holds it.
-    pub async fn force_release(&self, name: &str) -> Result<bool> {
-        let keys = [self.keys().lock(name)];
-        Ok(scripts::release(self, &keys, "", true, "").await? > 0)
-    }
-
-    /// Who holds `name`, or `None` when it is free.
-    pub async fn inspect(&self, name: &str) -> Result<Option<Record>> {
-        let keys = [self.keys().lock(name)];
-        Ok(scripts::inspect(self, &keys).await?.pop().flatten())
     }
 
     /// Runs a clean-up (the undo of an interrupted acquire) detached from

@@ -1,16 +1,84 @@
-//! What a command runs on: one node's self-reconnecting connection, or a
-//! Redis Cluster connection that routes each command to the node owning its
-//! first key's slot (every script's keys share one hash tag).
+//! What a command runs on: one node's self-reconnecting connection, a Redis
+//! Cluster connection that routes each command to the node owning its first
+//! key's slot (every script's keys share one hash tag), or a connection used
+//! inline on the calling thread.
+
+use std::cell::Cell;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
-use redis::{Cmd, Pipeline, RedisFuture, Value};
+use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
 #[derive(Clone)]
 pub(crate) enum Conn {
     Node(ConnectionManager),
     Cluster(ClusterConnection),
+    /// Commands written and replies read on the calling thread.
+    Inline(Arc<Inline>),
+}
+
+thread_local! {
+    static INLINE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` (a caller blocked on a future of this crate until it ends) with
+/// the commands that future sends written, and their replies read, on this
+/// thread: no hop to a runtime thread and back for each round trip. Work the
+/// future spawns (renewal, clean-ups, wake-ups) stays on the runtime.
+pub fn inline<R>(f: impl FnOnce() -> R) -> R {
+    let was = INLINE.replace(true);
+    let result = f();
+    INLINE.set(was);
+    result
+}
+
+/// Whether this thread is inside `inline`.
+pub(crate) fn inline_active() -> bool {
+    INLINE.get()
+}
+
+/// Idle inline connections of one process, for any thread to take.
+pub(crate) type InlinePool = Mutex<Vec<redis::Connection>>;
+
+/// A blocking connection taken from its pool for one operation; it goes back
+/// when the operation is done, unless it failed (a connection that timed out
+/// or broke may be out of step with the server: it is closed instead).
+pub(crate) struct Inline {
+    conn: Mutex<Option<redis::Connection>>,
+    pool: Arc<InlinePool>,
+}
+
+impl Inline {
+    pub(crate) fn new(conn: redis::Connection, pool: Arc<InlinePool>) -> Inline {
+        Inline { conn: Mutex::new(Some(conn)), pool }
+    }
+
+    fn run<T>(&self, f: impl FnOnce(&mut redis::Connection) -> RedisResult<T>) -> RedisResult<T> {
+        let mut slot = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(conn) = slot.as_mut() else {
+            let closed =
+                std::io::Error::new(std::io::ErrorKind::NotConnected, "the connection failed earlier");
+            return Err(closed.into());
+        };
+        let result = f(conn);
+        if let Err(e) = &result {
+            if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_unrecoverable_error() {
+                *slot = None;
+            }
+        }
+        result
+    }
+}
+
+impl Drop for Inline {
+    fn drop(&mut self) {
+        let conn = self.conn.get_mut().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(conn) = conn {
+            self.pool.lock().unwrap_or_else(PoisonError::into_inner).push(conn);
+        }
+    }
 }
 
 impl ConnectionLike for Conn {
@@ -18,6 +86,10 @@ impl ConnectionLike for Conn {
         match self {
             Conn::Node(c) => c.req_packed_command(cmd),
             Conn::Cluster(c) => c.req_packed_command(cmd),
+            Conn::Inline(c) => {
+                let reply = c.run(|conn| redis::ConnectionLike::req_command(conn, cmd));
+                Box::pin(std::future::ready(reply))
+            }
         }
     }
 
@@ -30,6 +102,12 @@ impl ConnectionLike for Conn {
         match self {
             Conn::Node(c) => c.req_packed_commands(pipeline, offset, count),
             Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Inline(c) => {
+                let packed = pipeline.get_packed_pipeline();
+                let replies =
+                    c.run(|conn| redis::ConnectionLike::req_packed_commands(conn, &packed, offset, count));
+                Box::pin(std::future::ready(replies))
+            }
         }
     }
 
@@ -37,6 +115,7 @@ impl ConnectionLike for Conn {
         match self {
             Conn::Node(c) => c.get_db(),
             Conn::Cluster(c) => c.get_db(),
+            Conn::Inline(c) => c.run(|conn| Ok(redis::ConnectionLike::get_db(conn))).unwrap_or(0),
         }
     }
 }
@@ -68,6 +147,14 @@ impl Conn {
                     );
                 }
                 Ok(found)
+            }
+            Conn::Inline(c) => {
+                let c = c.clone();
+                scan_node(pattern, |cmd| {
+                    let c = c.clone();
+                    async move { c.run(|conn| cmd.query(conn)) }
+                })
+                .await
             }
         }
     }

@@ -1,6 +1,7 @@
 //! ferrolock: distributed locks on Redis. The core (everything outside `py`)
 //! knows nothing of Python; `py` holds the PyO3 bindings.
 
+mod admin;
 mod cleanup;
 pub mod client;
 mod cluster;
@@ -13,6 +14,7 @@ pub mod lease;
 pub mod listing;
 pub mod lock;
 pub mod mode;
+mod pid;
 pub mod retry;
 pub mod rwmutex;
 pub mod scripts;
@@ -29,6 +31,7 @@ pub use stats::{live_watchdogs, waiters};
 mod py;
 
 pub use client::{Client, ClientOptions};
+pub use conn::inline;
 pub use error::{Error, Result};
 pub use lease::Lease;
 pub use listing::{Reader, State};

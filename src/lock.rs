@@ -104,7 +104,7 @@ struct State {
 
 impl State {
     fn new() -> State {
-        State { pid: std::process::id(), gate: Arc::new(Semaphore::new(1)), hold: None, last: None }
+        State { pid: crate::pid::current(), gate: Arc::new(Semaphore::new(1)), hold: None, last: None }
     }
 }
 
@@ -165,7 +165,7 @@ impl Lock {
     /// This process's state: after a fork, the child's starts empty.
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if state.pid != std::process::id() {
+        if state.pid != crate::pid::current() {
             let inherited = std::mem::replace(&mut *state, State::new());
             // The parent's watchdog task lives in the parent's runtime: leave it be.
             std::mem::forget(inherited);

@@ -13,7 +13,7 @@ impl ProcessCounter {
 
     fn with<R>(&self, f: impl FnOnce(&mut usize) -> R) -> R {
         let mut slot = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let pid = std::process::id();
+        let pid = crate::pid::current();
         if slot.0 != pid {
             *slot = (pid, 0);
         }

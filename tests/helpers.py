@@ -3,6 +3,7 @@ a condition another thread or process brings about."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
@@ -48,3 +49,16 @@ def wait_for(predicate, limit: float, what: str) -> None:
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.005)
+
+
+async def cancelled_after(awaitable, steps: int):
+    """Runs `awaitable` as a task, cancels it after `steps` event-loop steps,
+    and returns its result, or None if the cancellation landed first."""
+    task = asyncio.ensure_future(awaitable)
+    for _ in range(steps):
+        await asyncio.sleep(0)
+    task.cancel()
+    try:
+        return await task
+    except asyncio.CancelledError:
+        return None

@@ -13,6 +13,7 @@ import pytest
 
 import ferrolock
 from ferrolock import LockNotAcquired, LockNotOwned, Retry
+from helpers import cancelled_after
 
 TOKEN_RE = re.compile(r"[0-9a-f]{32}")
 
@@ -246,14 +247,7 @@ async def test_cancel_aacquire_on_free_lock_at_each_step(client, raw, prefix):
     for rep in range(3):
         for k in range(6):
             lock = client.lock(f"free-{rep}-{k}")
-            task = asyncio.create_task(take(lock))
-            for _ in range(k):
-                await asyncio.sleep(0)
-            task.cancel()
-            try:
-                result = await task
-            except asyncio.CancelledError:
-                result = None
+            result = await cancelled_after(take(lock), k)
             if result is True:
                 await lock.arelease()
                 continue
@@ -268,8 +262,11 @@ async def test_cancel_aacquire_on_free_lock_at_each_step(client, raw, prefix):
 async def test_cancel_after_acquire_completed_leaves_nothing(client, how):
     """Deterministic version of the race in the step test: the event loop is
     busy (blocked here on a synchronous poll) while the acquire completes, so
-    the cancel lands before the result is delivered."""
+    the cancel lands before the result is delivered. The lock is held when
+    the task starts, so its first step cannot already take it."""
     lock = client.lock("window")
+    holder = client.lock("window")
+    assert holder.acquire()
 
     async def take():
         if how == "aacquire":
@@ -278,7 +275,9 @@ async def test_cancel_after_acquire_completed_leaves_nothing(client, how):
             await asyncio.sleep(3600)
 
     task = asyncio.create_task(take())
-    await asyncio.sleep(0)  # the task starts and sends the acquire
+    await asyncio.sleep(0)  # the task starts: its first attempt finds the lock held
+    assert not task.done()
+    holder.release()  # the waiter is woken and takes it, while the loop is blocked
     deadline = time.monotonic() + 5
     while client.inspect("window") is None:  # blocks the loop on purpose
         assert time.monotonic() < deadline
@@ -295,11 +294,13 @@ async def test_cancel_after_acquire_completed_leaves_nothing(client, how):
 
 
 async def test_cancelled_arelease_still_releases(client, raw, prefix):
-    # the awaitable itself cancelled at once
+    # a task running arelease cancelled before its first step
     lock = client.lock("r1")
     assert await lock.aacquire()
-    fut = lock.arelease()
-    fut.cancel()
+    task = asyncio.ensure_future(lock.arelease())
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
     assert await wait_unlocked(lock)
     assert lock.token is None
 
@@ -312,11 +313,30 @@ async def test_cancelled_arelease_still_releases(client, raw, prefix):
 
     task = asyncio.create_task(give_back())
     await asyncio.sleep(0)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
+    task.cancel()  # a no-op if the release was answered in the task's first step
+    try:
         await task
+    except asyncio.CancelledError:
+        pass
     assert await wait_unlocked(lock)
     assert raw.keys(prefix + "*") == []
+
+    # the coroutine thrown into while its release is in flight: it raises, and
+    # the release completes all the same
+    for _ in range(50):
+        assert await lock.aacquire()
+        coro = lock.arelease()
+        try:
+            coro.send(None)
+        except StopIteration:
+            continue  # answered within the first step: try again
+        with pytest.raises(asyncio.CancelledError):
+            coro.throw(asyncio.CancelledError())
+        assert await wait_unlocked(lock)
+        assert lock.token is None
+        break
+    else:
+        pytest.fail("every release was answered within its first step")
     # the handle is free for another hold
     assert await lock.aacquire(blocking=False)
     await lock.arelease()

@@ -220,8 +220,10 @@ async def test_a_cancelled_waiter_passes_its_wakeup_on(client):
     assert await holder.aacquire()
     first, second = client.lock("c", retry=slow), client.lock("c", retry=slow)
     t1 = asyncio.ensure_future(first.aacquire())
+    await asyncio.sleep(0)  # its first step: from there on the runtime drives it
     wait_for(lambda: _waiters(client) >= 1, 5, "the first waiter")
     t2 = asyncio.ensure_future(second.aacquire())
+    await asyncio.sleep(0)
     wait_for(lambda: _waiters(client) >= 2, 5, "the second waiter")
     await holder.arelease()
     t1.cancel()

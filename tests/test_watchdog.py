@@ -398,3 +398,14 @@ def test_extend_without_renewal_moves_the_loss_deadline(client, raw, prefix):
     assert again.acquire(timeout=0.5)
     again.release()
     assert raw.keys(prefix + "*") == []
+
+
+async def test_a_loss_while_entering_async_with_is_lock_lost(client):
+    """A hold lost before its `async with` block even starts (here: a 2 ms ttl
+    without renewal, lost at once) ends the block with LockLost, never with a
+    bare CancelledError out of `async with` itself."""
+    for _ in range(20):
+        lock = client.lock("early", ttl=0.002, auto_renew=False)
+        with pytest.raises(ferrolock.LockLost):
+            async with lock:
+                await asyncio.sleep(0.05)

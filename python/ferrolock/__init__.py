@@ -14,7 +14,7 @@ import inspect
 import logging
 from typing import Any, Callable, Iterable, TypeVar
 
-from ._ferrolock import _at_exit
+from ._ferrolock import _at_exit, _semaphore
 from ._ferrolock import (
     Client as _Client,
     Lock,
@@ -105,11 +105,135 @@ class Client(_Client):
 
         return decorate
 
-    def multi_lock(self, names: Iterable[str], **options: Any) -> Lock:
-        """One :class:`Lock` over every name in ``names``, taken all-or-nothing."""
-        return super().multi_lock(names, **options)
+    def lock(
+        self,
+        name: str | list[str] | tuple[str, ...],
+        *,
+        ttl: float | None = None,
+        auto_renew: bool = True,
+        blocking_timeout: float | None = None,
+        retry: Retry | None = None,
+        metadata: str | None = None,
+        token: str | None = None,
+        on_lost: Callable[[], object] | None = None,
+        fair: bool = False,
+    ) -> Lock:
+        """A new :class:`Lock` handle on ``name``: the same as ``Lock(self, name, ...)``.
+
+        Nothing is sent to Redis until the lock is acquired.
+
+        Args:
+            name: the lock name, or a list or tuple of names for a multi-lock.
+            ttl, auto_renew, blocking_timeout, retry, metadata, token, on_lost,
+                fair: see :class:`Lock`.
+
+        Returns:
+            A handle that does not hold the lock yet (unless ``token`` is given).
+
+        Raises:
+            TypeError: an argument has the wrong type.
+            ValueError: an argument is out of range (see :class:`Lock`).
+        """
+        return Lock(
+            self, name, ttl=ttl, auto_renew=auto_renew, blocking_timeout=blocking_timeout, retry=retry,
+            metadata=metadata, token=token, on_lost=on_lost, fair=fair,
+        )
+
+    def multi_lock(
+        self,
+        names: Iterable[str],
+        *,
+        ttl: float | None = None,
+        auto_renew: bool = True,
+        blocking_timeout: float | None = None,
+        retry: Retry | None = None,
+        metadata: str | None = None,
+        token: str | None = None,
+        on_lost: Callable[[], object] | None = None,
+        fair: bool = False,
+    ) -> Lock:
+        """One :class:`Lock` over every name in ``names``, taken all-or-nothing.
+
+        The handle takes every name in one atomic step or none of them, holds
+        them under one token and one fence, and renews and releases them
+        together. Nothing is sent to Redis until the lock is acquired.
+
+        Args:
+            names: the lock names, distinct; any iterable of ``str``.
+            ttl, auto_renew, blocking_timeout, retry, metadata, token, on_lost,
+                fair: see :class:`Lock`.
+
+        Returns:
+            A handle that does not hold the locks yet (unless ``token`` is
+            given). Its ``name`` is a tuple when there are several names.
+
+        Raises:
+            TypeError: ``names`` is a ``str`` or not iterable, or an argument
+                has the wrong type.
+            ValueError: ``names`` is empty or repeats a name, an argument is
+                out of range (see :class:`Lock`), or on a Redis Cluster the
+                names fall in different hash slots (one script cannot span
+                slots there).
+        """
+        if isinstance(names, str):
+            raise TypeError("multi_lock takes a list of names, not a str (use client.lock for one name)")
+        return self.lock(
+            tuple(names), ttl=ttl, auto_renew=auto_renew, blocking_timeout=blocking_timeout, retry=retry,
+            metadata=metadata, token=token, on_lost=on_lost, fair=fair,
+        )
+
+    def semaphore(
+        self,
+        name: str,
+        permits: int,
+        *,
+        ttl: float | None = None,
+        auto_renew: bool = True,
+        blocking_timeout: float | None = None,
+        retry: Retry | None = None,
+        metadata: str | None = None,
+        token: str | None = None,
+        on_lost: Callable[[], object] | None = None,
+        fair: bool = False,
+    ) -> Lock:
+        """A handle on one permit of the semaphore ``name``: up to ``permits`` holders at once.
+
+        The handle is a :class:`Lock` in every respect, except that up to
+        ``permits`` handles hold the name at once. Each permit is its own
+        lease: a holder that dies frees its permit after its own ttl, never
+        sooner. ``fair=True`` hands permits out in arrival order across
+        processes; ``inspect()`` lists the holders.
+
+        Raises:
+            ValueError: ``permits`` is 0 or above 1,000,000, an option is out
+                of range, or (at ``acquire``) another process uses a different
+                ``permits`` for this name while a permit is held.
+            OverflowError: ``permits`` is negative.
+        """
+        return _semaphore(
+            self, name, permits, ttl=ttl, auto_renew=auto_renew, blocking_timeout=blocking_timeout,
+            retry=retry, metadata=metadata, token=token, on_lost=on_lost, fair=fair,
+        )
 
     def election(self, name: str, *, ttl: float = 30.0) -> Election:
         """The leader election ``name``: a leader's term lasts ``ttl`` seconds
         unless renewed (the watchdog renews it while the leader lives)."""
         return Election(self, name, ttl=ttl)
+
+    def rwmutex(self, name: str, **options: Any) -> RWMutex:
+        """An :class:`RWMutex` on ``name``: the same as ``RWMutex(self, name, ...)``.
+
+        Keyword arguments as for :class:`RWMutex` (its signature is this
+        method's). Nothing is sent to Redis until a handle is acquired.
+        """
+        return RWMutex(self, name, **options)
+
+
+def _rwmutex_signature() -> inspect.Signature:
+    """``RWMutex(client, name, ...)``'s signature, bound to a client."""
+    sig = inspect.signature(RWMutex)
+    return sig.replace(parameters=[inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+                       + list(sig.parameters.values())[1:])
+
+
+Client.rwmutex.__signature__ = _rwmutex_signature()  # type: ignore[attr-defined]

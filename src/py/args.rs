@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyString};
 
@@ -81,14 +81,21 @@ pub fn wait(blocking: bool, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Wait
         (true, Some(t)) if !t.is_finite() => {
             Err(PyValueError::new_err("timeout must be finite; use -1 or None to wait forever"))
         }
+        (true, Some(t)) if t > TIMEOUT_MAX => Err(PyOverflowError::new_err(format!(
+            "timeout value is too large: {t} (the longest is {TIMEOUT_MAX} s, as `threading.TIMEOUT_MAX`)"
+        ))),
         (true, Some(t)) => deadline(t),
     }
 }
+
+/// The longest finite timeout, as `threading.TIMEOUT_MAX`: longer ones raise
+/// `OverflowError`, as `threading.Lock.acquire` does.
+pub const TIMEOUT_MAX: f64 = 9_223_372_036.0;
 
 pub fn deadline(t: f64) -> PyResult<Wait> {
     Duration::try_from_secs_f64(t)
         .ok()
         .and_then(|d| Instant::now().checked_add(d))
         .map(Wait::Until)
-        .ok_or_else(|| PyValueError::new_err(format!("timeout is out of range: {t}")))
+        .ok_or_else(|| PyOverflowError::new_err(format!("timeout value is too large: {t}")))
 }

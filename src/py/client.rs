@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple};
 
 use crate::client::{Client, ClientOptions};
 use crate::listing::State;
@@ -11,25 +10,72 @@ use crate::lock::check_name;
 use crate::scripts::Record;
 
 use super::args;
-use super::lock::PyLock;
-use super::options::HandleOptions;
-use super::runtime::{awaitable, wait};
-use super::rwmutex::PyRwMutex;
+use super::coro::{coroutine, Cancel, Operation};
+use super::runtime::wait;
 
-#[pyclass(name = "Client", module = "ferrolock", subclass, frozen)]
+/// A connection to one Redis deployment, shared by every lock made from it.
+///
+/// The connection is multiplexed and reconnects by itself; a forked child
+/// process opens its own. Thread-safe: share one client between threads,
+/// tasks and locks. :class:`ferrolock.Client` subclasses this class and adds
+/// ``synchronized``.
+///
+/// Check the options and connect to Redis now.
+///
+/// The GIL is released while connecting, which takes at most
+/// ``connect_timeout``.
+///
+/// Args:
+///     url: where Redis is: ``redis://[user:password@]host[:port][/db]``,
+///         ``rediss://...`` (TLS; ``#insecure`` at the end skips certificate
+///         checks), ``unix:///path/to/redis.sock?db=N``,
+///         ``redis+sentinel://[user:password@]host:port[,host:port...]/service[/db]``
+///         (the master is asked of the Sentinels at every reconnect, so a
+///         failover is followed; the credentials are the data nodes'),
+///         ``redis+cluster://[user:password@]host:port[,host:port...]``
+///         (a Redis Cluster, seeded by any of its nodes;
+///         ``rediss+cluster://`` for TLS; wake-ups use sharded pub/sub), or
+///         ``[password@]host[:port]``. ``None`` (the default) means
+///         ``"redis://127.0.0.1:6379/0"``.
+///     connect_timeout: seconds allowed to connect (and later to
+///         reconnect); positive and finite. ``None`` means 5 seconds.
+///     command_timeout: seconds allowed for Redis to answer one command;
+///         positive and finite. ``None`` means 5 seconds.
+///     prefix: prepended to every key, to keep the locks of one
+///         application apart from others. ``None`` means ``"ferrolock:"``.
+///     ca_file: path of a PEM file of the certificate authorities to trust
+///         for a ``rediss://`` or ``rediss+cluster://`` URL; ``None`` (the default) uses the
+///         system's trusted roots.
+///
+/// Raises:
+///     LockConnectionError: Redis cannot be reached within
+///         ``connect_timeout``, or it refused the credentials.
+///     ValueError: the URL or an option is invalid, ``ca_file`` cannot be
+///         read, or ``ca_file`` is given without a ``rediss://`` URL.
+///     TypeError: an argument has the wrong type.
+#[pyclass(name = "Client", module = "ferrolock", subclass, frozen, weakref)]
 pub struct PyClient {
     pub(crate) core: Client,
 }
 
-/// Who holds a lock, as `Client.inspect` found it.
+/// Who holds a lock, as ``Client.inspect`` or ``Lock.inspect`` found it.
+///
+/// A read-only snapshot taken from Redis at the time of the call; it does not
+/// follow later changes. Instances are made by ferrolock only (``LockInfo()``
+/// raises ``TypeError``); two snapshots are equal when every field is.
 #[pyclass(name = "LockInfo", module = "ferrolock", frozen, get_all, eq)]
 #[derive(PartialEq, Clone)]
 pub struct LockInfo {
+    /// The lock name (without the client's prefix).
     name: String,
+    /// The holder's owner token (32 hex digits for tokens ferrolock made).
     token: String,
+    /// The ``metadata`` the holder gave its ``Lock``, or ``None`` (none, or empty).
     metadata: Option<String>,
+    /// The fencing token of the hold (see :attr:`Lock.fence`).
     fence: i64,
-    /// Seconds left before the hold expires (None: no expiry set).
+    /// Seconds left before the hold expires (millisecond precision), or
+    /// ``None`` when the key has no expiry set.
     ttl: Option<f64>,
 }
 
@@ -42,6 +88,12 @@ impl LockInfo {
 
 #[pymethods]
 impl LockInfo {
+    #[new]
+    #[pyo3(signature = (name, token, metadata=None, fence=0, ttl=None))]
+    fn py_new(name: String, token: String, metadata: Option<String>, fence: i64, ttl: Option<f64>) -> Self {
+        LockInfo { name, token, metadata, fence, ttl }
+    }
+
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let r = |v: Bound<'_, PyAny>| v.repr().map(|r| r.to_string());
         Ok(format!(
@@ -55,8 +107,6 @@ impl LockInfo {
     }
 }
 
-/// One name used as one kind of primitive, as `Client.scan` or
-/// `Client.describe` found it.
 #[pyclass(name = "LockState", module = "ferrolock", frozen, get_all, eq)]
 #[derive(PartialEq)]
 pub struct LockState {
@@ -144,87 +194,90 @@ impl PyClient {
         Ok(PyClient { core })
     }
 
-    /// A `Lock` on `name`; keyword arguments as for `Lock`.
-    #[pyo3(signature = (name, **options))]
-    fn lock<'py>(
-        slf: &Bound<'py, Self>,
-        name: &Bound<'py, PyAny>,
-        options: Option<&Bound<'py, PyDict>>,
-    ) -> PyResult<Bound<'py, PyLock>> {
-        let py = slf.py();
-        py.get_type::<PyLock>()
-            .call(PyTuple::new(py, [slf.as_any(), name])?, options)?
-            .cast_into::<PyLock>()
-            .map_err(Into::into)
-    }
-
-    /// An `RWMutex` on `name`; keyword arguments as for `RWMutex`.
-    #[pyo3(signature = (name, **options))]
-    fn rwmutex<'py>(
-        slf: &Bound<'py, Self>,
-        name: &Bound<'py, PyAny>,
-        options: Option<&Bound<'py, PyDict>>,
-    ) -> PyResult<Bound<'py, PyRwMutex>> {
-        let py = slf.py();
-        py.get_type::<PyRwMutex>()
-            .call(PyTuple::new(py, [slf.as_any(), name])?, options)?
-            .cast_into::<PyRwMutex>()
-            .map_err(Into::into)
-    }
-
-    /// A handle on one permit of the semaphore `name`: up to `permits`
-    /// holders at once, each permit its own lease (renewed by the watchdog,
-    /// reported lost like a Lock's). Keyword arguments as for `Lock`;
-    /// `fair=True` hands permits out in arrival order across processes.
-    #[pyo3(signature = (name, permits, **options))]
-    fn semaphore(
-        slf: &Bound<'_, Self>,
-        name: &Bound<'_, PyAny>,
-        permits: u32,
-        options: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<PyLock> {
-        let o = HandleOptions::from_kwargs(&PyDict::new(slf.py()), options)?;
-        let core =
-            crate::semaphore::permit(slf.get().core.clone(), args::name(name)?, permits, o.lock, o.token)?;
-        Ok(PyLock::from_core(core, slf, o.blocking_timeout))
-    }
-
-    /// One `Lock` over every name in `names`, taken all-or-nothing.
-    #[pyo3(signature = (names, **options))]
-    fn multi_lock<'py>(
-        slf: &Bound<'py, Self>,
-        names: &Bound<'py, PyAny>,
-        options: Option<&Bound<'py, PyDict>>,
-    ) -> PyResult<Bound<'py, PyLock>> {
-        if names.is_instance_of::<pyo3::types::PyString>() {
-            return Err(pyo3::exceptions::PyTypeError::new_err(
-                "multi_lock takes a list of names, not a str (use client.lock for one name)",
-            ));
-        }
-        let names = PyTuple::new(slf.py(), names.try_iter()?.collect::<PyResult<Vec<_>>>()?)?;
-        Self::lock(slf, names.as_any(), options)
-    }
-
-    /// Deletes the lock `name` whoever holds it; True if it was held.
+    /// Delete the lock ``name`` whoever holds it.
+    ///
+    /// For recovery by an operator: the holder is not told until its next
+    /// renewal finds the lock gone (then its hold is lost). The GIL is
+    /// released while waiting for Redis.
+    ///
+    /// Args:
+    ///     name: the lock name.
+    ///
+    /// Returns:
+    ///     ``True`` if the lock was held, ``False`` if it was free.
+    ///
+    /// Raises:
+    ///     LockConnectionError: Redis could not be reached in time.
+    ///     LockError: Redis answered with an error.
+    ///     TypeError: ``name`` is not a ``str``.
+    ///     ValueError: ``name`` is empty or too long.
     fn force_release(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<bool> {
         let (client, name) = (self.core.clone(), checked(name)?);
         wait(py, async move { client.force_release(&name).await })
     }
 
-    fn aforce_release<'py>(&self, py: Python<'py>, name: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    /// Asyncio version of :meth:`force_release`.
+    ///
+    /// Args:
+    ///     name: the lock name.
+    ///
+    /// Returns:
+    ///     A future of ``True`` if the lock was held, ``False`` if it was free.
+    ///
+    /// Raises:
+    ///     RuntimeError: awaited with no event loop running.
+    ///     TypeError: ``name`` is not a ``str``, raised at the call (before any await).
+    ///     ValueError: ``name`` is empty or too long, raised at the call (before any await).
+    ///     LockConnectionError: Redis could not be reached in time (when
+    ///         awaited).
+    ///     LockError: Redis answered with an error (when awaited).
+    fn aforce_release(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<Py<Operation>> {
         let (client, name) = (self.core.clone(), checked(name)?);
-        awaitable(py, async move { Ok(client.force_release(&name).await?) })
+        coroutine(py, "Client.aforce_release", Cancel::Drop, async move { client.force_release(&name).await })
     }
 
-    /// Who holds `name` (token, metadata, fence, ttl), or None.
+    /// Who holds the lock ``name``, as Redis sees it now.
+    ///
+    /// The GIL is released while waiting for Redis.
+    ///
+    /// Args:
+    ///     name: the lock name.
+    ///
+    /// Returns:
+    ///     The holder's token, metadata, fence and remaining ttl, or ``None``
+    ///     when the lock is free.
+    ///
+    /// Raises:
+    ///     LockConnectionError: Redis could not be reached in time.
+    ///     LockError: Redis answered with an error.
+    ///     TypeError: ``name`` is not a ``str``.
+    ///     ValueError: ``name`` is empty or too long.
     fn inspect(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<Option<LockInfo>> {
         let (client, name) = (self.core.clone(), checked(name)?);
         wait(py, async move { Ok(client.inspect(&name).await?.map(|r| LockInfo::new(name, r))) })
     }
 
-    fn ainspect<'py>(&self, py: Python<'py>, name: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    /// Asyncio version of :meth:`inspect`.
+    ///
+    /// Args:
+    ///     name: the lock name.
+    ///
+    /// Returns:
+    ///     A future of the holder's :class:`LockInfo`, or of ``None`` when the
+    ///     lock is free.
+    ///
+    /// Raises:
+    ///     RuntimeError: awaited with no event loop running.
+    ///     TypeError: ``name`` is not a ``str``, raised at the call (before any await).
+    ///     ValueError: ``name`` is empty or too long, raised at the call (before any await).
+    ///     LockConnectionError: Redis could not be reached in time (when
+    ///         awaited).
+    ///     LockError: Redis answered with an error (when awaited).
+    fn ainspect(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<Py<Operation>> {
         let (client, name) = (self.core.clone(), checked(name)?);
-        awaitable(py, async move { Ok(client.inspect(&name).await?.map(|r| LockInfo::new(name, r))) })
+        coroutine(py, "Client.ainspect", Cancel::Drop, async move {
+            Ok(client.inspect(&name).await?.map(|r| LockInfo::new(name, r)))
+        })
     }
 
     /// Every lock and RWMutex whose name matches the glob `pattern`.
@@ -235,13 +288,11 @@ impl PyClient {
     }
 
     #[pyo3(signature = (pattern=None))]
-    fn ascan<'py>(
-        &self,
-        py: Python<'py>,
-        pattern: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    fn ascan<'py>(&self, py: Python<'py>, pattern: Option<&Bound<'py, PyAny>>) -> PyResult<Py<Operation>> {
         let (client, pattern) = (self.core.clone(), glob(pattern)?);
-        awaitable(py, async move { Ok(LockState::all(client.scan(&pattern).await?)) })
+        coroutine(py, "Client.ascan", Cancel::Drop, async move {
+            Ok(LockState::all(client.scan(&pattern).await?))
+        })
     }
 
     /// Everything stored under `name`, as a Lock and as an RWMutex.
@@ -250,11 +301,14 @@ impl PyClient {
         wait(py, async move { Ok(LockState::all(client.state_of(&name).await?)) })
     }
 
-    fn adescribe<'py>(&self, py: Python<'py>, name: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    fn adescribe<'py>(&self, py: Python<'py>, name: &Bound<'py, PyAny>) -> PyResult<Py<Operation>> {
         let (client, name) = (self.core.clone(), checked(name)?);
-        awaitable(py, async move { Ok(LockState::all(client.state_of(&name).await?)) })
+        coroutine(py, "Client.adescribe", Cancel::Drop, async move {
+            Ok(LockState::all(client.state_of(&name).await?))
+        })
     }
 
+    /// The prefix of every key this client uses (as given, unescaped).
     #[getter]
     fn prefix(&self) -> String {
         self.core.options().prefix.clone()
@@ -265,7 +319,6 @@ impl PyClient {
     }
 }
 
-/// A name pattern: `None` for every name.
 fn glob(pattern: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
     match pattern {
         Some(p) if !p.is_none() => args::text("pattern", p),

@@ -9,9 +9,10 @@ use crate::election::{Election, Leader, Observer};
 
 use super::args;
 use super::client::PyClient;
+use super::coro::{coroutine, Cancel, Operation};
 use super::lock::PyLock;
 use super::options::HandleOptions;
-use super::runtime::{awaitable, wait, wait_interruptible};
+use super::runtime::{wait, wait_interruptible};
 
 #[pyclass(name = "Election", module = "ferrolock._ferrolock", frozen)]
 pub struct PyElection {
@@ -59,9 +60,11 @@ impl PyObserver {
         })
     }
 
-    fn anext<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    fn anext(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
         let inner = self.inner.clone();
-        awaitable(py, async move { Ok(inner.lock().await.next().await?.map(PyLeader::from)) })
+        coroutine(py, "ElectionObserver.anext", Cancel::Drop, async move {
+            Ok(inner.lock().await.next().await?.map(PyLeader::from))
+        })
     }
 }
 
@@ -94,9 +97,11 @@ impl PyElection {
         wait(py, async move { Ok(core.leader().await?.map(PyLeader::from)) })
     }
 
-    fn aleader<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    fn aleader(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
         let core = self.core.clone();
-        awaitable(py, async move { Ok(core.leader().await?.map(PyLeader::from)) })
+        coroutine(py, "Election.aleader", Cancel::Drop, async move {
+            Ok(core.leader().await?.map(PyLeader::from))
+        })
     }
 
     /// The leader holding `term` publishes `value`; LockNotOwned if it no longer leads.
@@ -105,14 +110,14 @@ impl PyElection {
         wait(py, async move { core.proclaim(&term, &value).await })
     }
 
-    fn aproclaim<'py>(
+    fn aproclaim(
         &self,
-        py: Python<'py>,
-        term: &Bound<'py, PyLock>,
-        value: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+        py: Python<'_>,
+        term: &Bound<'_, PyLock>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<Py<Operation>> {
         let (core, term, value) = (self.core.clone(), term.get().core().clone(), args::text("value", value)?);
-        awaitable(py, async move { Ok(core.proclaim(&term, &value).await?) })
+        coroutine(py, "Election.aproclaim", Cancel::Drop, async move { core.proclaim(&term, &value).await })
     }
 
     /// A watcher of this election's changes.

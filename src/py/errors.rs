@@ -1,43 +1,82 @@
 //! The exception tree and the one place core errors become Python exceptions.
 
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::exceptions::{PyConnectionError, PyException, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple, PyType};
 
 use crate::error::Error;
 
-create_exception!(ferrolock, LockError, PyException, "Base class of every ferrolock error.");
-create_exception!(ferrolock, LockNotAcquired, LockError, "The lock could not be taken in the time allowed.");
-create_exception!(ferrolock, LockNotOwned, LockError, "This handle does not hold the lock (any more).");
+create_exception!(
+    ferrolock,
+    LockError,
+    PyException,
+    "Base class of every ferrolock error.\n\nRaised as itself when Redis answers a command with an error (for example\n``WRONGTYPE`` when a lock's key holds something that is not a lock)."
+);
+create_exception!(
+    ferrolock,
+    LockNotAcquired,
+    LockError,
+    "The lock could not be taken in the time allowed.\n\nRaised by ``with lock:`` and ``async with lock:`` when ``blocking_timeout``\npasses, or the :class:`Retry` strategy runs out of attempts, before the lock\nis taken. ``Lock.acquire`` returns ``False`` instead."
+);
 create_exception!(
     ferrolock,
     LockLost,
     LockError,
-    "The lock was lost while held: mutual exclusion no longer covered the holder."
+    "The lock was lost while held: mutual exclusion no longer covered the holder.\n\nRaised at the end of a ``with`` / ``async with`` block whose hold was lost\nwhile the block ran (renewal failed, the ttl ran out with ``auto_renew``\noff, or someone else took the lock over), when the block itself raised\nnothing. An exception raised by the block propagates unchanged instead (so\nCtrl-C stays ``KeyboardInterrupt``), with a note (``__notes__``, Python\n3.11+) saying the lock was lost too; the loss is also logged."
 );
 
-static CONNECTION_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+/// An exception class deriving from `LockError` and a builtin one, made once.
+pub struct Dual {
+    name: &'static str,
+    builtin: fn(Python<'_>) -> Bound<'_, PyType>,
+    doc: &'static str,
+    made: PyOnceLock<Py<PyType>>,
+}
+
+impl Dual {
+    pub fn get<'py>(&'static self, py: Python<'py>) -> PyResult<&'py Bound<'py, PyType>> {
+        self.made
+            .get_or_try_init(py, || {
+                let bases = PyTuple::new(py, [py.get_type::<LockError>(), (self.builtin)(py)])?;
+                let ns = PyDict::new(py);
+                ns.set_item("__module__", "ferrolock")?;
+                ns.set_item("__doc__", self.doc)?;
+                let ty = py.get_type::<PyType>().call1((self.name, bases, ns))?;
+                Ok(ty.cast_into::<PyType>()?.unbind())
+            })
+            .map(|t| t.bind(py))
+    }
+
+    fn err(&'static self, message: String) -> PyErr {
+        Python::attach(|py| match self.get(py) {
+            Ok(ty) => PyErr::from_type(ty.clone(), message),
+            Err(e) => e,
+        })
+    }
+}
 
 /// `LockConnectionError`: both a `LockError` and a builtin `ConnectionError`.
-pub fn connection_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
-    CONNECTION_ERROR
-        .get_or_try_init(py, || {
-            let bases = PyTuple::new(
-                py,
-                [py.get_type::<LockError>(), py.get_type::<pyo3::exceptions::PyConnectionError>()],
-            )?;
-            let ns = PyDict::new(py);
-            ns.set_item("__module__", "ferrolock")?;
-            ns.set_item(
-                "__doc__",
-                "Redis could not be reached, refused the credentials, or did not answer in time.",
-            )?;
-            let ty = py.get_type::<PyType>().call1(("LockConnectionError", bases, ns))?;
-            Ok(ty.cast_into::<PyType>()?.unbind())
-        })
-        .map(|t| t.bind(py))
+pub static CONNECTION_ERROR: Dual = Dual {
+    name: "LockConnectionError",
+    builtin: |py| py.get_type::<PyConnectionError>(),
+    doc: "Redis could not be reached, refused the credentials, or did not answer in time.\n\nBoth a :class:`LockError` and a builtin :class:`ConnectionError`, so either\n``except`` clause catches it.",
+    made: PyOnceLock::new(),
+};
+
+/// `LockNotOwned`: both a `LockError` and a builtin `RuntimeError`, as
+/// `threading.Lock.release()` raises for a lock it does not hold.
+pub static NOT_OWNED: Dual = Dual {
+    name: "LockNotOwned",
+    builtin: |py| py.get_type::<PyRuntimeError>(),
+    doc: "This handle does not hold the lock (any more).\n\nRaised by ``release`` and ``extend`` when the handle holds nothing, or when\nRedis shows that its hold had already expired or been taken over (nobody\nelse's hold is touched then).\n\nBoth a :class:`LockError` and a builtin :class:`RuntimeError` (what\n``threading.Lock.release`` raises for a lock it does not hold), so either\n``except`` clause catches it.",
+    made: PyOnceLock::new(),
+};
+
+/// A `LockNotOwned` error.
+pub fn not_owned(message: String) -> PyErr {
+    NOT_OWNED.err(message)
 }
 
 static CONFIGURATION_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
@@ -46,7 +85,7 @@ static CONFIGURATION_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 pub fn configuration_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     CONFIGURATION_ERROR
         .get_or_try_init(py, || {
-            let bases = PyTuple::new(py, [connection_error(py)?])?;
+            let bases = PyTuple::new(py, [CONNECTION_ERROR.get(py)?])?;
             let ns = PyDict::new(py);
             ns.set_item("__module__", "ferrolock")?;
             ns.set_item(
@@ -64,14 +103,11 @@ impl From<Error> for PyErr {
     fn from(e: Error) -> PyErr {
         match e {
             Error::NotAcquired(m) => LockNotAcquired::new_err(m),
-            Error::NotOwned(m) => LockNotOwned::new_err(m),
+            Error::NotOwned(m) => not_owned(m),
             Error::Lost(m) => LockLost::new_err(m),
             Error::InvalidArgument(m) => PyValueError::new_err(m),
             Error::Redis(m) => LockError::new_err(m),
-            Error::Connection(m) => Python::attach(|py| match connection_error(py) {
-                Ok(ty) => PyErr::from_type(ty.clone(), m),
-                Err(e) => e,
-            }),
+            Error::Connection(m) => CONNECTION_ERROR.err(m),
             Error::Configuration(m) => Python::attach(|py| match configuration_error(py) {
                 Ok(ty) => PyErr::from_type(ty.clone(), m),
                 Err(e) => e,

@@ -12,12 +12,77 @@ use crate::lock::{Lock, Wait};
 
 use super::args;
 use super::client::{LockInfo, PyClient};
-use super::errors::{internal_error, LockLost, LockNotAcquired};
+use super::coro::{coroutine, undoable, Cancel, Operation};
+use super::errors::{LockLost, LockNotAcquired};
 use super::options::HandleOptions;
 use super::retry::PyRetry;
-use super::runtime::{awaitable, awaitable_or_undo, call_soon, runtime, wait, wait_interruptible};
+use super::runtime::{call_soon, runtime, wait, wait_interruptible};
 
-#[pyclass(name = "Lock", module = "ferrolock", frozen)]
+/// A handle on an exclusive lock over one name, or over several names taken
+/// all-or-nothing.
+///
+/// Ownership belongs to the handle, not to a thread or task: any thread may
+/// release a hold that another thread acquired through the same handle, and
+/// a handle holds at most one hold at a time, so a second ``acquire`` on a
+/// handle that holds (from any thread or task) waits until it is released,
+/// like :class:`threading.Lock` (the lock is not re-entrant). Use one handle
+/// per holder to exclude each other, e.g. one per thread or per call.
+///
+/// While held, a background watchdog renews the hold every ``ttl / 3`` (with
+/// ``auto_renew``) and reports it lost when it ends behind the holder's back:
+/// :attr:`lost` turns ``True``, ``on_lost`` is called, and the enclosing
+/// ``with`` / ``async with`` block ends in :class:`LockLost`.
+///
+/// Use as ``with lock:`` or ``async with lock:``: entering waits up to
+/// ``blocking_timeout`` (forever by default) and raises
+/// :class:`LockNotAcquired` when the lock was not taken; leaving releases it
+/// and raises :class:`LockLost` if the hold was lost meanwhile.
+///
+/// Make a handle on the lock ``name``; nothing is sent to Redis yet.
+///
+/// Args:
+///     client: the Redis connection to use.
+///     name: the lock name; or a list or tuple of distinct names for a
+///         multi-lock, taken all-or-nothing (a list of one name is a plain
+///         lock).
+///     ttl: seconds a hold lasts without renewal, between 0.001 and
+///         366 days; ``None`` means 30 seconds.
+///     auto_renew: when ``True`` (the default) the hold is renewed every
+///         ``ttl / 3`` for as long as it is held; when ``False`` it
+///         expires after ``ttl`` and is then reported lost.
+///     blocking_timeout: the most seconds that ``with`` / ``async with``
+///         wait to take the lock (non-negative and finite; 0 means a
+///         single attempt); ``None`` (the default) waits forever. Does not
+///         apply to :meth:`acquire`.
+///     retry: how long to wait between attempts while the lock is busy;
+///         ``None`` means ``Retry.exponential(0.002, 0.1)``.
+///     metadata: text stored beside the owner token (at most 65536 bytes),
+///         readable by anyone with :meth:`inspect`; ``None`` for none.
+///     token: the owner token of a hold taken elsewhere (another handle,
+///         process or machine), 1 to 512 bytes. The new handle then
+///         starts out holding it without any call to Redis: it can
+///         :meth:`release` or :meth:`extend` it, and :meth:`acquire`
+///         adopts the hold (keeping its fence) and starts renewing it.
+///         A restored hold is not renewed, and ``on_lost`` is not called
+///         for it, until it is adopted. ``None`` (the default) for a
+///         handle that holds nothing.
+///     on_lost: called once, with no arguments, when a hold of this
+///         handle is lost. It runs on a background thread (neither the
+///         caller's thread nor the event loop's), with the GIL; an
+///         exception it raises goes to :func:`sys.unraisablehook`.
+///     fair: take the lock in arrival order, across processes. Waiters
+///         queue in Redis. A release hands the lock straight to the oldest
+///         live waiter, so no newcomer can barge in. A waiter that dies or
+///         gives up loses its place; a dead waiter keeps it for at most
+///         min(ttl, 2 s). Use it with one name, and on every handle of
+///         that name.
+///
+/// Raises:
+///     TypeError: an argument has the wrong type (for example a ``bool``
+///         ttl, or an ``on_lost`` that is not callable).
+///     ValueError: a name is empty, too long or repeated, an option is
+///         out of range, or ``fair`` is asked of a multi-lock.
+#[pyclass(name = "Lock", module = "ferrolock", frozen, weakref)]
 pub struct PyLock {
     core: Arc<Lock>,
     client: Py<PyClient>,
@@ -31,17 +96,69 @@ pub struct PyLock {
 #[pyclass(frozen)]
 struct LossScope {
     task: Py<PyAny>,
+    /// The block is running: from the moment `__aenter__` hands its handle
+    /// to the task (never before: a cancel then would land in `__aenter__`
+    /// itself, and no `__aexit__` would turn it into `LockLost`).
     inside: AtomicBool,
+    /// The loss came while the task was still entering: cancel on entry.
+    early: AtomicBool,
     fired: AtomicBool,
+}
+
+impl LossScope {
+    fn new(task: Py<PyAny>) -> LossScope {
+        LossScope {
+            task,
+            inside: AtomicBool::new(false),
+            early: AtomicBool::new(false),
+            fired: AtomicBool::new(false),
+        }
+    }
+
+    fn cancel(&self, py: Python<'_>) -> PyResult<()> {
+        if !self.fired.swap(true, Ordering::SeqCst) {
+            self.task.call_method1(py, "cancel", ("ferrolock: the lock was lost",))?;
+        }
+        Ok(())
+    }
+
+    /// The task takes the handle and enters the block (on the loop's thread).
+    fn enter(&self, py: Python<'_>) -> PyResult<()> {
+        self.inside.store(true, Ordering::SeqCst);
+        if self.early.load(Ordering::SeqCst) {
+            self.cancel(py)?; // lands at the block's first await
+        }
+        Ok(())
+    }
 }
 
 #[pymethods]
 impl LossScope {
     fn __call__(&self, py: Python<'_>) -> PyResult<()> {
-        if self.inside.load(Ordering::SeqCst) && !self.fired.swap(true, Ordering::SeqCst) {
-            self.task.call_method1(py, "cancel", ("ferrolock: the lock was lost",))?;
+        if self.inside.load(Ordering::SeqCst) {
+            self.cancel(py)?;
+        } else {
+            self.early.store(true, Ordering::SeqCst);
         }
         Ok(())
+    }
+}
+
+/// `__aenter__`'s answer: the handle, and on its way to the task (on the
+/// loop's thread) the moment the block starts.
+struct Entered {
+    handle: Py<PyLock>,
+    scope: Py<LossScope>,
+}
+
+impl<'py> IntoPyObject<'py> for Entered {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.scope.get().enter(py)?;
+        Ok(self.handle.into_bound(py).into_any())
     }
 }
 
@@ -97,26 +214,24 @@ impl PyLock {
     }
 }
 
-/// A blocking acquire that Ctrl-C interrupts, leaving no lock behind.
+/// A blocking acquire that Ctrl-C interrupts, leaving no lock behind. One
+/// attempt without waiting is bounded by the command timeout, as any other
+/// call: it runs inline (see `wait`).
 fn acquire_blocking(py: Python<'_>, core: &Arc<Lock>, wait_for: Wait) -> PyResult<bool> {
+    if wait_for == Wait::No {
+        return wait(py, core.acquire(wait_for));
+    }
     wait_interruptible(py, core.client(), core.acquire(wait_for))
 }
 
-/// Starts the release at once, on its own task: cancelling whoever awaits it
-/// (even before the awaitable first runs) does not stop it.
-fn release_now(core: &Arc<Lock>) -> tokio::task::JoinHandle<crate::error::Result<()>> {
-    let core = core.clone();
-    runtime().spawn(async move { core.release().await })
-}
-
 /// Gives back a hold whose acquire nobody received (its awaiter was cancelled).
-fn undo_acquire(core: &Arc<Lock>) -> impl FnOnce() + Send + 'static {
+fn undo_acquire(core: &Arc<Lock>) -> Box<dyn FnOnce() + Send> {
     let core = core.clone();
-    move || {
+    Box::new(move || {
         runtime().spawn(async move {
             let _ = core.release().await;
         });
-    }
+    })
 }
 
 /// The end of a `with` block. A lost hold raises `LockLost`, unless the body
@@ -173,101 +288,278 @@ impl PyLock {
         Ok(PyLock::from_core(core, client, o.blocking_timeout))
     }
 
-    /// `threading.Lock.acquire` semantics; the GIL is released while waiting.
+    /// Take the lock, with the semantics of :meth:`threading.Lock.acquire`.
+    ///
+    /// The GIL is released while waiting; the wait wakes every 50 ms to check
+    /// for signals, so Ctrl-C raises ``KeyboardInterrupt`` promptly and leaves
+    /// no lock behind (a hold granted in the meantime is released first).
+    ///
+    /// Args:
+    ///     blocking: when ``False``, make one attempt and return at once.
+    ///     timeout: the most seconds to wait when ``blocking``; ``-1`` or
+    ///         ``None`` (the default) waits forever; ``0`` makes one attempt.
+    ///         Must be ``None`` or ``-1`` when ``blocking`` is ``False``.
+    ///
+    /// Returns:
+    ///     ``True`` once the lock is taken; ``False`` when ``timeout`` passed,
+    ///     ``blocking`` is ``False`` and the lock is busy, or the
+    ///     :class:`Retry` strategy ran out of attempts.
+    ///
+    /// Raises:
+    ///     ValueError: a ``timeout`` with ``blocking=False``; a negative
+    ///         ``timeout`` other than ``-1``; an infinite or NaN ``timeout``.
+    ///     TypeError: ``blocking`` is not a ``bool``, or ``timeout`` is not
+    ///         a number or ``None``.
+    ///     LockConnectionError: Redis could not be reached in time.
+    ///     LockError: Redis answered with an error.
+    ///     KeyboardInterrupt: Ctrl-C while waiting (no lock is left behind).
     #[pyo3(signature = (blocking=true, timeout=None))]
     fn acquire(&self, py: Python<'_>, blocking: bool, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
         acquire_blocking(py, &self.core, args::wait(blocking, timeout)?)
     }
 
+    /// Asyncio version of :meth:`acquire`.
+    ///
+    /// Cancelling the future (or the task awaiting it) leaves no lock behind,
+    /// even when Redis had already granted it.
+    ///
+    /// Args:
+    ///     blocking: when ``False``, make one attempt only.
+    ///     timeout: as for :meth:`acquire`.
+    ///
+    /// Returns:
+    ///     A future of ``True`` once the lock is taken, or ``False`` (as for
+    ///     :meth:`acquire`).
+    ///
+    /// Raises:
+    ///     RuntimeError: awaited with no event loop running.
+    ///     ValueError: invalid ``timeout``, raised at the call (before any await).
+    ///     TypeError: an argument has the wrong type, raised at the call (before any await).
+    ///     LockConnectionError: Redis could not be reached in time (when
+    ///         awaited).
+    ///     LockError: Redis answered with an error (when awaited).
     #[pyo3(signature = (blocking=true, timeout=None))]
-    fn aacquire<'py>(
+    fn aacquire(
         &self,
-        py: Python<'py>,
+        py: Python<'_>,
         blocking: bool,
-        timeout: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+        timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<Operation>> {
         let wait_for = args::wait(blocking, timeout)?;
         let core = self.core.clone();
-        awaitable_or_undo(
-            py,
-            async move {
-                // Adopting a restored hold takes nothing new: if nobody
-                // receives the answer, the hold stays its owner's.
-                let adopting = core.is_restored();
-                let acquired = core.acquire(wait_for).await?;
-                Ok((acquired, acquired && !adopting))
-            },
-            undo_acquire(&self.core),
-        )
+        let fut = async move {
+            // Adopting a restored hold takes nothing new: if nobody receives
+            // the answer, the hold stays its owner's.
+            let adopting = core.is_restored();
+            let acquired = core.acquire(wait_for).await?;
+            Ok((acquired, acquired && !adopting))
+        };
+        undoable(py, "Lock.aacquire", Cancel::Drop, fut, Some(undo_acquire(&self.core)))
     }
 
+    /// Give the lock up and stop renewing it.
+    ///
+    /// May be called from any thread, not only the one that acquired. The
+    /// handle no longer holds afterwards, whatever the outcome (if Redis
+    /// cannot be reached, the key expires after its ttl, no longer renewed).
+    /// The GIL is released while waiting for Redis.
+    ///
+    /// Raises:
+    ///     LockNotOwned: this handle holds nothing, or its hold had already
+    ///         expired or been taken over (the other holder is left alone;
+    ///         the hold is then reported lost).
+    ///     LockConnectionError: Redis could not be reached in time.
+    ///     LockError: Redis answered with an error.
     fn release(&self, py: Python<'_>) -> PyResult<()> {
         let core = self.core.clone();
         wait(py, async move { core.release().await })
     }
 
-    /// Releases even when the awaiting task is cancelled.
-    fn arelease<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let releasing = release_now(&self.core);
-        awaitable(py, async move { releasing.await.map_err(|e| internal_error(&e))?.map_err(PyErr::from) })
+    /// Asyncio version of :meth:`release`.
+    ///
+    /// The release goes through even when the awaiting task is cancelled.
+    ///
+    /// Returns:
+    ///     A future that resolves once the lock is released.
+    ///
+    /// Raises:
+    ///     RuntimeError: awaited with no event loop running.
+    ///     LockNotOwned: as for :meth:`release` (when awaited).
+    ///     LockConnectionError: Redis could not be reached in time (when
+    ///         awaited).
+    ///     LockError: Redis answered with an error (when awaited).
+    fn arelease(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
+        let core = self.core.clone();
+        coroutine(py, "Lock.arelease", Cancel::Finish, async move { core.release().await })
     }
 
+    /// Push the expiry of the hold to ``ttl`` seconds from now.
+    ///
+    /// Later renewals keep this ttl, and the watchdog re-plans its next
+    /// renewal for it. The GIL is released while waiting for Redis.
+    ///
+    /// Args:
+    ///     ttl: the new time to live, in seconds, between 0.001 and 366 days;
+    ///         ``None`` (the default) means the handle's ``ttl``.
+    ///
+    /// Raises:
+    ///     LockNotOwned: this handle holds nothing, its hold was lost, or
+    ///         Redis shows it expired or was taken over (the hold is then
+    ///         reported lost; it is not brought back).
+    ///     ValueError: ``ttl`` is out of range.
+    ///     TypeError: ``ttl`` is not a number or ``None``.
+    ///     LockConnectionError: Redis could not be reached in time.
+    ///     LockError: Redis answered with an error.
     #[pyo3(signature = (ttl=None))]
     fn extend(&self, py: Python<'_>, ttl: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         let (core, ttl) = (self.core.clone(), args::optional_seconds("ttl", ttl)?);
         wait(py, async move { core.extend(ttl).await })
     }
 
+    /// Asyncio version of :meth:`extend`.
+    ///
+    /// Args:
+    ///     ttl: as for :meth:`extend`.
+    ///
+    /// Returns:
+    ///     A future that resolves once the expiry is pushed.
+    ///
+    /// Raises:
+    ///     RuntimeError: awaited with no event loop running.
+    ///     ValueError: ``ttl`` is out of range, raised at the call (before any await).
+    ///     TypeError: ``ttl`` is not a number or ``None``, raised at the call (before any await).
+    ///     LockNotOwned: as for :meth:`extend` (when awaited).
+    ///     LockConnectionError: Redis could not be reached in time (when
+    ///         awaited).
+    ///     LockError: Redis answered with an error (when awaited).
     #[pyo3(signature = (ttl=None))]
-    fn aextend<'py>(&self, py: Python<'py>, ttl: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+    fn aextend(&self, py: Python<'_>, ttl: Option<&Bound<'_, PyAny>>) -> PyResult<Py<Operation>> {
         let (core, ttl) = (self.core.clone(), args::optional_seconds("ttl", ttl)?);
-        awaitable(py, async move { Ok(core.extend(ttl).await?) })
+        coroutine(py, "Lock.aextend", Cancel::Drop, async move { core.extend(ttl).await })
     }
 
+    /// Whether anyone holds the lock now (any of its names, for a multi-lock).
+    ///
+    /// Asks Redis; the GIL is released while waiting.
+    ///
+    /// Returns:
+    ///     ``True`` when some holder, this handle or another, holds a name.
+    ///
+    /// Raises:
+    ///     LockConnectionError: Redis could not be reached in time.
+    ///     LockError: Redis answered with an error.
     fn locked(&self, py: Python<'_>) -> PyResult<bool> {
         let core = self.core.clone();
         wait(py, async move { core.locked().await })
     }
 
-    fn alocked<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    /// Asyncio version of :meth:`locked`.
+    ///
+    /// Returns:
+    ///     A future of whether anyone holds the lock now.
+    ///
+    /// Raises:
+    ///     RuntimeError: awaited with no event loop running.
+    ///     LockConnectionError: Redis could not be reached in time (when
+    ///         awaited).
+    ///     LockError: Redis answered with an error (when awaited).
+    fn alocked(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
         let core = self.core.clone();
-        awaitable(py, async move { Ok(core.locked().await?) })
+        coroutine(py, "Lock.alocked", Cancel::Drop, async move { core.locked().await })
     }
 
+    /// Whether this handle holds the lock now, as Redis sees it.
+    ///
+    /// Asks Redis; the GIL is released while waiting.
+    ///
+    /// Returns:
+    ///     ``True`` when this handle's token holds every name of the lock.
+    ///
+    /// Raises:
+    ///     LockConnectionError: Redis could not be reached in time.
+    ///     LockError: Redis answered with an error.
     fn owned(&self, py: Python<'_>) -> PyResult<bool> {
         let core = self.core.clone();
         wait(py, async move { core.owned().await })
     }
 
-    fn aowned<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    /// Asyncio version of :meth:`owned`.
+    ///
+    /// Returns:
+    ///     A future of whether this handle holds the lock now.
+    ///
+    /// Raises:
+    ///     RuntimeError: awaited with no event loop running.
+    ///     LockConnectionError: Redis could not be reached in time (when
+    ///         awaited).
+    ///     LockError: Redis answered with an error (when awaited).
+    fn aowned(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
         let core = self.core.clone();
-        awaitable(py, async move { Ok(core.owned().await?) })
+        coroutine(py, "Lock.aowned", Cancel::Drop, async move { core.owned().await })
     }
 
-    /// Seconds left on this handle's hold, or None when it holds nothing.
+    /// Seconds left before this handle's hold expires, as Redis sees it now.
+    ///
+    /// Asks Redis; the GIL is released while waiting.
+    ///
+    /// Returns:
+    ///     The remaining time in seconds (the least over the names of a
+    ///     multi-lock, millisecond precision), or ``None`` when this handle
+    ///     does not hold the lock.
+    ///
+    /// Raises:
+    ///     LockConnectionError: Redis could not be reached in time.
+    ///     LockError: Redis answered with an error.
     fn ttl(&self, py: Python<'_>) -> PyResult<Option<f64>> {
         let core = self.core.clone();
         wait(py, async move { Ok(core.remaining().await?.map(|d| d.as_secs_f64())) })
     }
 
-    fn attl<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    /// Asyncio version of :meth:`ttl`.
+    ///
+    /// Returns:
+    ///     A future of the seconds left on this handle's hold, or ``None``.
+    ///
+    /// Raises:
+    ///     RuntimeError: awaited with no event loop running.
+    ///     LockConnectionError: Redis could not be reached in time (when
+    ///         awaited).
+    ///     LockError: Redis answered with an error (when awaited).
+    fn attl(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
         let core = self.core.clone();
-        awaitable(py, async move { Ok(core.remaining().await?.map(|d| d.as_secs_f64())) })
+        coroutine(py, "Lock.attl", Cancel::Drop, async move {
+            Ok(core.remaining().await?.map(|d| d.as_secs_f64()))
+        })
     }
 
-    /// Resolves when the current hold ends: True if it was lost, False if it
-    /// was released. At once when nothing is held.
-    fn wait_lost<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let lease = self.core.is_held().then(|| self.core.lease()).flatten();
-        awaitable(py, async move {
-            Ok(match lease {
+    /// Resolve when the current hold ends (seed 003's ``Done()``).
+    ///
+    /// Returns:
+    ///     ``True`` when the hold was lost (renewal failed, the ttl ran out, or
+    ///     it was taken over), ``False`` when it was released. Resolves at
+    ///     once with ``False`` when the handle holds nothing. Waiting costs no
+    ///     round trip.
+    fn wait_lost(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
+        let core = self.core.clone();
+        coroutine(py, "Lock.wait_lost", Cancel::Drop, async move {
+            Ok(match core.is_held().then(|| core.lease()).flatten() {
                 Some(lease) => lease.wait_ended().await,
                 None => false,
             })
         })
     }
 
-    /// Who holds each name of this lock (None for a free one).
+    /// Who holds each name of this lock, as Redis sees it now.
+    ///
+    /// Asks Redis; the GIL is released while waiting.
+    ///
+    /// Returns:
+    ///     One entry per name, in the order of :attr:`names`: the holder's
+    ///     :class:`LockInfo`, or ``None`` for a free name.
+    ///
+    /// Raises:
+    ///     LockConnectionError: Redis could not be reached in time.
+    ///     LockError: Redis answered with an error.
     fn inspect(&self, py: Python<'_>) -> PyResult<Vec<Option<LockInfo>>> {
         let core = self.core.clone();
         wait(py, async move {
@@ -282,6 +574,8 @@ impl PyLock {
         })
     }
 
+    /// The lock name: a ``str`` for a single lock, a ``tuple`` of the
+    /// names for a multi-lock (one with two names or more).
     #[getter]
     fn name(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let names = self.core.names();
@@ -292,27 +586,47 @@ impl PyLock {
         }
     }
 
+    /// Every name of the lock, always as a tuple (one item for a single lock).
     #[getter]
     fn names<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, self.core.names())
     }
 
+    /// The owner token of this handle's current hold (32 hex digits when
+    /// ferrolock made it), or ``None`` when it holds nothing.
+    ///
+    /// Pass it as ``Lock(client, name, token=...)`` to release or adopt the
+    /// hold from another handle, process or machine.
     #[getter]
     fn token(&self) -> Option<String> {
         self.core.token()
     }
 
+    /// The fencing token of the current hold, or ``None`` when this handle
+    /// holds nothing or holds a restored hold not yet adopted.
+    ///
+    /// Strictly increasing per name: every hold gets a fence greater than
+    /// every earlier one for that name (the Redis server's time in
+    /// microseconds when taken, kept above the last fence on record). A
+    /// multi-lock's hold has one fence for all of its names. Hand it to the
+    /// resource you protect so that it can refuse writes from a stale holder.
     #[getter]
     fn fence(&self) -> Option<i64> {
         self.core.fence()
     }
 
+    /// Whether the current, or else the latest, hold of this handle was lost.
+    ///
+    /// Turns ``True`` as soon as the hold's validity has run out without a
+    /// renewal, before the watchdog reports it; stays ``True`` after the
+    /// release, until the handle acquires again. ``False`` after a hold that
+    /// ended by a successful release.
     #[getter]
     fn lost(&self) -> bool {
         self.core.lost()
     }
 
-    /// `"lock"`, `"read"` (an RWMutex's read handle) or `"write"`.
+    /// `"lock"`, `"read"`, `"write"` (an RWMutex's handles) or `"permit"` (a semaphore's).
     #[getter]
     fn kind(&self) -> &'static str {
         self.core.kind()
@@ -324,11 +638,26 @@ impl PyLock {
         self.core.is_fair()
     }
 
+    /// The client this lock was made from.
     #[getter]
     fn client(&self, py: Python<'_>) -> Py<PyClient> {
         self.client.clone_ref(py)
     }
 
+    /// Take the lock, waiting up to ``blocking_timeout``.
+    ///
+    /// Blocks like :meth:`acquire`: the GIL is released, and Ctrl-C raises
+    /// ``KeyboardInterrupt`` within 50 ms, leaving no lock behind.
+    ///
+    /// Returns:
+    ///     This lock.
+    ///
+    /// Raises:
+    ///     LockNotAcquired: the lock was not taken within ``blocking_timeout``,
+    ///         or the :class:`Retry` strategy ran out of attempts.
+    ///     LockConnectionError: Redis could not be reached in time.
+    ///     LockError: Redis answered with an error.
+    ///     KeyboardInterrupt: Ctrl-C while waiting.
     fn __enter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, Self>> {
         let me = slf.get();
         if acquire_blocking(slf.py(), &me.core, me.entry_wait()?)? {
@@ -338,6 +667,26 @@ impl PyLock {
         }
     }
 
+    /// Release the lock; never suppresses the block's exception.
+    ///
+    /// The GIL is released while waiting for Redis.
+    ///
+    /// Args:
+    ///     exc_type: the type of the exception that ended the block, or ``None``.
+    ///     exc: that exception, or ``None``.
+    ///     tb: its traceback, or ``None``.
+    ///
+    /// Returns:
+    ///     ``False``.
+    ///
+    /// Raises:
+    ///     LockLost: the hold was lost while the block ran and the block
+    ///         raised nothing itself (its own exception propagates instead,
+    ///         noted with the loss).
+    ///     LockNotOwned: the handle held nothing any more at the end of the
+    ///         block (it was released inside the block).
+    ///     LockConnectionError: Redis could not be reached in time.
+    ///     LockError: Redis answered with an error.
     #[pyo3(signature = (*exc))]
     fn __exit__(&self, py: Python<'_>, exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
         let core = self.core.clone();
@@ -346,50 +695,88 @@ impl PyLock {
         finish(&self.core, released, body_raised)
     }
 
-    fn __aenter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+    /// Take the lock without blocking the event loop, waiting up to
+    /// ``blocking_timeout``.
+    ///
+    /// Until the block ends, a loss of the hold cancels the task running the
+    /// block (``CancelledError`` inside it); ``__aexit__`` then raises
+    /// :class:`LockLost` instead. Cancelling the task while it waits to enter
+    /// leaves no lock behind.
+    ///
+    /// Returns:
+    ///     A future of this lock.
+    ///
+    /// Raises:
+    ///     RuntimeError: awaited with no event loop running.
+    ///     LockNotAcquired: the lock was not taken within ``blocking_timeout``,
+    ///         or the :class:`Retry` strategy ran out of attempts (when
+    ///         awaited).
+    ///     LockConnectionError: Redis could not be reached in time (when
+    ///         awaited).
+    ///     LockError: Redis answered with an error (when awaited).
+    fn __aenter__(slf: &Bound<'_, Self>) -> PyResult<Py<Operation>> {
         let py = slf.py();
         let me = slf.get();
         let asyncio = py.import("asyncio")?;
         let task = asyncio.call_method0("current_task")?;
         let event_loop = asyncio.call_method0("get_running_loop")?.unbind();
-        let scope = Py::new(
-            py,
-            LossScope { task: task.unbind(), inside: AtomicBool::new(true), fired: AtomicBool::new(false) },
-        )?;
+        let scope = Py::new(py, LossScope::new(task.unbind()))?;
         let hook_scope = scope.clone_ref(py);
+        let enter_scope = scope.clone_ref(py);
         let (core, wait_for, slot) = (me.core.clone(), me.entry_wait()?, me.scope.clone());
         let not_acquired = me.not_acquired();
         let handle = slf.clone().unbind();
         let undo = undo_acquire(&me.core);
-        awaitable_or_undo(
-            py,
-            async move {
-                let adopting = core.is_restored();
-                if !core.acquire(wait_for).await? {
-                    return Err(not_acquired);
-                }
-                *slot.lock().unwrap() = Some(scope);
-                if let Some(lease) = core.lease() {
-                    lease.on_lost(Box::new(move |_| {
-                        call_soon(move |py| {
-                            let _ = event_loop.call_method1(py, "call_soon_threadsafe", (hook_scope,));
-                        });
-                    }));
-                }
-                Ok((handle, !adopting))
-            },
-            undo,
-        )
+        let fut = async move {
+            let adopting = core.is_restored();
+            if !core.acquire(wait_for).await? {
+                return Err(not_acquired);
+            }
+            *slot.lock().unwrap() = Some(scope);
+            if let Some(lease) = core.lease() {
+                lease.on_lost(Box::new(move |_| {
+                    call_soon(move |py| {
+                        let _ = event_loop.call_method1(py, "call_soon_threadsafe", (hook_scope,));
+                    });
+                }));
+            }
+            Ok((Entered { handle, scope: enter_scope }, !adopting))
+        };
+        undoable(py, "Lock.__aenter__", Cancel::Drop, fut, Some(undo))
     }
 
+    /// Release the lock; never suppresses the block's exception.
+    ///
+    /// The release goes through even when the task is cancelled meanwhile.
+    /// If the block was cancelled because the hold was lost, that
+    /// cancellation is taken back (``Task.uncancel`` on Python 3.11+) and
+    /// :class:`LockLost` is raised in its place; a cancellation from
+    /// elsewhere propagates unchanged.
+    ///
+    /// Args:
+    ///     exc_type: the type of the exception that ended the block, or ``None``.
+    ///     _exc: that exception, or ``None``.
+    ///     _tb: its traceback, or ``None``.
+    ///
+    /// Returns:
+    ///     A future of ``False``.
+    ///
+    /// Raises:
+    ///     RuntimeError: awaited with no event loop running.
+    ///     LockLost: the hold was lost while the block ran (when awaited).
+    ///     LockNotOwned: the handle held nothing any more at the end of the
+    ///         block (it was released inside the block) (when awaited).
+    ///     LockConnectionError: Redis could not be reached in time (when
+    ///         awaited).
+    ///     LockError: Redis answered with an error (when awaited).
     #[pyo3(signature = (exc_type, exc=None, _tb=None))]
-    fn __aexit__<'py>(
+    fn __aexit__(
         &self,
-        py: Python<'py>,
-        exc_type: &Bound<'py, PyAny>,
-        exc: Option<&Bound<'py, PyAny>>,
-        _tb: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+        py: Python<'_>,
+        exc_type: &Bound<'_, PyAny>,
+        exc: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<Operation>> {
         let mut body_raised = exc.filter(|e| !e.is_none()).map(|e| e.clone().unbind());
         if let Some(scope) = self.scope.lock().unwrap().take() {
             let scope = scope.get();
@@ -404,14 +791,12 @@ impl PyLock {
                 }
             }
         }
-        let (core, releasing) = (self.core.clone(), release_now(&self.core));
-        awaitable(py, async move {
-            let released = match releasing.await {
-                Ok(r) => r.map_err(PyErr::from),
-                Err(e) => Err(internal_error(&e)),
-            };
-            finish(&core, released, body_raised)
-        })
+        let core = self.core.clone();
+        let fut = async move {
+            let released = core.release().await.map_err(PyErr::from);
+            finish(&core, released, body_raised).map(|v| (v, false))
+        };
+        undoable(py, "Lock.__aexit__", Cancel::Finish, fut, None)
     }
 
     fn __repr__(&self) -> String {

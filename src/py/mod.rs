@@ -2,6 +2,7 @@
 
 pub mod args;
 pub mod client;
+pub mod coro;
 pub mod election;
 pub mod errors;
 pub mod events;
@@ -11,9 +12,33 @@ pub mod options;
 pub mod retry;
 pub mod runtime;
 pub mod rwmutex;
+pub mod semaphore;
 
 use pyo3::prelude::*;
 
+/// The native core of ferrolock: import these names from :mod:`ferrolock`,
+/// which re-exports them (its ``Client`` adds ``synchronized``, ``lock``,
+/// ``multi_lock`` and ``rwmutex``).
+///
+/// Conventions that hold throughout:
+///
+/// * Durations are seconds, as ``int`` or ``float`` (``bool`` is refused with
+///   ``TypeError``, NaN with ``ValueError``).
+/// * Lock names are ``str`` (non-empty, at most 4096 UTF-8 bytes).
+/// * Every method that talks to Redis releases the GIL while it waits, so other
+///   Python threads run meanwhile. Blocking ``Lock.acquire`` and ``with lock:``
+///   also wake every 50 ms to check for signals: Ctrl-C raises
+///   ``KeyboardInterrupt`` there and leaves no lock behind. Other synchronous
+///   calls are not interruptible but are bounded by the client's
+///   ``connect_timeout`` and ``command_timeout``.
+/// * The ``a``-prefixed methods (and ``wait_lost``, ``async with``) are the
+///   asyncio versions. Each returns a coroutine (``asyncio.iscoroutine`` is
+///   true) that does nothing until awaited, or run by a task; one never
+///   awaited sends nothing. Its first step sends the first command from the
+///   event loop's thread; ferrolock's own threads carry on from there without
+///   the GIL, so the event loop is never blocked. Cancelling it (a timeout,
+///   ``Task.cancel``) leaves nothing behind: an acquire granted meanwhile is
+///   released, a restored hold stays its owner's, and a release completes.
 #[pymodule]
 pub mod _ferrolock {
     use pyo3::prelude::*;
@@ -32,10 +57,14 @@ pub mod _ferrolock {
     use super::rwmutex::PyRwMutex;
 
     #[pymodule_export]
+    use super::coro::Operation;
+    #[pymodule_export]
     use super::runtime::_at_exit;
+    #[pymodule_export]
+    use super::semaphore::_semaphore;
 
-    /// Counters for tests and diagnostics: live watchdog tasks, waiting
-    /// acquires and holds taken straight from a hand-over, in this process.
+    /// Diagnostics of this process: ``watchdogs`` (live watchdog tasks), ``waiters`` (waiting acquires) and
+    /// ``handed_over`` (holds taken straight from a fair release's wake-up).
     #[pyfunction]
     fn _debug_stats(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
         let stats = pyo3::types::PyDict::new(py);
@@ -51,10 +80,11 @@ pub mod _ferrolock {
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
         m.add("LockError", py.get_type::<super::errors::LockError>())?;
         m.add("LockNotAcquired", py.get_type::<super::errors::LockNotAcquired>())?;
-        m.add("LockNotOwned", py.get_type::<super::errors::LockNotOwned>())?;
+        m.add("LockNotOwned", super::errors::NOT_OWNED.get(py)?)?;
         m.add("LockLost", py.get_type::<super::errors::LockLost>())?;
-        m.add("LockConnectionError", super::errors::connection_error(py)?)?;
+        m.add("LockConnectionError", super::errors::CONNECTION_ERROR.get(py)?)?;
         m.add("LockConfigurationError", super::errors::configuration_error(py)?)?;
+        super::coro::register(py)?;
         // Core log records go to Python's `logging`, under the `ferrolock` logger.
         super::logging::install(py)?;
         Ok(())

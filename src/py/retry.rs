@@ -7,6 +7,26 @@ use crate::retry::{Backoff, Retry};
 
 use super::args::seconds;
 
+/// How long to wait between attempts to take a busy lock.
+///
+/// Immutable. Made only with the static constructors :meth:`none`,
+/// :meth:`fixed`, :meth:`linear` and :meth:`exponential` (``Retry()`` raises
+/// ``TypeError``). Two ``Retry`` objects are equal when they describe the same
+/// strategy; they are not hashable.
+///
+/// Whatever the strategy, a wait never outlasts the remaining ttl of the
+/// current holder, nor the deadline of the acquire. A lock made without
+/// ``retry=`` uses ``Retry.exponential(0.002, 0.1, attempts=None, jitter=True)``.
+///
+/// Waiting is woken by the holder's release (pub/sub) and the retry's waits
+/// are the safety net: after the first failed attempt the waiter subscribes
+/// to the lock's wake-up channel and tries once more at once (a release in
+/// between is not missed); later attempts come on a wake-up, or when the
+/// retry's wait (capped by the holder's remaining ttl) runs out.
+///
+/// ``attempts`` counts every attempt, the first one included: when that many
+/// have failed the acquire gives up (``acquire`` returns ``False``, ``with``
+/// raises :class:`LockNotAcquired`), even if its timeout has not passed.
 #[pyclass(name = "Retry", module = "ferrolock", frozen, eq, hash)]
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct PyRetry {
@@ -35,12 +55,38 @@ fn attempts(n: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u32>> {
 
 #[pymethods]
 impl PyRetry {
+    #[new]
+    fn py_new() -> PyResult<Self> {
+        Err(pyo3::exceptions::PyTypeError::new_err(
+            "make a Retry with Retry.none(), Retry.fixed(), Retry.linear() or Retry.exponential()",
+        ))
+    }
+
     /// One attempt, no waiting.
+    ///
+    /// Returns:
+    ///     A strategy that gives up after the first failed attempt.
     #[staticmethod]
     fn none() -> Self {
         PyRetry { inner: Retry::none() }
     }
 
+    /// The same wait between every two attempts.
+    ///
+    /// Args:
+    ///     interval: seconds to wait after each failed attempt; positive and
+    ///         finite.
+    ///     attempts: the most attempts in all (the first included), a
+    ///         positive whole number; ``None`` (the default) for no limit.
+    ///
+    /// Returns:
+    ///     The strategy.
+    ///
+    /// Raises:
+    ///     TypeError: ``interval`` is not a number, or ``attempts`` is not an
+    ///         ``int`` or ``None`` (``bool`` included).
+    ///     ValueError: ``interval`` is not positive and finite, or
+    ///         ``attempts`` is not between 1 and 2**32 - 1.
     #[staticmethod]
     #[pyo3(signature = (interval, attempts=None))]
     fn fixed(interval: &Bound<'_, PyAny>, attempts: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
@@ -48,6 +94,22 @@ impl PyRetry {
         Ok(PyRetry { inner: Retry { backoff, attempts: self::attempts(attempts)? } })
     }
 
+    /// Waits that grow by ``step``: ``step``, ``2*step``, ``3*step``, ...
+    ///
+    /// Args:
+    ///     step: seconds added to the wait after each failed attempt; positive
+    ///         and finite.
+    ///     max_interval: the longest wait, in seconds; positive and finite.
+    ///     attempts: the most attempts in all (the first included), a
+    ///         positive whole number; ``None`` (the default) for no limit.
+    ///
+    /// Returns:
+    ///     The strategy.
+    ///
+    /// Raises:
+    ///     TypeError: an argument has the wrong type (see :meth:`fixed`).
+    ///     ValueError: ``step`` or ``max_interval`` is not positive and
+    ///         finite, or ``attempts`` is out of range.
     #[staticmethod]
     #[pyo3(signature = (step, max_interval, attempts=None))]
     fn linear(
@@ -61,6 +123,24 @@ impl PyRetry {
         })
     }
 
+    /// Waits that double: ``min``, ``2*min``, ``4*min``, ... capped at ``max``.
+    ///
+    /// Args:
+    ///     min: the first wait, in seconds; positive and finite.
+    ///     max: the longest wait, in seconds; positive, finite and not less
+    ///         than ``min``.
+    ///     attempts: the most attempts in all (the first included), a
+    ///         positive whole number; ``None`` (the default) for no limit.
+    ///     jitter: when ``True`` (the default), each wait is drawn at random
+    ///         from ``[wait/2, wait)`` so that contending clients spread out.
+    ///
+    /// Returns:
+    ///     The strategy.
+    ///
+    /// Raises:
+    ///     TypeError: an argument has the wrong type (see :meth:`fixed`).
+    ///     ValueError: ``min`` or ``max`` is not positive and finite, ``max``
+    ///         is less than ``min``, or ``attempts`` is out of range.
     #[staticmethod]
     #[pyo3(signature = (min, max, attempts=None, jitter=true))]
     fn exponential(
@@ -77,7 +157,18 @@ impl PyRetry {
         Ok(PyRetry { inner: Retry { backoff, attempts: self::attempts(attempts)? } })
     }
 
-    /// The wait after `failed` attempts, in seconds, or None to give up.
+    /// The wait after ``failed`` failed attempts.
+    ///
+    /// Args:
+    ///     failed: how many attempts have failed so far (1 after the first),
+    ///         between 0 and 2**32 - 1.
+    ///
+    /// Returns:
+    ///     The wait in seconds (random with ``jitter``), or ``None`` when the
+    ///     strategy gives up.
+    ///
+    /// Raises:
+    ///     OverflowError: ``failed`` is negative or too large.
     fn delay(&self, failed: u32) -> Option<f64> {
         self.inner.delay(failed).map(|d| d.as_secs_f64())
     }

@@ -8,11 +8,63 @@ use crate::rwmutex::RwMutex;
 
 use super::args;
 use super::client::PyClient;
+use super::coro::{coroutine, Cancel, Operation};
 use super::lock::PyLock;
 use super::options::HandleOptions;
-use super::runtime::{awaitable, wait};
+use super::runtime::wait;
 
-#[pyclass(name = "RWMutex", module = "ferrolock", frozen)]
+/// A read/write mutex: any number of readers together, or one writer.
+///
+/// ``read()`` and ``write()`` return :class:`Lock` handles, which wait, hold,
+/// renew, report loss and cancel exactly as an exclusive ``Lock`` does.
+/// Readers carry no fence (``fence`` is ``None``); writers get one from the
+/// same strictly increasing sequence as a ``Lock``.
+///
+/// Each reader has its own expiry, measured by the Redis server's clock. A
+/// reader whose process dies stops counting after its own ttl, even while
+/// other readers keep renewing theirs.
+///
+/// With ``writer_preference`` (the default), a writer that has to wait for
+/// readers leaves an intent. New readers then wait behind it, so a steady
+/// stream of readers cannot starve a writer. The intent expires by itself
+/// after the writer's ttl if the waiting writer dies, and is taken back when
+/// the writer stops waiting (timeout, retry exhausted, cancellation,
+/// Ctrl-C). With ``writer_preference=False``, readers join whatever writers
+/// wait.
+///
+/// With ``fair=True``, readers and writers take turns in arrival order,
+/// across processes, through a queue in Redis. A writer's release lets in
+/// every reader queued before the next writer, or else that writer; the last
+/// reader out lets in the next writer. The release script hands the mutex
+/// over itself and names the new holders in the wake-up, so nobody can barge
+/// in between. A waiter that dies loses its place after
+/// ``min(ttl, 2 s)``. Fairness belongs to the whole mutex: every process
+/// using the name must construct it with ``fair=True``.
+///
+/// All keys of one mutex share one Redis Cluster hash tag.
+///
+/// Make the mutex; the handle options become every handle's defaults.
+///
+/// Args:
+///     client: the :class:`Client` to use.
+///     name: the mutex name: a non-empty ``str`` of at most 4096 bytes.
+///     writer_preference: hold new readers back while a writer waits
+///         (default ``True``).
+///     fair: serve readers and writers in arrival order (see above).
+///     ttl: see :class:`Lock`.
+///     auto_renew: see :class:`Lock`.
+///     blocking_timeout: see :class:`Lock`.
+///     retry: see :class:`Lock`.
+///     metadata: see :class:`Lock` (stored with writers only).
+///     on_lost: see :class:`Lock`.
+///
+/// Raises:
+///     TypeError: an argument has the wrong type, an unknown keyword was
+///         given, or ``token`` was given here rather than to ``read()`` /
+///         ``write()``.
+///     ValueError: an argument is out of range, or ``fair=True`` is
+///         combined with ``writer_preference=False``.
+#[pyclass(name = "RWMutex", module = "ferrolock", frozen, weakref)]
 pub struct PyRwMutex {
     core: RwMutex,
     client: Py<PyClient>,
@@ -54,7 +106,10 @@ fn refuse_fair(options: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
 #[pymethods]
 impl PyRwMutex {
     #[new]
-    #[pyo3(signature = (client, name, *, writer_preference=None, fair=false, **options))]
+    #[pyo3(
+        signature = (client, name, *, writer_preference=None, fair=false, **options),
+        text_signature = "(client, name, *, writer_preference=None, fair=False, ttl=None, auto_renew=True, blocking_timeout=None, retry=None, metadata=None, on_lost=None)"
+    )]
     fn new(
         client: &Bound<'_, PyClient>,
         name: &Bound<'_, PyAny>,
@@ -87,50 +142,60 @@ impl PyRwMutex {
         Ok(PyRwMutex { core, client: client.clone().unbind(), defaults: defaults.unbind() })
     }
 
-    /// A read handle (shared with other readers); options override the mutex's.
-    #[pyo3(signature = (**options))]
+    /// A read handle, shared with other readers, not holding yet.
+    ///
+    /// Keyword arguments override the mutex's defaults for this handle.
+    #[pyo3(signature = (**options), text_signature = "($self, *, ttl=None, auto_renew=True, blocking_timeout=None, retry=None, metadata=None, token=None, on_lost=None)")]
     fn read(&self, py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyResult<PyLock> {
         self.handle(py, false, options)
     }
 
-    /// A write handle (exclusive against readers and writers).
-    #[pyo3(signature = (**options))]
+    /// A write handle, exclusive against readers and writers, not holding yet.
+    ///
+    /// Keyword arguments override the mutex's defaults for this handle.
+    #[pyo3(signature = (**options), text_signature = "($self, *, ttl=None, auto_renew=True, blocking_timeout=None, retry=None, metadata=None, token=None, on_lost=None)")]
     fn write(&self, py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyResult<PyLock> {
         self.handle(py, true, options)
     }
 
-    /// A read handle already holding, or None if it cannot read right now.
-    #[pyo3(signature = (**options))]
+    /// One attempt to read now: a read handle already holding, or ``None``.
+    ///
+    /// The GIL is released during the single round trip.
+    #[pyo3(signature = (**options), text_signature = "($self, *, ttl=None, auto_renew=True, blocking_timeout=None, retry=None, metadata=None, token=None, on_lost=None)")]
     fn try_read(&self, py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Option<PyLock>> {
         self.attempt(py, false, options)
     }
 
-    /// A write handle already holding, or None if it cannot write right now.
-    #[pyo3(signature = (**options))]
+    /// One attempt to write now: a write handle already holding, or ``None``.
+    ///
+    /// Leaves no intent behind when it fails.
+    #[pyo3(signature = (**options), text_signature = "($self, *, ttl=None, auto_renew=True, blocking_timeout=None, retry=None, metadata=None, token=None, on_lost=None)")]
     fn try_write(&self, py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Option<PyLock>> {
         self.attempt(py, true, options)
     }
 
-    /// Live readers now.
+    /// Live readers now (each counts until its own expiry). Releases the GIL.
     fn readers(&self, py: Python<'_>) -> PyResult<u64> {
         let core = self.core.clone();
         wait(py, async move { core.readers().await })
     }
 
-    fn areaders<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    /// Like :meth:`readers`, awaitable.
+    fn areaders(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
         let core = self.core.clone();
-        awaitable(py, async move { Ok(core.readers().await?) })
+        coroutine(py, "RWMutex.areaders", Cancel::Drop, async move { core.readers().await })
     }
 
-    /// Held by a writer or by any reader.
+    /// Held by a writer or by any live reader. Releases the GIL.
     fn locked(&self, py: Python<'_>) -> PyResult<bool> {
         let core = self.core.clone();
         wait(py, async move { core.locked().await })
     }
 
-    fn alocked<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    /// Like :meth:`locked`, awaitable.
+    fn alocked(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
         let core = self.core.clone();
-        awaitable(py, async move { Ok(core.locked().await?) })
+        coroutine(py, "RWMutex.alocked", Cancel::Drop, async move { core.locked().await })
     }
 
     /// Ends every hold (writer and readers) whoever holds it; True if any did.
@@ -139,21 +204,26 @@ impl PyRwMutex {
         wait(py, async move { Ok(core.force_release().await? != (false, 0)) })
     }
 
-    fn aforce_release<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    fn aforce_release(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
         let core = self.core.clone();
-        awaitable(py, async move { Ok(core.force_release().await? != (false, 0)) })
+        coroutine(py, "RWMutex.aforce_release", Cancel::Drop, async move {
+            Ok(core.force_release().await? != (false, 0))
+        })
     }
 
+    /// The mutex name.
     #[getter]
     fn name(&self) -> &str {
         self.core.name()
     }
 
+    /// Whether a waiting writer holds new readers back.
     #[getter]
     fn writer_preference(&self) -> bool {
         self.core.writer_preference()
     }
 
+    /// Whether readers and writers are served in arrival order.
     #[getter]
     fn fair(&self) -> bool {
         self.core.fair()

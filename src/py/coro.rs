@@ -1,0 +1,454 @@
+//! The asyncio face of the core's futures: every `a*` method returns an
+//! [`Operation`], a real coroutine (`asyncio.iscoroutine` is true) that runs
+//! nothing until it is first stepped (awaited, or run by a task).
+//!
+//! The first step polls the core future once on the calling (event loop)
+//! thread, inside the tokio runtime's context, so its first command is on the
+//! wire at once; a future finished by then is answered in the same step. One
+//! that is not hands itself to the runtime, which drives it from there on
+//! (a retry, a script load, a wait for a wake-up go on without the event
+//! loop), and the coroutine yields an asyncio future of its loop. Completing
+//! needs no GIL: the result goes into the operation's cell, which is queued
+//! on the loop's [`Port`], and one byte is written to a socket the loop
+//! watches (`add_reader`, which uvloop has too). The loop then completes the
+//! asyncio futures of every queued operation in one callback, and each task
+//! steps again and takes its result.
+//!
+//! Thrown into (a cancellation), closed or dropped before its result was
+//! taken, an operation cancels its future, whose own guards undo what it
+//! started in Redis; a result that came in but was never taken is undone by
+//! the operation's `undo` (an acquire gives its hold back: never a restored
+//! token's hold, which is its owner's). A release is never cancelled: it
+//! runs to its end ([`Cancel::Finish`]).
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll, Waker};
+
+use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyType;
+use pyo3::{intern, IntoPyObjectExt};
+use tokio::runtime::Runtime;
+use tokio::task::JoinHandle;
+
+use super::runtime::{contained, runtime};
+
+type Convert = Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send>;
+/// A result, and whether it must be undone if nobody takes it.
+type Outcome = PyResult<(Convert, bool)>;
+type BoxFuture = Pin<Box<dyn Future<Output = Outcome> + Send>>;
+type Undo = Box<dyn FnOnce() + Send>;
+
+/// What an operation cancelled before its result was taken does with its future.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cancel {
+    /// Drop it: it is cancel-safe, its guards undo what it did.
+    Drop,
+    /// Let it run to its end on the runtime (a release), result unseen.
+    Finish,
+}
+
+/// A coroutine running `fut`, named `name` (as in `Lock.alocked`).
+pub fn coroutine<F, T>(py: Python<'_>, name: &'static str, cancel: Cancel, fut: F) -> PyResult<Py<Operation>>
+where
+    F: Future<Output = crate::error::Result<T>> + Send + 'static,
+    T: for<'a> IntoPyObject<'a> + Send + 'static,
+{
+    undoable(py, name, cancel, async move { fut.await.map(|v| (v, false)).map_err(PyErr::from) }, None)
+}
+
+/// A coroutine running `fut`, whose value comes with whether it must be
+/// undone (by `undo`) if the coroutine is cancelled before taking it.
+pub fn undoable<F, T>(
+    py: Python<'_>,
+    name: &'static str,
+    cancel: Cancel,
+    fut: F,
+    undo: Option<Undo>,
+) -> PyResult<Py<Operation>>
+where
+    F: Future<Output = PyResult<(T, bool)>> + Send + 'static,
+    T: for<'a> IntoPyObject<'a> + Send + 'static,
+{
+    let fut = async move {
+        let (value, needs_undo) = contained(fut).await?;
+        Ok((Box::new(move |py: Python<'_>| value.into_py_any(py)) as Convert, needs_undo))
+    };
+    let op = Operation {
+        name,
+        cancel,
+        rt: runtime(),
+        stage: Mutex::new(Stage::Fresh(Box::pin(fut))),
+        cell: Arc::new(Cell { inner: Mutex::new(CellInner::default()), undo: Mutex::new(undo) }),
+    };
+    Py::new(py, op)
+}
+
+/// A coroutine over one core future (see the module's description).
+#[pyclass(name = "Operation", module = "ferrolock", frozen, weakref)]
+pub struct Operation {
+    name: &'static str,
+    cancel: Cancel,
+    rt: Arc<Runtime>,
+    stage: Mutex<Stage>,
+    cell: Arc<Cell>,
+}
+
+enum Stage {
+    /// Not stepped yet: has done nothing.
+    Fresh(BoxFuture),
+    /// Driven by the runtime; its result comes through the cell.
+    Running(JoinHandle<()>),
+    /// Its result taken, or cancelled.
+    Over,
+}
+
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What the runtime side hands the coroutine: the result, and how to wake it.
+struct Cell {
+    inner: Mutex<CellInner>,
+    undo: Mutex<Option<Undo>>,
+}
+
+#[derive(Default)]
+struct CellInner {
+    outcome: Option<Outcome>,
+    /// The coroutine was cancelled: a result coming in now is undone.
+    abandoned: bool,
+    /// The asyncio future the task waits on, and the port of its loop.
+    parked: Option<(Py<PyAny>, Arc<Port>)>,
+    /// On its port's queue already.
+    queued: bool,
+}
+
+impl Cell {
+    /// Called by the runtime when the future ends.
+    fn complete(self: &Arc<Self>, outcome: Outcome) {
+        let mut inner = locked(&self.inner);
+        if inner.abandoned {
+            drop(inner);
+            if matches!(outcome, Ok((_, true))) {
+                self.undo();
+            }
+            return;
+        }
+        inner.outcome = Some(outcome);
+        let port = match &inner.parked {
+            Some((_, port)) if !inner.queued => port.clone(),
+            _ => return,
+        };
+        inner.queued = true;
+        drop(inner);
+        port.push(self.clone());
+    }
+
+    fn undo(&self) {
+        if let Some(undo) = locked(&self.undo).take() {
+            undo();
+        }
+    }
+}
+
+/// A step's answer: yield this (an asyncio future, or None to step again
+/// at once), or stop with the result.
+fn finished(py: Python<'_>, outcome: Outcome) -> PyResult<Py<PyAny>> {
+    let value = outcome.and_then(|(convert, _)| convert(py))?;
+    Err(PyStopIteration::new_err((value,)))
+}
+
+impl Operation {
+    /// One step (see the module's description): `Ok(future)` to wait on,
+    /// or `Err(StopIteration(value))` when done.
+    fn step(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let mut stage = locked(&self.stage);
+        match std::mem::replace(&mut *stage, Stage::Over) {
+            Stage::Over => Err(PyRuntimeError::new_err("cannot reuse already awaited coroutine")),
+            Stage::Fresh(mut fut) => {
+                let polled = {
+                    let _inside = self.rt.enter();
+                    fut.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+                };
+                match polled {
+                    Poll::Ready(outcome) => {
+                        drop(stage);
+                        finished(py, outcome)
+                    }
+                    Poll::Pending => {
+                        let cell = self.cell.clone();
+                        *stage = Stage::Running(self.rt.spawn(async move {
+                            let outcome = fut.await;
+                            cell.complete(outcome);
+                        }));
+                        drop(stage);
+                        self.park(py)
+                    }
+                }
+            }
+            running @ Stage::Running(_) => {
+                *stage = running;
+                drop(stage);
+                self.park(py)
+            }
+        }
+    }
+
+    /// Takes the result if it is in, else parks on a new asyncio future.
+    fn park(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        if let Some(outcome) = locked(&self.cell.inner).outcome.take() {
+            *locked(&self.stage) = Stage::Over;
+            return finished(py, outcome);
+        }
+        let (event_loop, port) = loop_port(py)?;
+        let future = event_loop.call_method0(py, intern!(py, "create_future"))?;
+        future.setattr(py, intern!(py, "_asyncio_future_blocking"), true)?;
+        let mut inner = locked(&self.cell.inner);
+        if let Some(outcome) = inner.outcome.take() {
+            drop(inner);
+            *locked(&self.stage) = Stage::Over;
+            return finished(py, outcome);
+        }
+        inner.parked = Some((future.clone_ref(py), port));
+        Ok(future)
+    }
+
+    /// Cancels the operation before its result was taken (see the module's
+    /// description). `start`: a release never stepped runs all the same.
+    fn abandon(&self, start: bool) {
+        let stage = std::mem::replace(&mut *locked(&self.stage), Stage::Over);
+        let left = {
+            let mut inner = locked(&self.cell.inner);
+            inner.abandoned = true;
+            inner.parked = None;
+            inner.outcome.take()
+        };
+        if matches!(left, Some(Ok((_, true)))) {
+            self.cell.undo();
+        }
+        match (stage, self.cancel) {
+            (Stage::Fresh(fut), Cancel::Finish) if start => {
+                self.rt.spawn(async move {
+                    let _ = fut.await;
+                });
+            }
+            (Stage::Fresh(fut), _) => {
+                let _inside = self.rt.enter();
+                drop(fut);
+            }
+            (Stage::Running(handle), Cancel::Drop) => handle.abort(),
+            (Stage::Running(_), Cancel::Finish) | (Stage::Over, _) => {}
+        }
+    }
+}
+
+impl Drop for Operation {
+    fn drop(&mut self) {
+        let never_stepped = matches!(*locked(&self.stage), Stage::Fresh(_));
+        self.abandon(false);
+        if never_stepped {
+            // As Python says of a coroutine function's coroutine: most likely
+            // an `await` was forgotten.
+            Python::attach(|py| {
+                let message = format!("coroutine '{}' was never awaited", self.name);
+                let warning = py.get_type::<pyo3::exceptions::PyRuntimeWarning>();
+                if let Err(e) =
+                    PyErr::warn(py, &warning, &std::ffi::CString::new(message).unwrap_or_default(), 1)
+                {
+                    e.write_unraisable(py, None);
+                }
+            });
+        }
+    }
+}
+
+#[pymethods]
+impl Operation {
+    fn __await__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.step(py)
+    }
+
+    /// Steps the coroutine (`value` must be None, as for a fresh coroutine).
+    fn send(&self, py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        if !value.is_none() && matches!(*locked(&self.stage), Stage::Fresh(_)) {
+            return Err(PyTypeError::new_err("can't send non-None value to a just-started coroutine"));
+        }
+        self.step(py)
+    }
+
+    /// Raises `exc` where the coroutine waits, after cancelling the operation
+    /// (a release still completes).
+    #[pyo3(signature = (exc, value=None, _tb=None))]
+    fn throw(
+        &self,
+        exc: &Bound<'_, PyAny>,
+        value: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        self.abandon(true);
+        if !exc.is_instance_of::<PyType>() {
+            return Err(PyErr::from_value(exc.clone()));
+        }
+        let instance = match value.filter(|v| !v.is_none()) {
+            Some(v) if v.is_instance(exc)? => v.clone(),
+            Some(v) => exc.call1((v,))?,
+            None => exc.call0()?,
+        };
+        Err(PyErr::from_value(instance))
+    }
+
+    /// Cancels the operation (see `throw`); one never stepped did nothing.
+    fn close(&self) {
+        self.abandon(false);
+    }
+
+    #[getter]
+    fn __name__(&self) -> &'static str {
+        self.name.rsplit('.').next().unwrap_or(self.name)
+    }
+
+    #[getter]
+    fn __qualname__(&self) -> &'static str {
+        self.name
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<ferrolock coroutine {}>", self.name)
+    }
+}
+
+/// Where wakers hand operations to one event loop: a queue, and a socket
+/// pair whose reading end the loop watches.
+struct Port {
+    reader: UnixStream,
+    writer: UnixStream,
+    ready: Mutex<Vec<Arc<Cell>>>,
+}
+
+impl Port {
+    fn new() -> std::io::Result<Port> {
+        let (reader, writer) = UnixStream::pair()?;
+        reader.set_nonblocking(true)?;
+        writer.set_nonblocking(true)?;
+        Ok(Port { reader, writer, ready: Mutex::new(Vec::new()) })
+    }
+
+    fn push(&self, cell: Arc<Cell>) {
+        let first = {
+            let mut ready = locked(&self.ready);
+            ready.push(cell);
+            ready.len() == 1
+        };
+        if first {
+            // A full buffer already holds a byte that will wake the loop.
+            let _ = (&self.writer).write(&[1]);
+        }
+    }
+}
+
+/// Called by the event loop when its port's socket is readable: completes
+/// the asyncio future of every operation whose result came in since.
+#[pyclass(frozen)]
+struct Drain {
+    port: Arc<Port>,
+}
+
+#[pymethods]
+impl Drain {
+    fn __call__(&self, py: Python<'_>) {
+        let mut buf = [0u8; 256];
+        loop {
+            match (&self.port.reader).read(&mut buf) {
+                Ok(n) if n == buf.len() => {}
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                _ => break,
+            }
+        }
+        let ready = std::mem::take(&mut *locked(&self.port.ready));
+        for cell in ready {
+            let parked = {
+                let mut inner = locked(&cell.inner);
+                inner.queued = false;
+                inner.parked.take()
+            };
+            if let Some((future, _)) = parked {
+                // One failure must not strand the other waiting tasks.
+                if let Err(e) = wake(py, future.bind(py)) {
+                    e.write_unraisable(py, Some(future.bind(py)));
+                }
+            }
+        }
+    }
+}
+
+/// Completes the asyncio future a task waits on (unless it was cancelled).
+fn wake(py: Python<'_>, future: &Bound<'_, PyAny>) -> PyResult<()> {
+    if !future.call_method0(intern!(py, "done"))?.is_truthy()? {
+        future.call_method1(intern!(py, "set_result"), (py.None(),))?;
+    }
+    Ok(())
+}
+
+/// The port of the event loop running on this thread.
+struct LoopPort {
+    pid: u32,
+    event_loop: Py<PyAny>,
+    port: Arc<Port>,
+}
+
+thread_local! {
+    static LOOP_PORT: RefCell<Option<LoopPort>> = const { RefCell::new(None) };
+}
+
+/// The running event loop and its port, made (and watched) on first use.
+fn loop_port(py: Python<'_>) -> PyResult<(Py<PyAny>, Arc<Port>)> {
+    static GET_RUNNING_LOOP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let get = GET_RUNNING_LOOP
+        .get_or_try_init(py, || py.import("asyncio")?.getattr("get_running_loop").map(Bound::unbind))?;
+    let running = get.call0(py)?;
+    let pid = crate::pid::current();
+    LOOP_PORT.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        if let Some(lp) = cell.as_ref() {
+            if lp.pid == pid && lp.event_loop.is(&running) {
+                return Ok((running, lp.port.clone()));
+            }
+        }
+        if let Some(old) = cell.take() {
+            if old.pid == pid {
+                // An earlier loop of this thread: stop it watching our socket.
+                let old_loop = old.event_loop.bind(py);
+                if !old_loop.call_method0("is_closed").and_then(|c| c.is_truthy()).unwrap_or(true) {
+                    let _ = old_loop.call_method1("remove_reader", (old.port.reader.as_raw_fd(),));
+                }
+            } else {
+                // Inherited across fork: the socket is shared with the parent.
+                std::mem::forget(old);
+            }
+        }
+        let port = Arc::new(Port::new().map_err(|e| PyRuntimeError::new_err(format!("ferrolock: {e}")))?);
+        let drain = Drain { port: port.clone() };
+        running.call_method1(py, "add_reader", (port.reader.as_raw_fd(), drain))?;
+        *cell = Some(LoopPort { pid, event_loop: running.clone_ref(py), port: port.clone() });
+        Ok((running, port))
+    })
+}
+
+/// Lets `collections.abc.Coroutine` (and so `asyncio.iscoroutine`) know the type.
+pub fn register(py: Python<'_>) -> PyResult<()> {
+    let abc = py.import("collections.abc")?.getattr("Coroutine")?;
+    abc.call_method1("register", (py.get_type::<Operation>(),))?;
+    Ok(())
+}

@@ -1,0 +1,25 @@
+//! `Client.semaphore`: a permit handle is a `ferrolock.Lock` over the core's
+//! `Permit` mode.
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use super::args;
+use super::client::PyClient;
+use super::lock::PyLock;
+use super::options::HandleOptions;
+
+/// A handle on one permit of the semaphore ``name`` (see ``Client.semaphore``).
+#[pyfunction]
+#[pyo3(signature = (client, name, permits, **options))]
+pub fn _semaphore(
+    client: &Bound<'_, PyClient>,
+    name: &Bound<'_, PyAny>,
+    permits: u32,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<PyLock> {
+    let o = HandleOptions::from_kwargs(&PyDict::new(client.py()), options)?;
+    let core =
+        crate::semaphore::permit(client.get().core.clone(), args::name(name)?, permits, o.lock, o.token)?;
+    Ok(PyLock::from_core(core, client, o.blocking_timeout))
+}
