@@ -287,6 +287,7 @@ impl PyClient {
         wait(py, async move { Ok(LockState::all(client.scan(&pattern).await?)) })
     }
 
+    /// Asyncio version of :meth:`scan`.
     #[pyo3(signature = (pattern=None))]
     fn ascan<'py>(&self, py: Python<'py>, pattern: Option<&Bound<'py, PyAny>>) -> PyResult<Py<Operation>> {
         let (client, pattern) = (self.core.clone(), glob(pattern)?);
@@ -301,6 +302,7 @@ impl PyClient {
         wait(py, async move { Ok(LockState::all(client.state_of(&name).await?)) })
     }
 
+    /// Asyncio version of :meth:`describe`.
     fn adescribe<'py>(&self, py: Python<'py>, name: &Bound<'py, PyAny>) -> PyResult<Py<Operation>> {
         let (client, name) = (self.core.clone(), checked(name)?);
         coroutine(py, "Client.adescribe", Cancel::Drop, async move {

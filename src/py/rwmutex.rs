@@ -204,6 +204,7 @@ impl PyRwMutex {
         wait(py, async move { Ok(core.force_release().await? != (false, 0)) })
     }
 
+    /// Asyncio version of :meth:`force_release`.
     fn aforce_release(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
         let core = self.core.clone();
         coroutine(py, "RWMutex.aforce_release", Cancel::Drop, async move {
