@@ -236,4 +236,7 @@ def _rwmutex_signature() -> inspect.Signature:
                        + list(sig.parameters.values())[1:])
 
 
-Client.rwmutex.__signature__ = _rwmutex_signature()  # type: ignore[attr-defined]
+try:
+    Client.rwmutex.__signature__ = _rwmutex_signature()  # type: ignore[attr-defined]
+except ValueError:  # Python 3.9 reads no signature off a native class: help() shows **options there
+    pass
