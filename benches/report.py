@@ -97,13 +97,14 @@ def distances(res: dict) -> list[str]:
             "goes through the runtime (a runtime thread reads the reply and wakes the caller) so that Ctrl-C is "
             f"seen every 50 ms: {block_sc['total']:.0f} system calls a cycle against the floor's "
             f"{floor_sc['total']:.0f}, where `acquire(blocking=False)` and `release()`, which send on the "
-            f"calling thread, make {try_sc['total']:.0f}. When the machine is busy ({load}), each hand-over "
-            "to a runtime thread also waits for a core.")
+            f"calling thread, make {try_sc['total']:.0f}. Each hand-over to a runtime thread also costs a "
+            f"wake-up, which on this virtual machine is dear when the other core is idle or busy ({load}; the "
+            "floor itself is about three times slower in some runs than in others, as a waking core is).")
     if "asyncio uncontended" in missed:
         out.append(
             "- asyncio: each call's reply is read by a runtime thread, which hands it to the event loop through "
-            "the loop's socket: two threads where redis.asyncio uses one, so when the machine is busy "
-            f"({load}) the hand-over waits for a core.")
+            "the loop's socket: two threads where redis.asyncio uses one, and that hand-over costs a wake-up, "
+            f"dear on this virtual machine when a core sleeps or is taken ({load}).")
     co = (res.get("contended") or {}).get(FERRO_FAIR)
     un = res.get("uncontended")
     if "contended, fair=True (4 processes x 1 ms holds)" in missed and co and co.get("cycles") and un:
