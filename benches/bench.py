@@ -70,12 +70,19 @@ def main() -> int:
                     help="markdown report to write; the chart goes beside it as .png")
     ap.add_argument("--baseline", metavar="DIR",
                     help="a directory holding another build's ferrolock package: report before/after figures")
+    ap.add_argument("--report", metavar="JSON", help="write the report again from a run's saved results")
     ap.add_argument("--probe", metavar="URL", help=argparse.SUPPRESS)  # one turn of --baseline's comparison
     ap.add_argument("--probe-cycles", type=int, default=1000, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.probe:
         quiet_logs()
         print(json.dumps(probe(args.probe, args.probe_cycles)))
+        return 0
+    if args.report:
+        saved = json.loads(Path(args.report).read_text())
+        saved["targets"] = targets(saved, args)
+        chart(saved, Path(args.out).with_suffix(".png"))
+        write_report(saved, args, Path(args.out), Path(args.out).with_suffix(".png"))
         return 0
     out = Path(args.out)
     png = out.with_suffix(".png")
@@ -226,6 +233,7 @@ def main() -> int:
         shutil.rmtree(workdir, ignore_errors=True)
 
     res["elapsed_s"] = time.monotonic() - began
+    res["quick"] = args.quick
     res["load_after"] = "%.2f %.2f %.2f" % os.getloadavg()
     res["targets"] = targets(res, args)
     print("\n== targets")
@@ -238,6 +246,7 @@ def main() -> int:
         traceback.print_exc()
         res["errors"].append(f"chart: {type(e).__name__}: {e}")
     write_report(res, args, out, png)
+    out.with_suffix(".json").write_text(json.dumps(res, indent=1, default=str))
     print(f"\nwrote {out} and {png} ({res['elapsed_s']:.0f} s)")
     return 1 if res["errors"] else 0
 

@@ -97,13 +97,14 @@ def distances(res: dict) -> list[str]:
             "goes through the runtime (a runtime thread reads the reply and wakes the caller) so that Ctrl-C is "
             f"seen every 50 ms: {block_sc['total']:.0f} system calls a cycle against the floor's "
             f"{floor_sc['total']:.0f}, where `acquire(blocking=False)` and `release()`, which send on the "
-            f"calling thread, make {try_sc['total']:.0f}. When the machine is busy ({load}), each hand-over "
-            "to a runtime thread also waits for a core.")
+            f"calling thread, make {try_sc['total']:.0f}. Each hand-over to a runtime thread also costs a "
+            f"wake-up, which on this virtual machine is dear when the other core is idle or busy ({load}; the "
+            "floor itself is about three times slower in some runs than in others, as a waking core is).")
     if "asyncio uncontended" in missed:
         out.append(
             "- asyncio: each call's reply is read by a runtime thread, which hands it to the event loop through "
-            "the loop's socket: two threads where redis.asyncio uses one, so when the machine is busy "
-            f"({load}) the hand-over waits for a core.")
+            "the loop's socket: two threads where redis.asyncio uses one, and that hand-over costs a wake-up, "
+            f"dear on this virtual machine when a core sleeps or is taken ({load}).")
     co = (res.get("contended") or {}).get(FERRO_FAIR)
     un = res.get("uncontended")
     if "contended, fair=True (4 processes x 1 ms holds)" in missed and co and co.get("cycles") and un:
@@ -149,7 +150,7 @@ def write_report(res: dict, args: argparse.Namespace, out: Path, png: Path) -> s
         "",
         f"- date: {res['date']}",
         f"- machine: {res['machine']}; load average {res['load_before']} before, {res['load_after']} after",
-        f"- command: `{res['command']}` ({res['elapsed_s']:.0f} s{', --quick' if args.quick else ''})",
+        f"- command: `{res['command']}` ({res['elapsed_s']:.0f} s{', --quick' if res.get('quick', args.quick) else ''})",
         f"- software: Python {platform.python_version()}, redis-server {redis_server_version()}, "
         f"redis-py {version('redis')} with hiredis {version('hiredis')}, python-redis-lock "
         f"{version('python-redis-lock')}, pottery {version('pottery')}",
@@ -167,15 +168,15 @@ def write_report(res: dict, args: argparse.Namespace, out: Path, png: Path) -> s
     if cmp:
         from scenarios.compare import METRICS, RATIOS
         rows = []
+        for key, label, _, _ in RATIOS:
+            if key in cmp["before"]:
+                b, a = cmp["before"][key], cmp["after"][key]
+                rows.append([label + " (per turn)", f"{b:.2f}x", f"{a:.2f}x", f"{a / b:.2f}x"])
         for key, label, unit in METRICS:
             b, a = cmp["before"][key], cmp["after"][key]
             digits = 2 if key.startswith("fair_") else 0
             change = f"{a / b:.2f}x" if b else ""
             rows.append([label, f"{fmt(b, digits)} {unit}".strip(), f"{fmt(a, digits)} {unit}".strip(), change])
-        for key, label, _, _ in RATIOS:
-            if key in cmp["before"]:
-                b, a = cmp["before"][key], cmp["after"][key]
-                rows.append([label + " (per turn)", f"{b:.2f}x", f"{a:.2f}x", f"{a / b:.2f}x"])
         md += [
             "## Before and after",
             "",
@@ -183,8 +184,10 @@ def write_report(res: dict, args: argparse.Namespace, out: Path, png: Path) -> s
             f"(after), measured in {cmp['rounds']} turns each, alternating which goes first, against the same "
             f"redis-server; medians of the turns ({cmp['cycles']:,} cycles per turn for the uncontended rows, "
             "200 cycles per process for the fair row). The floors and the redis-py rows are measured in the same "
-            "turns, beside each build; the ratios at the end are taken within each turn (so a burst of noise "
-            "that slows one turn slows both sides of its ratio), then their median.",
+            "turns, beside each build. The ratios first are taken within each turn, then their median: they "
+            "are the comparison, since a turn's absolute figures move with the machine's state (a round trip "
+            "here takes three times longer in some stretches than in others, floor included), and the turns of "
+            "one build may fall in one stretch and the other's in another.",
             "",
             table(["figure", "before", "after", "after / before"], rows),
             "",

@@ -4,7 +4,7 @@
 ferrolock `Lock` as the lock type, and `test.test_asyncio.test_locks.LockTests`
 (the contract of `asyncio.Lock`) with ferrolock behind `asyncio.Lock`'s
 interface. Both come from the interpreter's own `test` package; where it is
-not installed (Debian ships it as `libpython3.X-testsuite`) they are skipped.
+not installed (Debian's python3 has it in `libpython3.X-testsuite`) they are skipped.
 
 Skipped, with the reason on each: tests of CPython internals (the repr
 format, `_at_fork_reinit`, the `_waiters` deque) and tests that expect a lock
@@ -16,6 +16,7 @@ waiter's own round trip, a few loop turns later).
 from __future__ import annotations
 
 import asyncio
+import sys
 import unittest
 import uuid
 
@@ -33,7 +34,10 @@ try:
 except ImportError:  # pragma: no cover
     asyncio_lock_tests = None
 
-NOT_INSTALLED = "CPython's `test` package is not installed (Debian: apt-get install libpython3-testsuite)"
+NOT_INSTALLED = (
+    "CPython's `test` package is not installed for this interpreter "
+    f"(Debian's python3: apt-get install libpython3.{sys.version_info[1]}-testsuite)"
+)
 INTERNALS = "checks a CPython internal"
 SAME_STEP = "expects the lock handed to a waiter within one event-loop step (a Redis hand-over takes a round trip)"
 
