@@ -124,8 +124,14 @@ class Client(_Client):
 
         Args:
             name: the lock name, or a list or tuple of names for a multi-lock.
-            ttl, auto_renew, blocking_timeout, retry, metadata, token, on_lost,
-                fair: see :class:`Lock`.
+            ttl: see :class:`Lock`.
+            auto_renew: see :class:`Lock`.
+            blocking_timeout: see :class:`Lock`.
+            retry: see :class:`Lock`.
+            metadata: see :class:`Lock`.
+            token: see :class:`Lock`.
+            on_lost: see :class:`Lock`.
+            fair: see :class:`Lock`.
 
         Returns:
             A handle that does not hold the lock yet (unless ``token`` is given).
@@ -160,8 +166,14 @@ class Client(_Client):
 
         Args:
             names: the lock names, distinct; any iterable of ``str``.
-            ttl, auto_renew, blocking_timeout, retry, metadata, token, on_lost,
-                fair: see :class:`Lock`.
+            ttl: see :class:`Lock`.
+            auto_renew: see :class:`Lock`.
+            blocking_timeout: see :class:`Lock`.
+            retry: see :class:`Lock`.
+            metadata: see :class:`Lock`.
+            token: see :class:`Lock`.
+            on_lost: see :class:`Lock`.
+            fair: see :class:`Lock`.
 
         Returns:
             A handle that does not hold the locks yet (unless ``token`` is
