@@ -30,6 +30,8 @@ def test_campaign_leads_and_terms_increase(client, raw, prefix):
         first = term.number
         term.proclaim("host-a:v2")
         assert e.leader().value == "host-a:v2"
+        e.proclaim("host-a:v3")  # the same, on the election
+        assert e.leader().value == "host-a:v3"
         assert e.leader().term == first  # same term
     assert e.leader() is None
     with e.campaign("host-b") as second:

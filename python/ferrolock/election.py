@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterator, Optional
 
 from ._ferrolock import Election as _Election
-from ._ferrolock import Leader, LockNotAcquired
+from ._ferrolock import Leader, LockNotAcquired, LockNotOwned
 
 if TYPE_CHECKING:
     from ._ferrolock import Lock
@@ -89,6 +89,7 @@ class Election:
         self._core = _Election(client, name)
         self._ttl = ttl
         self.name = name
+        self._term: Optional[Term] = None
 
     def _candidate(self, value: str, on_lost: Optional[Callable[[], object]]) -> "Lock":
         return self._core.candidate(value, ttl=self._ttl, on_lost=on_lost)
@@ -100,14 +101,36 @@ class Election:
         hold = self._candidate(value, on_lost)
         if not hold.acquire(timeout=timeout):
             raise LockNotAcquired(f"election {self.name!r}: not elected within {timeout} s")
-        return Term(self, hold, value)
+        self._term = Term(self, hold, value)
+        return self._term
 
     async def acampaign(self, value: str, timeout: Optional[float] = None,
                         on_lost: Optional[Callable[[], object]] = None) -> Term:
         hold = self._candidate(value, on_lost)
         if not await hold.aacquire(timeout=timeout):
             raise LockNotAcquired(f"election {self.name!r}: not elected within {timeout} s")
-        return Term(self, hold, value)
+        self._term = Term(self, hold, value)
+        return self._term
+
+    def _leading(self) -> Term:
+        if self._term is None:
+            raise LockNotOwned(f"election {self.name!r}: this process has not campaigned")
+        return self._term
+
+    def proclaim(self, value: str) -> None:
+        """This process's term (its last campaign) publishes ``value``;
+        :class:`LockNotOwned` if it no longer leads."""
+        self._leading().proclaim(value)
+
+    async def aproclaim(self, value: str) -> None:
+        await self._leading().aproclaim(value)
+
+    def resign(self) -> None:
+        """Gives this process's term up."""
+        self._leading().resign()
+
+    async def aresign(self) -> None:
+        await self._leading().aresign()
 
     def leader(self) -> Optional[Leader]:
         """The current leader's value and term number, or None."""
