@@ -25,7 +25,9 @@ if configured and configured ~= permits and held > 0 then
   return redis.error_reply('PERMITS the semaphore has ' .. configured .. ' permits while held, not '
     .. permits)
 end
-redis.call('HSET', data, 'permits', permits)
+if configured ~= permits then
+  redis.call('HSET', data, 'permits', permits)
+end
 
 if redis.call('ZSCORE', holders, token) then
   leave_queue(alive, tags, token, queue)

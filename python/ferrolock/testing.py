@@ -164,12 +164,12 @@ class Raw:
             f = s.makefile("rb")
             if self.password:
                 s.sendall(encode(("AUTH", self.password)))
-                _read(f)
+                read_reply(f)
             if self.db:
                 s.sendall(encode(("SELECT", self.db)))
-                _read(f)
+                read_reply(f)
             s.sendall(encode(args))
-            return _read(f)
+            return read_reply(f)
 
     def command(self, *args: Any) -> Any:
         """The same call, named as :meth:`RedisServer.command`."""
@@ -189,13 +189,20 @@ class Raw:
         return self.scan(pattern)
 
 
-def _read(f: Any) -> Any:
+class RespError(RuntimeError):
+    """Redis answered a raw command with an error."""
+
+
+def read_reply(f: Any) -> Any:
+    """One RESP reply from the file `f`; `RespError` for an error reply."""
     line = f.readline()
+    if not line:
+        raise ConnectionError("connection closed before a reply")
     kind, body = line[:1], line[1:-2]
     if kind == b"+":
         return body.decode()
     if kind == b"-":
-        raise RuntimeError(body.decode())
+        raise RespError(body.decode())
     if kind == b":":
         return int(body)
     if kind == b"$":
@@ -203,8 +210,8 @@ def _read(f: Any) -> Any:
         return None if n < 0 else f.read(n + 2)[:-2]
     if kind == b"*":
         n = int(body)
-        return None if n < 0 else [_read(f) for _ in range(n)]
-    raise RuntimeError(f"unexpected reply {line!r}")
+        return None if n < 0 else [read_reply(f) for _ in range(n)]
+    raise RespError(f"unexpected reply {line!r}")
 
 
 def _glob_escape(text: str) -> str:

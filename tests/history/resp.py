@@ -1,19 +1,24 @@
-"""A minimal RESP client for the nemesis and the final key scan (loopback only)."""
+"""A kept RESP connection for the sampler, on the plugin's encoder and
+parser; one-off commands and the final key scan use the plugin's `Raw`
+(loopback only)."""
 
 from __future__ import annotations
 
 import socket
 
+from ferrolock.testing import Raw, RespError, encode, read_reply
 
-class RespError(Exception):
-    """Redis answered with an error."""
+__all__ = ["Connection", "RespError", "command", "scan"]
 
 
-def command(port: int, *args, timeout: float = 10.0):
+def command(port: int, *args):
     """Send one command to 127.0.0.1:`port` on a fresh connection and return the parsed reply."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(encode(args))
-        return parse(s.makefile("rb"))
+    return Raw(f"redis://127.0.0.1:{port}/0")(*args)
+
+
+def scan(port: int, pattern: str) -> list:
+    """Every key matching `pattern` (SCAN, so the server is never blocked)."""
+    return Raw(f"redis://127.0.0.1:{port}/0").scan(pattern)
 
 
 class Connection:
@@ -29,7 +34,7 @@ class Connection:
             self._file = self._sock.makefile("rb")
         try:
             self._sock.sendall(encode(args))
-            return parse(self._file)
+            return read_reply(self._file)
         except (OSError, RespError):
             self.close()
             raise
@@ -39,41 +44,3 @@ class Connection:
             self._file.close()
             self._sock.close()
             self._sock = self._file = None
-
-
-def encode(args) -> bytes:
-    out = b"*%d\r\n" % len(args)
-    for a in args:
-        b = a if isinstance(a, bytes) else str(a).encode()
-        out += b"$%d\r\n%s\r\n" % (len(b), b)
-    return out
-
-
-def parse(f):
-    line = f.readline()
-    if not line:
-        raise ConnectionError("connection closed before a reply")
-    kind, body = line[:1], line[1:-2]
-    if kind == b"+":
-        return body.decode()
-    if kind == b"-":
-        raise RespError(body.decode())
-    if kind == b":":
-        return int(body)
-    if kind == b"$":
-        n = int(body)
-        return None if n < 0 else f.read(n + 2)[:-2]
-    if kind == b"*":
-        n = int(body)
-        return None if n < 0 else [parse(f) for _ in range(n)]
-    raise RespError(f"unexpected reply {line!r}")
-
-
-def scan(port: int, pattern: str) -> list:
-    """Every key matching `pattern` (SCAN, so the server is never blocked)."""
-    keys, cursor = set(), b"0"
-    while True:
-        cursor, batch = command(port, "SCAN", cursor, "MATCH", pattern, "COUNT", 1000)
-        keys.update(k.decode() for k in batch)
-        if cursor == b"0":
-            return sorted(keys)
