@@ -17,6 +17,13 @@ local function now_ms()
   return math.floor(now_us() / 1000)
 end
 
+-- The fence of a new hold: the server's clock in microseconds, above every
+-- fence still on record (`last`), and at least `floor`: a quorum's proposal,
+-- the same to every master, so that they agree ('0' or nil on one server).
+local function next_fence(last, floor)
+  return math.max(now_us(), last + 1, tonumber(floor) or 0)
+end
+
 -- Ends the hold kept in `key` (fence `fence`) at server time `now` (us): the
 -- key goes, unless the clock has not passed the fence yet (same microsecond,
 -- or a clock step back): then only the fence stays, until the clock passes it.

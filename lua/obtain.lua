@@ -1,6 +1,7 @@
 -- obtain.lua: take every lock in KEYS for one owner, or none of them.
 -- KEYS: lock hashes, one per name (fields: token, meta, fence)
--- ARGV: [token, ttl_ms, metadata, set_metadata ('1' or '0')]
+-- ARGV: [token, ttl_ms, metadata, set_metadata ('1' or '0'), fence_floor (optional:
+--        a quorum's proposed fence, see next_fence)]
 -- Returns {1, fence} when the owner now holds every key (taken now, or already
 -- its own: the hold is re-entered, its fence kept, and its metadata too unless
 -- set_metadata is '1'), or {0, pttl} with the longest remaining hold among the
@@ -29,7 +30,7 @@ if mine == #KEYS then
 end
 
 -- The fence: server time in microseconds, and above every fence still on record.
-local fence = math.max(now_us(), last + 1)
+local fence = next_fence(last, ARGV[5])
 for _, key in ipairs(KEYS) do
   hold(key, token, meta, ttl, fence)
 end

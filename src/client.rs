@@ -14,8 +14,9 @@ use crate::cluster::ClusterTarget;
 use crate::conn::{inline_active, Conn, Inline, InlinePool};
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
+use crate::quorum::Quorum;
 use crate::server;
-use crate::wakeups::{Feed, Registration, Wakeups};
+use crate::wakeups::{Feed, Waits, Wakeups};
 
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
@@ -30,6 +31,10 @@ pub struct ClientOptions {
     pub prefix: String,
     /// PEM file of the certificate authorities to trust for `rediss://` (and `rediss+cluster://`).
     pub ca_file: Option<PathBuf>,
+    /// Independent masters, when more than one: a lock is held while a
+    /// majority of them hold it (Redlock), and `url` is not used. Each is a
+    /// URL of one server or a Sentinel service.
+    pub urls: Vec<String>,
 }
 
 impl Default for ClientOptions {
@@ -40,6 +45,7 @@ impl Default for ClientOptions {
             command_timeout: Duration::from_secs(5),
             prefix: "ferrolock:".into(),
             ca_file: None,
+            urls: Vec::new(),
         }
     }
 }
@@ -56,6 +62,8 @@ enum Target {
     Sentinel(SentinelTarget),
     /// A Redis Cluster: commands routed by slot, wake-ups by sharded pub/sub.
     Cluster(ClusterTarget),
+    /// Independent masters, each step sent to all and decided by a majority.
+    Quorum(Quorum),
 }
 
 /// Redis's Sentinel client protocol: ask each Sentinel in turn
@@ -142,6 +150,21 @@ impl Client {
     /// too old for the scripts) gives `Error::Configuration`, naming the fix.
     pub async fn connect(opts: ClientOptions) -> Result<Client> {
         let client = Client::new(opts)?;
+        client.verify().await?;
+        Ok(client)
+    }
+
+    /// Connects and checks the server (every master of a quorum at once: a
+    /// majority must answer, and none may be misconfigured).
+    async fn verify(&self) -> Result<()> {
+        match &self.inner.target {
+            Target::Quorum(quorum) => quorum.verify(self.inner.opts.connect_timeout).await,
+            _ => self.verify_one().await,
+        }
+    }
+
+    pub(crate) async fn verify_one(&self) -> Result<()> {
+        let client = self;
         let mut conn = match client.conn().await {
             Ok(conn) => conn,
             Err(e) => return Err(client.explain(e).await),
@@ -151,13 +174,18 @@ impl Client {
         let ping: redis::RedisResult<String> = redis::cmd("PING").query_async(&mut conn).await;
         ping.map_err(|e| client.ping_error(e))?;
         server::check(&mut conn, client.is_cluster(), client.describe()).await?;
-        Ok(client)
+        Ok(())
     }
 
     /// Validates the options without connecting; the first command connects.
     pub fn new(opts: ClientOptions) -> Result<Client> {
         if opts.connect_timeout.is_zero() || opts.command_timeout.is_zero() {
             return Err(Error::InvalidArgument("timeouts must be positive".into()));
+        }
+        match opts.urls.as_slice() {
+            [] => {}
+            [one] => return Client::new(ClientOptions { url: one.clone(), urls: Vec::new(), ..opts }),
+            _ => return Client::new_quorum(opts),
         }
         let url = normalize_url(&opts.url)?;
         if let Some(rest) = url.strip_prefix("redis+sentinel://") {
@@ -218,6 +246,32 @@ impl Client {
         }
         .map_err(|e| Error::InvalidArgument(format!("invalid Redis URL {}: {e}", redact(&url))))?;
         Ok(Client::from_target(Target::Direct(redis), display, opts))
+    }
+
+    /// A client of independent masters (`opts.urls`), each its own `Client`.
+    fn new_quorum(opts: ClientOptions) -> Result<Client> {
+        let mut members: Vec<Client> = Vec::new();
+        for url in &opts.urls {
+            let member = Client::new(ClientOptions { url: url.clone(), urls: Vec::new(), ..opts.clone() })?;
+            if member.is_cluster() {
+                return Err(Error::InvalidArgument(format!(
+                    "{} is a Redis Cluster: the masters of a quorum are independent servers (or Sentinel \
+                     services), each holding every lock; give one URL per server",
+                    member.describe()
+                )));
+            }
+            if members.iter().any(|m| m.describe() == member.describe()) {
+                return Err(Error::InvalidArgument(format!(
+                    "{} is given twice: the masters of a quorum must be distinct servers",
+                    member.describe()
+                )));
+            }
+            members.push(member);
+        }
+        let list: Vec<&str> = members.iter().map(Client::describe).collect();
+        let display = format!("quorum of {}: {}", members.len(), list.join(", "));
+        let target = Target::Quorum(Quorum::new(members, opts.command_timeout));
+        Ok(Client::from_target(target, display, opts))
     }
 
     fn from_target(target: Target, display: String, opts: ClientOptions) -> Client {
@@ -292,6 +346,11 @@ impl Client {
         F: Fn(Conn) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
+        if self.quorum().is_some() {
+            return Err(Error::InvalidArgument(
+                "this step runs on one server, and the client is a quorum of masters".into(),
+            ));
+        }
         let err = match op(self.call_conn().await?).await {
             Ok(v) => return Ok((v, false)),
             Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::BusyLoading) => {
@@ -347,6 +406,31 @@ impl Client {
 
     pub fn keys(&self) -> &KeySpace {
         &self.inner.keys
+    }
+
+    /// The masters of a quorum client (Redlock), or `None` for one deployment.
+    pub(crate) fn quorum(&self) -> Option<&Quorum> {
+        match &self.inner.target {
+            Target::Quorum(q) => Some(q),
+            _ => None,
+        }
+    }
+
+    /// How many independent masters this client locks on (1 unless a quorum).
+    pub fn masters(&self) -> usize {
+        self.quorum().map_or(1, |q| q.members().len())
+    }
+
+    /// Fails on a quorum client, naming `what` and what a quorum supports.
+    pub(crate) fn single(&self, what: &str) -> Result<()> {
+        if self.quorum().is_none() {
+            return Ok(());
+        }
+        Err(Error::InvalidArgument(format!(
+            "{what} is not available on a quorum of independent masters (Redlock), which supports Lock \
+             (not fair), multi_lock and RWMutex (not fair): its state lives on one server. Use a client \
+             of one deployment (one URL, a Sentinel service or a Cluster) for it"
+        )))
     }
 
     /// Whether this is a Redis Cluster client (sharded pub/sub, one slot per script).
@@ -417,6 +501,9 @@ impl Client {
                 Target::Cluster(cluster) => {
                     return Ok(Conn::Cluster(cluster.connect(timeout, command_timeout).await?))
                 }
+                Target::Quorum(_) => {
+                    return Err((redis::ErrorKind::Client, "a quorum has no one connection").into())
+                }
             };
             ConnectionManager::new_with_config(redis, config).await.map(Conn::Node)
         };
@@ -440,7 +527,34 @@ impl Client {
         channels: &[String],
         reader: bool,
         token: &str,
-    ) -> Result<Registration> {
+    ) -> Result<Waits> {
+        if let Target::Quorum(q) = &self.inner.target {
+            // Woken by whichever master publishes first; a master that cannot
+            // be subscribed to is done without (the others publish too).
+            let each = q.members().iter().map(|m| m.register_one(channels, reader, token));
+            let parts: Vec<_> = crate::conn::multiplexed(futures_util::future::join_all(each)).await;
+            let mut first_error = None;
+            let mut ok = Vec::new();
+            for part in parts {
+                match part {
+                    Ok(r) => ok.push(r),
+                    Err(e) => first_error = first_error.or(Some(e)),
+                }
+            }
+            return match (ok.is_empty(), first_error) {
+                (true, Some(e)) => Err(e),
+                _ => Ok(Waits::new(ok)),
+            };
+        }
+        Ok(Waits::new(vec![self.register_one(channels, reader, token).await?]))
+    }
+
+    async fn register_one(
+        &self,
+        channels: &[String],
+        reader: bool,
+        token: &str,
+    ) -> Result<crate::wakeups::Registration> {
         let (timeout, command_timeout) = (self.inner.opts.connect_timeout, self.inner.opts.command_timeout);
         let connect = async {
             let subscribe = async {
@@ -450,6 +564,9 @@ impl Client {
                     Target::Cluster(cluster) => {
                         let (conn, pushes) = cluster.subscriber(timeout, command_timeout).await?;
                         return Ok(Feed::sharded(conn, pushes));
+                    }
+                    Target::Quorum(_) => {
+                        return Err((redis::ErrorKind::Client, "a quorum subscribes on each master").into())
                     }
                 };
                 Ok::<_, redis::RedisError>(Feed::plain(redis.get_async_pubsub().await?))
@@ -467,12 +584,20 @@ impl Client {
     where
         F: Future<Output = ()> + Send + 'static,
     {
+        if let Target::Quorum(q) = &self.inner.target {
+            // Counted by the first master's process state; `settle` waits for all.
+            return q.members()[0].spawn_cleanup(fut);
+        }
         self.local().cleanups.spawn(fut);
     }
 
     /// Waits until no clean-up of this process is in flight (undoing an
     /// interrupted acquire, unsubscribing a waiter that left).
     pub async fn settle(&self) {
+        if let Target::Quorum(q) = &self.inner.target {
+            futures_util::future::join_all(q.members().iter().map(Client::settle)).await;
+            return;
+        }
         let cleanups = self.local().cleanups.clone();
         cleanups.settle().await;
     }

@@ -34,6 +34,20 @@ pub fn inline<R>(f: impl FnOnce() -> R) -> R {
     result
 }
 
+/// Runs `fut` with its commands on the multiplexed connections, even inside
+/// `inline`: a quorum sends one step to several masters at once, which a
+/// blocking connection per call would turn into one after another.
+pub(crate) async fn multiplexed<F: std::future::Future>(fut: F) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    std::future::poll_fn(|cx| {
+        let was = INLINE.replace(false);
+        let polled = fut.as_mut().poll(cx);
+        INLINE.set(was);
+        polled
+    })
+    .await
+}
+
 /// Whether this thread is inside `inline`.
 pub(crate) fn inline_active() -> bool {
     INLINE.get()

@@ -15,7 +15,7 @@ use crate::keys::FairKeys;
 use crate::lock::{check_name, validate, Lock, LockOptions};
 use crate::mode::{patience, Mode};
 use crate::scripts;
-use crate::wakeups::Registration;
+use crate::wakeups::Waits;
 
 #[derive(Clone)]
 pub struct Election {
@@ -37,6 +37,7 @@ pub struct Leader {
 impl Election {
     pub fn new(client: Client, name: String) -> Result<Election> {
         check_name(&name)?;
+        client.single("an election")?;
         let keys = client.keys().election(&name);
         Ok(Election { client, name, keys })
     }
@@ -87,7 +88,7 @@ impl Election {
 /// differs from what the last one returned.
 pub struct Observer {
     election: Election,
-    registration: Option<Registration>,
+    registration: Option<Waits>,
     last: Seen,
 }
 
@@ -107,7 +108,7 @@ impl Observer {
     pub async fn next(&mut self) -> Result<Option<Leader>> {
         let e = self.election.clone();
         loop {
-            if self.registration.as_ref().is_none_or(Registration::stale) {
+            if self.registration.as_ref().is_none_or(Waits::stale) {
                 // Subscribed before reading, so no change falls in between.
                 let channels = [e.keys.announce.clone()];
                 self.registration = Some(e.client.register_waiter(&channels, true, "").await?);

@@ -15,6 +15,7 @@ pub mod listing;
 pub mod lock;
 pub mod mode;
 mod pid;
+mod quorum;
 pub mod retry;
 pub mod rwmutex;
 pub mod scripts;

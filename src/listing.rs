@@ -59,6 +59,7 @@ impl Client {
     /// waited for, sorted by name then kind. Found with SCAN, so the server
     /// never blocks (names created or deleted meanwhile may or may not show).
     pub async fn scan(&self, pattern: &str) -> Result<Vec<State>> {
+        self.single("scan (listing locks)")?;
         if pattern.is_empty() {
             return Err(Error::InvalidArgument(
                 "the name pattern is empty; use \"*\" to list every name".into(),
@@ -92,6 +93,7 @@ impl Client {
     /// each only if held or waited for (so an empty list for a free name).
     pub async fn state_of(&self, name: &str) -> Result<Vec<State>> {
         check_name(name)?;
+        self.single("describe")?;
         let (lock, rw) = (self.keys().fair(name), self.keys().rw(name));
         let d = scripts::describe(self, &lock, &rw).await?;
         let lock = State {
@@ -121,6 +123,7 @@ impl RwMutex {
     /// recovery: the holders learn at their next renewal that they lost it).
     /// Returns whether a writer held, and how many live readers were removed.
     pub async fn force_release(&self) -> Result<(bool, u64)> {
+        self.client().single("RWMutex.force_release")?;
         scripts::rw_force_release(self.client(), self.keys()).await
     }
 }

@@ -16,7 +16,7 @@ use crate::mode::{patience, Mode};
 use crate::retry::Retry;
 use crate::scripts::{Obtain, Record};
 use crate::token::new_token;
-use crate::wakeups::{Handed, Registration};
+use crate::wakeups::{Handed, Waits};
 use crate::watchdog::{Renewal, Watchdog};
 
 /// Longest accepted name, metadata and token, in bytes.
@@ -124,6 +124,7 @@ impl Lock {
     pub fn new(client: Client, names: Vec<String>, opts: LockOptions, token: Option<String>) -> Result<Lock> {
         validate(&names, &opts, token.as_deref())?;
         let mode = if opts.fair {
+            client.single("a fair Lock")?;
             if names.len() != 1 {
                 return Err(Error::InvalidArgument("fair mode takes one name, not a multi-lock".into()));
             }
@@ -242,8 +243,10 @@ impl Lock {
             undo.pending = true;
             let will_wait = wait != Wait::No;
             let number = attempts.next();
-            let answer =
-                self.mode.obtain(&self.client, &token, self.opts.ttl, metadata, will_wait, number).await?;
+            let answer = self
+                .mode
+                .obtain(&self.client, &token, self.opts.ttl, metadata, will_wait, number, ours)
+                .await?;
             match answer {
                 Obtain::Taken { fence } => {
                     let lease = Lease::new(Some(attempts.sent(number)), self.opts.ttl);
@@ -318,7 +321,7 @@ impl Lock {
         holder_pttl_ms: i64,
         wait: Wait,
     ) -> Option<Wakeup> {
-        if waiting.registration.as_ref().is_some_and(Registration::stale) {
+        if waiting.registration.as_ref().is_some_and(Waits::stale) {
             // Its subscription dropped (and woke it): subscribe anew.
             waiting.registration = None;
             waiting.subscribe = true;
@@ -585,7 +588,7 @@ impl Lock {
 /// A waiter's wake-up subscription: none until its first failed attempt, and
 /// none for good if subscribing failed (it then polls).
 struct Waiting {
-    registration: Option<Registration>,
+    registration: Option<Waits>,
     subscribe: bool,
 }
 

@@ -61,6 +61,9 @@ impl Mode {
     /// `will_wait` leaves its intent when readers hold (writer preference); a
     /// one-shot attempt (try_write) never does; a fair waiter that will wait
     /// queues. `metadata`: `None` keeps what a re-entered hold has stored.
+    /// `ours`: the token is this acquire's own (not restored), so what a
+    /// quorum's failed attempt took is given back.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn obtain(
         &self,
         c: &Client,
@@ -69,6 +72,25 @@ impl Mode {
         metadata: Option<&str>,
         will_wait: bool,
         attempt: u64,
+        ours: bool,
+    ) -> Result<Obtain> {
+        if let Some(q) = c.quorum() {
+            return q.obtain(self, token, ttl, metadata, will_wait, attempt, ours).await;
+        }
+        self.obtain_on(c, token, ttl, metadata, will_wait, attempt, 0).await
+    }
+
+    /// `obtain` on one server; `fence_floor`: the least fence a new hold gets.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn obtain_on(
+        &self,
+        c: &Client,
+        token: &str,
+        ttl: Duration,
+        metadata: Option<&str>,
+        will_wait: bool,
+        attempt: u64,
+        fence_floor: u64,
     ) -> Result<Obtain> {
         let ttl_ms = ttl.as_millis() as u64;
         let tagged = |patience: &Duration| Attempt {
@@ -77,7 +99,7 @@ impl Mode {
             will_wait,
         };
         match self {
-            Mode::Exclusive(keys) => scripts::obtain(c, keys, token, ttl_ms, metadata).await,
+            Mode::Exclusive(keys) => scripts::obtain(c, keys, token, ttl_ms, metadata, fence_floor).await,
             Mode::Fair { keys, patience } => {
                 scripts::fair_obtain(c, keys, token, ttl_ms, metadata, tagged(patience)).await
             }
@@ -85,7 +107,8 @@ impl Mode {
                 scripts::rw_read(c, keys, token, ttl_ms, *writer_preference).await
             }
             Mode::Write { keys, order: RwOrder::Preference(writer_preference) } => {
-                scripts::rw_write(c, keys, token, ttl_ms, metadata, *writer_preference && will_wait).await
+                let writer_preference = *writer_preference && will_wait;
+                scripts::rw_write(c, keys, token, ttl_ms, metadata, writer_preference, fence_floor).await
             }
             Mode::Read { keys, order: RwOrder::Fair { patience } } => {
                 scripts::rw_fair_obtain(c, keys, token, ttl_ms, None, tagged(patience)).await
@@ -103,6 +126,13 @@ impl Mode {
 
     /// Whether `token` still held, and now holds for `ttl` more.
     pub(crate) async fn refresh(&self, c: &Client, token: &str, ttl: Duration) -> Result<bool> {
+        match c.quorum() {
+            Some(q) => q.refresh(self, token, ttl).await,
+            None => self.refresh_on(c, token, ttl).await,
+        }
+    }
+
+    pub(crate) async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<bool> {
         let ttl_ms = ttl.as_millis() as u64;
         match self {
             Mode::Exclusive(keys) => scripts::refresh(c, keys, token, ttl_ms).await,
@@ -121,6 +151,13 @@ impl Mode {
 
     /// Releases `token`'s hold (a fair one goes to the next in line).
     pub(crate) async fn release(&self, c: &Client, token: &str) -> Result<Released> {
+        match c.quorum() {
+            Some(q) => q.release(self, token).await,
+            None => self.release_on(c, token).await,
+        }
+    }
+
+    pub(crate) async fn release_on(&self, c: &Client, token: &str) -> Result<Released> {
         let once = |held: bool| Released { held, retried: false };
         Ok(match self {
             Mode::Exclusive(keys) => {
@@ -150,6 +187,16 @@ impl Mode {
     /// fresh token's hold can only come from this acquire, while a restored
     /// token's (an adopt) belongs to its owner and is never touched.
     pub(crate) async fn withdraw(&self, c: &Client, token: &str, ours: bool) -> Result<()> {
+        match c.quorum() {
+            Some(q) if self.leaves_intent() => {
+                q.each("withdrawing a waiting writer", |m| self.withdraw_on(m, token, ours)).await
+            }
+            Some(_) => Ok(()),
+            None => self.withdraw_on(c, token, ours).await,
+        }
+    }
+
+    async fn withdraw_on(&self, c: &Client, token: &str, ours: bool) -> Result<()> {
         match self {
             Mode::Fair { keys, .. } => scripts::fair_release(c, keys, token, ours).await.map(drop),
             Mode::Read { keys, order: RwOrder::Fair { .. } }
@@ -185,10 +232,15 @@ impl Mode {
             return Ok(mine.map(|r| Duration::from_millis(r.pttl_ms.max(0) as u64)));
         }
         if let Mode::Read { keys, .. } = self {
-            let state = scripts::rw_inspect(c, keys, token).await?;
-            return Ok(
-                (state.reader_pttl_ms >= 0).then(|| Duration::from_millis(state.reader_pttl_ms as u64))
-            );
+            let pttl_ms = match c.quorum() {
+                Some(q) => {
+                    let reader =
+                        |m| async move { Ok(scripts::rw_inspect(m, keys, token).await?.reader_pttl_ms) };
+                    q.majority_value("inspecting a reader", reader).await?
+                }
+                None => scripts::rw_inspect(c, keys, token).await?.reader_pttl_ms,
+            };
+            return Ok((pttl_ms >= 0).then(|| Duration::from_millis(pttl_ms as u64)));
         }
         let mut least: Option<i64> = None;
         for r in self.inspect(c).await? {
@@ -204,6 +256,13 @@ impl Mode {
 
     /// The exclusive holder of each key (for either side of an RWMutex: its writer).
     pub(crate) async fn inspect(&self, c: &Client) -> Result<Vec<Option<Record>>> {
+        match c.quorum() {
+            Some(q) => q.inspect(self).await,
+            None => self.inspect_on(c).await,
+        }
+    }
+
+    pub(crate) async fn inspect_on(&self, c: &Client) -> Result<Vec<Option<Record>>> {
         match self {
             Mode::Exclusive(keys) => scripts::inspect(c, keys).await,
             Mode::Fair { keys, .. } => scripts::inspect(c, std::slice::from_ref(&keys.lock)).await,
@@ -223,9 +282,27 @@ impl Mode {
                 Ok(self.inspect(c).await?.iter().any(Option::is_some))
             }
             Mode::Read { keys, .. } | Mode::Write { keys, .. } => {
-                let state = scripts::rw_inspect(c, keys, "").await?;
-                Ok(state.writer || state.readers > 0)
+                let held = |c| async move {
+                    let state = scripts::rw_inspect(c, keys, "").await?;
+                    Ok(i64::from(state.writer || state.readers > 0))
+                };
+                match c.quorum() {
+                    Some(q) => Ok(q.majority_value("inspecting the RWMutex", held).await? > 0),
+                    None => Ok(held(c).await? > 0),
+                }
             }
+        }
+    }
+
+    /// A quorum's hold settles its fence: on this master, `token`'s hold gets
+    /// at least `fence`. False when it no longer holds here.
+    pub(crate) async fn fence_raise_on(&self, c: &Client, token: &str, fence: i64) -> Result<bool> {
+        match self {
+            Mode::Exclusive(keys) => scripts::fence_raise(c, keys, token, fence).await,
+            Mode::Write { keys, .. } => {
+                scripts::fence_raise(c, std::slice::from_ref(&keys.writer), token, fence).await
+            }
+            _ => Ok(true),
         }
     }
 

@@ -33,6 +33,9 @@ impl RwMutex {
 
     fn build(client: Client, name: String, writer_preference: bool, fair: bool) -> Result<RwMutex> {
         check_name(&name)?;
+        if fair {
+            client.single("a fair RWMutex")?;
+        }
         let keys = client.keys().rw(&name);
         Ok(RwMutex { client, name, keys, writer_preference, fair })
     }
@@ -82,7 +85,12 @@ impl RwMutex {
 
     /// Live readers now (each reader counts until its own expiry).
     pub async fn readers(&self) -> Result<u64> {
-        Ok(scripts::rw_inspect(&self.client, &self.keys, "").await?.readers.max(0) as u64)
+        let count = |c| async move { Ok(scripts::rw_inspect(c, &self.keys, "").await?.readers) };
+        let readers = match self.client.quorum() {
+            Some(q) => q.majority_value("counting readers", count).await?,
+            None => count(&self.client).await?,
+        };
+        Ok(readers.max(0) as u64)
     }
 
     /// Held by a writer or by any live reader.

@@ -66,6 +66,7 @@ lua!(SEM_INSPECT, "sem_inspect.lua");
 lua!(EL_PROCLAIM, "el_proclaim.lua");
 lua!(RW_FORCE_RELEASE, "rw_force_release.lua");
 lua!(DESCRIBE, "describe.lua");
+lua!(FENCE_RAISE, "fence_raise.lua");
 
 /// What `obtain.lua` answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,17 +90,27 @@ pub struct Record {
 }
 
 /// `metadata`: stored with a new hold; on re-entry (the token holds already)
-/// `None` keeps what is stored.
+/// `None` keeps what is stored. `fence_floor`: the least fence a new hold
+/// gets (a quorum's proposal; 0 on one server).
 pub async fn obtain(
     client: &Client,
     keys: &[String],
     token: &str,
     ttl_ms: u64,
     metadata: Option<&str>,
+    fence_floor: u64,
 ) -> Result<Obtain> {
     let mut invocation = OBTAIN.on(client).key(keys);
     invocation.arg(token).arg(ttl_ms).arg(metadata.unwrap_or("")).arg(flag(metadata.is_some()));
+    invocation.arg(fence_floor);
     run(client, &invocation).await.map(taken_or_busy)
+}
+
+/// Raises the fence of `token`'s hold on `keys` to at least `fence`: false
+/// when `token` no longer holds them all.
+pub async fn fence_raise(client: &Client, keys: &[String], token: &str, fence: i64) -> Result<bool> {
+    let raised: i64 = run(client, FENCE_RAISE.on(client).key(keys).arg(token).arg(fence)).await?;
+    Ok(raised == 1)
 }
 
 /// Returns how many keys were released; 0 when `token` did not hold them all.
@@ -177,11 +188,12 @@ pub async fn rw_write(
     ttl_ms: u64,
     metadata: Option<&str>,
     writer_preference: bool,
+    fence_floor: u64,
 ) -> Result<Obtain> {
     let keys = [&k.writer, &k.readers, &k.intent];
     let mut invocation = RW_WRITE.on(client).key(&keys);
     invocation.arg(token).arg(ttl_ms).arg(metadata.unwrap_or("")).arg(flag(writer_preference));
-    invocation.arg(flag(metadata.is_some()));
+    invocation.arg(flag(metadata.is_some())).arg(fence_floor);
     run(client, &invocation).await.map(taken_or_busy)
 }
 

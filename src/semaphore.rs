@@ -28,6 +28,7 @@ pub fn permit(
             "permits must be between 1 and {MAX_PERMITS}, got {permits}"
         )));
     }
+    client.single("a semaphore")?;
     let names = vec![name];
     validate(&names, &opts, token.as_deref())?;
     let keys = client.keys().semaphore(&names[0]);
@@ -39,5 +40,6 @@ pub fn permit(
 /// semaphore `name`.
 pub async fn state(client: &Client, name: &str) -> Result<SemState> {
     crate::lock::check_name(name)?;
+    client.single("a semaphore")?;
     scripts::sem_inspect(client, &client.keys().semaphore(name)).await
 }

@@ -361,3 +361,46 @@ impl Drop for Registration {
         }
     }
 }
+
+/// A waiter's places in line on each server it waits on: one, or every
+/// master of a quorum, where a release is published on each and the first
+/// wake-up to arrive counts.
+pub(crate) struct Waits {
+    parts: Vec<Registration>,
+}
+
+impl Waits {
+    pub(crate) fn new(parts: Vec<Registration>) -> Waits {
+        Waits { parts }
+    }
+
+    /// Until woken on any server.
+    pub(crate) async fn woken(&self) {
+        if let [one] = self.parts.as_slice() {
+            return one.woken().await;
+        }
+        let each = self.parts.iter().map(|p| Box::pin(p.woken()));
+        futures_util::future::select_all(each).await;
+    }
+
+    pub(crate) fn take_handed(&self) -> Option<Handed> {
+        self.parts.iter().find_map(Registration::take_handed)
+    }
+
+    pub(crate) fn rearm(&self) {
+        for p in &self.parts {
+            p.rearm();
+        }
+    }
+
+    /// Every subscription it relied on dropped: register again.
+    pub(crate) fn stale(&self) -> bool {
+        self.parts.iter().all(Registration::stale)
+    }
+
+    pub(crate) fn done(self) {
+        for p in self.parts {
+            p.done();
+        }
+    }
+}

@@ -11,7 +11,7 @@ import signal
 import pytest
 
 from history import checker
-from history.nemesis import KINDS, WINDOW, schedule
+from history.nemesis import KINDS, MASTER_ONLY, WINDOW, schedule
 from history.run import RunConfig, default_faults, run
 from history.scenarios import SCENARIOS
 from history.workers import SigintGate
@@ -273,8 +273,9 @@ def test_build_holds_joins_interleaved_workers_and_late_on_lost():
 
 
 def test_the_schedule_is_seeded_bounded_and_complete():
-    counts = default_faults(10)
+    counts = default_faults(10, masters=3)
     assert set(counts) == set(KINDS) and all(n >= 1 for n in counts.values())
+    assert set(default_faults(10)) == set(KINDS) - set(MASTER_ONLY), "one server: no master faults"
     plan = schedule(random.Random(3), 10, counts)
     assert plan == schedule(random.Random(3), 10, counts)
     assert [k for _, k in plan].count("sigint") == counts["sigint"] and len(plan) == sum(counts.values())

@@ -7,7 +7,7 @@ ferrolock._ferrolock`` checks this stub against the built module.
 
 import asyncio
 import os
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Callable, Coroutine, Generator, Sequence
 from types import TracebackType
 from typing import Any, ClassVar, Literal, TypeVar, final
 
@@ -332,7 +332,7 @@ class Client:
 
     def __new__(
         cls,
-        url: str | None = None,
+        url: str | Sequence[str] | None = None,
         *,
         connect_timeout: _Seconds | None = None,
         command_timeout: _Seconds | None = None,
@@ -345,6 +345,8 @@ class Client:
     def prefix(self) -> str:
         ...
 
+    @property
+    def masters(self) -> int: ...
     def force_release(self, name: str) -> bool:
         ...
 

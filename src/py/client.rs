@@ -36,7 +36,12 @@ use super::runtime::wait;
 ///         (a Redis Cluster, seeded by any of its nodes;
 ///         ``rediss+cluster://`` for TLS; wake-ups use sharded pub/sub), or
 ///         ``[password@]host[:port]``. ``None`` (the default) means
-///         ``"redis://127.0.0.1:6379/0"``.
+///         ``"redis://127.0.0.1:6379/0"``. A list of URLs of independent
+///         masters (three or five, each a server or a Sentinel service)
+///         makes a quorum: a lock is held while a majority of them hold it
+///         (Redlock); Lock (not fair), multi_lock and RWMutex (not fair)
+///         are supported on it, and the other primitives raise
+///         ``ValueError`` naming that.
 ///     connect_timeout: seconds allowed to connect (and later to
 ///         reconnect); positive and finite. ``None`` means 5 seconds.
 ///     command_timeout: seconds allowed for Redis to answer one command;
@@ -162,6 +167,31 @@ impl LockState {
     }
 }
 
+/// `url` as given: one URL, or a list or tuple of them (independent masters
+/// for a quorum; a list of one is that one URL).
+fn urls_of(url: &Bound<'_, PyAny>) -> PyResult<(String, Vec<String>)> {
+    if url.is_instance_of::<pyo3::types::PyString>() {
+        return Ok((args::text("url", url)?, Vec::new()));
+    }
+    let Ok(seq) = url.cast::<pyo3::types::PySequence>() else {
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "url must be str, or a list of str (the masters of a quorum), got {}",
+            url.get_type().name()?
+        )));
+    };
+    let mut urls = Vec::new();
+    for (i, item) in seq.try_iter()?.enumerate() {
+        urls.push(args::text(&format!("url[{i}]"), &item?)?);
+    }
+    match urls.len() {
+        0 => Err(pyo3::exceptions::PyValueError::new_err(
+            "the list of URLs is empty: give one URL, or the URLs of the masters of a quorum (three or five)",
+        )),
+        1 => Ok((urls.remove(0), Vec::new())),
+        _ => Ok((String::new(), urls)),
+    }
+}
+
 #[pymethods]
 impl PyClient {
     #[new]
@@ -175,11 +205,13 @@ impl PyClient {
         ca_file: Option<PathBuf>,
     ) -> PyResult<Self> {
         let defaults = ClientOptions::default();
+        let (url, urls) = match url {
+            Some(u) if !u.is_none() => urls_of(u)?,
+            _ => (defaults.url.clone(), Vec::new()),
+        };
         let opts = ClientOptions {
-            url: match url {
-                Some(u) if !u.is_none() => args::text("url", u)?,
-                _ => defaults.url.clone(),
-            },
+            url,
+            urls,
             connect_timeout: args::optional_seconds("connect_timeout", connect_timeout)?
                 .unwrap_or(defaults.connect_timeout),
             command_timeout: args::optional_seconds("command_timeout", command_timeout)?
@@ -192,6 +224,13 @@ impl PyClient {
         };
         let core = wait(py, Client::connect(opts))?;
         Ok(PyClient { core })
+    }
+
+    /// How many independent masters this client locks on: 1, or the length
+    /// of the list of URLs it was given (a quorum).
+    #[getter]
+    fn masters(&self) -> usize {
+        self.core.masters()
     }
 
     /// Delete the lock ``name`` whoever holds it.

@@ -9,7 +9,8 @@ The keys read here follow the layout of src/keys.rs: ``{prefix}{name}``, a
 hash whose ``token`` field is the exclusive holder's; for an RWMutex the
 writer's hash ``...:rw:w`` and the readers' sorted set ``...:rw:r`` (token ->
 expiry in server milliseconds). A run that samples nothing shows the layout
-moved.
+moved. On a quorum each master is asked, and a token counts as holding a
+name where a majority of the masters name it.
 """
 
 from __future__ import annotations
@@ -22,9 +23,13 @@ from .events import now_ns
 INTERVAL_S = 0.01
 
 
+QUORUM_TIMEOUT_S = 0.05  # a stopped master is skipped, not waited for
+
+
 class HolderMonitor:
-    def __init__(self, port: int, prefix: str, names: tuple, rw: bool):
-        self.redis = resp.Connection(port)
+    def __init__(self, ports: list, prefix: str, names: tuple, rw: bool):
+        timeout = QUORUM_TIMEOUT_S if len(ports) > 1 else 1.0
+        self.masters = [resp.Connection(port, timeout) for port in ports]
         self.keys = [(n, f"{prefix}{{{n}}}") for n in names]
         self.rw = rw
         self.samples: list = []  # {"t0", "t", "name", "token"}: Redis answered between t0 and t
@@ -39,25 +44,30 @@ class HolderMonitor:
         self._done.set()
         if self._thread.ident is not None:
             self._thread.join()
-        self.redis.close()
+        for m in self.masters:
+            m.close()
         return self.samples
 
     def _run(self) -> None:
         while not self._done.wait(INTERVAL_S):
             for name, key in self.keys:
                 t0 = now_ns()
-                try:
-                    tokens = self._holders(key)
-                except (OSError, resp.RespError):
-                    continue  # the server is down or stalled: a fault, not a finding
+                seen = []
+                for redis in self.masters:
+                    try:
+                        seen += self._holders(redis, key)
+                    except (OSError, resp.RespError):
+                        continue  # the server is down or stalled: a fault, not a finding
                 t = now_ns()
+                majority = len(self.masters) // 2 + 1
+                tokens = [tok for tok in set(seen) if seen.count(tok) >= majority]
                 self.samples += [{"t0": t0, "t": t, "name": name, "token": tok.decode()} for tok in tokens]
 
-    def _holders(self, key: str) -> list:
+    def _holders(self, redis, key: str) -> list:
         if not self.rw:
-            return [tok for tok in [self.redis("HGET", key, "token")] if tok]
-        writer = self.redis("HGET", f"{key}:rw:w", "token")
-        seconds, micros = self.redis("TIME")
+            return [tok for tok in [redis("HGET", key, "token")] if tok]
+        writer = redis("HGET", f"{key}:rw:w", "token")
+        seconds, micros = redis("TIME")
         now_ms = int(seconds) * 1000 + int(micros) // 1000
-        readers = self.redis("ZRANGEBYSCORE", f"{key}:rw:r", f"({now_ms}", "+inf")  # live ones only
+        readers = redis("ZRANGEBYSCORE", f"{key}:rw:r", f"({now_ms}", "+inf")  # live ones only
         return ([writer] if writer else []) + readers

@@ -7,12 +7,19 @@ server on the same port reading the append-only file), ``debug-sleep``
 (DEBUG SLEEP: the server stalls), ``sigint`` (Ctrl-C to a sync worker that
 is waiting in acquire). SIGSTOPs run on their own threads, so other faults
 land while a worker is frozen.
+
+With several masters (a quorum), each server fault hits one of them, and two
+more kinds apply: ``master-stop`` (a master frozen past the longest ttl,
+then SIGCONT) and ``restart-empty`` (kill -9, its data deleted, and a new
+empty server on the same port once the longest ttl has passed: the delayed
+restart Redlock asks for, so the holds it had have expired everywhere).
 """
 
 from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import threading
 import time
@@ -21,7 +28,11 @@ from dataclasses import dataclass, field
 from . import resp
 from .events import now_ns
 
-KINDS = ("client-kill", "pubsub-kill", "sigstop", "server-restart", "debug-sleep", "sigint")
+KINDS = (
+    "client-kill", "pubsub-kill", "sigstop", "server-restart", "debug-sleep", "sigint", "master-stop",
+    "restart-empty",
+)
+MASTER_ONLY = ("master-stop", "restart-empty")  # faults of a quorum's masters
 WINDOW = (0.05, 0.8)  # faults fall in this part of the run, so the workers can recover before it ends
 DEBUG_SLEEP_S = 0.2
 HIT_HOLDER_P = 0.8
@@ -46,7 +57,7 @@ def schedule(rng: random.Random, duration: float, counts: dict) -> list:
 
 @dataclass
 class Nemesis:
-    server: object  # a RedisServer
+    servers: list  # RedisServers: one, or the masters of a quorum
     workers: list
     board: object  # a Board: who waits in acquire, who holds
     rng: random.Random
@@ -54,6 +65,8 @@ class Nemesis:
     log: list = field(default_factory=list)
     _stopped: set = field(default_factory=set)
     _threads: list = field(default_factory=list)
+    _down: set = field(default_factory=set)
+    _lasting: list = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def run(self, plan: list, t0_ns: int) -> None:
@@ -77,13 +90,22 @@ class Nemesis:
         with self._lock:
             self.log.append({"fault": kind, "t": t, "t_end": now_ns(), **fields})
 
+    def _server(self) -> tuple:
+        """(index, server) the next server fault hits: never a master that a
+        lasting fault holds down."""
+        with self._lock:
+            up = [i for i in range(len(self.servers)) if i not in self._down]
+        i = self.rng.choice(up)
+        return i, self.servers[i]
+
     def _redis(self, kind: str, *args) -> None:
+        i, server = self._server()
         t = now_ns()
         try:
-            reply = resp.command(self.server.port, *args)
-            self._record(kind, t, reply=reply if isinstance(reply, (int, str)) else repr(reply))
+            reply = resp.command(server.port, *args)
+            self._record(kind, t, master=i, reply=reply if isinstance(reply, (int, str)) else repr(reply))
         except (OSError, resp.RespError) as e:
-            self._record(kind, t, skipped=f"{type(e).__name__}: {e}")
+            self._record(kind, t, master=i, skipped=f"{type(e).__name__}: {e}")
 
     def _client_kill(self) -> None:
         self._redis("client-kill", "CLIENT", "KILL", "TYPE", "normal")
@@ -95,11 +117,57 @@ class Nemesis:
         self._redis("debug-sleep", "DEBUG", "SLEEP", str(DEBUG_SLEEP_S))
 
     def _server_restart(self) -> None:
+        i, server = self._server()
         t = now_ns()
-        self.server.kill()
+        server.kill()
         down = now_ns()
-        self.server.start()
-        self._record("server-restart", t, t_down=down)
+        server.start()
+        self._record("server-restart", t, master=i, t_down=down)
+
+    def _master_stop(self) -> None:
+        self._in_background("master-stop", self._stop_master, *self._server())
+
+    def _stop_master(self, i: int, server) -> None:
+        t = now_ns()
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        time.sleep(self.stop_s * self.rng.uniform(1.0, 1.3))  # the fault's length, from the schedule
+        os.kill(server.proc.pid, signal.SIGCONT)
+        self._record("master-stop", t, master=i)
+
+    def _restart_empty(self) -> None:
+        self._in_background("restart-empty", self._empty_restart, *self._server())
+
+    def _empty_restart(self, i: int, server) -> None:
+        t = now_ns()
+        server.kill()
+        down = now_ns()
+        data = server.extra[server.extra.index("--dir") + 1]
+        shutil.rmtree(data, ignore_errors=True)
+        os.makedirs(data)
+        time.sleep(self.stop_s)  # Redlock's delayed restart: every hold it had has expired
+        server.start()
+        self._record("restart-empty", t, master=i, t_down=down)
+
+    def _in_background(self, kind: str, fault, i: int, server) -> None:
+        """A fault that lasts, on its own thread so others land meanwhile;
+        one at a time (the next waits for the last to end), so that a
+        majority of the masters stands."""
+        for t in self._lasting:
+            t.join()
+        with self._lock:
+            self._down.add(i)
+
+        def run() -> None:
+            try:
+                fault(i, server)
+            finally:
+                with self._lock:
+                    self._down.discard(i)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        self._threads.append(thread)
+        self._lasting.append(thread)
 
     def _sigstop(self) -> None:
         with self._lock:

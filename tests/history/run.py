@@ -18,8 +18,8 @@ from . import checker, resp
 from .board import Board
 from .events import now_ns, read_events
 from .monitor import HolderMonitor
-from .nemesis import KINDS, Nemesis, Worker, schedule
-from .scenarios import NAMES
+from .nemesis import KINDS, MASTER_ONLY, Nemesis, Worker, schedule
+from .scenarios import MASTERS, NAMES
 from .summary import summarize
 from .workers import WorkerSpec, async_worker, sync_worker
 
@@ -30,13 +30,15 @@ SHM = Path("/dev/shm")  # the append-only file on tmpfs: fsync costs nothing, ki
 # Mean seconds between two faults of a kind; a run gets at least one of each.
 FAULT_PERIOD_S = {
     "client-kill": 4, "pubsub-kill": 6, "sigstop": 8, "server-restart": 10, "debug-sleep": 6, "sigint": 2,
+    "master-stop": 5, "restart-empty": 5,
 }
 EXIT_GRACE_S = 20  # a worker's last attempt: acquire timeout, a long hold, the on_lost wait
-LOCK_SCENARIOS = ("lock", "fair-lock", "multi-lock")
+LOCK_SCENARIOS = ("lock", "fair-lock", "multi-lock", "quorum")
 
 
-def default_faults(duration: float) -> dict:
-    return {k: max(1, round(duration / p)) for k, p in FAULT_PERIOD_S.items()}
+def default_faults(duration: float, masters: int = 1) -> dict:
+    kinds = [k for k in FAULT_PERIOD_S if masters > 1 or k not in MASTER_ONLY]
+    return {k: max(1, round(duration / FAULT_PERIOD_S[k])) for k in kinds}
 
 
 @dataclass
@@ -59,21 +61,28 @@ class RunConfig:
 
 
 def run(cfg: RunConfig) -> dict:
-    faults = cfg.faults or default_faults(cfg.duration)
+    masters = MASTERS.get(cfg.scenario, 1)
+    faults = cfg.faults or default_faults(cfg.duration, masters)
     assert set(faults) <= set(KINDS), f"unknown fault kinds: {set(faults) - set(KINDS)}"
     rng = random.Random(cfg.seed)
     workdir = Path(cfg.workdir or tempfile.mkdtemp(prefix="ferrolock-history-"))
     workdir.mkdir(parents=True, exist_ok=True)
     prefix = f"history:{cfg.scenario}:{cfg.seed}:"
-    aof_dir = tempfile.mkdtemp(prefix="ferrolock-history-aof-", dir=SHM if SHM.is_dir() else None)
-    server = RedisServer(extra=PERSIST + ("--dir", aof_dir)).start()
+    aof_dirs = [
+        tempfile.mkdtemp(prefix="ferrolock-history-aof-", dir=SHM if SHM.is_dir() else None) for _ in range(masters)
+    ]
+    servers = []
     try:
-        specs = _specs(cfg, server.url, prefix, workdir, rng)
-        events_at, wall, exits, fault_log, samples, t0 = _execute(cfg, specs, server, prefix, faults, rng)
-        keys = _settle(server.port, prefix, cfg.ttl[1] + cfg.slack_s + 2.0)
+        servers = [RedisServer(extra=PERSIST + ("--dir", d)).start() for d in aof_dirs]
+        url = servers[0].url if masters == 1 else [s.url for s in servers]
+        specs = _specs(cfg, url, prefix, workdir, rng)
+        events_at, wall, exits, fault_log, samples, t0 = _execute(cfg, specs, servers, prefix, faults, rng)
+        keys = _settle([s.port for s in servers], prefix, cfg.ttl[1] + cfg.slack_s + 2.0)
     finally:
-        server.close()
-        shutil.rmtree(aof_dir, ignore_errors=True)
+        for s in servers:
+            s.close()
+        for d in aof_dirs:
+            shutil.rmtree(d, ignore_errors=True)
     for name, rows in (("nemesis", fault_log), ("holders", samples)):
         (workdir / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     events, torn = read_events(events_at)
@@ -118,7 +127,7 @@ def _specs(cfg, url, prefix, workdir, rng) -> list:
     ]
 
 
-def _execute(cfg, specs, server, prefix, faults, rng):
+def _execute(cfg, specs, servers, prefix, faults, rng):
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(len(specs) + 1)
     go = ctx.Event()
@@ -134,8 +143,9 @@ def _execute(cfg, specs, server, prefix, faults, rng):
     for p in procs:
         p.start()
     workers = [Worker(s.index, s.label, p.pid, s.mode == "sync") for s, p in zip(specs, procs)]
-    nemesis = Nemesis(server, workers, board, random.Random(rng.random()), stop_s=cfg.ttl[1] * 1.3)
-    monitor = HolderMonitor(server.port, prefix, NAMES[cfg.scenario], rw=cfg.scenario not in LOCK_SCENARIOS)
+    nemesis = Nemesis(servers, workers, board, random.Random(rng.random()), stop_s=cfg.ttl[1] * 1.3)
+    ports = [s.port for s in servers]
+    monitor = HolderMonitor(ports, prefix, NAMES[cfg.scenario], rw=cfg.scenario not in LOCK_SCENARIOS)
     try:
         barrier.wait(120)  # every worker connected
         t0 = now_ns()
@@ -159,11 +169,12 @@ def _execute(cfg, specs, server, prefix, faults, rng):
     return [Path(s.log_path) for s in specs], wall, exits, nemesis.log, samples, t0
 
 
-def _settle(port: int, prefix: str, wait_s: float) -> list:
-    """Keys of the prefix left once they had `wait_s` to expire: (key, pttl ms) pairs."""
+def _settle(ports: list, prefix: str, wait_s: float) -> list:
+    """Keys of the prefix left on any server once they had `wait_s` to
+    expire: (key, pttl ms) pairs."""
     give_up = time.monotonic() + wait_s
     while True:
-        keys = resp.scan(port, prefix + "*")
+        keys = [(port, k) for port in ports for k in resp.scan(port, prefix + "*")]
         if not keys or time.monotonic() >= give_up:
-            return [(k, resp.command(port, "PTTL", k)) for k in keys]
+            return [(k, resp.command(port, "PTTL", k)) for port, k in keys]
         time.sleep(0.05)  # expiry is Redis's own timer: nothing to await but the keys going

@@ -3,7 +3,8 @@
 A choice is ``(kind, names)``: kind ``lock`` (exclusive; several names make
 a multi-lock), ``read`` or ``write`` (an RWMutex). Exclusion the checker
 expects: ``lock`` and ``write`` exclude every hold on a shared name,
-``read`` excludes only ``write``.
+``read`` excludes only ``write``. ``quorum`` takes locks and multi-locks
+on three independent masters (Redlock), whose faults hit one master at a time.
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ import random
 
 import ferrolock
 
-SCENARIOS = ("lock", "fair-lock", "rwmutex", "fair-rwmutex", "multi-lock")
+SCENARIOS = ("lock", "fair-lock", "rwmutex", "fair-rwmutex", "multi-lock", "quorum")
+# How many independent masters a scenario runs on (one unless named here).
+MASTERS = {"quorum": 3}
 NAMES = {
+    "quorum": ("a", "b"),
     "lock": ("a", "b"),
     "fair-lock": ("a", "b"),
     "rwmutex": ("a", "b"),
@@ -30,7 +34,7 @@ def pick(scenario: str, rng: random.Random) -> tuple:
         return "lock", (rng.choice(names),)
     if scenario in ("rwmutex", "fair-rwmutex"):
         return ("write" if rng.random() < P_WRITE else "read"), (rng.choice(names),)
-    if scenario == "multi-lock":
+    if scenario in ("multi-lock", "quorum"):
         return "lock", rng.choice(MULTI_SUBSETS)
     raise ValueError(f"unknown scenario {scenario!r}")
 

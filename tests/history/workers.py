@@ -36,7 +36,7 @@ class WorkerSpec:
     label: str
     mode: str  # "sync" or "async"
     scenario: str
-    url: str
+    url: str | list  # a list: the masters of a quorum
     prefix: str
     seed: int
     log_path: str

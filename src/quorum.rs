@@ -1,0 +1,430 @@
+//! Redlock: one lock over N independent Redis masters, held while a majority
+//! holds it. Each step is sent to every master at once (one round trip, not
+//! N) and decided as soon as the answers so far settle it; a master that
+//! does not answer within the step's limit counts as failed. A hold's
+//! validity runs from when its attempt was sent, less the clock drift
+//! (ttl / 100 + 2 ms), as on one server (`Lease`).
+//!
+//! Fences stay monotonic across masters: every master proposes the same
+//! fence (the client's clock, a little ahead: `proposed_fence`), so they
+//! normally agree; when they do not (a master's clock ahead, a fence on
+//! record above the proposal), the highest is written back to the masters
+//! that gave less before the acquire returns, so that a majority carries it.
+//! Any later hold's majority meets that one on a master whose next fence is
+//! above it.
+
+use std::future::Future;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use tokio::time::Instant;
+
+use crate::client::Client;
+use crate::conn::multiplexed;
+use crate::error::{Error, Result};
+use crate::mode::{Mode, Released};
+use crate::scripts::{Obtain, Record};
+
+/// How far ahead of the client's clock a proposed fence lies, in
+/// microseconds: ahead of every master's clock by more than the round trip
+/// and a normal skew, so that each master takes the proposal as it is.
+const FENCE_LEAD_US: u64 = 100_000;
+
+/// The masters of one quorum client.
+pub(crate) struct Quorum {
+    members: Vec<Client>,
+    /// How long a step may wait for masters that have not answered.
+    command_timeout: Duration,
+}
+
+/// One master's answer: `None` when it gave none within the step's limit.
+type Answers<T> = Vec<Option<Result<T>>>;
+
+impl Quorum {
+    pub(crate) fn new(members: Vec<Client>, command_timeout: Duration) -> Quorum {
+        Quorum { members, command_timeout }
+    }
+
+    pub(crate) fn members(&self) -> &[Client] {
+        &self.members
+    }
+
+    /// How many masters make a majority.
+    pub(crate) fn needed(&self) -> usize {
+        self.members.len() / 2 + 1
+    }
+
+    /// How long an acquire or renewal waits for slow masters: a tenth of the
+    /// ttl (small beside the validity it spends), between 50 ms and the
+    /// command timeout.
+    fn limit(&self, ttl: Duration) -> Duration {
+        (ttl / 10).clamp(Duration::from_millis(50), self.command_timeout.max(Duration::from_millis(50)))
+    }
+
+    /// Runs `op` on the masters `which` at once, until `settled` says the
+    /// answers so far decide, every one answered, or `limit` passed. Once
+    /// settled, the others get as long again as that took (and a
+    /// millisecond): a healthy master's answer is that close behind, and a
+    /// hold on every master outlasts more failures than one on a bare
+    /// majority, while a stopped master costs little. A master that has not
+    /// answered by then keeps its command: it was sent, and runs on that
+    /// master in order with whatever this client sends it next.
+    async fn gather<'a, T, F, Fut>(
+        &'a self,
+        which: impl Iterator<Item = usize>,
+        limit: Duration,
+        op: F,
+        settled: impl Fn(&Answers<T>) -> bool,
+    ) -> Answers<T>
+    where
+        F: Fn(&'a Client) -> Fut,
+        Fut: Future<Output = Result<T>> + 'a,
+    {
+        let mut answers: Answers<T> = self.members.iter().map(|_| None).collect();
+        let started = Instant::now();
+        let mut deadline = started + limit;
+        let mut lingering = false;
+        multiplexed(async {
+            let mut pending: FuturesUnordered<_> = which
+                .map(|i| {
+                    let step = op(&self.members[i]);
+                    async move { (i, step.await) }
+                })
+                .collect();
+            loop {
+                tokio::select! {
+                    next = pending.next() => match next {
+                        Some((i, answer)) => {
+                            answers[i] = Some(answer);
+                            if !lingering && settled(&answers) {
+                                lingering = true;
+                                let grace = started.elapsed() + Duration::from_millis(1);
+                                deadline = deadline.min(Instant::now() + grace);
+                            }
+                        }
+                        None => return,
+                    },
+                    () = tokio::time::sleep_until(deadline) => return,
+                }
+            }
+        })
+        .await;
+        answers
+    }
+
+    async fn on_all<'a, T, F, Fut>(
+        &'a self,
+        limit: Duration,
+        op: F,
+        settled: impl Fn(&Answers<T>) -> bool,
+    ) -> Answers<T>
+    where
+        F: Fn(&'a Client) -> Fut,
+        Fut: Future<Output = Result<T>> + 'a,
+    {
+        self.gather(0..self.members.len(), limit, op, settled).await
+    }
+
+    /// Connects to every master and checks it, done once a majority is
+    /// ready: a stopped master does not hold up the others. A master whose
+    /// settings do not fit it (a wrong password, not Redis) fails it all.
+    pub(crate) async fn verify(&self, limit: Duration) -> Result<()> {
+        let need = self.needed();
+        let answers = self
+            .on_all(limit, Client::verify_one, |a| {
+                a.iter().filter(|x| matches!(x, Some(Ok(())))).count() >= need
+                    || a.iter().any(|x| matches!(x, Some(Err(Error::Configuration(_)))))
+            })
+            .await;
+        for (answer, member) in answers.iter().zip(&self.members) {
+            match answer {
+                Some(Err(e @ Error::Configuration(_))) => return Err(e.clone()),
+                Some(Err(e)) => {
+                    log::warn!("master {} of the quorum is not reachable now: {e}", member.describe());
+                }
+                _ => {}
+            }
+        }
+        if answers.iter().filter(|x| matches!(x, Some(Ok(())))).count() < need {
+            return Err(self.unreachable("connecting", &answers));
+        }
+        Ok(())
+    }
+
+    /// An error saying too few masters answered, naming each that failed.
+    fn unreachable<T>(&self, what: &str, answers: &Answers<T>) -> Error {
+        let answered = answers.iter().filter(|a| matches!(a, Some(Ok(_)))).count();
+        let failed: Vec<String> = answers
+            .iter()
+            .zip(&self.members)
+            .filter_map(|(a, m)| match a {
+                Some(Err(e)) => Some(format!("{}: {e}", m.describe())),
+                _ => None,
+            })
+            .collect();
+        let silent = answers.iter().filter(|a| a.is_none()).count();
+        let mut why = failed;
+        if silent > 0 {
+            why.push(format!("{silent} not heard from yet"));
+        }
+        let why = why.join("; ");
+        Error::Connection(format!(
+            "{what} needs {} of {} masters, and only {answered} answered ({why})",
+            self.needed(),
+            self.members.len(),
+        ))
+    }
+
+    /// One attempt: taken when a majority grants it (with a fence a majority
+    /// carries); otherwise every grant is given back (when `ours`: a
+    /// restored token's holds are its owner's) and the longest hold found
+    /// is reported, or an error when a majority could not be asked.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn obtain(
+        &self,
+        mode: &Mode,
+        token: &str,
+        ttl: Duration,
+        metadata: Option<&str>,
+        will_wait: bool,
+        attempt: u64,
+        ours: bool,
+    ) -> Result<Obtain> {
+        let (n, need) = (self.members.len(), self.needed());
+        let floor = if mode.fenced() { proposed_fence() } else { 0 };
+        let limit = self.limit(ttl);
+        let answers = self
+            .on_all(
+                limit,
+                |m| mode.obtain_on(m, token, ttl, metadata, will_wait, attempt, floor),
+                |a| {
+                    let granted = a.iter().filter(|x| matches!(x, Some(Ok(Obtain::Taken { .. })))).count();
+                    let refused =
+                        a.iter().filter(|x| !matches!(x, None | Some(Ok(Obtain::Taken { .. })))).count();
+                    granted >= need || refused > n - need
+                },
+            )
+            .await;
+        let granted: Vec<(usize, i64)> = answers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| match a {
+                Some(Ok(Obtain::Taken { fence })) => Some((i, *fence)),
+                _ => None,
+            })
+            .collect();
+        if granted.len() >= need {
+            if let Some(fence) = self.settle_fence(mode, token, &granted, limit).await {
+                return Ok(Obtain::Taken { fence });
+            }
+        }
+        if ours && !granted.is_empty() {
+            // Given back where granted; and sent to the masters yet to
+            // answer too, which run it after their obtain (a late grant).
+            let gave: Vec<usize> = granted.iter().map(|(i, _)| *i).collect();
+            let back = |a: &Answers<Released>| gave.iter().all(|i| a[*i].is_some());
+            self.on_all(limit, |m| mode.release_on(m, token), back).await;
+        }
+        let busy: Vec<i64> = answers
+            .iter()
+            .filter_map(|a| match a {
+                Some(Ok(Obtain::Busy { pttl_ms })) => Some(*pttl_ms),
+                _ => None,
+            })
+            .collect();
+        if busy.len() + granted.len() < need {
+            return Err(self.unreachable("taking the lock", &answers));
+        }
+        let pttl_ms = if busy.contains(&-1) { -1 } else { busy.iter().copied().max().unwrap_or(-2) };
+        Ok(Obtain::Busy { pttl_ms })
+    }
+
+    /// The fence of a hold a majority granted: the highest given, once a
+    /// majority carries it (those that gave less are raised to it).
+    /// `None` when too few could be raised.
+    async fn settle_fence(
+        &self,
+        mode: &Mode,
+        token: &str,
+        granted: &[(usize, i64)],
+        limit: Duration,
+    ) -> Option<i64> {
+        if !mode.fenced() {
+            return Some(0);
+        }
+        let need = self.needed();
+        let top = granted.iter().map(|(_, f)| *f).max()?;
+        let agreeing = granted.iter().filter(|(_, f)| *f == top).count();
+        if agreeing >= need {
+            return Some(top);
+        }
+        let behind = granted.iter().filter(|(_, f)| *f < top).map(|(i, _)| *i);
+        let raised = self
+            .gather(
+                behind,
+                limit,
+                |m| mode.fence_raise_on(m, token, top),
+                |a| agreeing + a.iter().filter(|x| matches!(x, Some(Ok(true)))).count() >= need,
+            )
+            .await;
+        let raised = raised.iter().filter(|x| matches!(x, Some(Ok(true)))).count();
+        (agreeing + raised >= need).then_some(top)
+    }
+
+    /// A renewal: `true` when a majority renewed, `false` when a majority can
+    /// no longer (the hold is lost), an error when too few answered to say.
+    pub(crate) async fn refresh(&self, mode: &Mode, token: &str, ttl: Duration) -> Result<bool> {
+        let (n, need) = (self.members.len(), self.needed());
+        let answers = self
+            .on_all(
+                self.limit(ttl),
+                |m| mode.refresh_on(m, token, ttl),
+                |a| {
+                    let renewed = a.iter().filter(|x| matches!(x, Some(Ok(true)))).count();
+                    let refused = a.iter().filter(|x| matches!(x, Some(Ok(false)))).count();
+                    renewed >= need || refused > n - need
+                },
+            )
+            .await;
+        let renewed = answers.iter().filter(|x| matches!(x, Some(Ok(true)))).count();
+        let refused = answers.iter().filter(|x| matches!(x, Some(Ok(false)))).count();
+        if renewed >= need {
+            Ok(true)
+        } else if refused > n - need {
+            Ok(false)
+        } else {
+            Err(self.unreachable("renewing the lock", &answers))
+        }
+    }
+
+    /// Releases on every master. It was held when no majority said it was
+    /// not (masters that did not answer may still have it: they release it
+    /// when their command runs, or it expires).
+    pub(crate) async fn release(&self, mode: &Mode, token: &str) -> Result<Released> {
+        let need = self.needed();
+        let answers = self
+            .on_all(
+                self.command_timeout,
+                |m| mode.release_on(m, token),
+                |a| {
+                    a.iter().filter(|x| matches!(x, Some(Ok(Released { held: true, .. })))).count() >= need
+                        || a.iter().filter(|x| matches!(x, Some(Ok(Released { held: false, .. })))).count()
+                            >= need
+                },
+            )
+            .await;
+        let held = answers.iter().filter(|x| matches!(x, Some(Ok(Released { held: true, .. })))).count();
+        let gone = answers.iter().filter(|x| matches!(x, Some(Ok(Released { held: false, .. })))).count();
+        if held == 0 && gone == 0 {
+            return Err(self.unreachable("releasing the lock", &answers));
+        }
+        Ok(Released { held: gone < need, retried: false })
+    }
+
+    /// Runs a step on every master for its side effects (a writer's intent
+    /// withdrawn), succeeding when a majority did it.
+    pub(crate) async fn each<'a, F, Fut>(&'a self, what: &str, op: F) -> Result<()>
+    where
+        F: Fn(&'a Client) -> Fut,
+        Fut: Future<Output = Result<()>> + 'a,
+    {
+        let answers = self.on_all(self.command_timeout, op, |_| false).await;
+        let done = answers.iter().filter(|x| matches!(x, Some(Ok(())))).count();
+        if done >= self.needed() {
+            Ok(())
+        } else {
+            Err(self.unreachable(what, &answers))
+        }
+    }
+
+    /// Whether `op` answered true on any master; a majority must answer.
+    pub(crate) async fn any<'a, F, Fut>(&'a self, what: &str, op: F) -> Result<bool>
+    where
+        F: Fn(&'a Client) -> Fut,
+        Fut: Future<Output = Result<bool>> + 'a,
+    {
+        let answers = self.on_all(self.command_timeout, op, |_| false).await;
+        if answers.iter().filter(|a| matches!(a, Some(Ok(_)))).count() < self.needed() {
+            return Err(self.unreachable(what, &answers));
+        }
+        Ok(answers.iter().any(|a| matches!(a, Some(Ok(true)))))
+    }
+
+    /// The holder of each key as a majority sees it: the token a majority
+    /// of masters name, with the highest fence among them and the time left
+    /// on the majority (the `need`-th longest). `None` where no token has a
+    /// majority.
+    pub(crate) async fn inspect(&self, mode: &Mode) -> Result<Vec<Option<Record>>> {
+        let need = self.needed();
+        let answers = self.on_all(self.command_timeout, |m| mode.inspect_on(m), |_| false).await;
+        let seen: Vec<&Vec<Option<Record>>> =
+            answers.iter().filter_map(|a| a.as_ref()?.as_ref().ok()).collect();
+        if seen.len() < need {
+            return Err(self.unreachable("inspecting the lock", &answers));
+        }
+        let keys = seen.iter().map(|s| s.len()).max().unwrap_or(0);
+        Ok((0..keys)
+            .map(|k| {
+                let records: Vec<&Record> = seen.iter().filter_map(|s| s.get(k)?.as_ref()).collect();
+                records.iter().find_map(|first| {
+                    let same: Vec<&&Record> = records.iter().filter(|r| r.token == first.token).collect();
+                    (same.len() >= need).then(|| Record {
+                        token: first.token.clone(),
+                        metadata: first.metadata.clone(),
+                        fence: same.iter().map(|r| r.fence).max().unwrap_or(0),
+                        pttl_ms: majority_pttl(same.iter().map(|r| r.pttl_ms).collect(), need),
+                    })
+                })
+            })
+            .collect())
+    }
+
+    /// A count taken on every master (`probe` answers a number each), as a
+    /// majority sees it: the `need`-th largest.
+    pub(crate) async fn majority_value<'a, F, Fut>(&'a self, what: &str, probe: F) -> Result<i64>
+    where
+        F: Fn(&'a Client) -> Fut,
+        Fut: Future<Output = Result<i64>> + 'a,
+    {
+        let answers = self.on_all(self.command_timeout, probe, |_| false).await;
+        let values: Vec<i64> = answers.iter().filter_map(|a| a.as_ref()?.as_ref().ok().copied()).collect();
+        if values.len() < self.needed() {
+            return Err(self.unreachable(what, &answers));
+        }
+        Ok(majority_pttl(values, self.needed()))
+    }
+}
+
+/// The `need`-th largest of `values` (what a majority has at least), or -2
+/// when fewer.
+fn majority_pttl(mut values: Vec<i64>, need: usize) -> i64 {
+    values.sort_unstable_by(|a, b| b.cmp(a));
+    values.get(need.saturating_sub(1)).copied().unwrap_or(-2)
+}
+
+/// The fence every master is asked to give a new hold: the client's clock
+/// in microseconds, `FENCE_LEAD_US` ahead.
+fn proposed_fence() -> u64 {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    u64::try_from(now.as_micros()).unwrap_or(u64::MAX / 2) + FENCE_LEAD_US
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_majority_sees_the_need_th_largest() {
+        assert_eq!(majority_pttl(vec![100, 300, 200], 2), 200);
+        assert_eq!(majority_pttl(vec![100, -2, 200, 50, 400], 3), 100);
+        assert_eq!(majority_pttl(vec![100], 2), -2);
+    }
+
+    #[test]
+    fn proposals_lead_the_clock() {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_micros() as u64;
+        let proposed = proposed_fence();
+        assert!(proposed >= now + FENCE_LEAD_US && proposed < now + FENCE_LEAD_US + 1_000_000);
+        assert!(proposed < (1u64 << 53), "exact as a Lua number");
+    }
+}

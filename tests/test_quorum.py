@@ -1,0 +1,335 @@
+"""A quorum of independent masters (Redlock): `Client([url, url, url])`.
+
+Each test starts its own loopback servers (three or five), so it may kill,
+pause (SIGSTOP), restart empty or DEBUG SLEEP one of them. What is checked:
+a majority holds the lock and excludes everyone else; a minority of
+masters failing in any of those ways neither stalls nor breaks a holder;
+a majority failing is reported (LockConnectionError, or the hold lost);
+fences keep increasing even when the masters disagree; waiters wake
+through any master; what a quorum cannot do is refused with its name."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import threading
+import time
+from contextlib import contextmanager
+
+import pytest
+
+import ferrolock
+from ferrolock import Retry
+from ferrolock.testing import RedisServer, encode
+from helpers import LostProbe, key, wait_for
+
+SLOW = Retry.fixed(10.0)  # polling alone would take 10 s: only a wake-up is fast
+SUPPORTED = "Lock (not fair), multi_lock and RWMutex (not fair)"
+
+
+class Masters:
+    """`n` throwaway servers, and a quorum client over them."""
+
+    def __init__(self, n: int, prefix: str):
+        self.servers = [RedisServer().start() for _ in range(n)]
+        self.prefix = prefix
+
+    @property
+    def urls(self) -> list[str]:
+        return [s.url for s in self.servers]
+
+    def client(self, **options) -> ferrolock.Client:
+        return ferrolock.Client(self.urls, prefix=self.prefix, **options)
+
+    def field(self, i: int, name: str, field: str) -> bytes | None:
+        reply = self.servers[i].command("HGET", key(self.prefix, name), field)
+        return None if reply.startswith(b"$-1") else reply.split(b"\r\n")[1]
+
+    def holders(self, name: str) -> list[bytes | None]:
+        return [self.field(i, name, "token") for i in range(len(self.servers))]
+
+    def restart_empty(self, i: int) -> None:
+        server = self.servers[i]
+        server.kill()
+        server.start()
+
+    @contextmanager
+    def paused(self, i: int):
+        pid = self.servers[i].proc.pid
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(pid, signal.SIGCONT)
+
+    def close(self) -> None:
+        for s in self.servers:
+            s.close()
+
+
+@pytest.fixture
+def masters(prefix):
+    m = Masters(3, prefix)
+    yield m
+    m.close()
+
+
+def test_a_majority_holds_and_excludes_everyone_else(masters):
+    a, b = masters.client(), masters.client()
+    assert a.masters == 3 and "quorum of 3" in repr(a)
+    lock = a.lock("job", ttl=5)
+    with lock:
+        token = lock.token.encode()
+        assert masters.holders("job").count(token) >= 2  # a majority (normally all three)
+        assert not b.lock("job").acquire(blocking=False)
+        info = b.inspect("job")
+        assert info is not None and info.token == lock.token and info.fence == lock.fence
+        assert 4 < info.ttl <= 5
+    assert masters.holders("job") == [None] * 3
+    assert b.inspect("job") is None
+    with b.lock("job"):
+        pass
+
+
+def test_a_minority_holding_another_token_is_not_the_holder(masters):
+    """Two masters held by one owner, the third by another: the first holds."""
+    a = masters.client()
+    lock = a.lock("split", ttl=5)
+    with masters.paused(2):
+        assert lock.acquire(blocking=False)
+    # The paused master ran the attempt when it resumed: it holds too, or
+    # (had its answer come too late to count) it holds nothing else.
+    assert masters.holders("split")[:2] == [lock.token.encode()] * 2
+    assert a.inspect("split").token == lock.token
+    lock.release()
+
+
+@pytest.mark.parametrize("n,down", [(3, 1), (5, 2)])
+def test_a_minority_killed_the_lock_still_works(prefix, n, down):
+    m = Masters(n, prefix)
+    try:
+        client = m.client()
+        for i in range(down):
+            m.servers[i].kill()
+        fences = []
+        for _ in range(3):
+            with client.lock("job", ttl=2) as lock:
+                fences.append(lock.fence)
+                assert not m.client().lock("job").acquire(blocking=False)
+        assert fences == sorted(fences) and len(set(fences)) == 3
+        m.servers[down].kill()  # now a majority is gone
+        with pytest.raises(ferrolock.LockConnectionError, match=rf"needs {n // 2 + 1} of {n} masters"):
+            client.lock("job").acquire(timeout=1)
+    finally:
+        m.close()
+
+
+def test_connecting_needs_a_majority(masters):
+    masters.servers[0].kill()
+    assert masters.client(connect_timeout=1).masters == 3  # two of three: fine
+    masters.servers[1].kill()
+    with pytest.raises(ferrolock.LockConnectionError, match="connecting needs 2 of 3 masters, and only 1 answered"):
+        masters.client(connect_timeout=1)
+
+
+def test_a_paused_master_neither_stalls_acquire_nor_breaks_the_holder(masters):
+    """One master SIGSTOPped for three times the ttl: acquires go on with the
+    other two, and a holder keeps renewing on them."""
+    client = masters.client()
+    probe = LostProbe()
+    holder = client.lock("held", ttl=0.5, on_lost=probe)
+    holder.acquire()
+    with masters.paused(0):
+        started = time.monotonic()
+        for i in range(5):
+            with client.lock(f"other{i}", ttl=0.5):
+                pass
+        took = time.monotonic() - started
+        assert took < 1.0, f"5 cycles took {took:.2f} s with one master paused"
+        deadline = time.monotonic() + 1.5  # three ttls
+        while time.monotonic() < deadline:
+            assert not masters.client().lock("held").acquire(blocking=False)
+    assert not probe.event.is_set() and not holder.lost
+    holder.release()
+
+
+def test_a_master_restarted_empty_leaves_the_hold_with_the_majority(masters):
+    client = masters.client()
+    probe = LostProbe()
+    holder = client.lock("held", ttl=0.6, on_lost=probe)
+    holder.acquire()
+    first = holder.fence
+    masters.restart_empty(1)
+    assert masters.holders("held")[1] is None
+    # Renewals go on with the other two: no loss through three ttls.
+    assert not probe.wait(1.8) and not holder.lost
+    assert not masters.client().lock("held").acquire(blocking=False)
+    holder.release()
+    nxt = client.lock("held")
+    with nxt:
+        assert nxt.fence > first
+
+
+def test_debug_sleep_on_one_master(masters):
+    """One master busy in DEBUG SLEEP for 1 s: the others carry on."""
+    client = masters.client()
+    holder = client.lock("held", ttl=0.6)
+    holder.acquire()
+    sleeper = socket.create_connection(("127.0.0.1", masters.servers[2].port))
+    try:
+        sleeper.sendall(encode(("DEBUG", "SLEEP", "1")))
+        started = time.monotonic()
+        with client.lock("other", ttl=0.6) as other:
+            assert other.fence > 0
+        assert time.monotonic() - started < 0.5
+        assert sleeper.recv(16).startswith(b"+OK")  # the sleep is over
+    finally:
+        sleeper.close()
+    assert not holder.lost
+    holder.release()
+
+
+def test_losing_the_majority_is_reported(masters):
+    client = masters.client()
+    probe = LostProbe()
+    holder = client.lock("held", ttl=0.6, on_lost=probe)
+    holder.acquire()
+    masters.servers[0].kill()
+    masters.servers[1].kill()
+    assert probe.wait(2), "the loss of two masters of three was not reported"
+    assert holder.lost
+
+
+def test_fences_increase_when_the_masters_disagree(masters):
+    """Master 0 keeps a fence far above the others' (as after it served
+    holds the others missed): the hold gets the highest, written back to a
+    majority before acquire returns, so the next hold is above it even on
+    the masters that had never seen it."""
+    client = masters.client()
+    name = "fenced"
+    ahead = int(time.time() * 1e6) + 60_000_000  # a minute past every clock
+    masters.servers[0].command("HSET", key(masters.prefix, name), "fence", str(ahead))
+    masters.servers[0].command("PEXPIRE", key(masters.prefix, name), "120000")
+    lock = client.lock(name, ttl=5)
+    with lock:
+        assert lock.fence == ahead + 1
+        assert [masters.field(i, name, "fence") for i in range(3)] == [str(ahead + 1).encode()] * 3
+    # Master 0 gone: masters 1 and 2 alone must still give a greater fence.
+    masters.servers[0].kill()
+    with client.lock(name, ttl=5) as again:
+        assert again.fence > ahead + 1
+
+
+def test_fences_stay_monotonic_across_changing_majorities(masters):
+    client = masters.client()
+    seen = []
+    for down in (0, 1, 2, None, 0):
+        if down is not None:
+            masters.servers[down].kill()
+        with client.lock("rotating", ttl=2) as lock:
+            seen.append(lock.fence)
+        if down is not None:
+            masters.servers[down].start()  # back empty
+    assert seen == sorted(seen) and len(set(seen)) == len(seen), seen
+
+
+def test_waiters_wake_through_any_master(masters):
+    """The waiter's subscription on one master is gone with it: the release
+    published by the other two still wakes it at once."""
+    client = masters.client()
+    holder = client.lock("w", ttl=5)
+    holder.acquire()
+    waiter = client.lock("w", retry=SLOW)
+    got = {}
+
+    def wait():
+        got["ok"] = waiter.acquire(timeout=5)
+        got["at"] = time.monotonic()
+
+    t = threading.Thread(target=wait)
+    t.start()
+    from ferrolock._ferrolock import _debug_stats
+
+    wait_for(lambda: _debug_stats()["waiters"] >= 2, 2, "the waiter to subscribe")
+    masters.servers[0].kill()
+    released = time.monotonic()
+    holder.release()
+    t.join(5)
+    assert got["ok"]
+    assert got["at"] - released < 0.5, f"woken {1000 * (got['at'] - released):.0f} ms after the release"
+    waiter.release()
+
+
+def test_rwmutex_on_a_quorum(masters):
+    client = masters.client()
+    rw = client.rwmutex("doc")
+    r1, r2 = rw.read(ttl=5), rw.read(ttl=5)
+    with r1, r2:
+        assert rw.readers() == 2
+        assert not rw.write().acquire(blocking=False)
+    writer = rw.write(ttl=5)
+    with writer:
+        first = writer.fence
+        assert not rw.read().acquire(blocking=False)
+        assert rw.locked()
+    with writer:
+        assert writer.fence > first
+    assert not rw.locked()
+
+
+def test_multi_lock_on_a_quorum(masters):
+    client = masters.client()
+    both = client.multi_lock(["a", "b"], ttl=5)
+    with both:
+        mine = both.token.encode()
+        assert [a == b == mine for a, b in zip(masters.holders("a"), masters.holders("b"))].count(True) >= 2
+        assert not client.lock("b").acquire(blocking=False)
+    assert masters.holders("a") == [None] * 3
+
+
+def test_asyncio_on_a_quorum(masters):
+    client = masters.client()
+
+    async def main():
+        fences = []
+        for _ in range(3):
+            async with client.lock("async", ttl=2) as lock:
+                fences.append(lock.fence)
+        other = client.lock("async", ttl=2)
+        async with client.lock("async", ttl=2):
+            assert not await other.aacquire(blocking=False)
+        return fences
+
+    fences = asyncio.run(main())
+    assert fences == sorted(fences) and len(set(fences)) == 3
+
+
+def test_what_a_quorum_cannot_do_is_refused_by_name(masters):
+    client = masters.client()
+    refused = {
+        "a semaphore": lambda: client.semaphore("s", 2),
+        "a fair Lock": lambda: client.lock("f", fair=True),
+        "a fair RWMutex": lambda: client.rwmutex("r", fair=True),
+        "an election": lambda: client.election("e"),
+        "scan": lambda: client.scan(),
+        "describe": lambda: client.describe("x"),
+    }
+    for what, make in refused.items():
+        with pytest.raises(ValueError, match=what) as e:
+            make()
+        assert SUPPORTED in str(e.value)
+
+
+def test_bad_master_lists_are_named(masters):
+    with pytest.raises(ValueError, match="list of URLs is empty"):
+        ferrolock.Client([])
+    with pytest.raises(ValueError, match="given twice"):
+        ferrolock.Client([masters.urls[0], masters.urls[1], masters.urls[0]])
+    with pytest.raises(TypeError, match=r"url\[1\] must be str"):
+        ferrolock.Client([masters.urls[0], 6379])
+    with pytest.raises(ValueError, match="is a Redis Cluster"):
+        ferrolock.Client([masters.urls[0], "redis+cluster://127.0.0.1:7000"])
+    one = ferrolock.Client([masters.urls[0]])
+    assert one.masters == 1 and "quorum" not in repr(one)
