@@ -14,6 +14,7 @@ use crate::cluster::ClusterTarget;
 use crate::conn::{inline_active, Conn, Inline, InlinePool};
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
+use crate::replication::{Replication, Throttle, REPLICA_WARNINGS_EVERY};
 use crate::server;
 use crate::wakeups::{Feed, Registration, Wakeups};
 
@@ -30,6 +31,8 @@ pub struct ClientOptions {
     pub prefix: String,
     /// PEM file of the certificate authorities to trust for `rediss://` (and `rediss+cluster://`).
     pub ca_file: Option<PathBuf>,
+    /// Replicas that must acknowledge every grant and renewal (off by default).
+    pub replication: Replication,
 }
 
 impl Default for ClientOptions {
@@ -40,6 +43,7 @@ impl Default for ClientOptions {
             command_timeout: Duration::from_secs(5),
             prefix: "ferrolock:".into(),
             ca_file: None,
+            replication: Replication::default(),
         }
     }
 }
@@ -114,6 +118,8 @@ struct Inner {
     /// are swapped out without taking any lock, so a fork while a parent
     /// thread connects or subscribes cannot leave the child stuck.
     local: ArcSwapOption<Local>,
+    /// Warnings of steps the replicas did not acknowledge, throttled per client.
+    replica_warnings: Throttle,
 }
 
 /// What belongs to one process: its connection (opened one at a time), its
@@ -151,6 +157,7 @@ impl Client {
         let ping: redis::RedisResult<String> = redis::cmd("PING").query_async(&mut conn).await;
         ping.map_err(|e| client.ping_error(e))?;
         server::check(&mut conn, client.is_cluster(), client.describe()).await?;
+        server::check_replication(&mut conn, &client.inner.opts.replication, client.describe()).await?;
         Ok(client)
     }
 
@@ -159,6 +166,7 @@ impl Client {
         if opts.connect_timeout.is_zero() || opts.command_timeout.is_zero() {
             return Err(Error::InvalidArgument("timeouts must be positive".into()));
         }
+        opts.replication.validate(opts.command_timeout)?;
         let url = normalize_url(&opts.url)?;
         if let Some(rest) = url.strip_prefix("redis+sentinel://") {
             if opts.ca_file.is_some() {
@@ -235,6 +243,7 @@ impl Client {
                 opts,
                 display,
                 local: ArcSwapOption::empty(),
+                replica_warnings: Throttle::new(REPLICA_WARNINGS_EVERY),
             }),
         }
     }
@@ -343,6 +352,11 @@ impl Client {
 
     pub fn options(&self) -> &ClientOptions {
         &self.inner.opts
+    }
+
+    /// At most one warning per 10 s of steps its replicas did not acknowledge.
+    pub(crate) fn replica_warnings(&self) -> &Throttle {
+        &self.inner.replica_warnings
     }
 
     pub fn keys(&self) -> &KeySpace {
