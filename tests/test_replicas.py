@@ -212,6 +212,19 @@ def test_a_grant_the_replica_does_not_acknowledge_fails_and_leaves_nothing(pair,
     again.release()
 
 
+def test_a_flushed_script_cache_is_reloaded(pair, prefix):
+    """NOSCRIPT (the server lost its scripts) answers the script of the
+    pipeline; the script is loaded and the pipeline sent again, so the grant
+    is made once and its WAIT counts it."""
+    client = client_of(pair, prefix)
+    with client.lock("flushed", ttl=5):
+        pass
+    assert pair.raw_master("SCRIPT", "FLUSH") == "OK"
+    with client.lock("flushed", ttl=5) as lock:
+        assert pair.raw_replica("HGET", f"{prefix}{{flushed}}", "token") == lock.token.encode()
+    assert pair.keys(prefix + "*") == []
+
+
 def test_a_fair_hand_over_is_claimed_and_acknowledged(pair, prefix):
     """A fair release hands the lock to the next waiter inside the release
     script, whose replicas the waiter cannot wait for: with replicas on, the
