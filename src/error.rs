@@ -21,6 +21,9 @@ pub enum Error {
     InvalidArgument(String),
     /// Redis answered with an error (for example WRONGTYPE on a key that is not a lock).
     Redis(String),
+    /// Fewer replicas than asked acknowledged a grant or an extend in time
+    /// (`replica_policy` "fail"): the grant was undone, the extend not counted.
+    NotReplicated(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -34,7 +37,8 @@ impl fmt::Display for Error {
             | Error::Connection(m)
             | Error::Configuration(m)
             | Error::InvalidArgument(m)
-            | Error::Redis(m) => f.write_str(m),
+            | Error::Redis(m)
+            | Error::NotReplicated(m) => f.write_str(m),
         }
     }
 }

@@ -45,6 +45,27 @@ pub enum LossCause {
     TakenOver,
     /// Redis could not be reached until its validity ran out.
     Unreachable,
+    /// Its renewals were not acknowledged by enough replicas (policy "fail")
+    /// until its validity ran out.
+    Unreplicated,
+}
+
+/// Which step of a hold the replicas did not acknowledge in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplicaStep {
+    Acquire,
+    Renewal,
+    Extend,
+}
+
+impl ReplicaStep {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReplicaStep::Acquire => "acquire",
+            ReplicaStep::Renewal => "renewal",
+            ReplicaStep::Extend => "extend",
+        }
+    }
 }
 
 /// What woke a waiter for its next attempt.
@@ -76,6 +97,7 @@ impl LossCause {
             LossCause::Expired => "expired",
             LossCause::TakenOver => "taken_over",
             LossCause::Unreachable => "unreachable",
+            LossCause::Unreplicated => "unreplicated",
         }
     }
 }
@@ -138,6 +160,14 @@ pub enum Event<'a> {
         subject: &'a Arc<Subject>,
         wakeup: Wakeup,
     },
+    /// Fewer replicas than asked acknowledged a step in time, whatever the
+    /// policy then did with it (`kept`: it counted, as "warn" has it).
+    Unreplicated {
+        subject: &'a Arc<Subject>,
+        step: ReplicaStep,
+        kept: bool,
+        hold: Option<HoldId>,
+    },
 }
 
 impl Event<'_> {
@@ -147,7 +177,8 @@ impl Event<'_> {
             | Event::Release { subject, .. }
             | Event::Lost { subject, .. }
             | Event::Renewed { subject, .. }
-            | Event::Woken { subject, .. } => subject,
+            | Event::Woken { subject, .. }
+            | Event::Unreplicated { subject, .. } => subject,
         }
     }
 }

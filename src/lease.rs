@@ -25,6 +25,9 @@ pub struct Lease {
     lost: AtomicBool,
     released: AtomicBool,
     reason: Mutex<Option<String>>,
+    /// Why the renewals since the last one that counted did not count (the
+    /// replicas did not acknowledge them): said with a loss at the deadline.
+    unacknowledged: Mutex<Option<String>>,
     hooks: Mutex<Vec<LostHook>>,
     lost_notify: Notify,
     rescheduled: Notify,
@@ -42,6 +45,7 @@ impl Lease {
             lost: AtomicBool::new(false),
             released: AtomicBool::new(false),
             reason: Mutex::new(None),
+            unacknowledged: Mutex::new(None),
             hooks: Mutex::new(Vec::new()),
             lost_notify: Notify::new(),
             rescheduled: Notify::new(),
@@ -80,6 +84,18 @@ impl Lease {
         self.ttl_ms.store(ttl.as_millis() as u64, Ordering::Relaxed);
         *self.renewed_at.lock().unwrap() = sent;
         *self.valid_until.lock().unwrap() = Some(sent + ttl.saturating_sub(drift(ttl)));
+        *self.unacknowledged.lock().unwrap() = None;
+    }
+
+    /// A renewal reached the master but not enough replicas, so it did not
+    /// count: `why` is told if the validity runs out before one does.
+    pub(crate) fn renewal_unacknowledged(&self, why: String) {
+        *self.unacknowledged.lock().unwrap() = Some(why);
+    }
+
+    /// Why renewals lately did not count, if the replicas are the reason.
+    pub fn unacknowledged(&self) -> Option<String> {
+        self.unacknowledged.lock().unwrap().clone()
     }
 
     /// An extend succeeded: like a renewal, and the watchdog re-plans its
@@ -117,7 +133,12 @@ impl Lease {
         let expired =
             !self.released.load(Ordering::SeqCst) && self.valid_until().is_some_and(|t| Instant::now() >= t);
         if expired {
-            self.mark_lost("its validity ran out before a renewal succeeded");
+            match self.unacknowledged() {
+                Some(why) => self.mark_lost(&format!(
+                    "its validity ran out before a renewal was acknowledged by enough replicas ({why})"
+                )),
+                None => self.mark_lost("its validity ran out before a renewal succeeded"),
+            }
         }
         expired
     }

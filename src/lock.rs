@@ -9,10 +9,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::events::{self, AcquireProbe, Event, LossCause, Outcome, Subject, Wakeup};
+use crate::events::{self, AcquireProbe, Event, LossCause, Outcome, ReplicaStep, Subject, Wakeup};
 use crate::keys::one_slot;
 use crate::lease::Lease;
 use crate::mode::{patience, Mode};
+use crate::replication::{self, Policy, Shortfall};
 use crate::retry::Retry;
 use crate::scripts::{Obtain, Record};
 use crate::token::new_token;
@@ -243,14 +244,30 @@ impl Lock {
             undo.pending = true;
             let will_wait = wait != Wait::No;
             let number = attempts.next();
-            let answer = self
-                .mode
-                .obtain(&self.client, &token, self.opts.ttl, metadata, will_wait, number, ours)
-                .await?;
-            match answer {
+            let obtain =
+                self.mode.obtain(&self.client, &token, self.opts.ttl, metadata, will_wait, number, ours);
+            let (answer, unacknowledged) = replication::noting(obtain).await;
+            match answer? {
                 Obtain::Taken { fence } => {
+                    let kept = self.client.options().replication.policy == Policy::Warn;
+                    if let Some(shortfall) = unacknowledged.filter(|_| !kept) {
+                        return Err(self.refuse_unreplicated(&mut undo, &token, ours, &shortfall).await);
+                    }
                     let lease = Lease::new(Some(attempts.sent(number)), self.opts.ttl);
                     self.granted(&mut undo, &mut waiting, permit, token, fence, lease);
+                    if let Some(shortfall) = unacknowledged {
+                        let hold = self.lease().map(|l| events::hold_id(&l));
+                        let (subject, label) = (&self.subject, self.label());
+                        replication::unacknowledged(
+                            self.client.replica_warnings(),
+                            subject,
+                            &label,
+                            ReplicaStep::Acquire,
+                            &shortfall,
+                            true,
+                            hold,
+                        );
+                    }
                     return Ok(true);
                 }
                 Obtain::Busy { pttl_ms } => {
@@ -279,6 +296,41 @@ impl Lock {
                 }
             }
         }
+    }
+
+    /// A grant fewer replicas than asked acknowledged in time, under policy
+    /// "fail": undone before the error is returned (released, and out of any
+    /// queue; a restored token's hold stays its owner's). The guard stays
+    /// pending meanwhile, so an undo that fails, or this future dropped, is
+    /// finished by its clean-up.
+    async fn refuse_unreplicated(
+        &self,
+        undo: &mut Undo,
+        token: &str,
+        ours: bool,
+        shortfall: &Shortfall,
+    ) -> Error {
+        replication::unacknowledged(
+            self.client.replica_warnings(),
+            &self.subject,
+            &self.label(),
+            ReplicaStep::Acquire,
+            shortfall,
+            false,
+            None,
+        );
+        match self.mode.undo(&self.client, token, ours).await {
+            Ok(()) => undo.pending = false,
+            Err(e) => {
+                log::debug!("undoing an unacknowledged grant of {} failed, retrying: {e}", self.label());
+            }
+        }
+        let undone = if ours { "the grant was undone" } else { "the restored hold stays its owner's" };
+        Error::NotReplicated(format!(
+            "{} was granted by the master, but {}: {undone} (replica_policy \"fail\")",
+            self.label(),
+            shortfall.describe()
+        ))
     }
 
     /// The acquire succeeded: nothing to undo, its wake-up used, the handle's
@@ -431,7 +483,11 @@ impl Lock {
         let lease = Lease::handed(sent, self.opts.ttl, patience);
         let margin = Duration::from_millis(5);
         let in_time = lease.valid_until().is_some_and(|t| Instant::now() + margin < t);
-        (self.opts.auto_renew && self.opts.metadata.is_none() && in_time).then_some((fence, lease))
+        // A hand-over is written by the releaser's script, whose replicas this
+        // waiter cannot wait for: with replica acknowledgement on, it claims
+        // the hold with an attempt of its own, which is waited for.
+        let acked = !self.client.options().replication.is_on();
+        (self.opts.auto_renew && self.opts.metadata.is_none() && in_time && acked).then_some((fence, lease))
     }
 
     fn install(&self, token: String, fence: Option<i64>, lease: Lease) {
@@ -505,7 +561,30 @@ impl Lock {
             )));
         }
         let sent = Instant::now();
-        if self.mode.refresh(&self.client, &token, ttl).await? {
+        let (renewed, unacknowledged) =
+            replication::noting(self.mode.refresh(&self.client, &token, ttl)).await;
+        if renewed? {
+            if let Some(shortfall) = unacknowledged {
+                let kept = self.client.options().replication.policy == Policy::Warn;
+                let hold = Some(events::hold_id(&lease));
+                replication::unacknowledged(
+                    self.client.replica_warnings(),
+                    &self.subject,
+                    &self.label(),
+                    ReplicaStep::Extend,
+                    &shortfall,
+                    kept,
+                    hold,
+                );
+                if !kept {
+                    return Err(Error::NotReplicated(format!(
+                        "the extend of {} reached the master, but {}: it does not count, and the hold keeps its \
+                         previous validity (replica_policy \"fail\")",
+                        self.label(),
+                        shortfall.describe()
+                    )));
+                }
+            }
             lease.extended(sent, ttl);
             Ok(())
         } else {

@@ -9,6 +9,7 @@ use redis::{Script, ScriptInvocation, Value};
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys::{FairKeys, RwKeys, SemKeys};
+use crate::replication;
 
 /// One atomic step, in two builds: publishing with PUBLISH (one node) or
 /// SPUBLISH (a Cluster, where a plain PUBLISH would reach every node).
@@ -103,7 +104,7 @@ pub async fn obtain(
     let mut invocation = OBTAIN.on(client).key(keys);
     invocation.arg(token).arg(ttl_ms).arg(metadata.unwrap_or("")).arg(flag(metadata.is_some()));
     invocation.arg(fence_floor);
-    run(client, &invocation).await.map(taken_or_busy)
+    run_held(client, &invocation, taken).await.map(taken_or_busy)
 }
 
 /// Raises the fence of `token`'s hold on `keys` to at least `fence`: false
@@ -142,7 +143,7 @@ pub async fn release_noting_retry(
 
 /// Returns whether `token` still held every key (and now holds it for `ttl_ms`).
 pub async fn refresh(client: &Client, keys: &[String], token: &str, ttl_ms: u64) -> Result<bool> {
-    let renewed: i64 = run(client, REFRESH.on(client).key(keys).arg(token).arg(ttl_ms)).await?;
+    let renewed: i64 = run_held(client, REFRESH.on(client).key(keys).arg(token).arg(ttl_ms), one).await?;
     Ok(renewed == 1)
 }
 
@@ -175,7 +176,7 @@ pub async fn rw_read(
     writer_preference: bool,
 ) -> Result<Obtain> {
     let keys = [&k.writer, &k.readers, &k.intent];
-    run(client, RW_READ.on(client).key(&keys).arg(token).arg(ttl_ms).arg(flag(writer_preference)))
+    run_held(client, RW_READ.on(client).key(&keys).arg(token).arg(ttl_ms).arg(flag(writer_preference)), taken)
         .await
         .map(taken_or_busy)
 }
@@ -194,13 +195,14 @@ pub async fn rw_write(
     let mut invocation = RW_WRITE.on(client).key(&keys);
     invocation.arg(token).arg(ttl_ms).arg(metadata.unwrap_or("")).arg(flag(writer_preference));
     invocation.arg(flag(metadata.is_some())).arg(fence_floor);
-    run(client, &invocation).await.map(taken_or_busy)
+    run_held(client, &invocation, taken).await.map(taken_or_busy)
 }
 
 /// Pushes the expiry of `token`'s lease in the zset `keys[0]` (the other
 /// keys live as long as its latest lease).
 pub async fn lease_refresh(client: &Client, keys: &[&String], token: &str, ttl_ms: u64) -> Result<bool> {
-    let renewed: i64 = run(client, LEASE_REFRESH.on(client).key(keys).arg(token).arg(ttl_ms)).await?;
+    let renewed: i64 =
+        run_held(client, LEASE_REFRESH.on(client).key(keys).arg(token).arg(ttl_ms), one).await?;
     Ok(renewed == 1)
 }
 
@@ -238,7 +240,7 @@ pub async fn fair_obtain(
     invocation.arg(token).arg(ttl_ms).arg(metadata.unwrap_or("")).arg(flag(metadata.is_some()));
     invocation.arg(attempt.patience_ms).arg(flag(attempt.will_wait)).arg(attempt.number).arg(&k.channel);
     invocation.arg(&k.announce);
-    run(client, &invocation).await.map(taken_or_busy)
+    run_held(client, &invocation, taken).await.map(taken_or_busy)
 }
 
 /// Releases (handing the lock to the head of the queue) when `release`, and
@@ -283,7 +285,7 @@ pub async fn rw_fair_obtain(
         invocation.arg(metadata.unwrap_or("")).arg(flag(metadata.is_some()));
     }
     invocation.arg(attempt.patience_ms).arg(flag(attempt.will_wait)).arg(attempt.number).arg(&k.channel);
-    run(client, &invocation).await.map(taken_or_busy)
+    run_held(client, &invocation, taken).await.map(taken_or_busy)
 }
 
 /// Releases one side of a fair RWMutex (handing it on) when `release`, and
@@ -322,7 +324,7 @@ pub async fn sem_obtain(
     invocation.arg(token).arg(ttl_ms).arg(metadata.unwrap_or("")).arg(flag(metadata.is_some()));
     invocation.arg(permits).arg(flag(fair)).arg(attempt.patience_ms).arg(flag(attempt.will_wait));
     invocation.arg(attempt.number).arg(&k.channel);
-    match run(client, &invocation).await {
+    match run_held(client, &invocation, taken).await {
         Ok(reply) => Ok(taken_or_busy(reply)),
         Err(Error::Redis(m)) if m.contains("PERMITS") => Err(Error::InvalidArgument(format!(
             "{}: every process must use the same permits for one semaphore while any permit is held \
@@ -446,6 +448,43 @@ pub async fn describe(client: &Client, lock: &FairKeys, rw: &RwKeys) -> Result<D
 
 async fn run<T: redis::FromRedisValue>(client: &Client, invocation: &ScriptInvocation<'_>) -> Result<T> {
     client.call(|mut c| async move { invocation.invoke_async(&mut c).await }).await
+}
+
+/// `run` for a step that makes or re-asserts a hold when `made` says so of
+/// its answer. With replica acknowledgement on, the script is followed by
+/// WAIT (or WAITAOF) in one pipeline on the same connection, and a hold made
+/// that fewer replicas than asked acknowledged is noted for the lock's
+/// policy (`replication::noting`).
+async fn run_held<T: redis::FromRedisValue>(
+    client: &Client,
+    invocation: &ScriptInvocation<'_>,
+    made: fn(&T) -> bool,
+) -> Result<T> {
+    let replication = client.options().replication;
+    if !replication.is_on() {
+        return run(client, invocation).await;
+    }
+    let replication = &replication;
+    let (reply, acked) = client
+        .call(|mut c| async move { replication::invoke_acked(&mut c, invocation, replication).await })
+        .await?;
+    let answer: T = redis::from_redis_value(reply)
+        .map_err(|e| Error::Redis(format!("unexpected reply from a lock script: {e}")))?;
+    if acked < replication.replicas && made(&answer) {
+        replication::note(replication.shortfall(acked));
+    }
+    Ok(answer)
+}
+
+/// A hold was taken (or re-entered): `{1, fence}`.
+fn taken(reply: &(i64, i64)) -> bool {
+    reply.0 == 1
+}
+
+/// A hold was renewed: `1`.
+#[allow(clippy::trivially_copy_pass_by_ref)] // the shape of `run_held`'s `made`
+fn one(reply: &i64) -> bool {
+    *reply == 1
 }
 
 fn parse_record(entry: Vec<Value>) -> Result<Option<Record>> {

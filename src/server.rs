@@ -4,6 +4,7 @@
 
 use crate::conn::Conn;
 use crate::error::{Error, Result};
+use crate::replication::Replication;
 
 /// The oldest Redis the scripts run on: `ZADD … GT` came with 6.2.
 const MIN_REDIS: (u32, u32) = (6, 2);
@@ -49,6 +50,58 @@ async fn check_version(conn: &mut Conn, cluster: bool, display: &str) -> Result<
         "Redis at {} is {found}, and ferrolock needs Redis {}.{} or newer ({why}): upgrade the server",
         display, min.0, min.1
     )))
+}
+
+/// `WAITAOF`, which `replica_fsync` sends, came with Redis 7.2.
+const MIN_REDIS_WAITAOF: (u32, u32) = (7, 2);
+
+/// Checks a server just connected to against the replica acknowledgement
+/// asked for: `replica_fsync` on a server without WAITAOF is refused (every
+/// grant would fail); fewer connected replicas than `replicas` is warned
+/// about (replicas come and go, so that is not refused).
+pub(crate) async fn check_replication(
+    conn: &mut Conn,
+    replication: &Replication,
+    display: &str,
+) -> Result<()> {
+    if !replication.is_on() {
+        return Ok(());
+    }
+    if replication.fsync {
+        let found = match server_version(conn).await {
+            ServerVersion::Reported(version) => match parse_version(&version) {
+                Some(v) if v < MIN_REDIS_WAITAOF => format!("version {version}"),
+                _ => String::new(),
+            },
+            ServerVersion::Before62 => "older than 6.2".to_string(),
+            ServerVersion::Unknown => String::new(),
+        };
+        if !found.is_empty() {
+            return Err(Error::Configuration(format!(
+                "Redis at {display} is {found}, and replica_fsync=True needs Redis {}.{} or newer (it waits \
+                 with WAITAOF, new in 7.2): upgrade the server, or set replica_fsync=False to wait with WAIT \
+                 (the replicas received each grant, in memory)",
+                MIN_REDIS_WAITAOF.0, MIN_REDIS_WAITAOF.1
+            )));
+        }
+    }
+    let info: redis::RedisResult<String> = redis::cmd("INFO").arg("replication").query_async(conn).await;
+    if let Some(connected) = info.ok().as_deref().and_then(connected_replicas) {
+        if connected < u64::from(replication.replicas) {
+            log::warn!(
+                "Redis at {display} has {connected} connected replica(s), and replicas={} is asked: until \
+                 enough replicas connect, no grant is acknowledged (replica_policy {:?})",
+                replication.replicas,
+                replication.policy.as_str()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `connected_slaves` of `INFO replication`.
+fn connected_replicas(info: &str) -> Option<u64> {
+    info.lines().find_map(|l| l.strip_prefix("connected_slaves:")).and_then(|n| n.trim().parse().ok())
 }
 
 /// The eviction policy, when the server has a memory limit and a policy that
@@ -131,6 +184,14 @@ mod tests {
         let resp3 = redis::Value::Map(vec![(s("proto"), redis::Value::Int(3)), (s("version"), s("7.0.15"))]);
         assert_eq!(hello_field(&resp3, "version").as_deref(), Some("7.0.15"));
         assert_eq!(hello_field(&redis::Value::Okay, "version"), None);
+    }
+
+    #[test]
+    fn connected_replicas_are_read() {
+        assert_eq!(connected_replicas("# Replication\r\nrole:master\r\nconnected_slaves:2\r\n"), Some(2));
+        assert_eq!(connected_replicas("role:master\r\n"), None);
+        assert!(parse_version("7.0.15").unwrap() < MIN_REDIS_WAITAOF);
+        assert!(parse_version("7.2.0").unwrap() >= MIN_REDIS_WAITAOF);
     }
 
     #[test]

@@ -10,9 +10,10 @@ use tokio::task::JoinHandle;
 use tokio::time::{sleep, sleep_until};
 
 use crate::client::Client;
-use crate::events::{self, Event, LossCause, Subject};
+use crate::events::{self, Event, LossCause, ReplicaStep, Subject};
 use crate::lease::Lease;
 use crate::mode::Mode;
+use crate::replication::{self, Policy};
 
 use crate::stats::WATCHDOGS;
 
@@ -126,13 +127,39 @@ async fn renew_until_lost(r: Renewal) {
             };
             let ttl = r.lease.ttl();
             let sent = Instant::now();
-            let attempt = r.mode.refresh(&r.client, &r.token, ttl);
-            let outcome = tokio::select! {
+            let attempt = replication::noting(r.mode.refresh(&r.client, &r.token, ttl));
+            let (outcome, unacknowledged) = tokio::select! {
                 outcome = attempt => outcome,
                 () = sleep_until(deadline.into()) => {
-                    return lose(&r, "renewal did not succeed before the hold's validity ran out", LossCause::Unreachable);
+                    return lose_at_deadline(&r, "renewal did not succeed before the hold's validity ran out");
                 }
             };
+            if let (Ok(true), Some(shortfall)) = (&outcome, unacknowledged) {
+                let kept = r.client.options().replication.policy == Policy::Warn;
+                let hold = Some(events::hold_id(&r.lease));
+                replication::unacknowledged(
+                    r.client.replica_warnings(),
+                    &r.subject,
+                    &r.label,
+                    ReplicaStep::Renewal,
+                    &shortfall,
+                    kept,
+                    hold,
+                );
+                if !kept {
+                    // It reached the master but does not count: the lease
+                    // keeps its last acknowledged validity; retry.
+                    r.lease.renewal_unacknowledged(shortfall.describe());
+                    tokio::select! {
+                        () = sleep(backoff) => {}
+                        () = sleep_until(deadline.into()) => {
+                            return lose_at_deadline(&r, "renewal did not succeed before the hold's validity ran out");
+                        }
+                    }
+                    backoff = (backoff * 2).min(ttl / 10).max(Duration::from_millis(1));
+                    continue;
+                }
+            }
             match outcome {
                 Ok(true) => {
                     r.lease.renewed(sent, ttl);
@@ -153,13 +180,29 @@ async fn renew_until_lost(r: Renewal) {
                     tokio::select! {
                         () = sleep(backoff) => {}
                         () = sleep_until(deadline.into()) => {
-                            return lose(&r, "Redis was unreachable until the hold's validity ran out", LossCause::Unreachable);
+                            return lose_at_deadline(&r, "Redis was unreachable until the hold's validity ran out");
                         }
                     }
                     backoff = (backoff * 2).min(ttl / 10).max(Duration::from_millis(1));
                 }
             }
         }
+    }
+}
+
+/// The validity ran out before a renewal counted: because the replicas did
+/// not acknowledge the renewals, when that is what kept them from counting,
+/// else for `why`.
+fn lose_at_deadline(r: &Renewal, why: &str) {
+    match r.lease.unacknowledged() {
+        Some(detail) => {
+            let why = format!(
+                "its renewals were not acknowledged by enough replicas ({detail}) before the hold's validity \
+                 ran out"
+            );
+            lose(r, &why, LossCause::Unreplicated);
+        }
+        None => lose(r, why, LossCause::Unreachable),
     }
 }
 

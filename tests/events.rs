@@ -35,6 +35,7 @@ impl Observer for Recorder {
             Event::Lost { cause, .. } => format!("lost {}", cause.as_str()),
             Event::Renewed { .. } => "renewed".into(),
             Event::Woken { wakeup, .. } => format!("woken {}", wakeup.as_str()),
+            Event::Unreplicated { step, kept, .. } => format!("unreplicated {} kept={kept}", step.as_str()),
         };
         self.seen.lock().unwrap().push(line);
         self.changed.notify_waiters();

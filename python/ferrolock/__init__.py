@@ -26,6 +26,7 @@ from ._ferrolock import (
     LockLost,
     LockNotAcquired,
     LockNotOwned,
+    LockNotReplicated,
     LockState,
     Retry,
     RWMutex,
@@ -48,6 +49,7 @@ __all__ = [
     "LockLost",
     "LockNotAcquired",
     "LockNotOwned",
+    "LockNotReplicated",
     "LockState",
     "RWMutex",
     "Retry",
@@ -70,12 +72,18 @@ class Client(_Client):
     """A connection to one Redis deployment, shared by every lock made from it.
 
     ``Client(url=None, *, connect_timeout=None, command_timeout=None,
-    prefix=None, ca_file=None)`` checks the options and connects at once. A
-    server that answers but does not fit the settings (not Redis, a password
-    or database it lacks, plain TCP where ``rediss://`` asks for TLS, a Redis
-    older than 6.2) raises :class:`LockConfigurationError` saying what to
-    change; one that cannot be reached in time, :class:`LockConnectionError`.
-    Every argument is described in the API reference and the type stubs.
+    prefix=None, ca_file=None, replicas=None, replica_timeout=None,
+    replica_policy=None, replica_fsync=False)`` checks the options and
+    connects at once. A server that answers but does not fit the settings
+    (not Redis, a password or database it lacks, plain TCP where ``rediss://``
+    asks for TLS, a Redis older than 6.2, or older than 7.2 with
+    ``replica_fsync=True``) raises :class:`LockConfigurationError` saying what
+    to change; one that cannot be reached in time, :class:`LockConnectionError`.
+    With ``replicas=N``, every grant and renewal waits until N replicas
+    acknowledge it (``WAIT``), and ``replica_policy`` says what happens when
+    they do not in time (``"fail"``: :class:`LockNotReplicated`, nothing left
+    behind; ``"warn"``: kept, logged, counted). Every argument is described in
+    the API reference and the type stubs.
     """
 
     def synchronized(self, name: str, **options: Any) -> Callable[[F], F]:

@@ -30,6 +30,7 @@ __all__ = [
     "LockNotAcquired",
     "LockNotOwned",
     "LockLost",
+    "LockNotReplicated",
     "LockConnectionError",
     "LockConfigurationError",
     "LockState",
@@ -65,6 +66,9 @@ class LockNotOwned(LockError):
 class LockLost(LockError):
     ...
 
+class LockNotReplicated(LockError):
+    ...
+
 class LockConnectionError(LockError, ConnectionError):
     ...
 
@@ -79,7 +83,8 @@ class LockConfigurationError(LockConnectionError):
       refused, or the server needs a password and the URL gives none;
     * the database number is one the server does not have;
     * ``rediss://`` (TLS) points at a plain-TCP port;
-    * the server is older than Redis 6.2 (7.0 for a Cluster).
+    * the server is older than Redis 6.2 (7.0 for a Cluster), or older than
+      7.2 with ``replica_fsync=True`` (``WAITAOF`` came with 7.2).
 
     Retrying does not help. It is a :class:`LockConnectionError` (and so a
     :class:`ConnectionError`) too, so code that catches those catches it.
@@ -234,16 +239,25 @@ class LockEvent:
                                                       ``"error"`` or ``"cancelled"``
     ``released``        how long the hold lasted      ``None``
     ``lost``            how long the hold lasted      ``"expired"`` (ttl ran out, no renewal),
-                                                      ``"taken_over"`` (gone from Redis) or
-                                                      ``"unreachable"``
+                                                      ``"taken_over"`` (gone from Redis),
+                                                      ``"unreachable"`` or ``"unreplicated"``
+                                                      (renewals not acknowledged by the
+                                                      replicas, ``replica_policy="fail"``)
     ``renewed``         the renewal's round trip      ``None``
     ``woken``           ``None``                      ``"pubsub"``, ``"handover"`` (a fair
                                                       release named this waiter) or ``"poll"``
+    ``unreplicated``    ``None``                      the step fewer replicas than the client's
+                                                      ``replicas`` acknowledged in time:
+                                                      ``"acquire"``, ``"renewal"`` or
+                                                      ``"extend"`` (whatever ``replica_policy``
+                                                      then did with it)
     ==================  ============================  =========================================
     """
 
     @property
-    def kind(self) -> Literal["acquired", "acquire_failed", "released", "lost", "renewed", "woken"]:
+    def kind(
+        self,
+    ) -> Literal["acquired", "acquire_failed", "released", "lost", "renewed", "woken", "unreplicated"]:
         """What happened (see the table above)."""
 
     @property
@@ -274,8 +288,9 @@ class LockEvent:
     @property
     def hold(self) -> int | None:
         """Tells apart the holds alive at one time in this process: the same
-        number in a hold's ``acquired``, ``renewed``, ``released`` or ``lost``
-        events. ``None`` for an acquire that took nothing, and for ``woken``."""
+        number in a hold's ``acquired``, ``renewed``, ``released``, ``lost``
+        and ``unreplicated`` events. ``None`` for an acquire that took nothing,
+        for ``woken``, and for an ``unreplicated`` grant that was undone."""
 
     @property
     def time(self) -> float:
@@ -338,6 +353,10 @@ class Client:
         command_timeout: _Seconds | None = None,
         prefix: str | None = None,
         ca_file: str | os.PathLike[str] | None = None,
+        replicas: int | None = None,
+        replica_timeout: _Seconds | None = None,
+        replica_policy: Literal["fail", "warn"] | None = None,
+        replica_fsync: bool = False,
     ) -> Self:
         ...
 

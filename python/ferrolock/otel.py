@@ -11,19 +11,23 @@ OTLP, the console) decide where the figures go. Nothing is measured until
 Instruments (``lock.kind`` is ``lock``, ``read`` or ``write``; ``lock.fair``
 a bool; ``lock.name`` only when ``lock_name`` is given):
 
-=================================  ==========  =========================================
-``ferrolock.acquire.duration``     histogram   seconds an acquire waited, by ``outcome``
-``ferrolock.hold.duration``        histogram   seconds a hold lasted, by ``end`` (released, lost)
-``ferrolock.renewal.duration``     histogram   seconds a watchdog renewal took
-``ferrolock.acquisitions``         counter     acquires by ``outcome``: acquired, timed_out,
-                                               not_acquired, error, cancelled
-``ferrolock.releases``             counter     releases
-``ferrolock.losses``               counter     losses by ``cause``: expired, taken_over, unreachable
-``ferrolock.renewals``             counter     successful renewals
-``ferrolock.wakeups``              counter     waiters woken, by ``kind``: pubsub, handover, poll
-``ferrolock.held``                 gauge       locks this process holds now
-``ferrolock.waiters``              gauge       acquires of this process waiting now
-=================================  ==========  =========================================
+==========================================  ==========  =========================================
+``ferrolock.acquire.duration``              histogram   seconds an acquire waited, by ``outcome``
+``ferrolock.hold.duration``                 histogram   seconds a hold lasted, by ``end`` (released, lost)
+``ferrolock.renewal.duration``              histogram   seconds a watchdog renewal took
+``ferrolock.acquisitions``                  counter     acquires by ``outcome``: acquired, timed_out,
+                                                        not_acquired, error, cancelled
+``ferrolock.releases``                      counter     releases
+``ferrolock.losses``                        counter     losses by ``cause``: expired, taken_over, unreachable,
+                                                        unreplicated
+``ferrolock.renewals``                      counter     successful renewals
+``ferrolock.wakeups``                       counter     waiters woken, by ``kind``: pubsub, handover, poll
+``ferrolock.replication.unacknowledged``    counter     steps fewer replicas than the client's ``replicas``
+                                                        acknowledged in time, by ``step``: acquire,
+                                                        renewal, extend
+``ferrolock.held``                          gauge       locks this process holds now
+``ferrolock.waiters``                       gauge       acquires of this process waiting now
+==========================================  ==========  =========================================
 
 Spans: one ``ferrolock.acquire`` per blocking acquire (attributes ``lock.kind``,
 ``lock.fair``, ``ferrolock.outcome``, ``ferrolock.wait``, and ``lock.name`` as
@@ -117,6 +121,9 @@ class Instrumentation:
             "ferrolock.renewals", unit="{renewal}", description="Successful watchdog renewals")
         self._wakeups = meter.create_counter(
             "ferrolock.wakeups", unit="{wakeup}", description="Waiters woken for another attempt, by kind")
+        self._unreplicated = meter.create_counter(
+            "ferrolock.replication.unacknowledged", unit="{step}",
+            description="Grants, renewals and extends fewer replicas than asked acknowledged in time, by step")
         meter.create_observable_gauge(
             "ferrolock.held", [self._observe("watchdogs")], unit="{lock}", description="Locks this process holds")
         meter.create_observable_gauge(
@@ -166,6 +173,8 @@ class Instrumentation:
             self._renewal_time.record(seconds, attributes)
         elif kind == "woken":
             self._wakeups.add(1, {**attributes, "kind": event.detail or "poll"})
+        elif kind == "unreplicated":
+            self._unreplicated.add(1, {**attributes, "step": event.detail or "acquire"})
 
     def _spans_for_acquire(self, event: ferrolock.LockEvent, attributes: Dict[str, Union[str, bool]]) -> None:
         end = int(event.time * 1e9)

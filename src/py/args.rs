@@ -48,6 +48,21 @@ pub fn optional_seconds(what: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<Op
     }
 }
 
+/// `None` (0) or a count: an int (not bool), 0 or more.
+pub fn count(what: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<u32> {
+    let Some(v) = v.filter(|v| !v.is_none()) else {
+        return Ok(0);
+    };
+    if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
+        return Err(PyTypeError::new_err(format!("{what} must be an int, got {}", type_name(v))));
+    }
+    let n: i128 = v.extract().map_err(|_| PyValueError::new_err(format!("{what} is out of range")))?;
+    if n < 0 {
+        return Err(PyValueError::new_err(format!("{what} must be 0 (off) or more, got {n}")));
+    }
+    u32::try_from(n).map_err(|_| PyValueError::new_err(format!("{what} is out of range: {n}")))
+}
+
 /// A str lock name, valid Unicode.
 pub fn name(v: &Bound<'_, PyAny>) -> PyResult<String> {
     text("lock name", v)

@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 use crate::client::{Client, ClientOptions};
 use crate::listing::State;
 use crate::lock::check_name;
+use crate::replication::{Policy, Replication};
 use crate::scripts::Record;
 
 use super::args;
@@ -51,12 +52,40 @@ use super::runtime::wait;
 ///     ca_file: path of a PEM file of the certificate authorities to trust
 ///         for a ``rediss://`` or ``rediss+cluster://`` URL; ``None`` (the default) uses the
 ///         system's trusted roots.
+///     replicas: how many replicas must acknowledge every grant (a lock,
+///         a read or write hold, a permit, a term) and every renewal or
+///         extend before it counts: ``WAIT replicas replica_timeout`` is sent
+///         right behind each such script on the same connection. ``None``
+///         (the default) or ``0`` turns it off. See ``docs/reliability.md``
+///         for what it guarantees, and what it does not.
+///     replica_timeout: seconds the server waits for those replicas;
+///         at least 0.001, and shorter than ``command_timeout``. ``None``
+///         means 0.1 seconds.
+///     replica_policy: what happens when fewer replicas acknowledge in time.
+///         ``"fail"`` (``None``, the default): a grant is undone (nothing is
+///         left in Redis) and the acquire raises :class:`LockNotReplicated`;
+///         a renewal does not count (the hold keeps its last acknowledged
+///         validity, the watchdog retries, and the hold is lost if none is
+///         acknowledged in time); ``extend`` raises :class:`LockNotReplicated`.
+///         ``"warn"``: the step counts, a warning is logged (at most one per
+///         10 s) and an ``unreplicated`` :class:`LockEvent` is told.
+///     replica_fsync: wait until the replicas have also written each step
+///         to their append-only file (``WAITAOF 0 replicas replica_timeout``),
+///         not only received it. Needs Redis 7.2 or newer and ``replicas``
+///         of 1 or more.
 ///
 /// Raises:
 ///     LockConnectionError: Redis cannot be reached within
 ///         ``connect_timeout``, or it refused the credentials.
+///     LockConfigurationError: the server answered but does not fit the
+///         settings (see its documentation), including ``replica_fsync=True``
+///         on a server older than Redis 7.2.
 ///     ValueError: the URL or an option is invalid, ``ca_file`` cannot be
-///         read, or ``ca_file`` is given without a ``rediss://`` URL.
+///         read, or ``ca_file`` is given without a ``rediss://`` URL;
+///         ``replicas`` is negative, ``replica_timeout`` is under 0.001 s or
+///         not shorter than ``command_timeout``, ``replica_policy`` is neither
+///         ``"fail"`` nor ``"warn"``, or ``replica_fsync`` is set without
+///         ``replicas``.
 ///     TypeError: an argument has the wrong type.
 #[pyclass(name = "Client", module = "ferrolock", subclass, frozen, weakref)]
 pub struct PyClient {
@@ -195,7 +224,11 @@ fn urls_of(url: &Bound<'_, PyAny>) -> PyResult<(String, Vec<String>)> {
 #[pymethods]
 impl PyClient {
     #[new]
-    #[pyo3(signature = (url=None, *, connect_timeout=None, command_timeout=None, prefix=None, ca_file=None))]
+    #[pyo3(signature = (
+        url=None, *, connect_timeout=None, command_timeout=None, prefix=None, ca_file=None,
+        replicas=None, replica_timeout=None, replica_policy=None, replica_fsync=false,
+    ))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         url: Option<&Bound<'_, PyAny>>,
@@ -203,6 +236,10 @@ impl PyClient {
         command_timeout: Option<&Bound<'_, PyAny>>,
         prefix: Option<&Bound<'_, PyAny>>,
         ca_file: Option<PathBuf>,
+        replicas: Option<&Bound<'_, PyAny>>,
+        replica_timeout: Option<&Bound<'_, PyAny>>,
+        replica_policy: Option<&Bound<'_, PyAny>>,
+        replica_fsync: bool,
     ) -> PyResult<Self> {
         let defaults = ClientOptions::default();
         let (url, urls) = match url {
@@ -221,6 +258,16 @@ impl PyClient {
                 _ => defaults.prefix,
             },
             ca_file,
+            replication: Replication {
+                replicas: args::count("replicas", replicas)?,
+                timeout: args::optional_seconds("replica_timeout", replica_timeout)?
+                    .unwrap_or(crate::replication::DEFAULT_TIMEOUT),
+                policy: match replica_policy {
+                    Some(p) if !p.is_none() => Policy::parse(&args::text("replica_policy", p)?)?,
+                    _ => Policy::Fail,
+                },
+                fsync: replica_fsync,
+            },
         };
         let core = wait(py, Client::connect(opts))?;
         Ok(PyClient { core })

@@ -27,6 +27,13 @@ create_exception!(
     "The lock was lost while held: mutual exclusion no longer covered the holder.\n\nRaised at the end of a ``with`` / ``async with`` block whose hold was lost\nwhile the block ran (renewal failed, the ttl ran out with ``auto_renew``\noff, or someone else took the lock over), when the block itself raised\nnothing. An exception raised by the block propagates unchanged instead (so\nCtrl-C stays ``KeyboardInterrupt``), with a note (``__notes__``, Python\n3.11+) saying the lock was lost too; the loss is also logged."
 );
 
+create_exception!(
+    ferrolock,
+    LockNotReplicated,
+    LockError,
+    "Fewer replicas than the client's ``replicas`` acknowledged a step in time.\n\nRaised under ``replica_policy=\"fail\"`` by an acquire whose grant the\nreplicas did not acknowledge within ``replica_timeout`` (the grant is undone\nfirst: nothing is left in Redis), and by ``extend`` (the hold keeps its\nprevious validity). A renewal by the watchdog that is not acknowledged does\nnot count, and is retried; if none is acknowledged before the hold's validity\nruns out, the hold is lost (``LockLost`` says the replicas are why)."
+);
+
 /// An exception class deriving from `LockError` and a builtin one, made once.
 pub struct Dual {
     name: &'static str,
@@ -107,6 +114,7 @@ impl From<Error> for PyErr {
             Error::Lost(m) => LockLost::new_err(m),
             Error::InvalidArgument(m) => PyValueError::new_err(m),
             Error::Redis(m) => LockError::new_err(m),
+            Error::NotReplicated(m) => LockNotReplicated::new_err(m),
             Error::Connection(m) => CONNECTION_ERROR.err(m),
             Error::Configuration(m) => Python::attach(|py| match configuration_error(py) {
                 Ok(ty) => PyErr::from_type(ty.clone(), m),

@@ -27,7 +27,7 @@ const MAX_BATCH: usize = 4096;
 /// One thing that happened to a lock of this process.
 #[pyclass(name = "LockEvent", module = "ferrolock", frozen)]
 pub struct LockEvent {
-    /// "acquired", "acquire_failed", "released", "lost", "renewed" or "woken".
+    /// "acquired", "acquire_failed", "released", "lost", "renewed", "woken" or "unreplicated".
     #[pyo3(get)]
     kind: &'static str,
     /// "lock", "read" or "write".
@@ -38,7 +38,7 @@ pub struct LockEvent {
     /// The wait (acquire), time held (released, lost) or latency (renewed).
     #[pyo3(get)]
     seconds: Option<f64>,
-    /// The outcome (acquire), cause (lost) or kind of wake-up (woken).
+    /// The outcome (acquire), cause (lost), kind of wake-up (woken) or step (unreplicated).
     #[pyo3(get)]
     detail: Option<&'static str>,
     /// For an acquire: whether it could wait.
@@ -106,6 +106,9 @@ impl LockEvent {
                 (e.kind, e.seconds, e.hold) = ("renewed", Some(latency.as_secs_f64()), Some(hold));
             }
             Event::Woken { wakeup, .. } => (e.kind, e.detail) = ("woken", Some(wakeup.as_str())),
+            Event::Unreplicated { step, hold, .. } => {
+                (e.kind, e.detail, e.hold) = ("unreplicated", Some(step.as_str()), hold);
+            }
         }
         e
     }

@@ -82,6 +82,7 @@ pub mod _ferrolock {
         m.add("LockNotAcquired", py.get_type::<super::errors::LockNotAcquired>())?;
         m.add("LockNotOwned", super::errors::NOT_OWNED.get(py)?)?;
         m.add("LockLost", py.get_type::<super::errors::LockLost>())?;
+        m.add("LockNotReplicated", py.get_type::<super::errors::LockNotReplicated>())?;
         m.add("LockConnectionError", super::errors::CONNECTION_ERROR.get(py)?)?;
         m.add("LockConfigurationError", super::errors::configuration_error(py)?)?;
         super::coro::register(py)?;
