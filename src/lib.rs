@@ -19,6 +19,7 @@ pub mod retry;
 pub mod rwmutex;
 pub mod scripts;
 pub mod semaphore;
+mod sentinel;
 mod server;
 mod stats;
 pub mod token;
