@@ -135,7 +135,7 @@ class Node:
 
 
 class SentinelDeployment:
-    def __init__(self, tls: bool = False, acl: bool = False, sentinels: int = 1, down_after_ms: int = 400,
+    def __init__(self, tls: bool = False, acl: bool = False, sentinels: int = 1, down_after_ms: int = 1000,
                  persist: bool = False):
         self.tls, self.acl, self.persist = tls, acl, persist
         self.tls_dir: Optional[Path] = None
@@ -171,7 +171,7 @@ class SentinelDeployment:
 
     def sentinel_conf(self, node: Node) -> list:
         conf = node.tls_lines() + [
-            "bind 127.0.0.1", f"dir {node.dir}",
+            "bind 127.0.0.1", f"dir {node.dir}", "logfile sentinel.log",
             f"sentinel monitor {SERVICE} 127.0.0.1 {self._first_master} 1",
             f"sentinel down-after-milliseconds {SERVICE} {self.down_after_ms}",
             f"sentinel failover-timeout {SERVICE} 4000",

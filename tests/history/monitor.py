@@ -23,8 +23,10 @@ INTERVAL_S = 0.01
 
 
 class HolderMonitor:
-    def __init__(self, port: int, prefix: str, names: tuple, rw: bool):
-        self.redis = resp.Connection(port)
+    def __init__(self, port, prefix: str, names: tuple, rw: bool):
+        """`port`: the server's, or a function giving the current master's (it may move)."""
+        self.port_of = port if callable(port) else (lambda: port)
+        self.redis = resp.Connection(self.port_of())
         self.keys = [(n, f"{prefix}{{{n}}}") for n in names]
         self.rw = rw
         self.samples: list = []  # {"t0", "t", "name", "token"}: Redis answered between t0 and t
@@ -44,6 +46,13 @@ class HolderMonitor:
 
     def _run(self) -> None:
         while not self._done.wait(INTERVAL_S):
+            try:
+                port = self.port_of()
+            except (OSError, resp.RespError):
+                continue  # nobody to ask where the master is right now
+            if port != self.redis.port:
+                self.redis.close()
+                self.redis = resp.Connection(port)
             for name, key in self.keys:
                 t0 = now_ns()
                 try:

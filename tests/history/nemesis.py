@@ -6,7 +6,12 @@ than the longest ttl, then SIGCONT), ``server-restart`` (kill -9, then a new
 server on the same port reading the append-only file), ``debug-sleep``
 (DEBUG SLEEP: the server stalls), ``sigint`` (Ctrl-C to a sync worker that
 is waiting in acquire). SIGSTOPs run on their own threads, so other faults
-land while a worker is frozen.
+land while a worker is frozen. Against a Sentinel deployment (a master, a
+replica, a Sentinel), ``failover`` (SENTINEL FAILOVER) and ``master-kill``
+(kill -9 of the master, then, once the replica is promoted, the old master
+restarted as its replica); each waits for the deployment to be ready first
+(a replica in sync that the Sentinel counts), and other faults go to
+whichever node is master.
 """
 
 from __future__ import annotations
@@ -22,6 +27,10 @@ from . import resp
 from .events import now_ns
 
 KINDS = ("client-kill", "pubsub-kill", "sigstop", "server-restart", "debug-sleep", "sigint")
+# With a Sentinel deployment: SENTINEL FAILOVER, and the master killed (kill -9,
+# promoted replica, the old master restarted as its replica).
+SENTINEL_KINDS = ("failover", "master-kill")
+FAILOVER_LIMIT_S = 30  # a failover, and the deployment ready for the next one
 WINDOW = (0.05, 0.8)  # faults fall in this part of the run, so the workers can recover before it ends
 DEBUG_SLEEP_S = 0.2
 HIT_HOLDER_P = 0.8
@@ -55,6 +64,7 @@ class Nemesis:
     _stopped: set = field(default_factory=set)
     _threads: list = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    deployment: object = None  # a SentinelDeployment, for the failover faults
 
     def run(self, plan: list, t0_ns: int) -> None:
         try:
@@ -100,6 +110,27 @@ class Nemesis:
         down = now_ns()
         self.server.start()
         self._record("server-restart", t, t_down=down)
+
+    def _failover(self) -> None:
+        d = self.deployment
+        d.wait_for(d.ready_for_failover, FAILOVER_LIMIT_S, "a replica ready for a failover")
+        t = now_ns()
+        old = d.sentinel_failover()
+        d.wait_for(lambda: d.failover_named(old), FAILOVER_LIMIT_S, "the new master")
+        named = now_ns()
+        d.wait_for(lambda: d.failover_done(old), FAILOVER_LIMIT_S, "the failover's end")
+        self._record("failover", t, old=old, new=d.master_port(), t_named=named)
+
+    def _master_kill(self) -> None:
+        d = self.deployment
+        d.wait_for(d.ready_for_failover, FAILOVER_LIMIT_S, "a replica ready for a failover")
+        t = now_ns()
+        node = d.kill_master()
+        down = now_ns()
+        d.wait_for(lambda: d.failover_done(node.port), FAILOVER_LIMIT_S, "the replica promoted")
+        named = now_ns()
+        d.restart_as_replica(node)
+        self._record("master-kill", t, old=node.port, new=d.master_port(), t_down=down, t_named=named)
 
     def _sigstop(self) -> None:
         with self._lock:

@@ -18,7 +18,7 @@ from . import checker, resp
 from .board import Board
 from .events import now_ns, read_events
 from .monitor import HolderMonitor
-from .nemesis import KINDS, Nemesis, Worker, schedule
+from .nemesis import KINDS, SENTINEL_KINDS, Nemesis, Worker, schedule
 from .scenarios import NAMES
 from .summary import summarize
 from .workers import WorkerSpec, async_worker, sync_worker
@@ -31,12 +31,28 @@ SHM = Path("/dev/shm")  # the append-only file on tmpfs: fsync costs nothing, ki
 FAULT_PERIOD_S = {
     "client-kill": 4, "pubsub-kill": 6, "sigstop": 8, "server-restart": 10, "debug-sleep": 6, "sigint": 2,
 }
+# Against a Sentinel deployment: failovers (each waits for the deployment to be
+# ready, about 10 s after a SENTINEL FAILOVER), and the faults aimed at the master.
+SENTINEL_FAULT_PERIOD_S = {"failover": 16, "master-kill": 16, "client-kill": 6, "sigstop": 10, "sigint": 3}
 EXIT_GRACE_S = 20  # a worker's last attempt: acquire timeout, a long hold, the on_lost wait
-LOCK_SCENARIOS = ("lock", "fair-lock", "multi-lock")
+LOCK_SCENARIOS = ("lock", "fair-lock", "multi-lock", "sentinel-lock")
 
 
-def default_faults(duration: float) -> dict:
-    return {k: max(1, round(duration / p)) for k, p in FAULT_PERIOD_S.items()}
+def default_faults(duration: float, scenario: str = "lock") -> dict:
+    periods = SENTINEL_FAULT_PERIOD_S if scenario.startswith("sentinel") else FAULT_PERIOD_S
+    return {k: max(1, round(duration / p)) for k, p in periods.items()}
+
+
+class Master:
+    """The current master of a Sentinel deployment, where the nemesis's
+    connection faults and the final scan go."""
+
+    def __init__(self, deployment):
+        self.deployment = deployment
+
+    @property
+    def port(self) -> int:
+        return self.deployment.master_port()
 
 
 @dataclass
@@ -56,29 +72,55 @@ class RunConfig:
     # Each worker under its own key prefix, so nothing excludes anything: a
     # broken lock, to show that the checker finds what it is looking for.
     isolate: bool = False
+    # Client(replicas=...) for the sentinel scenarios (0: replication unacknowledged).
+    replicas: int = 0
 
 
 def run(cfg: RunConfig) -> dict:
-    faults = cfg.faults or default_faults(cfg.duration)
-    assert set(faults) <= set(KINDS), f"unknown fault kinds: {set(faults) - set(KINDS)}"
+    faults = cfg.faults or default_faults(cfg.duration, cfg.scenario)
+    sentinel = cfg.scenario.startswith("sentinel")
+    kinds = set(KINDS) - {"server-restart", "debug-sleep", "pubsub-kill"} | set(SENTINEL_KINDS) if sentinel else set(KINDS)
+    assert set(faults) <= kinds, f"unknown fault kinds for {cfg.scenario}: {set(faults) - kinds}"
     rng = random.Random(cfg.seed)
     workdir = Path(cfg.workdir or tempfile.mkdtemp(prefix="ferrolock-history-"))
     workdir.mkdir(parents=True, exist_ok=True)
     prefix = f"history:{cfg.scenario}:{cfg.seed}:"
     aof_dir = tempfile.mkdtemp(prefix="ferrolock-history-aof-", dir=SHM if SHM.is_dir() else None)
-    server = RedisServer(extra=PERSIST + ("--dir", aof_dir)).start()
+    deployment = None
+    if sentinel:
+        from redis_sentinel import SentinelDeployment
+
+        deployment = SentinelDeployment(down_after_ms=1500).start()  # no failover of its own under load
+        server, url = Master(deployment), deployment.url()
+    else:
+        server = RedisServer(extra=PERSIST + ("--dir", aof_dir)).start()
+        url = server.url
     try:
-        specs = _specs(cfg, server.url, prefix, workdir, rng)
-        events_at, wall, exits, fault_log, samples, t0 = _execute(cfg, specs, server, prefix, faults, rng)
+        specs = _specs(cfg, url, prefix, workdir, rng)
+        events_at, wall, exits, fault_log, samples, t0 = _execute(
+            cfg, specs, server, prefix, faults, rng, deployment
+        )
         keys = _settle(server.port, prefix, cfg.ttl[1] + cfg.slack_s + 2.0)
     finally:
-        server.close()
+        (deployment or server).close()
         shutil.rmtree(aof_dir, ignore_errors=True)
     for name, rows in (("nemesis", fault_log), ("holders", samples)):
         (workdir / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     events, torn = read_events(events_at)
     max_ttl_ns = int(cfg.ttl[1] * 1e9)
     anomalies = checker.check(events, fault_log, keys, samples, int(cfg.slack_s * 1e9), max_ttl_ns, t0)
+    # Without replica acknowledgement a failover may lose a hold: allowed only
+    # when its holder was told (see checker.failover_overlaps).
+    allowed = []
+    if sentinel and not cfg.replicas:
+        for kind in ("overlap", "fence-order"):
+            if kind in anomalies:
+                ok, rest = checker.failover_overlaps(
+                    anomalies.pop(kind), fault_log, max_ttl_ns, int(cfg.slack_s * 1e9), t0
+                )
+                allowed += ok
+                if rest:
+                    anomalies[kind] = rest
     crashes = {e["w"]: e["error"] for e in events if e["ev"] == "crash"}
     failed = [
         {"type": "worker-failed", "w": s.label, "exitcode": c, "error": crashes.get(s.label)}
@@ -91,6 +133,11 @@ def run(cfg: RunConfig) -> dict:
         faults=fault_log, anomalies=anomalies, keys=keys, exits=exits, samples=samples, t0=t0,
     )
     summary["faults_scheduled"] = faults
+    summary["failover_allowed"] = {t: sum(1 for a in allowed if a["type"] == t) for t in {a["type"] for a in allowed}}
+    summary["failover_allowed_examples"] = allowed[:3]
+    summary["failover_s"] = [
+        round((f["t_named"] - f["t"]) / 1e9, 3) for f in fault_log if f["fault"] in SENTINEL_KINDS
+    ]
     if cfg.record:
         record(
             f"history-{cfg.scenario}", variant="under faults", **{k: summary[k] for k in (
@@ -112,13 +159,13 @@ def _specs(cfg, url, prefix, workdir, rng) -> list:
             index=i, label=f"{mode[0]}{i}", mode=mode, scenario=cfg.scenario, url=url,
             prefix=f"{prefix}{i}:" if cfg.isolate else prefix,
             seed=rng.randrange(2**32), log_path=str(workdir / f"worker-{i}.jsonl"), ttl=cfg.ttl, tasks=cfg.async_tasks,
-            long_every_s=cfg.long_every_s if i == 0 else None,
+            long_every_s=cfg.long_every_s if i == 0 else None, replicas=cfg.replicas,
         )
         for i, mode in enumerate(modes)
     ]
 
 
-def _execute(cfg, specs, server, prefix, faults, rng):
+def _execute(cfg, specs, server, prefix, faults, rng, deployment=None):
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(len(specs) + 1)
     go = ctx.Event()
@@ -134,8 +181,11 @@ def _execute(cfg, specs, server, prefix, faults, rng):
     for p in procs:
         p.start()
     workers = [Worker(s.index, s.label, p.pid, s.mode == "sync") for s, p in zip(specs, procs)]
-    nemesis = Nemesis(server, workers, board, random.Random(rng.random()), stop_s=cfg.ttl[1] * 1.3)
-    monitor = HolderMonitor(server.port, prefix, NAMES[cfg.scenario], rw=cfg.scenario not in LOCK_SCENARIOS)
+    nemesis = Nemesis(
+        server, workers, board, random.Random(rng.random()), stop_s=cfg.ttl[1] * 1.3, deployment=deployment
+    )
+    where = (lambda: server.port) if deployment else server.port
+    monitor = HolderMonitor(where, prefix, NAMES[cfg.scenario], rw=cfg.scenario not in LOCK_SCENARIOS)
     try:
         barrier.wait(120)  # every worker connected
         t0 = now_ns()

@@ -13,7 +13,11 @@ import random
 import ferrolock
 
 SCENARIOS = ("lock", "fair-lock", "rwmutex", "fair-rwmutex", "multi-lock")
+# Through redis+sentinel:// to a master, a replica and a Sentinel, under failovers.
+SENTINEL_SCENARIOS = ("sentinel-lock",)
+ALL_SCENARIOS = SCENARIOS + SENTINEL_SCENARIOS
 NAMES = {
+    "sentinel-lock": ("a", "b"),
     "lock": ("a", "b"),
     "fair-lock": ("a", "b"),
     "rwmutex": ("a", "b"),
@@ -26,7 +30,7 @@ MULTI_SUBSETS = (("a",), ("b",), ("a", "b"))
 
 def pick(scenario: str, rng: random.Random) -> tuple:
     names = NAMES[scenario]
-    if scenario in ("lock", "fair-lock"):
+    if scenario in ("lock", "fair-lock", "sentinel-lock"):
         return "lock", (rng.choice(names),)
     if scenario in ("rwmutex", "fair-rwmutex"):
         return ("write" if rng.random() < P_WRITE else "read"), (rng.choice(names),)
