@@ -21,7 +21,8 @@ use crate::wakeups::{Feed, Registration, Wakeups};
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
     /// `redis://[user:password@]host[:port][/db]`, `rediss://…`, `unix:///path[?db=N]`,
-    /// `redis+sentinel://[user:password@]host:port[,host:port…]/service[/db]`,
+    /// `redis+sentinel://[user:password@]host:port[,host:port…]/service[/db][?sentinel_username=U&sentinel_password=P]`
+    /// (or `rediss+sentinel://`, TLS to Sentinels and data nodes),
     /// `redis+cluster://[user:password@]host:port[,host:port…]` (or `rediss+cluster://`),
     /// or a bare `[password@]host[:port]`.
     pub url: String,
@@ -29,7 +30,8 @@ pub struct ClientOptions {
     pub command_timeout: Duration,
     /// Prepended to every key, to namespace the locks of one application.
     pub prefix: String,
-    /// PEM file of the certificate authorities to trust for `rediss://` (and `rediss+cluster://`).
+    /// PEM file of the certificate authorities to trust for `rediss://` (and `rediss+cluster://`,
+    /// `rediss+sentinel://`).
     pub ca_file: Option<PathBuf>,
 }
 
@@ -440,9 +442,9 @@ impl Client {
                 };
                 Ok::<_, Error>(Feed::plain(redis.get_async_pubsub().await?))
             };
-            Ok(tokio::time::timeout(timeout, subscribe).await.map_err(|_| {
-                Error::Connection("no answer from Redis for the wake-up subscription".into())
-            })??)
+            tokio::time::timeout(timeout, subscribe)
+                .await
+                .map_err(|_| Error::Connection("no answer from Redis for the wake-up subscription".into()))?
         };
         self.local().wakeups.clone().register(connect, channels, reader, token).await
     }
