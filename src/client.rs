@@ -16,13 +16,15 @@ use crate::error::{Error, Result};
 use crate::keys::KeySpace;
 use crate::quorum::Quorum;
 use crate::replication::{Replication, Throttle, REPLICA_WARNINGS_EVERY};
+use crate::sentinel::SentinelTarget;
 use crate::server;
 use crate::wakeups::{Feed, Waits, Wakeups};
 
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
     /// `redis://[user:password@]host[:port][/db]`, `rediss://…`, `unix:///path[?db=N]`,
-    /// `redis+sentinel://[user:password@]host:port[,host:port…]/service[/db]`,
+    /// `redis+sentinel://[user:password@]host:port[,host:port…]/service[/db][?sentinel_username=U&sentinel_password=P]`
+    /// (or `rediss+sentinel://`, TLS to Sentinels and data nodes),
     /// `redis+cluster://[user:password@]host:port[,host:port…]` (or `rediss+cluster://`),
     /// or a bare `[password@]host[:port]`.
     pub url: String,
@@ -30,7 +32,8 @@ pub struct ClientOptions {
     pub command_timeout: Duration,
     /// Prepended to every key, to namespace the locks of one application.
     pub prefix: String,
-    /// PEM file of the certificate authorities to trust for `rediss://` (and `rediss+cluster://`).
+    /// PEM file of the certificate authorities to trust for `rediss://` (and `rediss+cluster://`,
+    /// `rediss+sentinel://`).
     pub ca_file: Option<PathBuf>,
     /// Independent masters, when more than one: a lock is held while a
     /// majority of them hold it (Redlock), and `url` is not used. Each is a
@@ -68,50 +71,6 @@ enum Target {
     Cluster(ClusterTarget),
     /// Independent masters, each step sent to all and decided by a majority.
     Quorum(Quorum),
-}
-
-/// Redis's Sentinel client protocol: ask each Sentinel in turn
-/// `SENTINEL get-master-addr-by-name`, then check with `ROLE` that the node
-/// named is a master indeed.
-struct SentinelTarget {
-    sentinels: Vec<redis::Client>,
-    service: String,
-    /// `redis://[credentials@]`, and `/db` after the master's address.
-    node_head: String,
-    node_tail: String,
-}
-
-impl SentinelTarget {
-    async fn master(&self) -> redis::RedisResult<redis::Client> {
-        let mut last = None;
-        for sentinel in &self.sentinels {
-            match self.ask(sentinel).await {
-                Ok(master) => return Ok(master),
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(last.unwrap_or_else(|| (redis::ErrorKind::Client, "no Sentinel configured").into()))
-    }
-
-    async fn ask(&self, sentinel: &redis::Client) -> redis::RedisResult<redis::Client> {
-        let mut conn = sentinel.get_multiplexed_async_connection().await?;
-        let addr: Option<(String, u16)> = redis::cmd("SENTINEL")
-            .arg("get-master-addr-by-name")
-            .arg(&self.service)
-            .query_async(&mut conn)
-            .await?;
-        let Some((host, port)) = addr else {
-            return Err((redis::ErrorKind::Client, "the Sentinel does not know this service").into());
-        };
-        let host = if host.contains(':') { format!("[{host}]") } else { host };
-        let master = redis::Client::open(format!("{}{host}:{port}{}", self.node_head, self.node_tail))?;
-        let mut conn = master.get_multiplexed_async_connection().await?;
-        let role: Vec<redis::Value> = redis::cmd("ROLE").query_async(&mut conn).await?;
-        match role.first().map(redis::from_redis_value_ref::<String>) {
-            Some(Ok(r)) if r == "master" => Ok(master),
-            _ => Err((redis::ErrorKind::Client, "the node the Sentinel named is not a master (yet)").into()),
-        }
-    }
 }
 
 struct Inner {
@@ -196,17 +155,26 @@ impl Client {
             _ => return Client::new_quorum(opts),
         }
         let url = normalize_url(&opts.url)?;
-        if let Some(rest) = url.strip_prefix("redis+sentinel://") {
-            if opts.ca_file.is_some() {
-                return Err(Error::InvalidArgument(
-                    "ca_file is not supported with redis+sentinel:// (Sentinel connections are plain TCP)"
-                        .into(),
-                ));
+        let sentinel = [("redis+sentinel://", false), ("rediss+sentinel://", true)]
+            .into_iter()
+            .find_map(|(scheme, tls)| url.strip_prefix(scheme).map(|rest| (rest, tls)));
+        if let Some((rest, tls)) = sentinel {
+            let ca =
+                match (&opts.ca_file, tls) {
+                    (Some(_), false) => return Err(Error::InvalidArgument(
+                        "ca_file needs a rediss+sentinel:// URL (TLS to the Sentinels and the data nodes)"
+                            .into(),
+                    )),
+                    (Some(path), true) => Some(read_ca_file(path)?),
+                    (None, _) => None,
+                };
+            if tls {
+                install_crypto_provider();
             }
-            let (target, display) = sentinel_target(rest).map_err(|e| {
+            let (target, display) = SentinelTarget::parse(rest, tls, ca).map_err(|e| {
                 Error::InvalidArgument(format!("invalid Redis Sentinel URL {}: {e}", redact(&url)))
             })?;
-            return Ok(Client::from_target(target, display, opts));
+            return Ok(Client::from_target(Target::Sentinel(target), display, opts));
         }
         let cluster = [("redis+cluster://", false), ("rediss+cluster://", true)]
             .into_iter()
@@ -403,6 +371,26 @@ impl Client {
         }
     }
 
+    /// In Sentinel mode, at most once every `sentinel::RECHECK` while the
+    /// client is in use: asks the Sentinels in the background whether the
+    /// master moved, and if so drops the connection and the wake-up
+    /// subscription, so the next command goes to the new master.
+    fn recheck_sentinels(&self) {
+        let Target::Sentinel(sentinel) = &self.inner.target else { return };
+        if !sentinel.recheck_due() {
+            return;
+        }
+        let client = self.clone();
+        tokio::spawn(async move {
+            let Target::Sentinel(sentinel) = &client.inner.target else { return };
+            if sentinel.moved(client.inner.opts.connect_timeout).await {
+                log::info!("the Sentinels of {} name another master: reconnecting", client.inner.display);
+                client.forget_connection();
+                client.local().wakeups.clone().drop_subscription().await;
+            }
+        });
+    }
+
     fn forget_connection(&self) {
         if matches!(self.inner.target, Target::Sentinel(_)) {
             self.local().conn.store(None);
@@ -494,6 +482,7 @@ impl Client {
     pub(crate) async fn conn(&self) -> Result<Conn> {
         let local = self.local();
         if let Some(conn) = &*local.conn.load() {
+            self.recheck_sentinels();
             return Ok(Conn::clone(conn));
         }
         let _one_at_a_time = local.connecting.lock().await;
@@ -511,26 +500,25 @@ impl Client {
         let connect = async {
             let redis = match &self.inner.target {
                 Target::Direct(redis) => redis.clone(),
-                Target::Sentinel(sentinel) => sentinel.master().await?,
+                Target::Sentinel(sentinel) => sentinel.master(timeout).await?,
                 Target::Cluster(cluster) => {
-                    return Ok(Conn::Cluster(cluster.connect(timeout, command_timeout).await?))
+                    let cluster = cluster.connect(timeout, command_timeout).await;
+                    return cluster.map(Conn::Cluster).map_err(|e| self.connect_error(e));
                 }
                 Target::Quorum(_) => {
-                    return Err((redis::ErrorKind::Client, "a quorum has no one connection").into())
+                    return Err(Error::InvalidArgument("a quorum has no one connection".into()))
                 }
             };
-            ConnectionManager::new_with_config(redis, config).await.map(Conn::Node)
+            let manager = ConnectionManager::new_with_config(redis, config).await;
+            manager.map(Conn::Node).map_err(|e| self.connect_error(e))
         };
-        let conn = tokio::time::timeout(timeout, connect)
-            .await
-            .map_err(|_| {
-                Error::Connection(format!(
-                    "cannot reach Redis at {}: no answer within {:.3} s",
-                    self.inner.display,
-                    timeout.as_secs_f64()
-                ))
-            })?
-            .map_err(|e| self.connect_error(e))?;
+        let conn = tokio::time::timeout(timeout, connect).await.map_err(|_| {
+            Error::Connection(format!(
+                "cannot reach Redis at {}: no answer within {:.3} s",
+                self.inner.display,
+                timeout.as_secs_f64()
+            ))
+        })??;
         local.conn.store(Some(Arc::new(conn.clone())));
         Ok(conn)
     }
@@ -574,20 +562,20 @@ impl Client {
             let subscribe = async {
                 let redis = match &self.inner.target {
                     Target::Direct(redis) => redis.clone(),
-                    Target::Sentinel(sentinel) => sentinel.master().await?,
+                    Target::Sentinel(sentinel) => sentinel.master(timeout).await?,
                     Target::Cluster(cluster) => {
                         let (conn, pushes) = cluster.subscriber(timeout, command_timeout).await?;
                         return Ok(Feed::sharded(conn, pushes));
                     }
                     Target::Quorum(_) => {
-                        return Err((redis::ErrorKind::Client, "a quorum subscribes on each master").into())
+                        return Err(Error::InvalidArgument("a quorum subscribes on each master".into()))
                     }
                 };
-                Ok::<_, redis::RedisError>(Feed::plain(redis.get_async_pubsub().await?))
+                Ok::<_, Error>(Feed::plain(redis.get_async_pubsub().await?))
             };
-            Ok(tokio::time::timeout(timeout, subscribe).await.map_err(|_| {
-                Error::Connection("no answer from Redis for the wake-up subscription".into())
-            })??)
+            tokio::time::timeout(timeout, subscribe)
+                .await
+                .map_err(|_| Error::Connection("no answer from Redis for the wake-up subscription".into()))?
         };
         self.local().wakeups.clone().register(connect, channels, reader, token).await
     }
@@ -619,7 +607,7 @@ impl Client {
 
 /// How long a diagnostic probe after a failed connect may take.
 const PROBE_LIMIT: Duration = Duration::from_secs(1);
-const CREDENTIALS_REFUSED: &str = "refused the credentials";
+pub(crate) const CREDENTIALS_REFUSED: &str = "refused the credentials";
 
 /// Connect-time diagnosis: what went wrong, said with the fix.
 impl Client {
@@ -682,12 +670,14 @@ impl Client {
     /// aimed at a plain port, or a password sent to a server that has none,
     /// is told apart by one short probe. Anything else is returned as it is.
     async fn explain(&self, e: Error) -> Error {
-        let Target::Direct(redis) = &self.inner.target else {
-            return e;
+        let limit = self.inner.opts.connect_timeout.min(PROBE_LIMIT);
+        let redis = match &self.inner.target {
+            Target::Direct(redis) => redis,
+            Target::Sentinel(sentinel) => return sentinel.explain(e, limit).await,
+            Target::Cluster(_) | Target::Quorum(_) => return e,
         };
         let info = redis.get_connection_info();
         let at = &self.inner.display;
-        let limit = self.inner.opts.connect_timeout.min(PROBE_LIMIT);
         match (&e, info.addr()) {
             (Error::Connection(_), ConnectionAddr::TcpTls { host, port, .. }) => {
                 let plain = info
@@ -743,7 +733,10 @@ impl Client {
 }
 
 /// PING over a fresh connection made with `info`; `None` when it took longer than `limit`.
-async fn ping_probe(info: redis::ConnectionInfo, limit: Duration) -> Option<redis::RedisResult<String>> {
+pub(crate) async fn ping_probe(
+    info: redis::ConnectionInfo,
+    limit: Duration,
+) -> Option<redis::RedisResult<String>> {
     let probe = async {
         let client = redis::Client::open(info)?;
         let mut conn = client.get_multiplexed_async_connection().await?;
@@ -788,8 +781,17 @@ fn percent_encode(s: &str) -> String {
         .collect()
 }
 
-/// The URL with any password replaced by `***`.
+/// The URL with any password replaced by `***`: the user info's, and that
+/// of a query option named `…password` (a Sentinel URL's `sentinel_password`).
 pub fn redact(url: &str) -> String {
+    let masked;
+    let url = match url.find("password=") {
+        Some(_) => {
+            masked = redact_query(url);
+            masked.as_str()
+        }
+        None => url,
+    };
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.split('@').next_back().unwrap_or("").to_string();
     };
@@ -807,38 +809,19 @@ pub fn redact(url: &str) -> String {
     }
 }
 
-/// `host:port[,host:port…]/service[/db]`, with optional credentials for the
-/// data nodes in front (the Sentinels themselves are asked without).
-fn sentinel_target(rest: &str) -> std::result::Result<(Target, String), String> {
-    let (auth, rest) = match rest.rfind('@') {
-        Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
-        None => (None, rest),
-    };
-    let (hosts, path) = rest.split_once('/').ok_or("expected /service_name after the Sentinel addresses")?;
-    let mut path = path.split('/');
-    let service = path.next().filter(|s| !s.is_empty()).ok_or("the service (master) name is missing")?;
-    let db = match path.next() {
-        Some(db) if !db.is_empty() => db.parse::<i64>().map_err(|_| format!("bad database number {db:?}"))?,
-        _ => 0,
-    };
-    let sentinels = hosts
-        .split(',')
-        .filter(|h| !h.is_empty())
-        .map(|h| {
-            redis::Client::open(format!("redis://{h}"))
-                .map_err(|e| format!("bad Sentinel address {h:?}: {e}"))
-        })
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    if sentinels.is_empty() {
-        return Err("no Sentinel address given".into());
+/// Every `…password=VALUE` with its value (up to the next '&' or '#') replaced by `***`.
+fn redact_query(url: &str) -> String {
+    let mut out = String::with_capacity(url.len());
+    let mut rest = url;
+    while let Some(at) = rest.find("password=") {
+        let value = at + "password=".len();
+        out.push_str(&rest[..value]);
+        out.push_str("***");
+        rest = &rest[value..];
+        rest = &rest[rest.find(['&', '#']).unwrap_or(rest.len())..];
     }
-    let target = SentinelTarget {
-        sentinels,
-        service: service.to_string(),
-        node_head: format!("redis://{}", auth.map_or(String::new(), |a| format!("{a}@"))),
-        node_tail: format!("/{db}"),
-    };
-    Ok((Target::Sentinel(target), format!("redis+sentinel://{hosts}/{service}/{db}")))
+    out.push_str(rest);
+    out
 }
 
 fn describe(info: &redis::ConnectionInfo) -> String {
@@ -872,5 +855,13 @@ mod tests {
         assert_eq!(redact("redis://:s3cret/pw@h:1/0"), "redis://:***@h:1/0");
         assert_eq!(redact("redis://p@ss/w:rd%@h:1"), "redis://:***@h:1");
         assert_eq!(redact("redis://user@h:1"), "redis://user:***@h:1");
+        assert_eq!(
+            redact("rediss+sentinel://app:pw@h:1/m?sentinel_username=w&sentinel_password=s@e&x#y"),
+            "rediss+sentinel://app:***@h:1/m?sentinel_username=w&sentinel_password=***&x#y"
+        );
+        assert_eq!(
+            redact("redis+sentinel://h:1/m?sentinel_password=a/b@c"),
+            "redis+sentinel://h:1/m?sentinel_password=***"
+        );
     }
 }

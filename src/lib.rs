@@ -21,6 +21,7 @@ pub mod retry;
 pub mod rwmutex;
 pub mod scripts;
 pub mod semaphore;
+mod sentinel;
 mod server;
 mod stats;
 pub mod token;

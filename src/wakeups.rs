@@ -253,6 +253,16 @@ impl Wakeups {
         }
     }
 
+    /// The subscription's node is no longer the master: drop it, and wake
+    /// every waiter, so each retries and the next one subscribes anew.
+    pub(crate) async fn drop_subscription(self: Arc<Self>) {
+        let dropped = self.sub.lock().await.take();
+        if let Some(sub) = dropped {
+            sub.alive.store(false, Ordering::SeqCst);
+            self.wake_all();
+        }
+    }
+
     fn wake_all(&self) {
         for queue in self.waiters.lock().unwrap().values() {
             for w in queue {

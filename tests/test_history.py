@@ -273,7 +273,7 @@ def test_build_holds_joins_interleaved_workers_and_late_on_lost():
 
 
 def test_the_schedule_is_seeded_bounded_and_complete():
-    counts = default_faults(10, masters=3)
+    counts = default_faults(10, "quorum")
     assert set(counts) == set(KINDS) and all(n >= 1 for n in counts.values())
     assert set(default_faults(10)) == set(KINDS) - set(MASTER_ONLY), "one server: no master faults"
     plan = schedule(random.Random(3), 10, counts)
@@ -337,3 +337,30 @@ def test_a_lock_that_excludes_nothing_is_caught(tmp_path):
     assert example["holds"][0]["w"] != example["holds"][1]["w"]
     assert example["overlap_ms"] > 0
 
+
+
+@pytest.mark.chaos
+def test_history_through_sentinel_failovers(tmp_path):
+    """Workers through redis+sentinel:// while the nemesis runs SENTINEL FAILOVER
+    and kills the master (restarted as the new master's replica), besides
+    connection kills, SIGSTOPs and Ctrl-C. Without replica acknowledgement an
+    overlap is allowed only inside a failover's window (counted apart); every
+    other check holds as on one server: losses reported in time, fences in
+    order outside failovers, nothing left."""
+    s = run(RunConfig(scenario="sentinel-lock", duration=30, seed=211, workdir=str(tmp_path)))
+    assert s["worker_exit_codes"] == [0] * s["workers"]
+    assert s["faults"].get("failover", 0) >= 1 and s["faults"].get("master-kill", 0) >= 1, s["faults"]
+    assert s["holds_valid"] >= 30 * 30, f"too few holds: {s['holds_valid']}"
+    assert all(t < 15 for t in s["failover_s"]), s["failover_s"]
+    assert s["holder_samples"] > 0
+    assert s["anomalies"] == {}, json.dumps(s["anomaly_examples"], indent=1)
+
+
+def test_overlaps_are_allowed_only_inside_a_failover_window():
+    """The window: the failover, then a client's re-check (1 s) and the longest ttl (1 s here) and slack."""
+    faults = [{"fault": "failover", "t": 100 * MS, "t_end": 200 * MS}]
+    events = hold("s0", 1, 0, 5000, fence=1) + hold("s1", 1, 150, 160, fence=2) + hold("s3", 1, 4000, 4010, fence=3)
+    found = checker.check(history(events), faults, [], [], SLACK, 1000 * MS)
+    allowed, rest = checker.failover_overlaps(found["overlap"], faults, 1000 * MS, SLACK)
+    assert [a["holds"][1]["w"] for a in allowed] == ["s1"] and allowed[0]["type"] == "failover-overlap"
+    assert [o["holds"][1]["w"] for o in rest] == ["s3"]

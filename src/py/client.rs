@@ -31,8 +31,12 @@ use super::runtime::wait;
 ///         ``rediss://...`` (TLS; ``#insecure`` at the end skips certificate
 ///         checks), ``unix:///path/to/redis.sock?db=N``,
 ///         ``redis+sentinel://[user:password@]host:port[,host:port...]/service[/db]``
-///         (the master is asked of the Sentinels at every reconnect, so a
-///         failover is followed; the credentials are the data nodes'),
+///         (the master is asked of the Sentinels at every reconnect and every
+///         second in use, so a failover is followed; the credentials are the
+///         data nodes'), ``rediss+sentinel://...`` (TLS to the Sentinels and
+///         the data nodes); either takes the Sentinels' own ACL user as
+///         ``?sentinel_username=USER&sentinel_password=PASSWORD``
+///         (percent-encoded),
 ///         ``redis+cluster://[user:password@]host:port[,host:port...]``
 ///         (a Redis Cluster, seeded by any of its nodes;
 ///         ``rediss+cluster://`` for TLS; wake-ups use sharded pub/sub), or
@@ -50,7 +54,8 @@ use super::runtime::wait;
 ///     prefix: prepended to every key, to keep the locks of one
 ///         application apart from others. ``None`` means ``"ferrolock:"``.
 ///     ca_file: path of a PEM file of the certificate authorities to trust
-///         for a ``rediss://`` or ``rediss+cluster://`` URL; ``None`` (the default) uses the
+///         for a ``rediss://``, ``rediss+cluster://`` or ``rediss+sentinel://``
+///         URL (Sentinels and data nodes alike); ``None`` (the default) uses the
 ///         system's trusted roots.
 ///     replicas: how many replicas must acknowledge every grant (a lock,
 ///         a read or write hold, a permit, a term) and every renewal or

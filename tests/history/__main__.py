@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from .run import RunConfig, run
-from .scenarios import SCENARIOS
+from .scenarios import ALL_SCENARIOS, SCENARIOS
 
 DEFAULT_OUT = Path(__file__).resolve().parents[2] / "target" / "history-summary.json"
 
@@ -21,7 +21,8 @@ DEFAULT_OUT = Path(__file__).resolve().parents[2] / "target" / "history-summary.
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m history", description=__doc__.split("\n\n")[0])
     ap.add_argument("--duration", type=float, default=60.0, help="total seconds, shared by the scenarios")
-    ap.add_argument("--scenarios", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
+    ap.add_argument("--scenarios", nargs="+", choices=ALL_SCENARIOS, default=list(SCENARIOS),
+                    help="the single-server scenarios unless told (sentinel-lock: failovers through Sentinel)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the JSON summaries go")
     ap.add_argument("--keep", type=Path, help="keep the event logs under this directory")

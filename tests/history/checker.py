@@ -42,8 +42,10 @@ RELEASE_SOURCES = ("release", "exit", "aexit")
 EXAMPLES = 3
 LEFT_MIN_NS = 500_000_000  # still holding this long after the attempt ended: left behind
 STRAY_MIN_NS = 300_000_000  # a failed acquire's hold should go within a round trip
-STALLING = ("sigstop", "debug-sleep")  # a frozen owner cannot clean up; a stalled server cannot answer
-CUTTING = ("server-restart", "client-kill")  # a reply lost with its connection: the client cannot know
+FAILOVERS = ("failover", "master-kill")
+# A frozen owner cannot clean up; a stalled server cannot answer; in a failover nobody answers for a while.
+STALLING = ("sigstop", "debug-sleep") + FAILOVERS
+CUTTING = ("server-restart", "client-kill") + FAILOVERS  # a reply lost with its connection: the client cannot know
 IN_FLIGHT_NS = 50_000_000
 STALL_GRACE_NS = 200_000_000
 LEFT_BY_CAUSE = {"interrupted": "interrupt-left-hold", "cancelled": "cancel-left-hold", "unexpected": "error-left-hold"}
@@ -284,6 +286,31 @@ def stops_from(faults: list) -> dict:
         if f["fault"] == "sigstop" and "skipped" not in f:
             stops[f["pid"]].append((f["t"], f["t_end"]))
     return stops
+
+
+RECHECK_NS = 1_000_000_000  # how often a Sentinel client asks whether the master moved
+
+
+def failover_overlaps(found: list, faults: list, max_ttl_ns: int, slack_ns: int, t0: int = 0) -> tuple:
+    """Splits `overlap` and `fence-order` anomalies into those a failover
+    without replica acknowledgement allows, and the rest: (allowed, rest).
+    Allowed: the later hold was granted between a failover's start and its
+    end plus a client's re-check of the Sentinels and the longest ttl. In that
+    window two masters serve: a killed master's unreplicated holds are gone
+    from the promoted one, and a master demoted by SENTINEL FAILOVER keeps
+    serving the connections it has until each client asks the Sentinels
+    again (and until the Sentinel reconfigures it). Only replicas=1 with
+    replica_policy="fail" closes it; outside such a window the anomaly
+    stands."""
+    windows = fault_windows(faults, FAILOVERS, 0, RECHECK_NS + max_ttl_ns + slack_ns)
+    allowed, rest = [], []
+    for o in found:
+        start = t0 + int(o["holds"][1]["granted_ms"] * 1e6)
+        if any(a <= start <= b for a, b in windows):
+            allowed.append({**o, "type": f"failover-{o['type']}"})
+        else:
+            rest.append(o)
+    return allowed, rest
 
 
 def check(events, faults, keys, samples, slack_ns, max_ttl_ns, t0=0) -> dict:

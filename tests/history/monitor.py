@@ -28,8 +28,11 @@ QUORUM_TIMEOUT_S = 0.05  # a stopped master is skipped, not waited for
 
 class HolderMonitor:
     def __init__(self, ports: list, prefix: str, names: tuple, rw: bool):
+        """`ports`: each server's (the masters of a quorum), or a function
+        giving the current master's (a Sentinel deployment: it may move)."""
         timeout = QUORUM_TIMEOUT_S if len(ports) > 1 else 1.0
-        self.masters = [resp.Connection(port, timeout) for port in ports]
+        self.port_of = [p if callable(p) else (lambda p=p: p) for p in ports]
+        self.masters = [resp.Connection(port(), timeout) for port in self.port_of]
         self.keys = [(n, f"{prefix}{{{n}}}") for n in names]
         self.rw = rw
         self.samples: list = []  # {"t0", "t", "name", "token"}: Redis answered between t0 and t
@@ -50,6 +53,14 @@ class HolderMonitor:
 
     def _run(self) -> None:
         while not self._done.wait(INTERVAL_S):
+            try:
+                ports = [port() for port in self.port_of]
+            except (OSError, resp.RespError):
+                continue  # nobody to ask where the master is right now
+            for i, port in enumerate(ports):
+                if port != self.masters[i].port:
+                    self.masters[i].close()
+                    self.masters[i] = resp.Connection(port, self.masters[i].timeout)
             for name, key in self.keys:
                 t0 = now_ns()
                 seen = []

@@ -13,6 +13,13 @@ more kinds apply: ``master-stop`` (a master frozen past the longest ttl,
 then SIGCONT) and ``restart-empty`` (kill -9, its data deleted, and a new
 empty server on the same port once the longest ttl has passed: the delayed
 restart Redlock asks for, so the holds it had have expired everywhere).
+
+Against a Sentinel deployment (a master, a
+replica, a Sentinel), ``failover`` (SENTINEL FAILOVER) and ``master-kill``
+(kill -9 of the master, then, once the replica is promoted, the old master
+restarted as its replica); each waits for the deployment to be ready first
+(a replica in sync that the Sentinel counts), and other faults go to
+whichever node is master.
 """
 
 from __future__ import annotations
@@ -33,6 +40,10 @@ KINDS = (
     "restart-empty",
 )
 MASTER_ONLY = ("master-stop", "restart-empty")  # faults of a quorum's masters
+# With a Sentinel deployment: SENTINEL FAILOVER, and the master killed (kill -9,
+# promoted replica, the old master restarted as its replica).
+SENTINEL_KINDS = ("failover", "master-kill")
+FAILOVER_LIMIT_S = 30  # a failover, and the deployment ready for the next one
 WINDOW = (0.05, 0.8)  # faults fall in this part of the run, so the workers can recover before it ends
 DEBUG_SLEEP_S = 0.2
 HIT_HOLDER_P = 0.8
@@ -68,6 +79,7 @@ class Nemesis:
     _down: set = field(default_factory=set)
     _lasting: list = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    deployment: object = None  # a SentinelDeployment, for the failover faults
 
     def run(self, plan: list, t0_ns: int) -> None:
         try:
@@ -168,6 +180,27 @@ class Nemesis:
         thread.start()
         self._threads.append(thread)
         self._lasting.append(thread)
+
+    def _failover(self) -> None:
+        d = self.deployment
+        d.wait_for(d.ready_for_failover, FAILOVER_LIMIT_S, "a replica ready for a failover")
+        t = now_ns()
+        old = d.sentinel_failover()
+        d.wait_for(lambda: d.failover_named(old), FAILOVER_LIMIT_S, "the new master")
+        named = now_ns()
+        d.wait_for(lambda: d.failover_done(old), FAILOVER_LIMIT_S, "the failover's end")
+        self._record("failover", t, old=old, new=d.master_port(), t_named=named)
+
+    def _master_kill(self) -> None:
+        d = self.deployment
+        d.wait_for(d.ready_for_failover, FAILOVER_LIMIT_S, "a replica ready for a failover")
+        t = now_ns()
+        node = d.kill_master()
+        down = now_ns()
+        d.wait_for(lambda: d.failover_done(node.port), FAILOVER_LIMIT_S, "the replica promoted")
+        named = now_ns()
+        d.restart_as_replica(node)
+        self._record("master-kill", t, old=node.port, new=d.master_port(), t_down=down, t_named=named)
 
     def _sigstop(self) -> None:
         with self._lock:

@@ -18,7 +18,7 @@ from . import checker, resp
 from .board import Board
 from .events import now_ns, read_events
 from .monitor import HolderMonitor
-from .nemesis import KINDS, MASTER_ONLY, Nemesis, Worker, schedule
+from .nemesis import KINDS, MASTER_ONLY, SENTINEL_KINDS, Nemesis, Worker, schedule
 from .scenarios import MASTERS, NAMES
 from .summary import summarize
 from .workers import WorkerSpec, async_worker, sync_worker
@@ -32,13 +32,32 @@ FAULT_PERIOD_S = {
     "client-kill": 4, "pubsub-kill": 6, "sigstop": 8, "server-restart": 10, "debug-sleep": 6, "sigint": 2,
     "master-stop": 5, "restart-empty": 5,
 }
+# Against a Sentinel deployment: failovers (each waits for the deployment to be
+# ready, about 10 s after a SENTINEL FAILOVER), and the faults aimed at the master.
+SENTINEL_FAULT_PERIOD_S = {"failover": 16, "master-kill": 16, "client-kill": 6, "sigstop": 10, "sigint": 3}
 EXIT_GRACE_S = 20  # a worker's last attempt: acquire timeout, a long hold, the on_lost wait
-LOCK_SCENARIOS = ("lock", "fair-lock", "multi-lock", "quorum")
+LOCK_SCENARIOS = ("lock", "fair-lock", "multi-lock", "quorum", "sentinel-lock")
 
 
-def default_faults(duration: float, masters: int = 1) -> dict:
-    kinds = [k for k in FAULT_PERIOD_S if masters > 1 or k not in MASTER_ONLY]
-    return {k: max(1, round(duration / FAULT_PERIOD_S[k])) for k in kinds}
+def default_faults(duration: float, scenario: str = "lock") -> dict:
+    if scenario.startswith("sentinel"):
+        periods = SENTINEL_FAULT_PERIOD_S
+    else:
+        quorum = MASTERS.get(scenario, 1) > 1
+        periods = {k: p for k, p in FAULT_PERIOD_S.items() if quorum or k not in MASTER_ONLY}
+    return {k: max(1, round(duration / p)) for k, p in periods.items()}
+
+
+class Master:
+    """The current master of a Sentinel deployment, where the nemesis's
+    connection faults and the final scan go."""
+
+    def __init__(self, deployment):
+        self.deployment = deployment
+
+    @property
+    def port(self) -> int:
+        return self.deployment.master_port()
 
 
 @dataclass
@@ -58,12 +77,16 @@ class RunConfig:
     # Each worker under its own key prefix, so nothing excludes anything: a
     # broken lock, to show that the checker finds what it is looking for.
     isolate: bool = False
+    # Client(replicas=...) for the sentinel scenarios (0: replication unacknowledged).
+    replicas: int = 0
 
 
 def run(cfg: RunConfig) -> dict:
     masters = MASTERS.get(cfg.scenario, 1)
-    faults = cfg.faults or default_faults(cfg.duration, masters)
-    assert set(faults) <= set(KINDS), f"unknown fault kinds: {set(faults) - set(KINDS)}"
+    faults = cfg.faults or default_faults(cfg.duration, cfg.scenario)
+    sentinel = cfg.scenario.startswith("sentinel")
+    kinds = set(KINDS) - {"server-restart", "debug-sleep", "pubsub-kill"} | set(SENTINEL_KINDS) if sentinel else set(KINDS)
+    assert set(faults) <= kinds, f"unknown fault kinds for {cfg.scenario}: {set(faults) - kinds}"
     rng = random.Random(cfg.seed)
     workdir = Path(cfg.workdir or tempfile.mkdtemp(prefix="ferrolock-history-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -71,15 +94,23 @@ def run(cfg: RunConfig) -> dict:
     aof_dirs = [
         tempfile.mkdtemp(prefix="ferrolock-history-aof-", dir=SHM if SHM.is_dir() else None) for _ in range(masters)
     ]
-    servers = []
+    deployment, servers = None, []
     try:
-        servers = [RedisServer(extra=PERSIST + ("--dir", d)).start() for d in aof_dirs]
-        url = servers[0].url if masters == 1 else [s.url for s in servers]
+        if sentinel:
+            from redis_sentinel import SentinelDeployment
+
+            deployment = SentinelDeployment(down_after_ms=1500).start()  # no failover of its own under load
+            servers, url = [Master(deployment)], deployment.url()
+        else:
+            servers = [RedisServer(extra=PERSIST + ("--dir", d)).start() for d in aof_dirs]
+            url = servers[0].url if masters == 1 else [s.url for s in servers]
         specs = _specs(cfg, url, prefix, workdir, rng)
-        events_at, wall, exits, fault_log, samples, t0 = _execute(cfg, specs, servers, prefix, faults, rng)
+        events_at, wall, exits, fault_log, samples, t0 = _execute(
+            cfg, specs, servers, prefix, faults, rng, deployment
+        )
         keys = _settle([s.port for s in servers], prefix, cfg.ttl[1] + cfg.slack_s + 2.0)
     finally:
-        for s in servers:
+        for s in [deployment] if deployment else servers:
             s.close()
         for d in aof_dirs:
             shutil.rmtree(d, ignore_errors=True)
@@ -88,6 +119,18 @@ def run(cfg: RunConfig) -> dict:
     events, torn = read_events(events_at)
     max_ttl_ns = int(cfg.ttl[1] * 1e9)
     anomalies = checker.check(events, fault_log, keys, samples, int(cfg.slack_s * 1e9), max_ttl_ns, t0)
+    # Without replica acknowledgement a failover may lose a hold: allowed only
+    # when its holder was told (see checker.failover_overlaps).
+    allowed = []
+    if sentinel and not cfg.replicas:
+        for kind in ("overlap", "fence-order"):
+            if kind in anomalies:
+                ok, rest = checker.failover_overlaps(
+                    anomalies.pop(kind), fault_log, max_ttl_ns, int(cfg.slack_s * 1e9), t0
+                )
+                allowed += ok
+                if rest:
+                    anomalies[kind] = rest
     crashes = {e["w"]: e["error"] for e in events if e["ev"] == "crash"}
     failed = [
         {"type": "worker-failed", "w": s.label, "exitcode": c, "error": crashes.get(s.label)}
@@ -100,6 +143,11 @@ def run(cfg: RunConfig) -> dict:
         faults=fault_log, anomalies=anomalies, keys=keys, exits=exits, samples=samples, t0=t0,
     )
     summary["faults_scheduled"] = faults
+    summary["failover_allowed"] = {t: sum(1 for a in allowed if a["type"] == t) for t in {a["type"] for a in allowed}}
+    summary["failover_allowed_examples"] = allowed[:3]
+    summary["failover_s"] = [
+        round((f["t_named"] - f["t"]) / 1e9, 3) for f in fault_log if f["fault"] in SENTINEL_KINDS
+    ]
     if cfg.record:
         record(
             f"history-{cfg.scenario}", variant="under faults", **{k: summary[k] for k in (
@@ -121,13 +169,13 @@ def _specs(cfg, url, prefix, workdir, rng) -> list:
             index=i, label=f"{mode[0]}{i}", mode=mode, scenario=cfg.scenario, url=url,
             prefix=f"{prefix}{i}:" if cfg.isolate else prefix,
             seed=rng.randrange(2**32), log_path=str(workdir / f"worker-{i}.jsonl"), ttl=cfg.ttl, tasks=cfg.async_tasks,
-            long_every_s=cfg.long_every_s if i == 0 else None,
+            long_every_s=cfg.long_every_s if i == 0 else None, replicas=cfg.replicas,
         )
         for i, mode in enumerate(modes)
     ]
 
 
-def _execute(cfg, specs, servers, prefix, faults, rng):
+def _execute(cfg, specs, servers, prefix, faults, rng, deployment=None):
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(len(specs) + 1)
     go = ctx.Event()
@@ -143,8 +191,10 @@ def _execute(cfg, specs, servers, prefix, faults, rng):
     for p in procs:
         p.start()
     workers = [Worker(s.index, s.label, p.pid, s.mode == "sync") for s, p in zip(specs, procs)]
-    nemesis = Nemesis(servers, workers, board, random.Random(rng.random()), stop_s=cfg.ttl[1] * 1.3)
-    ports = [s.port for s in servers]
+    nemesis = Nemesis(
+        servers, workers, board, random.Random(rng.random()), stop_s=cfg.ttl[1] * 1.3, deployment=deployment
+    )
+    ports = [(lambda s=s: s.port) if deployment else s.port for s in servers]
     monitor = HolderMonitor(ports, prefix, NAMES[cfg.scenario], rw=cfg.scenario not in LOCK_SCENARIOS)
     try:
         barrier.wait(120)  # every worker connected

@@ -16,8 +16,12 @@ import ferrolock
 SCENARIOS = ("lock", "fair-lock", "rwmutex", "fair-rwmutex", "multi-lock", "quorum")
 # How many independent masters a scenario runs on (one unless named here).
 MASTERS = {"quorum": 3}
+# Through redis+sentinel:// to a master, a replica and a Sentinel, under failovers.
+SENTINEL_SCENARIOS = ("sentinel-lock",)
+ALL_SCENARIOS = SCENARIOS + SENTINEL_SCENARIOS
 NAMES = {
     "quorum": ("a", "b"),
+    "sentinel-lock": ("a", "b"),
     "lock": ("a", "b"),
     "fair-lock": ("a", "b"),
     "rwmutex": ("a", "b"),
@@ -30,7 +34,7 @@ MULTI_SUBSETS = (("a",), ("b",), ("a", "b"))
 
 def pick(scenario: str, rng: random.Random) -> tuple:
     names = NAMES[scenario]
-    if scenario in ("lock", "fair-lock"):
+    if scenario in ("lock", "fair-lock", "sentinel-lock"):
         return "lock", (rng.choice(names),)
     if scenario in ("rwmutex", "fair-rwmutex"):
         return ("write" if rng.random() < P_WRITE else "read"), (rng.choice(names),)

@@ -46,6 +46,7 @@ class WorkerSpec:
     # (None: short holds only). One worker is enough: a long hold blocks its name.
     long_every_s: tuple | None = None
     tasks: int = 2
+    replicas: int = 0  # Client(replicas=..., replica_policy="fail") when positive
 
 
 class HoldTimes:
@@ -76,7 +77,8 @@ def new_attempt(spec, rng, client, log, board, w, seq, how, blocking_timeout=Non
 
 
 def connect(spec: WorkerSpec) -> ferrolock.Client:
-    return ferrolock.Client(spec.url, prefix=spec.prefix, connect_timeout=2, command_timeout=2)
+    extra = {"replicas": spec.replicas, "replica_policy": "fail"} if spec.replicas else {}
+    return ferrolock.Client(spec.url, prefix=spec.prefix, connect_timeout=2, command_timeout=2, **extra)
 
 
 async def _settle(h) -> tuple | None:

@@ -1,0 +1,442 @@
+//! Redis Sentinel: where the master is, asked of the Sentinels at each
+//! (re)connect, the way Redis's Sentinel client guidelines describe: each
+//! Sentinel in turn answers `SENTINEL get-master-addr-by-name`, and `ROLE`
+//! confirms that the node it named is a master indeed.
+//!
+//! `redis+sentinel://` is plain TCP throughout; `rediss+sentinel://` is TLS
+//! to the Sentinels and to the data nodes, both checked against `ca_file`
+//! (or the system's roots). The credentials before the `@` are the data
+//! nodes'; the Sentinels' own, often another ACL user, are given in the
+//! query: `?sentinel_username=USER&sentinel_password=PASSWORD`.
+
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use redis::{AsyncConnectionConfig, ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo};
+
+use crate::error::Error;
+
+/// Between two rounds of asking while the master named cannot be used yet.
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// How often a client in use asks the Sentinels whether the master moved.
+pub(crate) const RECHECK: Duration = Duration::from_secs(1);
+
+/// The query keys a Sentinel URL accepts.
+const QUERY_KEYS: &str = "sentinel_username, sentinel_password";
+
+pub(crate) struct SentinelTarget {
+    /// `host:port` of each Sentinel (for messages), and how to reach it.
+    sentinels: Vec<(String, redis::Client)>,
+    service: String,
+    tls: bool,
+    /// PEM of the certificate authorities to trust, for TLS.
+    ca: Option<Vec<u8>>,
+    /// Credentials (of the data nodes) and database, for the master.
+    node: RedisConnectionInfo,
+    /// Whether the URL gives the Sentinels credentials (for messages).
+    sentinel_auth: bool,
+    /// `host:port` of the master last connected to.
+    current: Mutex<Option<String>>,
+    /// When the Sentinels are next asked whether the master moved.
+    next_check: Mutex<Instant>,
+}
+
+impl SentinelTarget {
+    /// `[user:password@]host:port[,host:port…]/service[/db][?query]`, after the
+    /// scheme. Returns the target and its description (no credentials).
+    pub(crate) fn parse(
+        rest: &str,
+        tls: bool,
+        ca: Option<Vec<u8>>,
+    ) -> Result<(SentinelTarget, String), String> {
+        let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let (auth, rest) = match rest.rfind('@') {
+            Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
+            None => (None, rest),
+        };
+        let (hosts, path) =
+            rest.split_once('/').ok_or("expected /service_name after the Sentinel addresses")?;
+        let mut path = path.split('/');
+        let service = path.next().filter(|s| !s.is_empty()).ok_or("the service (master) name is missing")?;
+        let db = match path.next() {
+            Some(db) if !db.is_empty() => {
+                db.parse::<i64>().map_err(|_| format!("bad database number {db:?}"))?
+            }
+            _ => 0,
+        };
+        if let Some(extra) = path.next() {
+            return Err(format!("unexpected {extra:?} after the database number"));
+        }
+        // The data nodes' credentials, decoded as redis-rs decodes any URL's.
+        let node = format!("redis://{}127.0.0.1/{db}", auth.map_or(String::new(), |a| format!("{a}@")))
+            .into_connection_info()
+            .map_err(|e| format!("bad credentials before the '@': {}", e.detail().unwrap_or("unparsable")))?
+            .redis_settings()
+            .clone();
+        let mut sentinel = RedisConnectionInfo::default();
+        let mut sentinel_auth = false;
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let value = percent_decode(value).ok_or_else(|| format!("bad percent-encoding in {key}"))?;
+            match key {
+                "sentinel_username" => sentinel = sentinel.set_username(value),
+                "sentinel_password" => sentinel = sentinel.set_password(value),
+                _ => return Err(format!("unknown option {key:?} in the query (known: {QUERY_KEYS})")),
+            }
+            sentinel_auth = true;
+        }
+        let scheme = if tls { "rediss" } else { "redis" };
+        let sentinels = hosts
+            .split(',')
+            .filter(|h| !h.is_empty())
+            .map(|h| {
+                let info = format!("{scheme}://{h}")
+                    .into_connection_info()
+                    .map_err(|e| format!("bad Sentinel address {h:?}: {e}"))?
+                    .set_redis_settings(sentinel.clone());
+                let client =
+                    open(info, ca.as_deref()).map_err(|e| format!("bad Sentinel address {h:?}: {e}"))?;
+                Ok((h.to_string(), client))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        if sentinels.is_empty() {
+            return Err("no Sentinel address given".into());
+        }
+        let display = format!("{scheme}+sentinel://{hosts}/{service}/{db}");
+        let target = SentinelTarget {
+            sentinels,
+            service: service.to_string(),
+            tls,
+            ca,
+            node,
+            sentinel_auth,
+            current: Mutex::default(),
+            next_check: Mutex::new(Instant::now()),
+        };
+        Ok((target, display))
+    }
+
+    /// The master, asked of each Sentinel in turn, within `timeout`. While a
+    /// Sentinel answers but the node it names cannot be reached or is not a
+    /// master yet (a failover under way), it asks again every 100 ms, as
+    /// Redis's Sentinel client guidelines advise; when no Sentinel answers at
+    /// all it gives up at once. An answer that retrying cannot cure
+    /// (credentials refused, an unknown service) is reported rather than a
+    /// Sentinel that was merely down.
+    pub(crate) async fn master(&self, timeout: Duration) -> Result<redis::Client, Error> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let config = AsyncConnectionConfig::new()
+                .set_connection_timeout(Some(left))
+                .set_response_timeout(Some(left));
+            let mut last = None;
+            let mut answered = false;
+            for (addr, sentinel) in &self.sentinels {
+                match self.ask(addr, sentinel, &config).await {
+                    Ok(master) => return Ok(master),
+                    Err(Asked::Refused(e)) => return Err(e),
+                    Err(Asked::SentinelDown(e)) => last = last.or(Some(e)),
+                    Err(Asked::MasterDown(e)) => {
+                        answered = true;
+                        last = Some(e);
+                    }
+                }
+            }
+            let e = last.unwrap_or_else(|| Error::Connection("no Sentinel configured".into()));
+            if !answered || Instant::now() + RETRY_PAUSE >= deadline {
+                return Err(e);
+            }
+            log::debug!("no master for {:?} yet ({e}); asking the Sentinels again", self.service);
+            tokio::time::sleep(RETRY_PAUSE).await;
+        }
+    }
+
+    async fn ask(
+        &self,
+        addr: &str,
+        sentinel: &redis::Client,
+        config: &AsyncConnectionConfig,
+    ) -> Result<redis::Client, Asked> {
+        let mut conn = sentinel
+            .get_multiplexed_async_connection_with_config(config)
+            .await
+            .map_err(|e| Asked::from_sentinel(self.sentinel_error(addr, e)))?;
+        let named: Option<(String, u16)> = redis::cmd("SENTINEL")
+            .arg("get-master-addr-by-name")
+            .arg(&self.service)
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| Asked::from_sentinel(self.sentinel_error(addr, e)))?;
+        let Some((host, port)) = named else {
+            let known: redis::RedisResult<Vec<std::collections::HashMap<String, String>>> =
+                redis::cmd("SENTINEL").arg("MASTERS").query_async(&mut conn).await;
+            let known = match known {
+                Ok(masters) => {
+                    let names: Vec<&str> =
+                        masters.iter().filter_map(|m| m.get("name")).map(String::as_str).collect();
+                    format!(
+                        " (it monitors: {})",
+                        if names.is_empty() { "none".into() } else { names.join(", ") }
+                    )
+                }
+                Err(_) => String::new(),
+            };
+            return Err(Asked::Refused(Error::Configuration(format!(
+                "the Sentinel at {addr} monitors no master named {:?}{known}: put the name given to `sentinel \
+                 monitor NAME host port quorum` in the Sentinel's configuration after the addresses in the URL",
+                self.service
+            ))));
+        };
+        let host = if host.contains(':') { format!("[{host}]") } else { host };
+        let at = format!("{host}:{port}");
+        let scheme = if self.tls { "rediss" } else { "redis" };
+        let info = format!("{scheme}://{at}")
+            .into_connection_info()
+            .map_err(|e| {
+                Asked::MasterDown(Error::Connection(format!(
+                    "the Sentinel at {addr} named a bad master address {at}: {e}"
+                )))
+            })?
+            .set_redis_settings(self.node.clone());
+        let master = open(info, self.ca.as_deref()).map_err(|e| Asked::from_master(Error::from(e)))?;
+        let mut conn = master
+            .get_multiplexed_async_connection_with_config(config)
+            .await
+            .map_err(|e| Asked::from_master(master_error(&at, e)))?;
+        let role: Vec<redis::Value> = redis::cmd("ROLE")
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| Asked::from_master(master_error(&at, e)))?;
+        match role.first().map(redis::from_redis_value_ref::<String>) {
+            Some(Ok(r)) if r == "master" => {
+                *self.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(at);
+                Ok(master)
+            }
+            _ => Err(Asked::MasterDown(Error::Connection(format!(
+                "the node {at} the Sentinel at {addr} named is not a master (yet): a failover may be under way"
+            )))),
+        }
+    }
+
+    /// Whether it is time to ask the Sentinels again whether the master
+    /// moved (at most once every `RECHECK`); the caller then calls `moved`.
+    pub(crate) fn recheck_due(&self) -> bool {
+        let mut next = self.next_check.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        if now < *next {
+            return false;
+        }
+        *next = now + RECHECK;
+        true
+    }
+
+    /// Whether the first Sentinel that answers names another master than
+    /// the one connected to. A demoted master keeps serving the connections
+    /// it has until its Sentinel reconfigures it, which the Sentinel does on
+    /// its own timer (its INFO period, 10 s) after a `SENTINEL FAILOVER`:
+    /// asking is how a client leaves it sooner.
+    pub(crate) async fn moved(&self, timeout: Duration) -> bool {
+        let Some(current) = self.current.lock().unwrap_or_else(PoisonError::into_inner).clone() else {
+            return false;
+        };
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(Some(timeout));
+        for (_, sentinel) in &self.sentinels {
+            let Ok(mut conn) = sentinel.get_multiplexed_async_connection_with_config(&config).await else {
+                continue;
+            };
+            let named: redis::RedisResult<Option<(String, u16)>> = redis::cmd("SENTINEL")
+                .arg("get-master-addr-by-name")
+                .arg(&self.service)
+                .query_async(&mut conn)
+                .await;
+            if let Ok(Some((host, port))) = named {
+                let host = if host.contains(':') { format!("[{host}]") } else { host };
+                return format!("{host}:{port}") != current;
+            }
+        }
+        false
+    }
+
+    /// What a Sentinel's refusal means, and what to change.
+    fn sentinel_error(&self, addr: &str, e: redis::RedisError) -> Error {
+        let given = if self.sentinel_auth { "the URL gives" } else { "the URL gives none" };
+        if e.kind() == redis::ErrorKind::AuthenticationFailed || matches!(e.code(), Some("WRONGPASS")) {
+            return Error::Configuration(format!(
+                "the Sentinel at {addr} refused the credentials ({given}): check sentinel_username and \
+                 sentinel_password in the URL's query (the Sentinel's requirepass, or its `user` lines); \
+                 the user name and password before the '@' are the data nodes', not the Sentinels'"
+            ));
+        }
+        if e.code() == Some("NOAUTH") {
+            return Error::Configuration(format!(
+                "the Sentinel at {addr} needs a password (NOAUTH Authentication required), and {given}: add \
+                 ?sentinel_password=PASSWORD to the URL (&sentinel_username=USER too for an ACL user); the \
+                 credentials before the '@' are the data nodes', not the Sentinels'"
+            ));
+        }
+        if e.code() == Some("NOPERM") {
+            return Error::Configuration(format!(
+                "the Sentinel at {addr} does not let this user ask for the master ({}): allow it \
+                 SENTINEL GET-MASTER-ADDR-BY-NAME (+sentinel|get-master-addr-by-name)",
+                e.detail().unwrap_or("NOPERM")
+            ));
+        }
+        match Error::from(e) {
+            Error::Connection(m) | Error::Redis(m) => {
+                Error::Connection(format!("{m} (the Sentinel at {addr})"))
+            }
+            other => other,
+        }
+    }
+
+    /// A first connection that failed for want of a Sentinel, looked at
+    /// once more: a Sentinel that answers in the other mode (TLS where the
+    /// URL says plain, or plain where it says TLS) is a setting to change.
+    pub(crate) async fn explain(&self, e: Error, limit: Duration) -> Error {
+        if !matches!(e, Error::Connection(_)) {
+            return e;
+        }
+        for (addr, sentinel) in &self.sentinels {
+            let (ConnectionAddr::TcpTls { host, port, .. } | ConnectionAddr::Tcp(host, port)) =
+                sentinel.get_connection_info().addr()
+            else {
+                continue;
+            };
+            let other = if self.tls {
+                ConnectionAddr::Tcp(host.clone(), *port)
+            } else {
+                ConnectionAddr::TcpTls { host: host.clone(), port: *port, insecure: true, tls_params: None }
+            };
+            let probe = sentinel.get_connection_info().clone().set_addr(other);
+            match crate::client::ping_probe(probe, limit).await {
+                Some(Ok(_)) => {}
+                Some(Err(p)) if p.code().is_some() => {}
+                _ => continue,
+            }
+            return Error::Configuration(if self.tls {
+                format!(
+                    "the Sentinel at {addr} answers plain Redis, not TLS, so the TLS handshake failed: use \
+                     redis+sentinel:// for these Sentinels, or the port they serve TLS on (their tls-port)"
+                )
+            } else {
+                format!(
+                    "the Sentinel at {addr} answers TLS only: use rediss+sentinel:// (with ca_file if its \
+                     certificate is signed by your own authority), or the Sentinel's plain port"
+                )
+            });
+        }
+        e
+    }
+}
+
+/// Why one Sentinel gave no usable master.
+enum Asked {
+    /// A setting to change (credentials, the service name): asking again will not help.
+    Refused(Error),
+    /// The Sentinel could not be reached.
+    SentinelDown(Error),
+    /// The Sentinel answered, but the node it named is unreachable or not a master yet.
+    MasterDown(Error),
+}
+
+impl Asked {
+    fn from_sentinel(e: Error) -> Asked {
+        match e {
+            Error::Configuration(_) => Asked::Refused(e),
+            _ => Asked::SentinelDown(e),
+        }
+    }
+
+    fn from_master(e: Error) -> Asked {
+        match e {
+            Error::Configuration(_) => Asked::Refused(e),
+            _ => Asked::MasterDown(e),
+        }
+    }
+}
+
+/// The master refused or failed: its credentials are the URL's user info.
+fn master_error(at: &str, e: redis::RedisError) -> Error {
+    if e.kind() == redis::ErrorKind::AuthenticationFailed || matches!(e.code(), Some("WRONGPASS")) {
+        return Error::Configuration(format!(
+            "the master {at} the Sentinels named {} the data nodes' credentials: the user name or password \
+             before the '@' in the URL is wrong, or the user is disabled; check them (the node's requirepass, \
+             or ACL LIST)",
+            crate::client::CREDENTIALS_REFUSED
+        ));
+    }
+    if e.code() == Some("NOAUTH") {
+        return Error::Configuration(format!(
+            "the master {at} the Sentinels named needs a password (NOAUTH), and the URL gives none: put the \
+             data nodes' credentials before the '@', as redis+sentinel://USER:PASSWORD@host:port/service"
+        ));
+    }
+    match Error::from(e) {
+        Error::Connection(m) | Error::Redis(m) => Error::Connection(format!("{m} (the master {at})")),
+        other => other,
+    }
+}
+
+/// A redis-rs client for `info`, trusting `ca` for TLS when given.
+fn open(info: redis::ConnectionInfo, ca: Option<&[u8]>) -> redis::RedisResult<redis::Client> {
+    match (ca, info.addr()) {
+        (Some(pem), ConnectionAddr::TcpTls { .. }) => redis::Client::build_with_tls(
+            info,
+            redis::TlsCertificates { client_tls: None, root_cert: Some(pem.to_vec()) },
+        ),
+        _ => redis::Client::open(info),
+    }
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sentinel_urls() {
+        let (t, display) = SentinelTarget::parse(
+            "app:p%40ss@h1:1,h2:2/mymaster/3?sentinel_username=w&sentinel_password=a%26b",
+            true,
+            None,
+        )
+        .unwrap();
+        assert_eq!(display, "rediss+sentinel://h1:1,h2:2/mymaster/3");
+        assert_eq!(t.sentinels.len(), 2);
+        assert_eq!((t.node.username(), t.node.password(), t.node.db()), (Some("app"), Some("p@ss"), 3));
+        let s = t.sentinels[0].1.get_connection_info();
+        assert!(matches!(s.addr(), ConnectionAddr::TcpTls { .. }));
+        assert_eq!((s.redis_settings().username(), s.redis_settings().password()), (Some("w"), Some("a&b")));
+        let (t, _) = SentinelTarget::parse("h:1/m", false, None).unwrap();
+        assert!(
+            t.node.password().is_none()
+                && t.sentinels[0].1.get_connection_info().redis_settings().password().is_none()
+        );
+        assert!(matches!(t.sentinels[0].1.get_connection_info().addr(), ConnectionAddr::Tcp(..)));
+        for bad in
+            ["h:1", "/m", "h:1/m/x", "h:1/m/0/9", "h:1/m?sentinel_pasword=x", "h:1/m?sentinel_password=%zz"]
+        {
+            assert!(SentinelTarget::parse(bad, false, None).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,231 @@
+"""Sentinel failovers with a holder and a waiter, plain and over TLS with ACL
+users: `SENTINEL FAILOVER` (the old master demoted, its data replicated
+first) and the master killed with SIGKILL. The holder either renews on the
+new master or is told it lost the lock, never silently holding; a waiter
+blocked across the failover is woken by pub/sub on the new master when the
+holder releases there. Each run records how long the failover took, from
+the fault to the first acquire that landed on the new master, in
+target/sentinel-failover-times.jsonl (docs/reliability.md quotes them)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import ferrolock
+from ferrolock import Retry
+from helpers import LostProbe
+from redis_sentinel import SentinelDeployment
+
+TIMES = Path(__file__).resolve().parents[1] / "target" / "sentinel-failover-times.jsonl"
+SLOW = Retry.fixed(30.0)  # polling alone would take the holder's whole ttl: only a wake-up is fast
+TTL = 6.0
+
+pytestmark = pytest.mark.skipif(shutil.which("redis-sentinel") is None, reason="redis-sentinel not installed")
+
+
+@pytest.fixture(params=["plain", "tls-acl"])
+def deployment(request):
+    tls = request.param == "tls-acl"
+    d = SentinelDeployment(tls=tls, acl=tls).start()
+    yield d
+    d.close()
+
+
+def connect(d: SentinelDeployment, prefix: str) -> ferrolock.Client:
+    return ferrolock.Client(d.url(), ca_file=d.ca_file, prefix=prefix, connect_timeout=5, command_timeout=2)
+
+
+class Events:
+    """The LockEvents of this process, with the monotonic time they arrived."""
+
+    def __init__(self):
+        self.seen: list = []
+        self.cond = threading.Condition()
+
+    def __call__(self, event) -> None:
+        with self.cond:
+            self.seen.append((time.monotonic(), event.kind, event.detail, event.names))
+            self.cond.notify_all()
+
+    def wait(self, predicate, timeout: float) -> bool:
+        with self.cond:
+            return self.cond.wait_for(lambda: any(predicate(*e) for e in self.seen), timeout)
+
+
+@pytest.fixture
+def events():
+    e = Events()
+    ferrolock.add_listener(e)
+    yield e
+    ferrolock.remove_listener(e)
+
+
+def fault(d: SentinelDeployment, kind: str) -> int:
+    """Injects the fault; returns the old master's port."""
+    if kind == "failover":
+        return d.sentinel_failover()
+    return d.kill_master().port
+
+
+def first_acquire_on_new_master(d: SentinelDeployment, client: ferrolock.Client, prefix: str, old: int,
+                                since: float, limit: float = 30) -> float:
+    """Seconds from `since` to the first acquire (each on a fresh name) whose
+    hold is on a node other than the old master."""
+    deadline = since + limit
+    for i in range(100_000):
+        assert time.monotonic() < deadline, "no acquire reached the new master in time"
+        lock = client.lock(f"probe{i}", ttl=5)
+        try:
+            ok = lock.acquire(blocking=False)
+        except ferrolock.LockError:
+            time.sleep(0.01)  # the failover is under way: try again shortly
+            continue
+        at = time.monotonic()
+        if ok and granted_by_new_master(d, old, f"{prefix}{{probe{i}}}"):
+            return at - since
+        time.sleep(0.01)  # still on the old master (not demoted yet): try again
+    raise AssertionError("unreachable")
+
+
+def granted_by_new_master(d: SentinelDeployment, old: int, key: str) -> bool:
+    """Whether `key` was written on the promoted node: it has the key and is a
+    master, and the old master lacks it or is a replica now (before the
+    promotion the replica holds a copy of the old master's keys; after it,
+    the old master, until demoted, replicates nothing from the new one)."""
+    new = next(n for n in d.nodes if n.port != old)
+    old_node = d.node(old)
+    try:
+        if d.role(new) != "master" or new("EXISTS", key) != 1:
+            return False
+    except OSError:
+        return False
+    if d.role(old_node) != "master":
+        return True
+    try:
+        return old_node("EXISTS", key) == 0
+    except OSError:
+        return True
+
+
+def record(**fields) -> None:
+    TIMES.parent.mkdir(parents=True, exist_ok=True)
+    with TIMES.open("a") as f:
+        f.write(json.dumps({"at": time.strftime("%Y-%m-%dT%H:%M:%S"), **fields}) + "\n")
+
+
+@pytest.mark.parametrize("kind", ["failover", "kill"])
+def test_a_holder_and_a_waiter_ride_out_a_failover(deployment, kind, prefix, events):
+    d = deployment
+    holder_client, waiter_client, prober = (connect(d, prefix) for _ in range(3))
+    lost = LostProbe()
+    holder = holder_client.lock("job", ttl=TTL, on_lost=lost)
+    assert holder.acquire()
+    fence = holder.fence
+    key = f"{prefix}{{job}}"
+    # Replicated before the fault, so the hold survives it (the hold that
+    # does not is test_sentinel.py's asynchronous-failover test).
+    d.wait_for(lambda: d.replica("HGET", key, "token") == holder.token, 5, "the hold replicated")
+
+    waiter = waiter_client.lock("job", ttl=TTL, retry=SLOW)
+    got: dict = {}
+
+    def wait() -> None:
+        got["ok"] = waiter.acquire(timeout=60)
+        got["at"] = time.monotonic()
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    try:
+        channel = f"{key}:wake"
+        # The waiter's subscription, seen on the server: nothing in this process to await.
+        d.wait_for(lambda: channel in d.master("PUBSUB", "CHANNELS", f"{prefix}*"), 5, "the waiter subscribed")
+
+        t_fault = time.monotonic()
+        old = fault(d, kind)
+        took = first_acquire_on_new_master(d, prober, prefix, old, t_fault)
+        d.wait_for(lambda: d.failover_named(old), 30, "the Sentinel to name the new master")
+        new = d.node(d.master_port())
+
+        # The holder renews on the new master (its hold was replicated), and is
+        # not lost; had it been, it would have been told (on_lost, lost).
+        assert events.wait(lambda t, k, _d, n: k == "renewed" and n == ("job",) and t > t_fault + took, 3 * TTL), \
+            "the holder never renewed on the new master"
+        assert new("HGET", key, "token") == holder.token
+        assert not holder.lost and lost.calls == 0
+
+        # The waiter follows: subscribed on the new master (at its next attempt,
+        # or when the old master's connections are cut), still waiting.
+        d.wait_for(lambda: channel in new("PUBSUB", "CHANNELS", f"{prefix}*"), 3 * TTL, "the waiter to resubscribe")
+        assert "ok" not in got
+        released = time.monotonic()
+        holder.release()
+        thread.join(10)
+        assert got.get("ok") is True
+        woken_after = got["at"] - released
+        # Polling would have waited out the holder's ttl (the retry's 30 s is longer).
+        assert woken_after < 1.0, f"the waiter took {woken_after:.3f} s after the release"
+        assert events.wait(
+            lambda t, k, det, n: k == "woken" and det == "pubsub" and n == ("job",) and released <= t, 2
+        ), "the waiter was not woken by pub/sub"
+        assert new("HGET", key, "token") == waiter.token
+        assert waiter.fence > fence
+        waiter.release()
+    finally:
+        if thread.is_alive():
+            holder_client.force_release("job")
+            thread.join(10)
+    record(fault=kind, tls=d.tls, acl=d.acl, first_acquire_s=round(took, 3),
+           waiter_woken_after_release_s=round(woken_after, 4))
+
+
+@pytest.mark.parametrize("kind", ["failover", "kill"])
+def test_with_replicas_1_no_two_valid_holds_across_a_failover(deployment, kind, prefix, events):
+    """With replicas=1 and replica_policy="fail" a grant or renewal counts only
+    once a replica has it, so the promoted replica has every valid hold: a
+    second holder is granted only after the first one's hold ended (released,
+    or reported lost before the second grant)."""
+    d = deployment
+    opts = dict(ca_file=d.ca_file, prefix=prefix, connect_timeout=5, command_timeout=2,
+                replicas=1, replica_timeout=0.5, replica_policy="fail")
+    first_client, second_client = ferrolock.Client(d.url(), **opts), ferrolock.Client(d.url(), **opts)
+    lost = LostProbe()
+    first = first_client.lock("job", ttl=3.0, on_lost=lost)
+    assert first.acquire()
+    fence = first.fence
+    assert d.replica("HGET", f"{prefix}{{job}}", "token") == first.token  # acknowledged by the replica
+    if kind == "failover":
+        old = d.sentinel_failover()
+    else:
+        killed = d.kill_master()
+        old = killed.port
+        d.wait_for(lambda: d.failover_done(old), 30, "the replica promoted")
+        d.restart_as_replica(killed)  # so that the new master has a replica to acknowledge
+    second = second_client.lock("job", ttl=3.0)
+    for _ in range(3):
+        try:
+            taken = second.acquire(timeout=10)
+            break
+        except ferrolock.LockNotReplicated:
+            # The promoted master has no replica until the old one rejoins as
+            # its replica: a grant nobody acknowledges is refused, as asked.
+            d.wait_for(d.ready_for_failover, 30, "a replica in sync with the new master")
+    else:
+        raise AssertionError("no replica acknowledged a grant after the failover")
+    if taken:
+        granted = time.monotonic()
+        # The first hold ended in the failover: its holder was told, before.
+        assert first.lost and lost.at is not None and lost.at <= granted, "two valid holds at once"
+    else:
+        # The first holder kept its hold through the failover, renewed on the new master.
+        assert not first.lost and lost.calls == 0
+        first.release()
+        assert second.acquire(timeout=5)
+    assert second.fence > fence
+    second.release()
+    d.wait_for(lambda: d.failover_named(old), 30, "the Sentinel to name the new master")
