@@ -169,6 +169,14 @@ bench: redis build-dev
 	$(PY) -m pip install -q -r $(BENCH_REQS)
 	$(PY) benches/bench.py $(BENCH_ARGS)
 
+# `make bench-scale`: lock throughput over many names and client processes, on one
+# redis-server and on a 3-master Redis Cluster, beside a SET/DEL floor, with each
+# server's and the clients' CPU (benches/scale.py; BENCH_ARGS=--quick for a short run).
+.PHONY: bench-scale
+bench-scale: redis build-dev
+	$(PY) -m pip install -q -r $(BENCH_REQS)
+	$(PY) benches/scale.py $(BENCH_ARGS)
+
 # `make chaos DURATION=600`: the history checker under faults (tests/history).
 # Workers take locks in each scenario (lock, fair-lock, rwmutex, fair-rwmutex,
 # multi-lock) while a nemesis kills connections, freezes workers past their

@@ -393,8 +393,18 @@ def write_report(res: dict, args: argparse.Namespace, out: Path, png: Path) -> s
     if res.get("errors"):
         md += ["## Errors", ""] + [f"- {e}" for e in res["errors"]] + [""]
     text = "\n".join(md)
+    # The sections of other benches (primitives.py, scale.py), written from
+    # their own runs, follow a marker in the report: keep them.
+    if out.exists():
+        previous = out.read_text()
+        at = previous.find(KEPT)
+        if at != -1:
+            text = text.rstrip("\n") + "\n\n" + previous[at:]
     out.write_text(text)
     return text
+
+
+KEPT = "<!-- Sections from other benches (benches/primitives.py, benches/scale.py): bench.py keeps them. -->"
 
 
 def chart(res: dict, png: Path) -> None:

@@ -11,6 +11,10 @@ use redis::cluster_async::ClusterConnection;
 use redis::{PushInfo, TlsCertificates};
 use tokio::sync::mpsc::UnboundedReceiver;
 
+/// The shortest and longest pause (ms) before the connection retries a
+/// command inside itself (after CLUSTERDOWN, TRYAGAIN, a slot not found).
+const RETRY_WAIT_MS: (u64, u64) = (10, 100);
+
 /// Where a Cluster is (its seed nodes) and how to reach it.
 pub(crate) struct ClusterTarget {
     /// One URL per seed node, credentials included.
@@ -53,12 +57,16 @@ impl ClusterTarget {
     }
 
     fn builder(&self, connect_timeout: Duration, command_timeout: Duration) -> ClusterClientBuilder {
-        // Few retries inside the connection: callers (the watchdog, acquire
-        // loops) retry on their own schedule, so a dead node is reported soon.
+        // Few retries inside the connection, and short pauses between them
+        // (redis-rs waits 1.28 s at least by default): callers (the watchdog,
+        // acquire loops) retry on their own schedule, so a dead node is
+        // reported soon, and a promoted replica is found within a pause.
         let builder = ClusterClientBuilder::new(self.nodes.clone())
             .connection_timeout(connect_timeout)
             .response_timeout(command_timeout)
-            .retries(2);
+            .retries(2)
+            .min_retry_wait(RETRY_WAIT_MS.0)
+            .max_retry_wait(RETRY_WAIT_MS.1);
         match &self.certs {
             Some(certs) => builder.certs(certs.clone()),
             None => builder,

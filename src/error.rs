@@ -55,6 +55,12 @@ impl From<redis::RedisError> for Error {
             Error::Connection(format!("Redis is still loading its data after a restart: {e}"))
         } else if code == "READONLY" || code == "MASTERDOWN" {
             Error::Connection(format!("Redis node cannot take writes (a failover may be under way): {e}"))
+        } else if matches!(code, "CLUSTERDOWN" | "TRYAGAIN" | "MOVED" | "ASK") {
+            // Still so after the connection's own retries: the slot has no
+            // master that answers yet.
+            Error::Connection(format!(
+                "the Redis Cluster cannot serve this slot now (a failover or a slot move may be under way): {e}"
+            ))
         } else if e.is_timeout() {
             Error::Connection(format!("Redis did not answer in time: {e}"))
         } else if e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() {
@@ -64,5 +70,24 @@ impl From<redis::RedisError> for Error {
         } else {
             Error::Redis(format!("Redis error: {e}"))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cluster_slot_without_a_serving_master_is_a_connection_error() {
+        for code in ["CLUSTERDOWN", "TRYAGAIN", "MOVED", "ASK", "MASTERDOWN", "READONLY", "LOADING"] {
+            let parsed = redis::parse_redis_value(format!("-{code} 1 127.0.0.1:7000\r\n").as_bytes())
+                .and_then(redis::Value::extract_error)
+                .expect_err("an error reply");
+            assert_eq!(parsed.code(), Some(code));
+            assert!(matches!(Error::from(parsed), Error::Connection(_)), "{code}");
+        }
+        let wrongtype =
+            redis::parse_redis_value(b"-WRONGTYPE not a hash\r\n").and_then(redis::Value::extract_error);
+        assert!(matches!(Error::from(wrongtype.unwrap_err()), Error::Redis(_)));
     }
 }

@@ -240,6 +240,7 @@ impl Lock {
         };
         let mut attempts = Attempts::default();
         let mut waiting = Waiting { registration: None, subscribe: wait != Wait::No };
+        let mut outage = Outage::default();
         loop {
             undo.pending = true;
             let will_wait = wait != Wait::No;
@@ -247,7 +248,21 @@ impl Lock {
             let obtain =
                 self.mode.obtain(&self.client, &token, self.opts.ttl, metadata, will_wait, number, ours);
             let (answer, unacknowledged) = replication::noting(obtain).await;
-            match answer? {
+            let answer = match answer {
+                Ok(answer) => {
+                    outage.over();
+                    answer
+                }
+                Err(e) => {
+                    // The attempt may have run (a timeout): the token is
+                    // still this acquire's, and the next attempt re-enters
+                    // it; the guard undoes it if the acquire gives up.
+                    let pause = outage.ride(&e, &self.client, wait).ok_or(e)?;
+                    tokio::time::sleep(pause).await;
+                    continue;
+                }
+            };
+            match answer {
                 Obtain::Taken { fence } => {
                     let kept = self.client.options().replication.policy == Policy::Warn;
                     if let Some(shortfall) = unacknowledged.filter(|_| !kept) {
@@ -271,6 +286,7 @@ impl Lock {
                     return Ok(true);
                 }
                 Obtain::Busy { pttl_ms } => {
+                    outage.busy(pttl_ms);
                     undo.pending = will_wait && self.mode.leaves_intent();
                     let delay = match self.opts.retry.delay(attempts.failed()) {
                         Some(d) if !wait.expired() => d,
@@ -671,6 +687,61 @@ struct Waiting {
     subscribe: bool,
 }
 
+/// A waiter riding through a Redis Cluster failover. An attempt that fails
+/// because its slot's master cannot be reached or cannot serve (killed, being
+/// replaced, CLUSTERDOWN) is tried again, after a short pause, instead of
+/// ending the acquire, as long as the hold it waits behind could still be
+/// valid (its ttl left at the last busy answer), and for at least a connect
+/// plus a command timeout from the first failure; never past the acquire's
+/// deadline. Only a waiter rides through: an acquire whose first attempt
+/// fails reports the error at once, as on a single node.
+#[derive(Default)]
+struct Outage {
+    /// When the last busy answer came, and the holder's ttl left then.
+    busy: Option<(Instant, i64)>,
+    /// Since the first failing attempt: until when to keep trying, and the next pause.
+    riding: Option<(Instant, Duration)>,
+}
+
+impl Outage {
+    const FIRST_PAUSE: Duration = Duration::from_millis(10);
+    const LONGEST_PAUSE: Duration = Duration::from_millis(200);
+
+    fn busy(&mut self, pttl_ms: i64) {
+        self.busy = Some((Instant::now(), pttl_ms));
+    }
+
+    fn over(&mut self) {
+        self.riding = None;
+    }
+
+    /// The pause before trying again after `e`, or `None` to give up with it.
+    fn ride(&mut self, e: &Error, client: &Client, wait: Wait) -> Option<Duration> {
+        if !client.is_cluster() || !matches!(e, Error::Connection(_)) {
+            return None;
+        }
+        let now = Instant::now();
+        let (until, pause) = if let Some(riding) = self.riding {
+            riding
+        } else {
+            let (at, pttl_ms) = self.busy?;
+            let opts = client.options();
+            let holder = at + Duration::from_millis(pttl_ms.max(0) as u64);
+            let mut until = holder.max(now + opts.connect_timeout + opts.command_timeout);
+            if let Wait::Until(deadline) = wait {
+                until = until.min(deadline);
+            }
+            log::info!("{e}; waiting until the Cluster serves the lock again (a failover may be under way)");
+            (until, Self::FIRST_PAUSE)
+        };
+        if now >= until {
+            return None;
+        }
+        self.riding = Some((until, (pause * 2).min(Self::LONGEST_PAUSE)));
+        Some(pause.min(until - now))
+    }
+}
+
 /// Undoes, in the background, what a dropped acquire may have left in Redis.
 struct Undo {
     client: Client,
@@ -789,4 +860,55 @@ pub(crate) fn validate(names: &[String], opts: &LockOptions, token: Option<&str>
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::ClientOptions;
+
+    fn client(url: &str) -> Client {
+        let opts = ClientOptions {
+            url: url.into(),
+            connect_timeout: Duration::from_millis(100),
+            command_timeout: Duration::from_millis(100),
+            ..ClientOptions::default()
+        };
+        Client::new(opts).unwrap()
+    }
+
+    #[test]
+    fn a_cluster_waiter_rides_through_a_failover_for_as_long_as_the_hold_it_waits_on() {
+        let cluster = client("redis+cluster://127.0.0.1:7000");
+        let down = Error::Connection("cannot reach Redis".into());
+        let mut outage = Outage::default();
+        assert_eq!(
+            outage.ride(&down, &cluster, Wait::Forever),
+            None,
+            "not a waiter yet: the error is reported"
+        );
+        outage.busy(400);
+        let pauses: Vec<_> = (0..6).map(|_| outage.ride(&down, &cluster, Wait::Forever).unwrap()).collect();
+        assert_eq!(pauses[0], Outage::FIRST_PAUSE);
+        assert!(pauses.windows(2).all(|w| w[1] >= w[0]) && pauses[5] == Outage::LONGEST_PAUSE, "{pauses:?}");
+        let other = Error::Redis("WRONGTYPE".into());
+        assert_eq!(outage.ride(&other, &cluster, Wait::Forever), None, "not a failover: reported");
+        std::thread::sleep(Duration::from_millis(410));
+        assert_eq!(outage.ride(&down, &cluster, Wait::Forever), None, "the hold it waited on has expired");
+
+        // At least a connect plus a command timeout, never past the deadline.
+        let mut outage = Outage::default();
+        outage.busy(0);
+        let deadline = Instant::now() + Duration::from_millis(50);
+        assert!(outage.ride(&down, &cluster, Wait::Until(deadline)).is_some());
+        std::thread::sleep(Duration::from_millis(60));
+        assert_eq!(outage.ride(&down, &cluster, Wait::Until(deadline)), None);
+        outage.over();
+        assert!(outage.ride(&down, &cluster, Wait::Forever).is_some(), "a new outage after an answer");
+
+        let node = client("redis://127.0.0.1:6379/0");
+        let mut outage = Outage::default();
+        outage.busy(10_000);
+        assert_eq!(outage.ride(&down, &node, Wait::Forever), None, "a single node reports it at once");
+    }
 }
