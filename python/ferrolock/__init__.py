@@ -79,6 +79,8 @@ class Client(_Client):
     asks for TLS, a Redis older than 6.2, or older than 7.2 with
     ``replica_fsync=True``) raises :class:`LockConfigurationError` saying what
     to change; one that cannot be reached in time, :class:`LockConnectionError`.
+    ``url`` may also be a list of URLs of independent masters: a quorum, on
+    which a lock is held while a majority of them hold it (Redlock).
     With ``replicas=N``, every grant and renewal waits until N replicas
     acknowledge it (``WAIT``), and ``replica_policy`` says what happens when
     they do not in time (``"fail"``: :class:`LockNotReplicated`, nothing left
