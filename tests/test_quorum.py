@@ -91,6 +91,11 @@ def test_a_majority_holds_and_excludes_everyone_else(masters):
     assert b.inspect("job") is None
     with b.lock("job"):
         pass
+    stuck = a.lock("stuck", ttl=30)
+    stuck.acquire()
+    assert b.force_release("stuck") is True  # an operator's recovery, on every master
+    assert masters.holders("stuck") == [None] * 3 and b.force_release("stuck") is False
+    assert stuck.lost is False  # told at its next renewal, as on one server
 
 
 def test_a_minority_holding_another_token_is_not_the_holder(masters):

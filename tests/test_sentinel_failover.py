@@ -194,6 +194,7 @@ def test_with_replicas_1_no_two_valid_holds_across_a_failover(deployment, kind, 
     opts = dict(ca_file=d.ca_file, prefix=prefix, connect_timeout=5, command_timeout=2,
                 replicas=1, replica_timeout=0.5, replica_policy="fail")
     first_client, second_client = ferrolock.Client(d.url(), **opts), ferrolock.Client(d.url(), **opts)
+    d.wait_for(d.ready_for_failover, 30, "the replica in sync")  # else a grant is refused, as asked
     lost = LostProbe()
     first = first_client.lock("job", ttl=3.0, on_lost=lost)
     assert first.acquire()
