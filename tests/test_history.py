@@ -171,6 +171,17 @@ def test_a_release_in_flight_reports_the_loss_when_it_answers():
     }
 
 
+def test_a_release_cut_short_reports_the_loss_by_the_command_timeout():
+    """An attempt cancelled while its release is in flight: the release still
+    runs, and its answer (never logged) reports the loss, within the workers'
+    command timeout (2 s) of its sending."""
+    cut = lost_hold(100, [1900], t_rel_ms=101) + [event("s0", 1, "timeout", 150, phase="release")]
+    assert anomalies(cut) == {}
+    too_late = lost_hold(100, [2300], t_rel_ms=101) + [event("s0", 1, "timeout", 150, phase="release")]
+    assert types(anomalies(too_late)) == {"late-loss-report": 1}
+    assert types(anomalies(lost_hold(100, [1900], t_rel_ms=101))) == {"late-loss-report": 1}
+
+
 def test_a_loss_the_holder_saw_must_reach_on_lost_once():
     assert types(anomalies(lost_hold(100, [], noticed=("property", 150)))) == {"loss-unreported": 1}
     assert types(anomalies(lost_hold(100, [150, 160]))) == {"on-lost-repeated": 1}

@@ -39,6 +39,9 @@ from dataclasses import dataclass, field
 
 EXCLUSIVE = ("lock", "write")
 RELEASE_SOURCES = ("release", "exit", "aexit")
+# A release's answer comes within the workers' command timeout (2 s): on a
+# quorum it waits for a majority, which a stopped master can delay that long.
+RELEASE_ANSWER_NS = 2_000_000_000
 EXAMPLES = 3
 LEFT_MIN_NS = 500_000_000  # still holding this long after the attempt ended: left behind
 STRAY_MIN_NS = 300_000_000  # a failed acquire's hold should go within a round trip
@@ -66,6 +69,7 @@ class Hold:
     t_rel: int | None = None  # when it began to release
     on_lost: list = field(default_factory=list)  # times on_lost fired
     noticed: list = field(default_factory=list)  # (src, t): the holder saw the loss itself
+    cut_in_release: bool = False  # its attempt was cancelled while the release was in flight
     released: int | None = None
 
     def brief(self, t0: int = 0) -> dict:
@@ -102,6 +106,8 @@ def build_holds(events: list) -> list:
             h.noticed.append((e["src"], e["t"]))
         elif e["ev"] == "released":
             h.released = e["t"]
+        elif e["ev"] == "timeout" and e.get("phase") == "release":
+            h.cut_in_release = True
     return sorted(holds.values(), key=lambda h: h.granted)
 
 
@@ -157,12 +163,17 @@ def report_lateness(h: Hold, stops: dict) -> int:
     """How long after its deadline `h`'s on_lost fired (negative: before), not
     counting time its process spent stopped. The deadline is ttl after the last
     confirmed validity (or the grant), or a release's answer if the release was
-    sent before the report: renewal stops when release is sent."""
+    sent before the report (renewal stops when release is sent); an answer
+    never seen (the attempt cancelled meanwhile) came by the command timeout."""
     reported = h.on_lost[0]
     ref = h.valid if h.valid is not None else h.granted
     deadline = ref + h.ttl_ns
     if h.t_rel is not None and h.t_rel < reported:
         answers = [t for src, t in h.noticed if src in RELEASE_SOURCES] + [h.released or 0]
+        if h.cut_in_release and not any(answers):
+            # Its attempt was cancelled while the release was in flight (a
+            # cancelled release still runs): its answer, unseen, reports the loss.
+            answers.append(h.t_rel + RELEASE_ANSWER_NS)
         deadline = max(deadline, max(answers))
     return reported - deadline - stopped_ns(stops, h.pid, ref, reported)
 
