@@ -687,9 +687,10 @@ struct Waiting {
     subscribe: bool,
 }
 
-/// A waiter riding through a Redis Cluster failover. An attempt that fails
-/// because its slot's master cannot be reached or cannot serve (killed, being
-/// replaced, CLUSTERDOWN) is tried again, after a short pause, instead of
+/// A waiter riding through a Redis Cluster failover, or a quorum's majority
+/// briefly out of reach. An attempt that fails because its slot's master (or
+/// a majority of the masters) cannot be reached or cannot serve (killed,
+/// being replaced, CLUSTERDOWN) is tried again, after a short pause, instead of
 /// ending the acquire, as long as the hold it waits behind could still be
 /// valid (its ttl left at the last busy answer), and for at least a connect
 /// plus a command timeout from the first failure; never past the acquire's
@@ -717,7 +718,8 @@ impl Outage {
 
     /// The pause before trying again after `e`, or `None` to give up with it.
     fn ride(&mut self, e: &Error, client: &Client, wait: Wait) -> Option<Duration> {
-        if !client.is_cluster() || !matches!(e, Error::Connection(_)) {
+        let rides = client.is_cluster() || client.masters() > 1;
+        if !rides || !matches!(e, Error::Connection(_)) {
             return None;
         }
         let now = Instant::now();
@@ -731,7 +733,9 @@ impl Outage {
             if let Wait::Until(deadline) = wait {
                 until = until.min(deadline);
             }
-            log::info!("{e}; waiting until the Cluster serves the lock again (a failover may be under way)");
+            log::info!(
+                "{e}; waiting until the lock is served again (a failover or an outage may be under way)"
+            );
             (until, Self::FIRST_PAUSE)
         };
         if now >= until {

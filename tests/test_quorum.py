@@ -267,6 +267,42 @@ def test_waiters_wake_through_any_master(masters):
     waiter.release()
 
 
+def test_a_waiter_rides_through_a_majority_outage(masters):
+    """Two masters of three killed while a waiter waits, and back (empty) once
+    the holder has been told it lost them: the waiter keeps trying through the
+    outage instead of failing, and then gets the lock."""
+    client = masters.client()
+    probe = LostProbe()
+    holder = client.lock("w", ttl=1, on_lost=probe)
+    holder.acquire()
+    waiter = client.lock("w", ttl=5)
+    got = {}
+
+    def wait():
+        try:
+            got["ok"] = waiter.acquire(timeout=8)
+        except ferrolock.LockError as e:
+            got["error"] = e
+
+    t = threading.Thread(target=wait)
+    t.start()
+    from ferrolock._ferrolock import _debug_stats
+
+    wait_for(lambda: _debug_stats()["waiters"] >= 3, 2, "the waiter to subscribe")
+    masters.servers[0].kill()
+    masters.servers[1].kill()
+    # Restarted empty only once the holder's ttl is over (Redlock's delayed
+    # restart): sooner, a majority that forgot the hold would let the waiter in
+    # while the holder still counts on it.
+    assert probe.wait(3), "the holder was not told it lost the majority"
+    assert not got  # still waiting, through the outage
+    masters.servers[0].start()
+    masters.servers[1].start()
+    t.join(10)
+    assert got == {"ok": True}, got
+    waiter.release()
+
+
 def test_rwmutex_on_a_quorum(masters):
     client = masters.client()
     rw = client.rwmutex("doc")
