@@ -17,11 +17,22 @@ local function now_ms()
   return math.floor(now_us() / 1000)
 end
 
--- The fence of a new hold: the server's clock in microseconds, above every
--- fence still on record (`last`), and at least `floor`: a quorum's proposal,
--- the same to every master, so that they agree ('0' or nil on one server).
-local function next_fence(last, floor)
-  return math.max(now_us(), last + 1, tonumber(floor) or 0)
+-- The fence of a new hold: the server's clock in microseconds (`us` when the
+-- caller read it already), above every fence still on record (`last`), and
+-- at least `floor`: a quorum's proposal, the same to every master, so that
+-- they agree ('0' or nil on one server).
+local function next_fence(last, floor, us)
+  return math.max(us or now_us(), last + 1, tonumber(floor) or 0)
+end
+
+-- Whether `token` holds every lock hash in `keys`.
+local function holds_all(keys, token)
+  for _, key in ipairs(keys) do
+    if redis.call('HGET', key, 'token') ~= token then
+      return false
+    end
+  end
+  return true
 end
 
 -- Ends the hold kept in `key` (fence `fence`) at server time `now` (us): the

@@ -6,10 +6,8 @@
 -- ARGV: [token, fence]
 -- Returns 1 when raised, 0 when `token` no longer holds them all (nothing changed).
 local token, fence = ARGV[1], tonumber(ARGV[2])
-for _, key in ipairs(KEYS) do
-  if redis.call('HGET', key, 'token') ~= token then
-    return 0
-  end
+if not holds_all(KEYS, token) then
+  return 0
 end
 for _, key in ipairs(KEYS) do
   if (tonumber(redis.call('HGET', key, 'fence')) or 0) < fence then

@@ -2,10 +2,8 @@
 -- KEYS: lock hashes
 -- ARGV: [token, ttl_ms]
 -- Returns 1 when renewed, 0 when any key is no longer this owner's (nothing changed).
-for _, key in ipairs(KEYS) do
-  if redis.call('HGET', key, 'token') ~= ARGV[1] then
-    return 0
-  end
+if not holds_all(KEYS, ARGV[1]) then
+  return 0
 end
 for _, key in ipairs(KEYS) do
   redis.call('PEXPIRE', key, ARGV[2])

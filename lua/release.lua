@@ -6,12 +6,8 @@
 -- Returns the number of keys released (0: not held by this owner, nothing changed).
 local token, force, channel = ARGV[1], ARGV[2] == '1', ARGV[3] or ''
 
-if not force then
-  for _, key in ipairs(KEYS) do
-    if redis.call('HGET', key, 'token') ~= token then
-      return 0
-    end
-  end
+if not force and not holds_all(KEYS, token) then
+  return 0
 end
 
 local now = now_us()

@@ -35,4 +35,4 @@ end
 if redis.call('GET', intent) == token then
   redis.call('DEL', intent)
 end
-return hold(writer, token, meta, ttl, next_fence(tonumber(rec[2]) or 0, ARGV[6]))
+return hold(writer, token, meta, ttl, next_fence(tonumber(rec[2]) or 0, ARGV[6], us))

@@ -132,7 +132,7 @@ impl Quorum {
         let need = self.needed();
         let answers = self
             .on_all(limit, Client::verify_one, |a| {
-                a.iter().filter(|x| matches!(x, Some(Ok(())))).count() >= need
+                answered(a, |()| true) >= need
                     || a.iter().any(|x| matches!(x, Some(Err(Error::Configuration(_)))))
             })
             .await;
@@ -145,7 +145,7 @@ impl Quorum {
                 _ => {}
             }
         }
-        if answers.iter().filter(|x| matches!(x, Some(Ok(())))).count() < need {
+        if answered(&answers, |()| true) < need {
             return Err(self.unreachable("connecting", &answers));
         }
         Ok(())
@@ -153,7 +153,7 @@ impl Quorum {
 
     /// An error saying too few masters answered, naming each that failed.
     fn unreachable<T>(&self, what: &str, answers: &Answers<T>) -> Error {
-        let answered = answers.iter().filter(|a| matches!(a, Some(Ok(_)))).count();
+        let ok = answered(answers, |_| true);
         let failed: Vec<String> = answers
             .iter()
             .zip(&self.members)
@@ -169,7 +169,7 @@ impl Quorum {
         }
         let why = why.join("; ");
         Error::Connection(format!(
-            "{what} needs {} of {} masters, and only {answered} answered ({why})",
+            "{what} needs {} of {} masters, and only {ok} answered ({why})",
             self.needed(),
             self.members.len(),
         ))
@@ -198,7 +198,7 @@ impl Quorum {
                 limit,
                 |m| mode.obtain_on(m, token, ttl, metadata, will_wait, attempt, floor),
                 |a| {
-                    let granted = a.iter().filter(|x| matches!(x, Some(Ok(Obtain::Taken { .. })))).count();
+                    let granted = answered(a, |o| matches!(o, Obtain::Taken { .. }));
                     let refused =
                         a.iter().filter(|x| !matches!(x, None | Some(Ok(Obtain::Taken { .. })))).count();
                     granted >= need || refused > n - need
@@ -264,10 +264,10 @@ impl Quorum {
                 behind,
                 limit,
                 |m| mode.fence_raise_on(m, token, top),
-                |a| agreeing + a.iter().filter(|x| matches!(x, Some(Ok(true)))).count() >= need,
+                |a| agreeing + answered(a, |ok| *ok) >= need,
             )
             .await;
-        let raised = raised.iter().filter(|x| matches!(x, Some(Ok(true)))).count();
+        let raised = answered(&raised, |ok| *ok);
         (agreeing + raised >= need).then_some(top)
     }
 
@@ -280,14 +280,14 @@ impl Quorum {
                 self.limit(ttl),
                 |m| mode.refresh_on(m, token, ttl),
                 |a| {
-                    let renewed = a.iter().filter(|x| matches!(x, Some(Ok(true)))).count();
-                    let refused = a.iter().filter(|x| matches!(x, Some(Ok(false)))).count();
+                    let renewed = answered(a, |ok| *ok);
+                    let refused = answered(a, |ok| !*ok);
                     renewed >= need || refused > n - need
                 },
             )
             .await;
-        let renewed = answers.iter().filter(|x| matches!(x, Some(Ok(true)))).count();
-        let refused = answers.iter().filter(|x| matches!(x, Some(Ok(false)))).count();
+        let renewed = answered(&answers, |ok| *ok);
+        let refused = answered(&answers, |ok| !*ok);
         if renewed >= need {
             Ok(true)
         } else if refused > n - need {
@@ -306,15 +306,11 @@ impl Quorum {
             .on_all(
                 self.command_timeout,
                 |m| mode.release_on(m, token),
-                |a| {
-                    a.iter().filter(|x| matches!(x, Some(Ok(Released { held: true, .. })))).count() >= need
-                        || a.iter().filter(|x| matches!(x, Some(Ok(Released { held: false, .. })))).count()
-                            >= need
-                },
+                |a| answered(a, |r| r.held) >= need || answered(a, |r| !r.held) >= need,
             )
             .await;
-        let held = answers.iter().filter(|x| matches!(x, Some(Ok(Released { held: true, .. })))).count();
-        let gone = answers.iter().filter(|x| matches!(x, Some(Ok(Released { held: false, .. })))).count();
+        let held = answered(&answers, |r| r.held);
+        let gone = answered(&answers, |r| !r.held);
         if held == 0 && gone == 0 {
             return Err(self.unreachable("releasing the lock", &answers));
         }
@@ -329,7 +325,7 @@ impl Quorum {
         Fut: Future<Output = Result<()>> + 'a,
     {
         let answers = self.on_all(self.command_timeout, op, |_| false).await;
-        let done = answers.iter().filter(|x| matches!(x, Some(Ok(())))).count();
+        let done = answered(&answers, |()| true);
         if done >= self.needed() {
             Ok(())
         } else {
@@ -344,7 +340,7 @@ impl Quorum {
         Fut: Future<Output = Result<bool>> + 'a,
     {
         let answers = self.on_all(self.command_timeout, op, |_| false).await;
-        if answers.iter().filter(|a| matches!(a, Some(Ok(_)))).count() < self.needed() {
+        if answered(&answers, |_| true) < self.needed() {
             return Err(self.unreachable(what, &answers));
         }
         Ok(answers.iter().any(|a| matches!(a, Some(Ok(true)))))
@@ -393,6 +389,11 @@ impl Quorum {
         }
         Ok(majority_pttl(values, self.needed()))
     }
+}
+
+/// How many masters answered, and with something `is` accepts.
+fn answered<T>(answers: &Answers<T>, is: impl Fn(&T) -> bool) -> usize {
+    answers.iter().filter(|a| matches!(a, Some(Ok(v)) if is(v))).count()
 }
 
 /// The `need`-th largest of `values` (what a majority has at least), or -2
