@@ -39,9 +39,11 @@ from dataclasses import dataclass, field
 
 EXCLUSIVE = ("lock", "write")
 RELEASE_SOURCES = ("release", "exit", "aexit")
-# A release's answer comes within the workers' command timeout (2 s): on a
-# quorum it waits for a majority, which a stopped master can delay that long.
-RELEASE_ANSWER_NS = 2_000_000_000
+# A release's answer comes within a send, a reconnect and a resend: the
+# workers' command timeout twice and their connect timeout (2 s each). On a
+# quorum it waits for a majority, which a stopped master can delay; through a
+# Sentinel failover it reconnects to the new master and sends again.
+RELEASE_ANSWER_NS = 6_000_000_000
 EXAMPLES = 3
 LEFT_MIN_NS = 500_000_000  # still holding this long after the attempt ended: left behind
 STRAY_MIN_NS = 300_000_000  # a failed acquire's hold should go within a round trip
@@ -164,7 +166,7 @@ def report_lateness(h: Hold, stops: dict) -> int:
     counting time its process spent stopped. The deadline is ttl after the last
     confirmed validity (or the grant), or a release's answer if the release was
     sent before the report (renewal stops when release is sent); an answer
-    never seen (the attempt cancelled meanwhile) came by the command timeout."""
+    never seen (the attempt cancelled meanwhile) came by RELEASE_ANSWER_NS."""
     reported = h.on_lost[0]
     ref = h.valid if h.valid is not None else h.granted
     deadline = ref + h.ttl_ns
