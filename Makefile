@@ -28,10 +28,10 @@ EXT_MODULE  := $(wildcard python/ferrolock/_ferrolock*.so)
 all: lint test
 
 redis:
-	@{ command -v redis-server && command -v redis-sentinel && command -v openssl; } >/dev/null 2>&1 || { \
-	  echo "== installing redis-server, redis-sentinel and openssl (Debian packages, with apt-get)"; \
+	@{ command -v redis-server && command -v redis-sentinel && command -v openssl && command -v faketime; } >/dev/null 2>&1 || { \
+	  echo "== installing redis-server, redis-sentinel, openssl and faketime (Debian packages, with apt-get)"; \
 	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q redis-server redis-tools redis-sentinel openssl; }
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q redis-server redis-tools redis-sentinel openssl faketime; }
 
 venv: $(VENV)/.ready
 $(VENV)/.ready: tests/requirements.txt

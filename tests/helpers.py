@@ -4,8 +4,20 @@ a condition another thread or process brings about."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
+
+# libfaketime (Debian package `faketime`, installed by `make redis`): a
+# process started with `skewed_clock(seconds)` in its environment sees its
+# wall clock (and its monotonic clock) that far off.
+FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+
+def skewed_clock(seconds: float) -> dict:
+    """The environment of a process whose clocks run `seconds` ahead."""
+    assert os.path.exists(FAKETIME_LIB), f"{FAKETIME_LIB} is missing: run `make redis` (installs faketime)"
+    return {**os.environ, "LD_PRELOAD": FAKETIME_LIB, "FAKETIME": f"{seconds:+g}s"}
 
 
 class LostProbe:
