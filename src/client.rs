@@ -531,27 +531,12 @@ impl Client {
         token: &str,
     ) -> Result<Waits> {
         if let Target::Quorum(q) = &self.inner.target {
-            // Woken by whichever master publishes first; a master that cannot
-            // be subscribed to is done without (the others publish too).
-            let each = q.members().iter().map(|m| m.register_one(channels, reader, token));
-            let parts: Vec<_> = crate::conn::multiplexed(futures_util::future::join_all(each)).await;
-            let mut first_error = None;
-            let mut ok = Vec::new();
-            for part in parts {
-                match part {
-                    Ok(r) => ok.push(r),
-                    Err(e) => first_error = first_error.or(Some(e)),
-                }
-            }
-            return match (ok.is_empty(), first_error) {
-                (true, Some(e)) => Err(e),
-                _ => Ok(Waits::new(ok)),
-            };
+            return q.register_waiter(channels, reader, token).await;
         }
         Ok(Waits::new(vec![self.register_one(channels, reader, token).await?]))
     }
 
-    async fn register_one(
+    pub(crate) async fn register_one(
         &self,
         channels: &[String],
         reader: bool,
@@ -577,7 +562,7 @@ impl Client {
                 .await
                 .map_err(|_| Error::Connection("no answer from Redis for the wake-up subscription".into()))?
         };
-        self.local().wakeups.clone().register(connect, channels, reader, token).await
+        self.local().wakeups.clone().register(connect, channels, reader, token, command_timeout).await
     }
 
     /// Runs a clean-up (the undo of an interrupted acquire) detached from

@@ -25,6 +25,7 @@ use crate::conn::multiplexed;
 use crate::error::{Error, Result};
 use crate::mode::{Mode, Released};
 use crate::scripts::{Obtain, Record};
+use crate::wakeups::Waits;
 
 /// The masters of one quorum client.
 pub(crate) struct Quorum {
@@ -145,6 +146,55 @@ impl Quorum {
             return Err(self.unreachable("connecting", &answers));
         }
         Ok(())
+    }
+
+    /// Joins the waiters on `channels` on every master, woken by whichever
+    /// publishes first. Returns once a majority subscribed (or, when too
+    /// many failed for that, once the others are done): a master that does
+    /// not answer is done without, and joins if it subscribes later.
+    pub(crate) async fn register_waiter(
+        &self,
+        channels: &[String],
+        reader: bool,
+        token: &str,
+    ) -> Result<Waits> {
+        let need = self.needed();
+        let mut pending: FuturesUnordered<_> = self
+            .members
+            .iter()
+            .map(|m| {
+                let (m, channels, token) = (m.clone(), channels.to_vec(), token.to_string());
+                async move { m.register_one(&channels, reader, &token).await }
+            })
+            .collect();
+        let (mut ok, mut first_error) = (Vec::new(), None);
+        multiplexed(async {
+            while ok.len() < need && (ok.is_empty() || ok.len() + pending.len() >= need) {
+                match pending.next().await {
+                    Some(Ok(part)) => ok.push(part),
+                    Some(Err(e)) => {
+                        first_error.get_or_insert(e);
+                    }
+                    None => break,
+                }
+            }
+        })
+        .await;
+        if ok.is_empty() {
+            return Err(first_error.unwrap_or_else(|| Error::Connection("no master to subscribe on".into())));
+        }
+        let waits = Waits::new(ok);
+        if !pending.is_empty() {
+            let joiner = waits.joiner();
+            tokio::spawn(async move {
+                while let Some(part) = pending.next().await {
+                    if let Ok(part) = part {
+                        joiner.join(part);
+                    }
+                }
+            });
+        }
+        Ok(waits)
     }
 
     /// An error saying too few masters answered, naming each that failed.

@@ -305,6 +305,61 @@ def test_waiters_wake_through_any_master(masters):
     waiter.release()
 
 
+def waiting(lock, **kw) -> tuple[threading.Thread, dict]:
+    """`lock.acquire(**kw)` in a thread; `got` says when it returned, and what."""
+    got: dict = {}
+
+    def wait():
+        got["ok"] = lock.acquire(**kw)
+        got["at"] = time.monotonic()
+
+    t = threading.Thread(target=wait)
+    t.start()
+    return t, got
+
+
+def subscribe_everywhere(client) -> None:
+    """One wait on `client`, so that its subscription connection to every
+    master is open (a SUBSCRIBE on it then has no connect timeout)."""
+    from ferrolock._ferrolock import _debug_stats
+
+    holder = client.lock("warm-up", ttl=5)
+    holder.acquire()
+    waiter = client.lock("warm-up", retry=SLOW)
+    t, got = waiting(waiter, timeout=5)
+    wait_for(lambda: _debug_stats()["waiters"] >= 3, 5, "the waiter to subscribe")
+    holder.release()
+    t.join(5)
+    assert got["ok"]
+    waiter.release()
+
+
+@pytest.mark.parametrize("timeout", [None, 4])
+def test_a_stopped_master_does_not_stall_a_waiter(masters, timeout):
+    """One master SIGSTOPped: a waiter subscribes on the other two (a majority)
+    and is woken by the release within a round trip, instead of waiting for the
+    stopped master's SUBSCRIBE (forever, or until its own deadline)."""
+    from ferrolock._ferrolock import _debug_stats
+
+    client = masters.client(command_timeout=6)
+    subscribe_everywhere(client)
+    holder = client.lock("w", ttl=5)
+    holder.acquire()
+    with masters.paused(0):
+        t, got = waiting(client.lock("w", retry=SLOW), timeout=timeout)
+        try:
+            wait_for(lambda: _debug_stats()["waiters"] >= 3, 5, "the waiter to subscribe")
+            time.sleep(0.2)  # lets its SUBSCRIBEs go out: the release may come before or after them
+            released = time.monotonic()
+            holder.release()
+            t.join(1.5)
+            assert got.get("ok"), f"not woken within 1.5 s of the release: {got}"
+            assert got["at"] - released < 1.5
+        finally:
+            masters.servers[0].proc.send_signal(signal.SIGCONT)
+            t.join(10)
+
+
 def test_a_waiter_rides_through_a_majority_outage(masters):
     """Two masters of three killed while a waiter waits, and back (empty) once
     the holder has been told it lost them: the waiter keeps trying through the
