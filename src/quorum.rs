@@ -148,6 +148,17 @@ impl Quorum {
         Ok(())
     }
 
+    /// Until the clean-ups of a majority of masters are done (a stopped
+    /// master's unsubscribe is not waited for), and the others' a short
+    /// grace more (`gather`).
+    pub(crate) async fn settle(&self) {
+        self.on_majority(|m| async move {
+            m.settle().await;
+            Ok(())
+        })
+        .await;
+    }
+
     /// Joins the waiters on `channels` on every master, woken by whichever
     /// publishes first. Returns once a majority subscribed (or, when too
     /// many failed for that, once the others are done): a master that does
@@ -342,18 +353,23 @@ impl Quorum {
         }
     }
 
+    /// Runs `op` on every master, settled once a majority answered (then
+    /// the short grace of `gather`), at most the command timeout.
+    async fn on_majority<'a, T, F, Fut>(&'a self, op: F) -> Answers<T>
+    where
+        F: Fn(&'a Client) -> Fut,
+        Fut: Future<Output = Result<T>> + 'a,
+    {
+        let need = self.needed();
+        self.on_all(self.command_timeout, op, |a| answered(a, |_| true) >= need).await
+    }
+
     /// Releases on every master. It was held when no majority said it was
     /// not (masters that did not answer may still have it: they release it
     /// when their command runs, or it expires).
     pub(crate) async fn release(&self, mode: &Mode, token: &str) -> Result<Released> {
         let need = self.needed();
-        let answers = self
-            .on_all(
-                self.command_timeout,
-                |m| mode.release_on(m, token),
-                |a| answered(a, |r| r.held) >= need || answered(a, |r| !r.held) >= need,
-            )
-            .await;
+        let answers = self.on_majority(|m| mode.release_on(m, token)).await;
         let held = answered(&answers, |r| r.held);
         let gone = answered(&answers, |r| !r.held);
         if held == 0 && gone == 0 {
@@ -369,7 +385,7 @@ impl Quorum {
         F: Fn(&'a Client) -> Fut,
         Fut: Future<Output = Result<()>> + 'a,
     {
-        let answers = self.on_all(self.command_timeout, op, |_| false).await;
+        let answers = self.on_majority(op).await;
         let done = answered(&answers, |()| true);
         if done >= self.needed() {
             Ok(())
@@ -384,7 +400,7 @@ impl Quorum {
         F: Fn(&'a Client) -> Fut,
         Fut: Future<Output = Result<bool>> + 'a,
     {
-        let answers = self.on_all(self.command_timeout, op, |_| false).await;
+        let answers = self.on_majority(op).await;
         if answered(&answers, |_| true) < self.needed() {
             return Err(self.unreachable(what, &answers));
         }
@@ -397,7 +413,7 @@ impl Quorum {
     /// majority.
     pub(crate) async fn inspect(&self, mode: &Mode) -> Result<Vec<Option<Record>>> {
         let need = self.needed();
-        let answers = self.on_all(self.command_timeout, |m| mode.inspect_on(m), |_| false).await;
+        let answers = self.on_majority(|m| mode.inspect_on(m)).await;
         let seen: Vec<&Vec<Option<Record>>> =
             answers.iter().filter_map(|a| a.as_ref()?.as_ref().ok()).collect();
         if seen.len() < need {
@@ -427,7 +443,7 @@ impl Quorum {
         F: Fn(&'a Client) -> Fut,
         Fut: Future<Output = Result<i64>> + 'a,
     {
-        let answers = self.on_all(self.command_timeout, probe, |_| false).await;
+        let answers = self.on_majority(probe).await;
         let values: Vec<i64> = answers.iter().filter_map(|a| a.as_ref()?.as_ref().ok().copied()).collect();
         if values.len() < self.needed() {
             return Err(self.unreachable(what, &answers));

@@ -11,7 +11,6 @@ through any master; what a quorum cannot do is refused with its name."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import socket
 import subprocess
@@ -24,55 +23,12 @@ import pytest
 
 import ferrolock
 from ferrolock import Retry
-from ferrolock.testing import RedisServer, encode
+from ferrolock.testing import encode
 from helpers import LostProbe, key, skewed_clock, wait_for
+from redis_masters import Masters
 
 SLOW = Retry.fixed(10.0)  # polling alone would take 10 s: only a wake-up is fast
 SUPPORTED = "Lock (not fair), multi_lock and RWMutex (not fair)"
-
-
-class Masters:
-    """`n` throwaway servers, and a quorum client over them."""
-
-    def __init__(self, n: int, prefix: str):
-        self.servers = [RedisServer().start() for _ in range(n)]
-        self.prefix = prefix
-
-    @property
-    def urls(self) -> list[str]:
-        return [s.url for s in self.servers]
-
-    def client(self, **options) -> ferrolock.Client:
-        return ferrolock.Client(self.urls, prefix=self.prefix, **options)
-
-    def field(self, i: int, name: str, field: str) -> bytes | None:
-        reply = self.servers[i].command("HGET", key(self.prefix, name), field)
-        return None if reply.startswith(b"$-1") else reply.split(b"\r\n")[1]
-
-    def holders(self, name: str) -> list[bytes | None]:
-        return [self.field(i, name, "token") for i in range(len(self.servers))]
-
-    def pttls(self, k: str, first: int = 0) -> list[int]:
-        """How long key `k` has left on each master from `first` on, in ms (-2: none)."""
-        return [int(s.command("PTTL", k).split(b"\r\n")[0][1:]) for s in self.servers[first:]]
-
-    def restart_empty(self, i: int) -> None:
-        server = self.servers[i]
-        server.kill()
-        server.start()
-
-    @contextmanager
-    def paused(self, i: int):
-        pid = self.servers[i].proc.pid
-        os.kill(pid, signal.SIGSTOP)
-        try:
-            yield
-        finally:
-            os.kill(pid, signal.SIGCONT)
-
-    def close(self) -> None:
-        for s in self.servers:
-            s.close()
 
 
 # Another process takes "fenced" (ttl 1 s) on the masters, prints its fence,
@@ -508,3 +464,52 @@ def test_a_fence_raised_on_a_master_outlives_an_expired_hold(masters):
     nxt.release()
     left = masters.pttls(k + ":fence", 1) + masters.pttls(k, 1)
     assert all(t <= 5000 for t in left), f"left behind for {left} ms"  # until the clocks pass it
+
+
+def test_every_quorum_step_is_settled_by_a_majority(masters):
+    """One master SIGSTOPped, command_timeout 6 s: each step is settled by
+    the other two within about a round trip, never by the stopped master's
+    timeout; a blocking call returns within its own timeout plus that."""
+    client = masters.client(command_timeout=6)
+    rw = client.rwmutex("doc")
+    reader = rw.read(ttl=10)
+    reader.acquire()
+    lock = client.lock("l", ttl=10)
+    lock.acquire()
+    with masters.paused(0):
+        steps = {
+            # Waits 0.5 s, leaving its intent, then withdraws it on every master.
+            "write().acquire(timeout=0.5)": (0.5, lambda: rw.write(ttl=10).acquire(timeout=0.5) is False),
+            "rw.locked()": (0, lambda: rw.locked() is True),
+            "rw.readers()": (0, lambda: rw.readers() == 1),
+            "lock.locked()": (0, lambda: lock.locked() is True),
+            "inspect": (0, lambda: client.inspect("l").token == lock.token),
+            "release a reader": (0, lambda: reader.release() is None),
+            "force_release": (0, lambda: client.force_release("free") is False),
+        }
+        slow = {}
+        for what, (waits, step) in steps.items():
+            started = time.monotonic()
+            assert step(), what
+            took = time.monotonic() - started
+            if took > waits + 1.5:
+                slow[what] = round(took, 2)
+    lock.release()
+    assert not slow, f"with one master of three stopped, these took (s): {slow}"
+
+
+def test_a_release_missing_on_one_master_with_another_stopped(masters):
+    """The hold is gone from master 1 (restarted empty) and master 0 is
+    stopped: master 2's answer makes a majority with master 1's, so the
+    release returns at once, not after the command timeout."""
+    client = masters.client(command_timeout=6)
+    lock = client.lock("l", ttl=10)
+    lock.acquire()
+    masters.restart_empty(1)
+    with masters.paused(0):
+        started = time.monotonic()
+        lock.release()
+        took = time.monotonic() - started
+    assert took < 1.5, f"release took {took:.2f} s"
+    assert masters.holders("l")[2] is None
+
