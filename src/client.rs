@@ -704,6 +704,14 @@ impl Client {
         }
     }
 
+    /// The address of a direct connection (not a Sentinel service's).
+    pub(crate) fn direct_addr(&self) -> Option<ConnectionAddr> {
+        match &self.inner.target {
+            Target::Direct(redis) => Some(redis.get_connection_info().addr().clone()),
+            _ => None,
+        }
+    }
+
     /// The database number of a direct connection.
     fn db(&self) -> Option<i64> {
         match &self.inner.target {

@@ -24,6 +24,7 @@ use crate::client::Client;
 use crate::conn::multiplexed;
 use crate::error::{Error, Result};
 use crate::mode::{Mode, Released};
+use crate::quorum_members;
 use crate::scripts::{Obtain, Record};
 use crate::wakeups::Waits;
 
@@ -124,12 +125,18 @@ impl Quorum {
 
     /// Connects to every master and checks it, done once a majority is
     /// ready: a stopped master does not hold up the others. A master whose
-    /// settings do not fit it (a wrong password, not Redis) fails it all.
+    /// settings do not fit it (a wrong password, not Redis), or two URLs of
+    /// one server, fail it all.
     pub(crate) async fn verify(&self, limit: Duration) -> Result<()> {
+        quorum_members::distinct_addresses(&self.members).await?;
         let need = self.needed();
+        let check = |m| async move {
+            Client::verify_one(m).await?;
+            quorum_members::run_id(m).await
+        };
         let answers = self
-            .on_all(limit, Client::verify_one, |a| {
-                answered(a, |()| true) >= need
+            .on_all(limit, check, |a| {
+                answered(a, |_| true) >= need
                     || a.iter().any(|x| matches!(x, Some(Err(Error::Configuration(_)))))
             })
             .await;
@@ -142,10 +149,12 @@ impl Quorum {
                 _ => {}
             }
         }
-        if answered(&answers, |()| true) < need {
+        if answered(&answers, |_| true) < need {
             return Err(self.unreachable("connecting", &answers));
         }
-        Ok(())
+        let run_ids: Vec<Option<String>> =
+            answers.iter().map(|a| a.as_ref().and_then(|r| r.as_ref().ok()).cloned().flatten()).collect();
+        quorum_members::distinct_run_ids(&self.members, &run_ids)
     }
 
     /// Until the clean-ups of a majority of masters are done (a stopped

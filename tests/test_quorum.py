@@ -23,7 +23,7 @@ import pytest
 
 import ferrolock
 from ferrolock import Retry
-from ferrolock.testing import encode
+from ferrolock.testing import RedisServer, encode
 from helpers import LostProbe, key, skewed_clock, wait_for
 from redis_masters import Masters
 
@@ -513,3 +513,18 @@ def test_a_release_missing_on_one_master_with_another_stopped(masters):
     assert took < 1.5, f"release took {took:.2f} s"
     assert masters.holders("l")[2] is None
 
+
+def test_two_urls_of_one_server_are_refused(masters):
+    """Another database number, or another address of the same process:
+    one server would count twice towards the majority."""
+    base = masters.urls[0]
+    with pytest.raises(ferrolock.LockConfigurationError, match="are the same server"):
+        ferrolock.Client([base, base.rsplit("/", 1)[0] + "/1", masters.urls[1]])
+    twice = RedisServer(extra=("--bind", "127.0.0.1", "127.0.0.2")).start()
+    try:
+        other_name = twice.url.replace("127.0.0.1", "127.0.0.2")
+        with pytest.raises(ferrolock.LockConfigurationError, match="are the same server .run_id"):
+            ferrolock.Client([twice.url, other_name, masters.urls[1]])
+    finally:
+        twice.close()
+    assert masters.client().masters == 3  # three distinct servers are fine
