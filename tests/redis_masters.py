@@ -34,9 +34,9 @@ class Masters:
     def holders(self, name: str) -> list[bytes | None]:
         return [self.field(i, name, "token") for i in range(len(self.servers))]
 
-    def pttls(self, k: str, first: int = 0) -> list[int]:
-        """How long key `k` has left on each master from `first` on, in ms (-2: none)."""
-        return [int(s.command("PTTL", k).split(b"\r\n")[0][1:]) for s in self.servers[first:]]
+    def pttls(self, k: str, first: int = 0, end: int | None = None) -> list[int]:
+        """How long key `k` has left on masters `first` to `end`, in ms (-2: none)."""
+        return [int(s.command("PTTL", k).split(b"\r\n")[0][1:]) for s in self.servers[first:end]]
 
     def restart_empty(self, i: int) -> None:
         server = self.servers[i]

@@ -466,6 +466,37 @@ def test_a_fence_raised_on_a_master_outlives_an_expired_hold(masters):
     assert all(t <= 5000 for t in left), f"left behind for {left} ms"  # until the clocks pass it
 
 
+def test_a_fence_given_above_the_clock_outlives_an_expired_hold(prefix):
+    """Five masters. Master 0 keeps a fence 5 s ahead of every clock, so it
+    gives the hold (on masters 0, 1, 2; 3 and 4 down) a fence above its own
+    clock, and 1 and 2 are raised to it. The holder dies and its hold expires.
+    The next hold is granted by masters 0, 3 and 4 (1 and 2 down, 3 and 4 back
+    empty): master 0 alone links the two majorities, and must still give more
+    than the first fence, having kept it until its clock passes it."""
+    masters = Masters(5, prefix)
+    try:
+        k = key(prefix, "fenced")
+        ahead = int(time.time() * 1e6) + 5_000_000
+        masters.servers[0].command("HSET", k, "fence", str(ahead))
+        masters.servers[0].command("PEXPIRE", k, "120000")
+        masters.servers[3].kill()
+        masters.servers[4].kill()
+        with holder_process(masters, "die") as first:
+            pass  # SIGKILLed: nothing releases its hold
+        assert first == ahead + 1
+        wait_for(lambda: masters.pttls(k, 0, 3) == [-2, -2, -2], 5, "the hold to expire")
+        masters.servers[1].kill()
+        masters.servers[2].kill()
+        masters.servers[3].start()
+        masters.servers[4].start()
+        nxt = masters.client().lock("fenced", ttl=1)
+        assert nxt.acquire(timeout=5)
+        assert nxt.fence > first, f"fence went back by {(first - nxt.fence) / 1e6:.2f} s"
+        nxt.release()
+    finally:
+        masters.close()
+
+
 def test_every_quorum_step_is_settled_by_a_majority(masters):
     """One master SIGSTOPped, command_timeout 6 s: each step is settled by
     the other two within about a round trip, never by the stopped master's
