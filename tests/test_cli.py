@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import os
 import pty
+import select
 import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -151,6 +153,66 @@ def test_release_asks_on_a_terminal(redis_url, prefix, client, answer, removed):
     assert "[y/N]" in out and held.token in out
     assert proc.returncode == (0 if removed else cli.NOT_FOUND)
     assert (client.inspect("stuck") is None) == removed
+
+
+def read_until(fd: int, text: str, limit: float = 30) -> str:
+    """What a process wrote to the pipe `fd` up to `text` (a prompt: no newline to read up to)."""
+    seen = b""
+    deadline = time.monotonic() + limit
+    while text.encode() not in seen:
+        assert time.monotonic() < deadline, f"no {text!r} in {seen!r}"
+        if select.select([fd], [], [], 1)[0]:
+            chunk = os.read(fd, 4096)
+            assert chunk, f"closed before {text!r}: {seen!r}"
+            seen += chunk
+    return seen.decode()
+
+
+@pytest.mark.parametrize("kind", ["lock", "fair", "writer", "reader"])
+def test_release_removes_only_the_hold_it_showed(redis_url, prefix, client, kind):
+    """The holder shown at the prompt releases and another takes the name
+    before the operator answers yes: the new hold stays, exit 3 says so."""
+    def take():
+        if kind in ("lock", "fair"):
+            handle = client.lock("stuck", fair=kind == "fair", metadata="shown")
+        else:
+            rw = client.rwmutex("stuck")
+            handle = rw.write(metadata="shown") if kind == "writer" else rw.read()
+        assert handle.acquire(blocking=False)
+        return handle
+
+    shown = take()
+    controller, terminal = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [FERROLOCK, "release", "stuck", "--force", "--url", redis_url, "--prefix", prefix],
+            stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        prompt = read_until(proc.stdout.fileno(), "[y/N]")
+        token = shown.token
+        assert token in prompt
+        shown.release()
+        now = take()
+        os.write(controller, b"y\n")
+        _, err = proc.communicate(timeout=60)
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    assert proc.returncode == cli.CHANGED, err
+    assert "changed after it was shown" in err and token in err
+    assert "removed" not in err.replace("was removed", "")  # no WARNING of a removal
+    assert now.owned(), "the hold taken after the prompt was removed"
+    now.release()
+
+
+def test_release_with_yes_removes_what_it_read_and_reports_a_change_as_json(redis_url, prefix, client):
+    readers = [client.rwmutex("doc").read() for _ in range(2)]
+    for r in readers:
+        assert r.acquire(blocking=False)
+    out = run(redis_url, prefix, "release", "doc", "--force", "--yes", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["changed"] == []
+    assert all(r.token in out.stderr for r in readers)
 
 
 def test_run_holds_while_cmd_runs_and_passes_its_exit_code(redis_url, prefix, client):

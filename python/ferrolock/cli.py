@@ -24,6 +24,7 @@ log = logging.getLogger("ferrolock.cli")
 OK = 0
 NOT_FOUND = 1  # inspect / release: nothing stored under the name; any Redis error
 USAGE = 2  # bad arguments, URL or name
+CHANGED = 3  # release: a hold shown is gone or taken by another since: it was left alone
 UNAVAILABLE = 69  # Redis could not be reached in time (sysexits' EX_UNAVAILABLE)
 TIMED_OUT = 75  # run / wait: --timeout passed first (sysexits' EX_TEMPFAIL)
 LOST = 76  # run: the lock was lost while CMD ran (CMD was stopped)
@@ -36,7 +37,7 @@ examples:
   ferrolock ls 'reports:*' --json       those whose name matches, as JSON
   ferrolock inspect reports:nightly     who holds it, for how long, who waits
   ferrolock release reports:nightly --force
-                                        remove whoever holds it (asks first on a terminal)
+                                        remove the hold it shows (asks first on a terminal)
   ferrolock run reports:nightly --timeout 0 -- ./nightly.sh --full
                                         run the job unless another host runs it now
   ferrolock wait reports:nightly --timeout 600
@@ -46,6 +47,8 @@ exit codes:
   0    done (run: CMD exited 0)
   1    inspect / release: nothing is stored under NAME; or Redis answered with an error
   2    bad arguments, URL or name
+  3    release: a hold it showed changed before the removal (released, or taken by
+       another holder): that one was left alone; the holds still as shown were removed
   69   Redis could not be reached in time
   75   run / wait: --timeout passed before the lock was taken / free
   76   run: the lock was lost while CMD ran; CMD was sent SIGTERM, then SIGKILL after --grace
@@ -120,7 +123,7 @@ def parser() -> argparse.ArgumentParser:
     inspect = command("inspect", "show everything stored under NAME")
     inspect.add_argument("name", metavar="NAME")
 
-    release = command("release", "remove whoever holds NAME (needs --force)")
+    release = command("release", "remove the holds of NAME it shows, and only those (needs --force)")
     release.add_argument("name", metavar="NAME")
     release.add_argument("--force", action="store_true", help="required: the holder is not asked")
     release.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation on a terminal")
@@ -185,7 +188,8 @@ def fail(code: int, message: str) -> int:
 # -- looking ------------------------------------------------------------------
 
 
-def state_dict(s: ferrolock.LockState) -> Dict[str, Any]:
+def state_dict(s: Any) -> Dict[str, Any]:
+    """A `ferrolock.LockState` (or the part of one `Shown` names) as JSON."""
     holder = None
     if s.holder is not None:
         h = s.holder
@@ -296,24 +300,64 @@ def cmd_release(client: ferrolock.Client, args: argparse.Namespace, as_json: boo
         if answer.strip().lower() not in ("y", "yes"):
             print("nothing removed")
             return NOT_FOUND
+    released, changed = [], []
     for s in held:
-        if s.kind == "lock":
-            client.force_release(args.name)
-        else:
-            client.rwmutex(args.name).force_release()
-        removed = [f"holder {s.holder.token} (fence {s.holder.fence}, metadata {s.holder.metadata!r})"] if s.holder else []
-        removed += [f"reader {token}" for token, _ in s.readers]
-        log.warning("force-released %s %r: removed %s", s.kind, args.name, ", ".join(removed))
+        removed, gone = remove_shown(client, args.name, s)
+        if removed.holder is not None or removed.readers:
+            released.append(removed)
+            log.warning("force-released %s %r: removed %s", s.kind, args.name, holds_text(removed))
+        if gone.holder is not None or gone.readers:
+            changed.append(gone)
     if as_json:
-        print(json.dumps({"released": [state_dict(s) for s in held]}, indent=2))
+        print(json.dumps({"released": [state_dict(s) for s in released],
+                          "changed": [state_dict(s) for s in changed]}, indent=2))
+    if changed:
+        return fail(
+            CHANGED,
+            f"{args.name!r} changed after it was shown: {'; '.join(holds_text(s) for s in changed)} "
+            "no longer held as shown, so nothing of whoever holds it now was removed: "
+            f"look again (ferrolock inspect {shlex.quote(args.name)})",
+        )
     return OK
+
+
+class Shown:
+    """Part of a state that was shown: its holder (or None) and readers."""
+
+    def __init__(self, s: ferrolock.LockState, holder: Any, readers: List[Any]):
+        self.name, self.kind, self.holder, self.readers = s.name, s.kind, holder, readers
+        self.waiters, self.queued_readers, self.queued_writers = s.waiters, s.queued_readers, s.queued_writers
+        self.writer_intent = s.writer_intent
+
+
+def remove_shown(client: ferrolock.Client, name: str, s: ferrolock.LockState) -> "tuple[Shown, Shown]":
+    """Removes each hold of `s` by its token (compare-and-delete in Redis, so
+    a hold taken since by someone else stays). Returns what was removed and
+    what had changed."""
+    rw = client.rwmutex(name) if s.kind == "rwmutex" else None
+
+    def by_token(token: str) -> bool:
+        return rw.force_release(token) if rw else client.force_release(name, token=token)
+
+    holder_removed = s.holder is not None and by_token(s.holder.token)
+    readers = [(r, by_token(r[0])) for r in s.readers]
+    removed = Shown(s, s.holder if holder_removed else None, [r for r, ok in readers if ok])
+    gone = Shown(s, s.holder if s.holder is not None and not holder_removed else None,
+                 [r for r, ok in readers if not ok])
+    return removed, gone
+
+
+def holds_text(s: Any) -> str:
+    h = s.holder
+    holds = [f"holder {h.token} (fence {h.fence}, metadata {h.metadata!r})"] if h else []
+    return ", ".join(holds + [f"reader {token}" for token, _ in s.readers])
 
 
 def cmd_wait(client: ferrolock.Client, args: argparse.Namespace, as_json: bool) -> int:
     """Polls the name's state (reading only: it never takes the lock)."""
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     pause = 0.01
-    with signals_raise():
+    with Signals():
         while True:
             busy = [s for s in client.describe(args.name) if s.holder is not None or s.readers]
             if not busy:
