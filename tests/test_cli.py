@@ -312,6 +312,42 @@ def test_run_reports_a_missing_command(redis_url, prefix, client):
     assert run(redis_url, prefix, "run", "job").returncode == cli.USAGE
 
 
+def test_run_reports_a_command_the_kernel_cannot_execute(redis_url, prefix, client, tmp_path):
+    """ENOEXEC (an executable text file without a shebang), EACCES (a
+    directory): 126 and one line naming the command, no traceback."""
+    script = tmp_path / "no-shebang"
+    script.write_text("echo hi\n")
+    script.chmod(0o755)
+    for cmd in (script, tmp_path):
+        out = run(redis_url, prefix, "run", "job", "--", str(cmd))
+        assert out.returncode == cli.NOT_EXECUTABLE, out.stderr
+        assert out.stderr.startswith(f"ferrolock: command cannot be executed: {cmd} (")
+        assert "Traceback" not in out.stderr and len(out.stderr.splitlines()) == 1
+        assert client.inspect("job") is None
+
+
+def test_run_releases_at_once_on_a_sigterm_right_after_the_lock_is_taken(redis_url, prefix, client, tmp_path):
+    """SIGTERM lands after the acquire returned and before CMD starts (sent
+    from a hook at the start of `supervise`): the lock is released at once
+    (not left for its 30 s ttl), CMD is not run, the exit is 128 + SIGTERM."""
+    marker = tmp_path / "ran"
+    code = f"""
+        import os, signal, sys
+        from ferrolock import cli
+        real = cli.supervise
+        def supervise(*args):
+            os.kill(os.getpid(), signal.SIGTERM)
+            return real(*args)
+        cli.supervise = supervise
+        sys.exit(cli.main(["--url", {redis_url!r}, "--prefix", {prefix!r}, "run", "job", "--ttl", "30",
+                           "--", "touch", {str(marker)!r}]))
+        """
+    out = subprocess.run(py(code), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 128 + signal.SIGTERM, out.stderr
+    assert client.inspect("job") is None, "the lock was left for its ttl"
+    assert not marker.exists()
+
+
 def test_wait_blocks_until_free(redis_url, prefix, client):
     held = client.lock("job")
     assert held.acquire(blocking=False)

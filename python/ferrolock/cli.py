@@ -379,27 +379,46 @@ def cmd_wait(client: ferrolock.Client, args: argparse.Namespace, as_json: bool) 
 # -- running a command under the lock -------------------------------------------
 
 
-class signals_raise:
-    """Within the block, SIGTERM, SIGHUP and SIGINT raise `Signalled` (so a
-    blocking acquire stops cleanly, leaving nothing behind in Redis)."""
+def default_metadata(cmd: List[str]) -> str:
+    text = f"ferrolock run on {socket.gethostname()} pid {os.getpid()}: {shlex.join(cmd)}"
+    return text if len(text) <= 512 else text[:509] + "..."
 
-    SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
-    def __enter__(self) -> "signals_raise":
-        def raise_(signum: int, _frame: Any) -> None:
-            raise Signalled(signum)
+class Signals:
+    """The signals `run` handles, from before it asks for the lock until it
+    has released it, so none finds a moment where it would end ferrolock and
+    leave the lock held for its ttl. While waiting for the lock (or just
+    after taking it) the first one raises `Signalled`: the acquire stops
+    cleanly, or the lock just taken is released. From then on they are kept
+    until CMD is started, then sent on to it."""
 
-        self.previous = {s: signal.signal(s, raise_) for s in self.SIGNALS}
+    def __init__(self) -> None:
+        self.raising = True
+        self.pending: List[int] = []
+        self.child: Optional[subprocess.Popen] = None
+
+    def __enter__(self) -> "Signals":
+        self.previous = {s: signal.signal(s, self.handle) for s in FORWARDED}
         return self
 
     def __exit__(self, *exc: object) -> None:
         for s, h in self.previous.items():
             signal.signal(s, h)
 
+    def handle(self, signum: int, _frame: Any) -> None:
+        if self.child is not None:
+            with_group(self.child, signum)
+        elif self.raising:
+            self.raising = False
+            raise Signalled(signum)
+        else:
+            self.pending.append(signum)
 
-def default_metadata(cmd: List[str]) -> str:
-    text = f"ferrolock run on {socket.gethostname()} pid {os.getpid()}: {shlex.join(cmd)}"
-    return text if len(text) <= 512 else text[:509] + "..."
+    def started(self, child: subprocess.Popen) -> None:
+        """CMD runs: what came meanwhile goes to it, and so will what comes next."""
+        self.child = child
+        for signum in self.pending:
+            with_group(child, signum)
 
 
 def cmd_run(client: ferrolock.Client, args: argparse.Namespace, as_json: bool) -> int:
@@ -416,57 +435,64 @@ def cmd_run(client: ferrolock.Client, args: argparse.Namespace, as_json: bool) -
     metadata = args.metadata if args.metadata is not None else default_metadata(cmd)
     lock = client.lock(args.name, ttl=args.ttl, fair=args.fair, metadata=metadata, on_lost=on_lost)
     timeout = -1 if args.timeout is None else args.timeout
-    with signals_raise():
-        acquired = lock.acquire(timeout=timeout)
-    if not acquired:
-        return fail(TIMED_OUT, f"{args.name!r} was not acquired within {args.timeout} s")
-    log.info("holding %r (fence %s); running %s", args.name, lock.fence, shlex.join(cmd))
-    try:
-        code = supervise(cmd, lock, lost, done, args.grace)
-    finally:
+    with Signals() as signals:
         try:
-            lock.release()
-        except ferrolock.LockNotOwned:
-            pass  # lost meanwhile: told below
-        except ferrolock.LockError as e:
-            log.warning("releasing %r failed: %s (it expires after its ttl)", args.name, e)
+            acquired = lock.acquire(timeout=timeout)
+            signals.raising = False  # from here a signal waits for CMD
+            if not acquired:
+                return fail(TIMED_OUT, f"{args.name!r} was not acquired within {args.timeout} s")
+            log.info("holding %r (fence %s); running %s", args.name, lock.fence, shlex.join(cmd))
+            code = supervise(cmd, lock, lost, done, args.grace, signals)
+        finally:
+            release_run_lock(lock, args.name)
     if lock.lost:
         return fail(LOST, f"the lock {args.name!r} was lost while the command ran")
     return code
 
 
-def supervise(cmd: List[str], lock: ferrolock.Lock, lost: threading.Event, done: threading.Event, grace: float) -> int:
+def release_run_lock(lock: ferrolock.Lock, name: str) -> None:
+    """Releases what `run` holds, if it holds anything (a signal may have
+    come as the acquire returned)."""
+    if lock.token is None:
+        return
+    try:
+        lock.release()
+    except ferrolock.LockNotOwned:
+        pass  # lost meanwhile: told by the caller
+    except ferrolock.LockError as e:
+        log.warning("releasing %r failed: %s (it expires after its ttl)", name, e)
+
+
+def supervise(cmd: List[str], lock: ferrolock.Lock, lost: threading.Event, done: threading.Event, grace: float,
+              signals: Signals) -> int:
     """Runs CMD in a process group of its own, passing on the signals
     ferrolock gets; stops it when the lock is lost. Returns its exit code."""
+    if signals.pending:
+        signum = signals.pending[0]
+        log.info("signal %s came before the command started: not running it", signum)
+        return 128 + signum
     try:
         child = subprocess.Popen(cmd, **OWN_GROUP)
-    except FileNotFoundError:
-        return fail(NOT_FOUND_CMD, f"command not found: {cmd[0]}")
-    except PermissionError:
-        return fail(NOT_EXECUTABLE, f"command not executable: {cmd[0]}")
+    except FileNotFoundError as e:
+        return fail(NOT_FOUND_CMD, f"command not found: {cmd[0]} ({e.strerror})")
+    except OSError as e:
+        return fail(NOT_EXECUTABLE, f"command cannot be executed: {cmd[0]} ({e.strerror or e})")
+    signals.started(child)
 
-    def forward(signum: int, _frame: Any) -> None:
-        with_group(child, signum)
+    def reap() -> None:
+        child.wait()
+        done.set()
 
-    previous = {s: signal.signal(s, forward) for s in FORWARDED}
-    try:
-        def reap() -> None:
+    threading.Thread(target=reap, daemon=True).start()
+    done.wait()
+    if lost.is_set() and child.poll() is None:
+        log.error("lost the lock %r: stopping the command (SIGTERM, SIGKILL in %s s)", lock.name, grace)
+        with_group(child, signal.SIGTERM)
+        try:
+            child.wait(grace)
+        except subprocess.TimeoutExpired:
+            with_group(child, signal.SIGKILL)
             child.wait()
-            done.set()
-
-        threading.Thread(target=reap, daemon=True).start()
-        done.wait()
-        if lost.is_set() and child.poll() is None:
-            log.error("lost the lock %r: stopping the command (SIGTERM, SIGKILL in %s s)", lock.name, grace)
-            with_group(child, signal.SIGTERM)
-            try:
-                child.wait(grace)
-            except subprocess.TimeoutExpired:
-                with_group(child, signal.SIGKILL)
-                child.wait()
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
     code = child.returncode
     return 128 - code if code < 0 else code
 
