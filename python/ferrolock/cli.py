@@ -28,7 +28,7 @@ CHANGED = 3  # release: a hold shown is gone or taken by another since: it was l
 UNAVAILABLE = 69  # Redis could not be reached in time (sysexits' EX_UNAVAILABLE)
 TIMED_OUT = 75  # run / wait: --timeout passed first (sysexits' EX_TEMPFAIL)
 LOST = 76  # run: the lock was lost while CMD ran (CMD was stopped)
-NOT_EXECUTABLE = 126
+NOT_EXECUTABLE = 126  # run: starting CMD failed with any OSError but not-found
 NOT_FOUND_CMD = 127
 
 EPILOG = """\
@@ -52,7 +52,8 @@ exit codes:
   69   Redis could not be reached in time
   75   run / wait: --timeout passed before the lock was taken / free
   76   run: the lock was lost while CMD ran; CMD was sent SIGTERM, then SIGKILL after --grace
-  126  run: CMD is not executable;  127: CMD was not found
+  126  run: the kernel cannot execute CMD (not executable, no shebang, a directory,
+       another architecture);  127: CMD was not found
   128+N  run: CMD was ended by signal N; or ferrolock was, while waiting for the lock
   any other: run exits with CMD's own exit code
 
@@ -314,9 +315,9 @@ def cmd_release(client: ferrolock.Client, args: argparse.Namespace, as_json: boo
     if changed:
         return fail(
             CHANGED,
-            f"{args.name!r} changed after it was shown: {'; '.join(holds_text(s) for s in changed)} "
-            "no longer held as shown, so nothing of whoever holds it now was removed: "
-            f"look again (ferrolock inspect {shlex.quote(args.name)})",
+            f"{args.name!r} changed after it was shown: {'; '.join(holds_text(s) for s in changed)}: "
+            "no longer held as shown, left alone (a hold taken since it was shown is never removed); "
+            f"look again: ferrolock inspect {shlex.quote(args.name)}",
         )
     return OK
 
