@@ -6,10 +6,10 @@
 --        '0': only leave the queue, as a cancelled adopt of a restored hold does),
 --        announce (a channel told '' when the hold is released, or '')]
 -- Returns 1 when this owner held the lock (released now), else 0.
--- Whenever the lock ends up free (released, or a hand-over lapsed) the head
--- of the queue gets it: it leaves the queue and is announced on `channel` as
--- '<token> <fence> <attempt>', so only it wakes, and it holds from that
--- message on (no round trip to claim it); its first renewal, sent at once,
+-- Whenever the lock ends up free (released, a hand-over lapsed, or a waiter
+-- left while it was free) the head of the queue gets it: it leaves the queue
+-- and is announced on `channel` as '<token> <fence> <attempt>', so only it
+-- wakes, and it holds from that message on (no round trip to claim it); its first renewal, sent at once,
 -- sets its full ttl. If it does not renew within its own patience, the
 -- hand-over lapses and the next attempt of anyone passes it on.
 local lock, queue, alive, tags = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -34,7 +34,13 @@ if announce ~= '' then
   -- trip away; newcomers cannot pass it (only the head may take a free term).
   if released == 1 then
     end_hold(lock, last, us)
+  end
+  if released == 1 or redis.call('EXISTS', queue) == 1 then
+    -- Also when a waiter (the head, maybe) left a free term: the next in
+    -- line claims it now, not at its own next look.
     publish(channel, '')
+  end
+  if released == 1 then
     publish(announce, '')
   end
   return released

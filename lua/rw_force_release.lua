@@ -1,17 +1,29 @@
 -- rw_force_release.lua: end every hold of an RWMutex, whoever holds it
--- (an operator's recovery, as release.lua's force for a Lock); waiters keep
--- their places in the fair queues and are woken.
+-- (an operator's recovery, as release.lua's force for a Lock), or only the
+-- hold of one token (compare-and-delete: the writer's hold or the reader's
+-- lease that token names, if still live); waiters keep their places in the
+-- fair queues and are woken.
 -- KEYS: [writer hash, readers zset (token -> expiry, server ms), writer intent]
--- ARGV: [channel]
--- Returns {1 if a writer held else 0, live readers removed}.
+-- ARGV: [channel, token ('' = every hold, and a waiting writer's intent)]
+-- Returns {1 if a writer's hold was ended else 0, live readers removed}.
 local writer, readers, intent = KEYS[1], KEYS[2], KEYS[3]
+local token = ARGV[2] or ''
 local us = now_us()
-local wrote = redis.call('HEXISTS', writer, 'token')
-if wrote == 1 then
+local now = math.floor(us / 1000)
+local holder = redis.call('HGET', writer, 'token')
+local wrote = 0
+if holder and (token == '' or holder == token) then
   end_hold(writer, tonumber(redis.call('HGET', writer, 'fence')) or 0, us)
+  wrote = 1
 end
-local read = redis.call('ZCOUNT', readers, '(' .. math.floor(us / 1000), '+inf')
-redis.call('DEL', readers, intent)
+local read = 0
+if token == '' then
+  read = redis.call('ZCOUNT', readers, '(' .. now, '+inf')
+  redis.call('DEL', readers, intent)
+elseif (tonumber(redis.call('ZSCORE', readers, token)) or 0) > now then
+  redis.call('ZREM', readers, token)
+  read = 1
+end
 if wrote == 1 or read > 0 then
   publish(ARGV[1], '')
 end

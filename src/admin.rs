@@ -5,14 +5,19 @@ use crate::client::Client;
 use crate::error::Result;
 use crate::mode::Mode;
 use crate::scripts::{self, Record};
+use crate::token::check_token;
 
 impl Client {
-    /// Deletes the lock `name` whoever holds it.
-    pub async fn force_release(&self, name: &str) -> Result<bool> {
+    /// Deletes the lock `name` whoever holds it; with `token`, only that
+    /// holder's hold (compare-and-delete: `false` when another holds it, or
+    /// nobody). On a quorum, every master's copy goes (of `token`'s hold
+    /// only, when given), a minority's leftover too.
+    pub async fn force_release(&self, name: &str, token: Option<&str>) -> Result<bool> {
+        token.map_or(Ok(()), check_token)?;
         let keys = &[self.keys().lock(name)];
-        let release = |c| async move { Ok(scripts::release(c, keys, "", true, "").await? > 0) };
+        let (token, force) = token.map_or(("", true), |t| (t, false));
+        let release = |c| async move { Ok(scripts::release(c, keys, token, force, "").await? > 0) };
         match self.quorum() {
-            // Every master's copy goes, a minority's leftover too.
             Some(q) => q.any("force_release", release).await,
             None => release(self).await,
         }

@@ -48,12 +48,14 @@ impl Election {
 
     /// A campaigner for `value`: acquiring the handle is campaigning (it
     /// waits in line), holding it is leading, releasing it is resigning.
-    pub fn candidate(&self, value: String, opts: LockOptions) -> Result<Lock> {
+    /// With `token`, the handle of the term that token holds (restored, as a
+    /// Lock's: releasing it ends that term).
+    pub fn candidate(&self, value: String, opts: LockOptions, token: Option<String>) -> Result<Lock> {
         let opts = LockOptions { metadata: Some(value), fair: true, ..opts };
         let names = vec![self.name.clone()];
-        validate(&names, &opts, None)?;
+        validate(&names, &opts, token.as_deref())?;
         let mode = Mode::Fair { keys: self.keys.clone(), patience: patience(opts.ttl) };
-        Ok(Lock::with_mode(self.client.clone(), names, mode, opts, None))
+        Ok(Lock::with_mode(self.client.clone(), names, mode, opts, token))
     }
 
     /// The current leader, or `None` when nobody leads.

@@ -120,10 +120,12 @@ impl Client {
 
 impl RwMutex {
     /// Ends every hold of this mutex, whoever holds it (an operator's
-    /// recovery: the holders learn at their next renewal that they lost it).
+    /// recovery: the holders learn at their next renewal that they lost it);
+    /// with `token`, only that writer's hold or that reader's lease.
     /// Returns whether a writer held, and how many live readers were removed.
-    pub async fn force_release(&self) -> Result<(bool, u64)> {
+    pub async fn force_release(&self, token: Option<&str>) -> Result<(bool, u64)> {
         self.client().single("RWMutex.force_release")?;
-        scripts::rw_force_release(self.client(), self.keys()).await
+        token.map_or(Ok(()), crate::token::check_token)?;
+        scripts::rw_force_release(self.client(), self.keys(), token.unwrap_or("")).await
     }
 }

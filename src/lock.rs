@@ -858,12 +858,7 @@ pub(crate) fn validate(names: &[String], opts: &LockOptions, token: Option<&str>
     if opts.metadata.as_ref().is_some_and(|m| m.len() > MAX_METADATA) {
         return Err(Error::InvalidArgument(format!("metadata is longer than {MAX_METADATA} bytes")));
     }
-    if let Some(t) = token {
-        if t.is_empty() || t.len() > MAX_TOKEN {
-            return Err(Error::InvalidArgument(format!("token must be 1 to {MAX_TOKEN} bytes long")));
-        }
-    }
-    Ok(())
+    token.map_or(Ok(()), crate::token::check_token)
 }
 
 #[cfg(test)]

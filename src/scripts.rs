@@ -388,12 +388,12 @@ pub async fn rw_inspect(client: &Client, k: &RwKeys, reader: &str) -> Result<RwS
     Ok(RwState { readers, reader_pttl_ms, intent_pttl_ms, writer: writer == 1 })
 }
 
-/// Ends every hold of an RWMutex whoever holds it: whether a writer held,
-/// and how many live readers were removed.
-pub async fn rw_force_release(client: &Client, k: &RwKeys) -> Result<(bool, u64)> {
+/// Ends every hold of an RWMutex whoever holds it, or only `token`'s when
+/// not empty: whether a writer held, and how many live readers were removed.
+pub async fn rw_force_release(client: &Client, k: &RwKeys, token: &str) -> Result<(bool, u64)> {
     let keys = [&k.writer, &k.readers, &k.intent];
     let (wrote, read): (i64, i64) =
-        run(client, RW_FORCE_RELEASE.on(client).key(&keys).arg(&k.channel)).await?;
+        run(client, RW_FORCE_RELEASE.on(client).key(&keys).arg(&k.channel).arg(token)).await?;
     Ok((wrote == 1, read.max(0) as u64))
 }
 

@@ -8,6 +8,18 @@ pub fn new_token() -> Result<String> {
     Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
 }
 
+/// A token given by the caller (a restored hold's, an operator's release):
+/// 1 to `MAX_TOKEN` bytes.
+pub fn check_token(token: &str) -> Result<()> {
+    if token.is_empty() || token.len() > crate::lock::MAX_TOKEN {
+        return Err(Error::InvalidArgument(format!(
+            "token must be 1 to {} bytes long",
+            crate::lock::MAX_TOKEN
+        )));
+    }
+    Ok(())
+}
+
 /// A uniformly random fraction in [0, 1) for jitter.
 pub fn random_unit() -> f64 {
     let mut buf = [0u8; 8];

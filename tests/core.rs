@@ -88,7 +88,7 @@ async fn takeover_is_reported_once() {
     };
     let a = lock(&c, "taken", opts);
     assert!(a.acquire(Wait::No).await.unwrap());
-    c.force_release("taken").await.unwrap();
+    c.force_release("taken", None).await.unwrap();
     let b = lock(&c, "taken", quick(5000));
     assert!(b.acquire(Wait::No).await.unwrap());
     assert!(tokio::time::timeout(Duration::from_secs(2), a.lease().unwrap().wait_ended()).await.unwrap());

@@ -120,7 +120,7 @@ async fn losses_by_cause_and_wakeups_by_kind() {
     // Once it polled, the waiter is subscribed and waits 200 ms for its next
     // poll: a release now wakes it by pub/sub long before.
     rec.wait_for("woken poll").await;
-    assert!(c.force_release("ev:losses").await.unwrap());
+    assert!(c.force_release("ev:losses", None).await.unwrap());
     assert!(waiting.await.unwrap().unwrap());
     rec.wait_for("lost taken_over").await;
     assert!(rec.seen().contains(&"woken pubsub".to_string()), "{:?}", rec.seen());

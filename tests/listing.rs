@@ -78,7 +78,7 @@ async fn scan_lists_holders_waiters_and_readers_under_the_prefix_only() {
     assert!(c.scan("nothing*").await.unwrap().is_empty());
     assert!(matches!(c.scan("").await, Err(ferrolock::Error::InvalidArgument(_))));
 
-    assert_eq!(rw.force_release().await.unwrap(), (false, 2));
+    assert_eq!(rw.force_release(None).await.unwrap(), (false, 2));
     assert!(intent.await.unwrap().unwrap(), "the waiting writer gets in once the readers are gone");
     head.release().await.unwrap();
     assert!(waiting.await.unwrap().unwrap());

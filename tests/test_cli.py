@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import os
 import pty
+import select
 import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -47,7 +49,7 @@ def test_version_and_help_with_examples_and_exit_codes():
     assert version.stdout.strip() == f"ferrolock {ferrolock.__version__}"
     helped = subprocess.run([FERROLOCK, "--help"], capture_output=True, text=True)
     assert helped.returncode == 0
-    for text in ("examples:", "ferrolock run reports:nightly", "exit codes:", "76", "75", "69"):
+    for text in ("examples:", "ferrolock run reports:nightly", "exit codes:", "76", "75", "69", "  3    release:"):
         assert text in helped.stdout
     as_module = subprocess.run([sys.executable, "-m", "ferrolock", "run", "--help"], capture_output=True, text=True)
     assert as_module.returncode == 0 and "--grace" in as_module.stdout
@@ -153,6 +155,66 @@ def test_release_asks_on_a_terminal(redis_url, prefix, client, answer, removed):
     assert (client.inspect("stuck") is None) == removed
 
 
+def read_until(fd: int, text: str, limit: float = 30) -> str:
+    """What a process wrote to the pipe `fd` up to `text` (a prompt: no newline to read up to)."""
+    seen = b""
+    deadline = time.monotonic() + limit
+    while text.encode() not in seen:
+        assert time.monotonic() < deadline, f"no {text!r} in {seen!r}"
+        if select.select([fd], [], [], 1)[0]:
+            chunk = os.read(fd, 4096)
+            assert chunk, f"closed before {text!r}: {seen!r}"
+            seen += chunk
+    return seen.decode()
+
+
+@pytest.mark.parametrize("kind", ["lock", "fair", "writer", "reader"])
+def test_release_removes_only_the_hold_it_showed(redis_url, prefix, client, kind):
+    """The holder shown at the prompt releases and another takes the name
+    before the operator answers yes: the new hold stays, exit 3 says so."""
+    def take():
+        if kind in ("lock", "fair"):
+            handle = client.lock("stuck", fair=kind == "fair", metadata="shown")
+        else:
+            rw = client.rwmutex("stuck")
+            handle = rw.write(metadata="shown") if kind == "writer" else rw.read()
+        assert handle.acquire(blocking=False)
+        return handle
+
+    shown = take()
+    controller, terminal = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [FERROLOCK, "release", "stuck", "--force", "--url", redis_url, "--prefix", prefix],
+            stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        prompt = read_until(proc.stdout.fileno(), "[y/N]")
+        token = shown.token
+        assert token in prompt
+        shown.release()
+        now = take()
+        os.write(controller, b"y\n")
+        _, err = proc.communicate(timeout=60)
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    assert proc.returncode == cli.CHANGED, err
+    assert "changed after it was shown" in err and token in err
+    assert "force-released" not in err  # no WARNING of a removal
+    assert now.owned(), "the hold taken after the prompt was removed"
+    now.release()
+
+
+def test_release_with_yes_removes_what_it_read_and_reports_a_change_as_json(redis_url, prefix, client):
+    readers = [client.rwmutex("doc").read() for _ in range(2)]
+    for r in readers:
+        assert r.acquire(blocking=False)
+    out = run(redis_url, prefix, "release", "doc", "--force", "--yes", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["changed"] == []
+    assert all(r.token in out.stderr for r in readers)
+
+
 def test_run_holds_while_cmd_runs_and_passes_its_exit_code(redis_url, prefix, client):
     cmd = py(
         f"""
@@ -248,6 +310,42 @@ def test_run_reports_a_missing_command(redis_url, prefix, client):
     assert out.returncode == cli.NOT_FOUND_CMD and "not found" in out.stderr
     assert client.inspect("job") is None
     assert run(redis_url, prefix, "run", "job").returncode == cli.USAGE
+
+
+def test_run_reports_a_command_the_kernel_cannot_execute(redis_url, prefix, client, tmp_path):
+    """ENOEXEC (an executable text file without a shebang), EACCES (a
+    directory): 126 and one line naming the command, no traceback."""
+    script = tmp_path / "no-shebang"
+    script.write_text("echo hi\n")
+    script.chmod(0o755)
+    for cmd in (script, tmp_path):
+        out = run(redis_url, prefix, "run", "job", "--", str(cmd))
+        assert out.returncode == cli.NOT_EXECUTABLE, out.stderr
+        assert out.stderr.startswith(f"ferrolock: command cannot be executed: {cmd} (")
+        assert "Traceback" not in out.stderr and len(out.stderr.splitlines()) == 1
+        assert client.inspect("job") is None
+
+
+def test_run_releases_at_once_on_a_sigterm_right_after_the_lock_is_taken(redis_url, prefix, client, tmp_path):
+    """SIGTERM lands after the acquire returned and before CMD starts (sent
+    from a hook at the start of `supervise`): the lock is released at once
+    (not left for its 30 s ttl), CMD is not run, the exit is 128 + SIGTERM."""
+    marker = tmp_path / "ran"
+    code = f"""
+        import os, signal, sys
+        from ferrolock import cli
+        real = cli.supervise
+        def supervise(*args):
+            os.kill(os.getpid(), signal.SIGTERM)
+            return real(*args)
+        cli.supervise = supervise
+        sys.exit(cli.main(["--url", {redis_url!r}, "--prefix", {prefix!r}, "run", "job", "--ttl", "30",
+                           "--", "touch", {str(marker)!r}]))
+        """
+    out = subprocess.run(py(code), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 128 + signal.SIGTERM, out.stderr
+    assert client.inspect("job") is None, "the lock was left for its ttl"
+    assert not marker.exists()
 
 
 def test_wait_blocks_until_free(redis_url, prefix, client):

@@ -6,6 +6,7 @@ waiter that gives up passes its turn on at once."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
@@ -152,3 +153,58 @@ def test_a_writer_that_gives_up_lets_the_readers_behind_it_in_at_once(client, ra
     reader.release()
     reading.release()
     assert raw.keys(prefix + "*") == []
+
+
+def election_campaigner(client, name, **kw):
+    return client.election(name, ttl=30.0)._core.candidate(name, **kw)
+
+
+HEADS = KINDS + [pytest.param(election_campaigner, ":el", id="election")]
+
+
+@pytest.mark.parametrize("make, suffix", HEADS)
+async def test_the_head_withdrawing_from_a_free_name_wakes_the_next_at_once(client, raw, prefix, make, suffix):
+    """The name is free (its holder's hold lapsed: nothing was announced)
+    while B, the head of the queue, and C behind it wait on a 10 s retry.
+    B is cancelled: C must be woken by a message (a hand-over, or a wake-up
+    to claim it), not by its own next look (a fair waiter looks again every
+    patience / 3, 0.67 s here, to keep its place), and hold within a round trip."""
+    key = f"{prefix}{{w}}{suffix}"
+    queue = f"{prefix}{{w}}{QUEUE.get(suffix, ':el:q')}"
+    tags = f"{prefix}{{w}}{ALIVE.get(suffix, ':el:qx')[:-1]}t"  # each waiter's '<attempt> <patience_ms>'
+
+    def attempts() -> list:
+        return sorted(int(t.split()[0]) for t in raw("HVALS", tags))
+
+    events: list = []
+    listen = events.append
+    ferrolock.add_listener(listen)
+    try:
+        holder = make(client, "w", ttl=30.0)
+        assert await holder.aacquire()
+        b, c = make(client, "w", ttl=30.0, retry=SLOW), make(client, "w", ttl=30.0, retry=SLOW)
+        b_task = asyncio.ensure_future(b.aacquire(timeout=30))
+        await asyncio.sleep(0)
+        wait_for(lambda: raw("ZCARD", queue) == 1, 5, "B in the queue")
+        c_task = asyncio.ensure_future(c.aacquire(timeout=30))
+        await asyncio.sleep(0)
+        # Each waiter's second attempt follows its subscription; after it,
+        # both sleep until a message or their next look.
+        wait_for(lambda: attempts() == [2, 2], 5, "B and C subscribed, asleep in the queue")
+        assert raw("DEL", key) == 1  # the holder's hold lapses: no release is announced
+        withdrawn = time.monotonic()
+        b_task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await b_task
+        assert await asyncio.wait_for(c_task, 9) is True
+        assert time.monotonic() - withdrawn < 2.0, "C slept to its retry after the head withdrew"
+        assert ferrolock.flush_events(10)
+    finally:
+        ferrolock.remove_listener(listen)
+    kinds = [(e.kind, e.detail) for e in events if e.names == ("w",)]
+    taken = max(i for i, (kind, _) in enumerate(kinds) if kind == "acquired")
+    woken = [detail for kind, detail in kinds[:taken] if kind == "woken"]
+    assert woken[-1] in ("pubsub", "handover"), f"C found the name free by itself: {kinds}"
+    assert raw("HGET", key, "token").decode() == c.token
+    await c.arelease()
+    wait_for(lambda: raw.keys(prefix + "*") == [], 5, "no keys left")

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from ferrolock.testing import Raw
+import ferrolock
+from ferrolock.testing import Helpers, Raw, RedisServer
+from tls_certs import TlsRedisServer, make_certs, remove
 
 USER_TESTS = """
 import asyncio, json, threading, pytest, ferrolock
@@ -54,6 +56,37 @@ async def test_async_with_is_cancelled_by_a_loss(ferrolock_client, ferrolock_hel
             ferrolock_helpers.expire_now(lock)
             await asyncio.sleep(30)
 
+def test_every_primitive_expires(ferrolock_client, ferrolock_helpers):
+    permit, other = ferrolock_client.semaphore("pool", 2), ferrolock_client.semaphore("pool", 2)
+    assert permit.acquire() and other.acquire()
+    ferrolock_helpers.expire_now(permit)
+    assert permit.lost and not other.lost and len(ferrolock_client.semaphore("pool", 2).inspect()) == 1
+    other.release()
+    fair = ferrolock_client.lock("fair", fair=True)
+    multi = ferrolock_client.multi_lock(["m1", "m2"])
+    writer = ferrolock_client.rwmutex("doc", fair=True).write()
+    for lock in (fair, multi, writer):
+        assert lock.acquire()
+        ferrolock_helpers.expire_now(lock)
+        assert lock.lost and ferrolock_client.describe(lock.names[0]) == [], lock
+    election = ferrolock_client.election("cron", ttl=5)
+    term = election.campaign("me")
+    ferrolock_helpers.expire_now(term)
+    assert term.lost and election.leader() is None
+    with election.campaign("next") as again:
+        assert again.number > term.number
+
+def test_every_primitive_is_held_elsewhere(ferrolock_client, ferrolock_helpers):
+    with ferrolock_helpers.hold_elsewhere("pool", kind="permit", permits=2):
+        assert len(ferrolock_client.semaphore("pool", 2).inspect()) == 1
+    with ferrolock_helpers.hold_elsewhere(["m1", "m2"]) as holder:
+        assert ferrolock_client.inspect("m2").token == holder.token
+    with ferrolock_helpers.hold_elsewhere("cron", kind="term", metadata="there") as holder:
+        assert ferrolock_client.election("cron").leader().value == "there"
+    assert ferrolock_client.election("cron").leader() is None
+    with pytest.raises(ValueError, match="kind must be one of"):
+        ferrolock_helpers.hold_elsewhere("x", kind="mutex")
+
 def test_url(ferrolock_redis_url):
     open("url.txt", "w").write(ferrolock_redis_url)
 """
@@ -69,7 +102,7 @@ def user_suite(pytester):
 def test_the_plugin_serves_a_users_suite_and_cleans_up(user_suite, redis_url, monkeypatch):
     monkeypatch.setenv("REDIS_URL", redis_url)
     result = user_suite.runpytest_subprocess("-p", "pytester")
-    result.assert_outcomes(passed=7)
+    result.assert_outcomes(passed=9)
     assert (user_suite.path / "url.txt").read_text() == redis_url
     prefix = (user_suite.path / "prefix.txt").read_text()
     assert prefix.startswith("test:")
@@ -79,7 +112,7 @@ def test_the_plugin_serves_a_users_suite_and_cleans_up(user_suite, redis_url, mo
 def test_without_redis_url_the_session_starts_its_own_server(user_suite, redis_url, monkeypatch):
     monkeypatch.delenv("REDIS_URL", raising=False)
     result = user_suite.runpytest_subprocess("-k", "url or another")
-    result.assert_outcomes(passed=2, deselected=5)
+    result.assert_outcomes(passed=2, deselected=7)
     url = (user_suite.path / "url.txt").read_text()
     assert url.startswith("redis://127.0.0.1:") and url != redis_url
     with pytest.raises(OSError):
@@ -88,7 +121,7 @@ def test_without_redis_url_the_session_starts_its_own_server(user_suite, redis_u
 
 def test_the_plugin_can_be_turned_off(user_suite):
     result = user_suite.runpytest_subprocess("-p", "no:ferrolock", "-k", "url")
-    result.assert_outcomes(errors=1, deselected=6)
+    result.assert_outcomes(errors=1, deselected=8)
     result.stdout.fnmatch_lines(["*fixture 'ferrolock_redis_url' not found*"])
 
 
@@ -99,3 +132,68 @@ def test_the_suite_uses_the_plugins_fixtures(request, client, prefix, redis_url,
     assert client is ferrolock_client
     assert client.prefix == prefix == request.getfixturevalue("ferrolock_prefix")
     assert redis_url == request.getfixturevalue("ferrolock_redis_url")
+
+
+@pytest.mark.parametrize("how", ["acl-user", "password", "unix-socket"])
+def test_every_helper_serves_every_url_a_client_takes(user_suite, monkeypatch, how):
+    """The whole user suite (pause_server, delete_all at each teardown,
+    expire_now, hold_elsewhere) against a server reached by an ACL user with
+    a %-escaped password, by a %-escaped password alone, or by a unix socket
+    with a database number and credentials."""
+    if how == "acl-user":
+        server = RedisServer(user="app", password="p@ss:w/rd%")
+    elif how == "password":
+        server = RedisServer(password="p@ss w%rd")
+    else:
+        server = RedisServer(user="app", password="p@ss", unix_socket=True)
+    server.start()
+    try:
+        url = server.unix_url.replace("db=0", "db=3") if how == "unix-socket" else server.url
+        assert "%40" in url or how == "unix-socket"
+        monkeypatch.setenv("REDIS_URL", url)
+        result = user_suite.runpytest_subprocess("-p", "pytester")
+        result.assert_outcomes(passed=9)
+        prefix = (user_suite.path / "prefix.txt").read_text()
+        raw = Raw(url)
+        assert raw("PING") == "PONG" and raw.scan(prefix + "*") == [], "delete_all deleted the test's keys"
+        if how == "unix-socket":
+            assert raw.db == 3 and Raw(server.url)("DBSIZE") == 0, "the keys were in database 3"
+    finally:
+        server.close()
+
+
+def test_helpers_over_tls_with_a_ca_file(prefix):
+    certs = make_certs()
+    server = TlsRedisServer(certs, password="tls pw").start()
+    try:
+        url = f"rediss://:tls%20pw@127.0.0.1:{server.port}/0"
+        client = ferrolock.Client(url, prefix=prefix, ca_file=str(certs.ca))
+        helpers = Helpers(url, prefix, ca_file=str(certs.ca))
+        lock = client.lock("job")
+        assert lock.acquire()
+        helpers.expire_now(lock)
+        assert lock.lost
+        with helpers.hold_elsewhere("job") as holder:
+            assert client.inspect("job").token == holder.token
+        assert client.lock("job", ttl=60).acquire()
+        with helpers.pause_server(30):
+            assert helpers.raw("CLIENT", "INFO")
+        assert helpers.delete_all() == 1
+        assert client.inspect("job") is None
+    finally:
+        server.close()
+        remove(certs)
+
+
+@pytest.mark.parametrize("url", [
+    ["redis://127.0.0.1:1/0", "redis://127.0.0.1:2/0", "redis://127.0.0.1:3/0"],
+    "redis+sentinel://127.0.0.1:26379/mymaster",
+    "redis+cluster://127.0.0.1:7000,127.0.0.1:7001",
+], ids=["quorum", "sentinel", "cluster"])
+def test_a_helper_that_needs_one_server_says_so(url, prefix):
+    helpers = Helpers(url, prefix)
+    with pytest.raises(ValueError, match="delete_all talks to one server: .*give the URL of"):
+        helpers.delete_all()
+    with pytest.raises(ValueError, match="pause_server talks to one server"):
+        with helpers.pause_server():
+            pass

@@ -24,10 +24,11 @@ log = logging.getLogger("ferrolock.cli")
 OK = 0
 NOT_FOUND = 1  # inspect / release: nothing stored under the name; any Redis error
 USAGE = 2  # bad arguments, URL or name
+CHANGED = 3  # release: a hold shown is gone or taken by another since: it was left alone
 UNAVAILABLE = 69  # Redis could not be reached in time (sysexits' EX_UNAVAILABLE)
 TIMED_OUT = 75  # run / wait: --timeout passed first (sysexits' EX_TEMPFAIL)
 LOST = 76  # run: the lock was lost while CMD ran (CMD was stopped)
-NOT_EXECUTABLE = 126
+NOT_EXECUTABLE = 126  # run: starting CMD failed with any OSError but not-found
 NOT_FOUND_CMD = 127
 
 EPILOG = """\
@@ -36,7 +37,7 @@ examples:
   ferrolock ls 'reports:*' --json       those whose name matches, as JSON
   ferrolock inspect reports:nightly     who holds it, for how long, who waits
   ferrolock release reports:nightly --force
-                                        remove whoever holds it (asks first on a terminal)
+                                        remove the hold it shows (asks first on a terminal)
   ferrolock run reports:nightly --timeout 0 -- ./nightly.sh --full
                                         run the job unless another host runs it now
   ferrolock wait reports:nightly --timeout 600
@@ -46,10 +47,13 @@ exit codes:
   0    done (run: CMD exited 0)
   1    inspect / release: nothing is stored under NAME; or Redis answered with an error
   2    bad arguments, URL or name
+  3    release: a hold it showed changed before the removal (released, or taken by
+       another holder): that one was left alone; the holds still as shown were removed
   69   Redis could not be reached in time
   75   run / wait: --timeout passed before the lock was taken / free
   76   run: the lock was lost while CMD ran; CMD was sent SIGTERM, then SIGKILL after --grace
-  126  run: CMD is not executable;  127: CMD was not found
+  126  run: the kernel cannot execute CMD (not executable, no shebang, a directory,
+       another architecture);  127: CMD was not found
   128+N  run: CMD was ended by signal N; or ferrolock was, while waiting for the lock
   any other: run exits with CMD's own exit code
 
@@ -120,7 +124,7 @@ def parser() -> argparse.ArgumentParser:
     inspect = command("inspect", "show everything stored under NAME")
     inspect.add_argument("name", metavar="NAME")
 
-    release = command("release", "remove whoever holds NAME (needs --force)")
+    release = command("release", "remove the holds of NAME it shows, and only those (needs --force)")
     release.add_argument("name", metavar="NAME")
     release.add_argument("--force", action="store_true", help="required: the holder is not asked")
     release.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation on a terminal")
@@ -185,7 +189,8 @@ def fail(code: int, message: str) -> int:
 # -- looking ------------------------------------------------------------------
 
 
-def state_dict(s: ferrolock.LockState) -> Dict[str, Any]:
+def state_dict(s: Any) -> Dict[str, Any]:
+    """A `ferrolock.LockState` (or the part of one `Shown` names) as JSON."""
     holder = None
     if s.holder is not None:
         h = s.holder
@@ -296,24 +301,64 @@ def cmd_release(client: ferrolock.Client, args: argparse.Namespace, as_json: boo
         if answer.strip().lower() not in ("y", "yes"):
             print("nothing removed")
             return NOT_FOUND
+    released, changed = [], []
     for s in held:
-        if s.kind == "lock":
-            client.force_release(args.name)
-        else:
-            client.rwmutex(args.name).force_release()
-        removed = [f"holder {s.holder.token} (fence {s.holder.fence}, metadata {s.holder.metadata!r})"] if s.holder else []
-        removed += [f"reader {token}" for token, _ in s.readers]
-        log.warning("force-released %s %r: removed %s", s.kind, args.name, ", ".join(removed))
+        removed, gone = remove_shown(client, args.name, s)
+        if removed.holder is not None or removed.readers:
+            released.append(removed)
+            log.warning("force-released %s %r: removed %s", s.kind, args.name, holds_text(removed))
+        if gone.holder is not None or gone.readers:
+            changed.append(gone)
     if as_json:
-        print(json.dumps({"released": [state_dict(s) for s in held]}, indent=2))
+        print(json.dumps({"released": [state_dict(s) for s in released],
+                          "changed": [state_dict(s) for s in changed]}, indent=2))
+    if changed:
+        return fail(
+            CHANGED,
+            f"{args.name!r} changed after it was shown: {'; '.join(holds_text(s) for s in changed)}: "
+            "no longer held as shown, left alone (a hold taken since it was shown is never removed); "
+            f"look again: ferrolock inspect {shlex.quote(args.name)}",
+        )
     return OK
+
+
+class Shown:
+    """Part of a state that was shown: its holder (or None) and readers."""
+
+    def __init__(self, s: ferrolock.LockState, holder: Any, readers: List[Any]):
+        self.name, self.kind, self.holder, self.readers = s.name, s.kind, holder, readers
+        self.waiters, self.queued_readers, self.queued_writers = s.waiters, s.queued_readers, s.queued_writers
+        self.writer_intent = s.writer_intent
+
+
+def remove_shown(client: ferrolock.Client, name: str, s: ferrolock.LockState) -> "tuple[Shown, Shown]":
+    """Removes each hold of `s` by its token (compare-and-delete in Redis, so
+    a hold taken since by someone else stays). Returns what was removed and
+    what had changed."""
+    rw = client.rwmutex(name) if s.kind == "rwmutex" else None
+
+    def by_token(token: str) -> bool:
+        return rw.force_release(token) if rw else client.force_release(name, token=token)
+
+    holder_removed = s.holder is not None and by_token(s.holder.token)
+    readers = [(r, by_token(r[0])) for r in s.readers]
+    removed = Shown(s, s.holder if holder_removed else None, [r for r, ok in readers if ok])
+    gone = Shown(s, s.holder if s.holder is not None and not holder_removed else None,
+                 [r for r, ok in readers if not ok])
+    return removed, gone
+
+
+def holds_text(s: Any) -> str:
+    h = s.holder
+    holds = [f"holder {h.token} (fence {h.fence}, metadata {h.metadata!r})"] if h else []
+    return ", ".join(holds + [f"reader {token}" for token, _ in s.readers])
 
 
 def cmd_wait(client: ferrolock.Client, args: argparse.Namespace, as_json: bool) -> int:
     """Polls the name's state (reading only: it never takes the lock)."""
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     pause = 0.01
-    with signals_raise():
+    with Signals():
         while True:
             busy = [s for s in client.describe(args.name) if s.holder is not None or s.readers]
             if not busy:
@@ -335,27 +380,46 @@ def cmd_wait(client: ferrolock.Client, args: argparse.Namespace, as_json: bool) 
 # -- running a command under the lock -------------------------------------------
 
 
-class signals_raise:
-    """Within the block, SIGTERM, SIGHUP and SIGINT raise `Signalled` (so a
-    blocking acquire stops cleanly, leaving nothing behind in Redis)."""
+def default_metadata(cmd: List[str]) -> str:
+    text = f"ferrolock run on {socket.gethostname()} pid {os.getpid()}: {shlex.join(cmd)}"
+    return text if len(text) <= 512 else text[:509] + "..."
 
-    SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
-    def __enter__(self) -> "signals_raise":
-        def raise_(signum: int, _frame: Any) -> None:
-            raise Signalled(signum)
+class Signals:
+    """The signals `run` handles, from before it asks for the lock until it
+    has released it, so none finds a moment where it would end ferrolock and
+    leave the lock held for its ttl. While waiting for the lock (or just
+    after taking it) the first one raises `Signalled`: the acquire stops
+    cleanly, or the lock just taken is released. From then on they are kept
+    until CMD is started, then sent on to it."""
 
-        self.previous = {s: signal.signal(s, raise_) for s in self.SIGNALS}
+    def __init__(self) -> None:
+        self.raising = True
+        self.pending: List[int] = []
+        self.child: Optional[subprocess.Popen] = None
+
+    def __enter__(self) -> "Signals":
+        self.previous = {s: signal.signal(s, self.handle) for s in FORWARDED}
         return self
 
     def __exit__(self, *exc: object) -> None:
         for s, h in self.previous.items():
             signal.signal(s, h)
 
+    def handle(self, signum: int, _frame: Any) -> None:
+        if self.child is not None:
+            with_group(self.child, signum)
+        elif self.raising:
+            self.raising = False
+            raise Signalled(signum)
+        else:
+            self.pending.append(signum)
 
-def default_metadata(cmd: List[str]) -> str:
-    text = f"ferrolock run on {socket.gethostname()} pid {os.getpid()}: {shlex.join(cmd)}"
-    return text if len(text) <= 512 else text[:509] + "..."
+    def started(self, child: subprocess.Popen) -> None:
+        """CMD runs: what came meanwhile goes to it, and so will what comes next."""
+        self.child = child
+        for signum in self.pending:
+            with_group(child, signum)
 
 
 def cmd_run(client: ferrolock.Client, args: argparse.Namespace, as_json: bool) -> int:
@@ -372,57 +436,64 @@ def cmd_run(client: ferrolock.Client, args: argparse.Namespace, as_json: bool) -
     metadata = args.metadata if args.metadata is not None else default_metadata(cmd)
     lock = client.lock(args.name, ttl=args.ttl, fair=args.fair, metadata=metadata, on_lost=on_lost)
     timeout = -1 if args.timeout is None else args.timeout
-    with signals_raise():
-        acquired = lock.acquire(timeout=timeout)
-    if not acquired:
-        return fail(TIMED_OUT, f"{args.name!r} was not acquired within {args.timeout} s")
-    log.info("holding %r (fence %s); running %s", args.name, lock.fence, shlex.join(cmd))
-    try:
-        code = supervise(cmd, lock, lost, done, args.grace)
-    finally:
+    with Signals() as signals:
         try:
-            lock.release()
-        except ferrolock.LockNotOwned:
-            pass  # lost meanwhile: told below
-        except ferrolock.LockError as e:
-            log.warning("releasing %r failed: %s (it expires after its ttl)", args.name, e)
+            acquired = lock.acquire(timeout=timeout)
+            signals.raising = False  # from here a signal waits for CMD
+            if not acquired:
+                return fail(TIMED_OUT, f"{args.name!r} was not acquired within {args.timeout} s")
+            log.info("holding %r (fence %s); running %s", args.name, lock.fence, shlex.join(cmd))
+            code = supervise(cmd, lock, lost, done, args.grace, signals)
+        finally:
+            release_run_lock(lock, args.name)
     if lock.lost:
         return fail(LOST, f"the lock {args.name!r} was lost while the command ran")
     return code
 
 
-def supervise(cmd: List[str], lock: ferrolock.Lock, lost: threading.Event, done: threading.Event, grace: float) -> int:
+def release_run_lock(lock: ferrolock.Lock, name: str) -> None:
+    """Releases what `run` holds, if it holds anything (a signal may have
+    come as the acquire returned)."""
+    if lock.token is None:
+        return
+    try:
+        lock.release()
+    except ferrolock.LockNotOwned:
+        pass  # lost meanwhile: told by the caller
+    except ferrolock.LockError as e:
+        log.warning("releasing %r failed: %s (it expires after its ttl)", name, e)
+
+
+def supervise(cmd: List[str], lock: ferrolock.Lock, lost: threading.Event, done: threading.Event, grace: float,
+              signals: Signals) -> int:
     """Runs CMD in a process group of its own, passing on the signals
     ferrolock gets; stops it when the lock is lost. Returns its exit code."""
+    if signals.pending:
+        signum = signals.pending[0]
+        log.info("signal %s came before the command started: not running it", signum)
+        return 128 + signum
     try:
         child = subprocess.Popen(cmd, **OWN_GROUP)
-    except FileNotFoundError:
-        return fail(NOT_FOUND_CMD, f"command not found: {cmd[0]}")
-    except PermissionError:
-        return fail(NOT_EXECUTABLE, f"command not executable: {cmd[0]}")
+    except FileNotFoundError as e:
+        return fail(NOT_FOUND_CMD, f"command not found: {cmd[0]} ({e.strerror})")
+    except OSError as e:
+        return fail(NOT_EXECUTABLE, f"command cannot be executed: {cmd[0]} ({e.strerror or e})")
+    signals.started(child)
 
-    def forward(signum: int, _frame: Any) -> None:
-        with_group(child, signum)
+    def reap() -> None:
+        child.wait()
+        done.set()
 
-    previous = {s: signal.signal(s, forward) for s in FORWARDED}
-    try:
-        def reap() -> None:
+    threading.Thread(target=reap, daemon=True).start()
+    done.wait()
+    if lost.is_set() and child.poll() is None:
+        log.error("lost the lock %r: stopping the command (SIGTERM, SIGKILL in %s s)", lock.name, grace)
+        with_group(child, signal.SIGTERM)
+        try:
+            child.wait(grace)
+        except subprocess.TimeoutExpired:
+            with_group(child, signal.SIGKILL)
             child.wait()
-            done.set()
-
-        threading.Thread(target=reap, daemon=True).start()
-        done.wait()
-        if lost.is_set() and child.poll() is None:
-            log.error("lost the lock %r: stopping the command (SIGTERM, SIGKILL in %s s)", lock.name, grace)
-            with_group(child, signal.SIGTERM)
-            try:
-                child.wait(grace)
-            except subprocess.TimeoutExpired:
-                with_group(child, signal.SIGKILL)
-                child.wait()
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
     code = child.returncode
     return 128 - code if code < 0 else code
 

@@ -32,11 +32,13 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
 import textwrap
 import time
+import urllib.parse
 import uuid
 from typing import Any, Iterator, Optional
 
@@ -70,9 +72,18 @@ def encode(args: Any) -> bytes:
 
 class RedisServer:
     """A ``redis-server`` on 127.0.0.1 that can be stopped, killed and
-    restarted on its port, with no data saved to disk."""
+    restarted on its port, with no data saved to disk.
 
-    def __init__(self, port: Optional[int] = None, password: Optional[str] = None, extra: tuple = ()):
+    Args:
+        password: the password clients give (``requirepass``), or with
+            ``user`` that ACL user's (the default user is then off).
+        user: an ACL user allowed everything, the only one.
+        unix_socket: also listen on a unix socket in the server's directory
+            (:attr:`unix_url`).
+    """
+
+    def __init__(self, port: Optional[int] = None, password: Optional[str] = None, extra: tuple = (),
+                 user: Optional[str] = None, unix_socket: bool = False):
         binary = shutil.which("redis-server")
         if binary is None:
             raise RuntimeError(
@@ -82,14 +93,31 @@ class RedisServer:
         self.binary = binary
         self.port = port or free_port()
         self.password = password
+        self.user = user
         self.extra = extra
         self.dir = tempfile.mkdtemp(prefix="ferrolock-redis-")
+        self.socket = os.path.join(self.dir, "redis.sock") if unix_socket else None
         self.proc: Optional[subprocess.Popen] = None
+
+    def _auth(self) -> str:
+        """The ``user:password@`` part of a URL (%-escaped), or ''."""
+        if not self.password:
+            return ""
+        return f"{urllib.parse.quote(self.user or '', safe='')}:{urllib.parse.quote(self.password, safe='')}@"
 
     @property
     def url(self) -> str:
-        auth = f":{self.password}@" if self.password else ""
-        return f"redis://{auth}127.0.0.1:{self.port}/0"
+        return f"redis://{self._auth()}127.0.0.1:{self.port}/0"
+
+    @property
+    def unix_url(self) -> str:
+        """The ``unix://`` URL of its socket (``unix_socket=True``), database 0."""
+        if self.socket is None:
+            raise ValueError("this server listens on no unix socket: start it with unix_socket=True")
+        query = {"db": "0"}
+        if self.password:
+            query.update({"user": self.user, "pass": self.password} if self.user else {"pass": self.password})
+        return f"unix://{self.socket}?{urllib.parse.urlencode(query)}"
 
     def _args(self) -> list:
         """The command line (a subclass may listen differently)."""
@@ -98,8 +126,12 @@ class RedisServer:
             "--save", "", "--appendonly", "no", "--dir", self.dir,
             "--enable-debug-command", "local",
         ]
-        if self.password:
+        if self.user:
+            args += ["--user", "default", "off", "--user", self.user, "on", f">{self.password}", "~*", "&*", "+@all"]
+        elif self.password:
             args += ["--requirepass", self.password]
+        if self.socket:
+            args += ["--unixsocket", self.socket, "--unixsocketperm", "700"]
         return args + list(self.extra)
 
     def _open(self) -> socket.socket:
@@ -139,7 +171,7 @@ class RedisServer:
         """Send one command over a fresh connection; returns the raw reply."""
         with self._open() as s:
             if self.password:
-                s.sendall(encode(("AUTH", self.password)))
+                s.sendall(encode(("AUTH", self.user, self.password) if self.user else ("AUTH", self.password)))
                 s.recv(64)
             s.sendall(encode(args))
             return s.recv(1 << 20)
@@ -147,23 +179,71 @@ class RedisServer:
 
 class Raw:
     """A minimal Redis client (RESP over a fresh connection per command), to
-    look at Redis behind ferrolock's back. ``Raw(url)("GET", "k")``."""
+    look at Redis behind ferrolock's back. ``Raw(url)("GET", "k")``.
 
-    def __init__(self, url: str):
-        rest = url.split("://", 1)[1]
-        auth, _, hostpart = rest.rpartition("@")
-        self.password = auth.split(":", 1)[1] if ":" in auth else None
-        hostport = hostpart.split("/", 1)[0].split("?", 1)[0]
-        host, _, port = hostport.rpartition(":")
-        self.addr = (host.strip("[]") or "127.0.0.1", int(port or 6379))
-        path = hostpart.split("/", 1)[1] if "/" in hostpart else ""
-        self.db = int(path) if path.isdigit() else 0
+    Takes the URLs of one server that :class:`ferrolock.Client` takes:
+    ``redis://`` and ``rediss://`` (TLS, checked against ``ca_file`` when
+    given, else the system's authorities), ``unix:///path?db=N``, with
+    ``user:password@`` (an ACL user) or ``:password@`` (%-escapes decoded,
+    as ``Client`` does; a ``unix://`` URL's are ``?user=U&pass=P``).
+
+    Raises:
+        ValueError: a Sentinel, Cluster or quorum URL (more than one server:
+            give the URL of the one server to talk to), or an unknown scheme.
+    """
+
+    def __init__(self, url: Any, ca_file: Optional[str] = None):
+        if not isinstance(url, str):
+            raise ValueError(
+                "Raw talks to one server: a quorum's list of URLs has several; "
+                "give the URL of the master to talk to"
+            )
+        parts = urllib.parse.urlsplit(url)
+        query = dict(urllib.parse.parse_qsl(parts.query))
+        self.tls = parts.scheme == "rediss"
+        self.ca_file = ca_file
+        self.path: Optional[str] = None
+        if parts.scheme in ("unix", "redis+unix"):
+            self.path = urllib.parse.unquote(parts.netloc + parts.path)
+            self.username, self.password = query.get("user"), query.get("pass")
+            db = query.get("db", "0")
+        elif parts.scheme in ("redis", "rediss"):
+            self.host = parts.hostname or "127.0.0.1"
+            self.addr = (self.host, parts.port or 6379)
+            self.username = urllib.parse.unquote(parts.username) if parts.username else None
+            self.password = urllib.parse.unquote(parts.password) if parts.password else None
+            db = parts.path.strip("/") or query.get("db", "0")
+        else:
+            raise ValueError(
+                f"Raw talks to one server by a redis://, rediss:// or unix:// URL, not {parts.scheme}://: "
+                "for a Sentinel or Cluster deployment, give the URL of the node to talk to"
+            )
+        if not db.isdigit():
+            raise ValueError(f"the database in {url!r} must be a number, not {db!r}")
+        self.db = int(db)
+
+    def _open(self) -> socket.socket:
+        if self.path is not None:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(10)
+            try:
+                s.connect(self.path)
+            except OSError:
+                s.close()
+                raise
+            return s
+        s = socket.create_connection(self.addr, timeout=10)
+        if self.tls:
+            context = ssl.create_default_context(cafile=self.ca_file)
+            return context.wrap_socket(s, server_hostname=self.host)
+        return s
 
     def __call__(self, *args: Any) -> Any:
-        with socket.create_connection(self.addr, timeout=10) as s:
+        with self._open() as s:
             f = s.makefile("rb")
-            if self.password:
-                s.sendall(encode(("AUTH", self.password)))
+            if self.password is not None:
+                auth = ("AUTH", self.username, self.password) if self.username else ("AUTH", self.password)
+                s.sendall(encode(auth))
                 read_reply(f)
             if self.db:
                 s.sendall(encode(("SELECT", self.db)))
@@ -219,18 +299,25 @@ def _glob_escape(text: str) -> str:
 
 
 # What runs in the other process of Helpers.hold_elsewhere: it takes the
-# lock, prints its token, and holds until told to release (or killed).
+# name, prints its token, and holds until told to release (or killed).
 _HOLDER = textwrap.dedent(
     """
     import json, sys
     import ferrolock
     a = json.loads(sys.argv[1])
-    client = ferrolock.Client(a["url"], prefix=a["prefix"])
-    if a["kind"] == "lock":
-        lock = client.lock(a["name"], ttl=a["ttl"], fair=a["fair"], metadata=a["metadata"])
+    client = ferrolock.Client(a["url"], prefix=a["prefix"], ca_file=a["ca_file"])
+    opts = dict(ttl=a["ttl"], fair=a["fair"], metadata=a["metadata"])
+    kind = a["kind"]
+    if kind == "lock":
+        lock = client.lock(a["name"], **opts)
+    elif kind == "permit":
+        lock = client.semaphore(a["name"], a["permits"], **opts)
+    elif kind == "term":
+        election = client.election(a["name"], ttl=a["ttl"])
+        lock = election._candidate(a["metadata"] or "", None)
     else:
         rw = client.rwmutex(a["name"], fair=a["fair"], ttl=a["ttl"], metadata=a["metadata"])
-        lock = rw.read() if a["kind"] == "read" else rw.write()
+        lock = rw.read() if kind == "read" else rw.write()
     if not lock.acquire(timeout=a["timeout"]):
         print("busy", flush=True)
         sys.exit(3)
@@ -240,6 +327,8 @@ _HOLDER = textwrap.dedent(
     print("released", flush=True)
     """
 )
+
+KINDS = ("lock", "read", "write", "permit", "term")
 
 
 class Holder:
@@ -273,64 +362,105 @@ class Holder:
 
 class Helpers:
     """Ways to put a lock in the states worth testing, against the test's
-    server and under its prefix."""
+    server and under its prefix.
 
-    def __init__(self, url: str, prefix: str):
+    ``url`` is any URL :class:`ferrolock.Client` takes (``ca_file`` as its
+    own, for ``rediss://``). :meth:`expire_now` and :meth:`hold_elsewhere`
+    work on every topology; :meth:`pause_server` and :meth:`delete_all` talk
+    to one server (see :class:`Raw`) and say so for a Sentinel, Cluster or
+    quorum URL.
+    """
+
+    def __init__(self, url: Any, prefix: str, ca_file: Optional[str] = None):
         self.url = url
         self.prefix = prefix
-        self.raw = Raw(url)
+        self.ca_file = ca_file
+        self._raw: Optional[Raw] = None
 
-    def expire_now(self, lock: "ferrolock.Lock") -> None:
+    def server(self, what: str) -> Raw:
+        """The test's server, for a helper that needs one (`what`)."""
+        if self._raw is None:
+            try:
+                self._raw = Raw(self.url, ca_file=self.ca_file)
+            except ValueError as e:
+                raise ValueError(f"{what} talks to one server: {e}") from None
+        return self._raw
+
+    @property
+    def raw(self) -> Raw:
+        """A :class:`Raw` client of the test's server."""
+        return self.server("Helpers.raw")
+
+    def expire_now(self, lock: Any) -> None:
         """Make ``lock``'s hold end now, as if its ttl had run out in Redis.
 
-        The hold is released in Redis under its own token (so for a read
-        handle, only this reader goes), and the handle finds out at once:
-        ``lock.lost`` turns ``True``, its ``on_lost`` is called, an
-        ``async with`` block running under it is cancelled, and its ``with``
-        block ends in :class:`ferrolock.LockLost`. (Event listeners see that
+        ``lock`` is anything ferrolock hands out that holds: a
+        :class:`ferrolock.Lock` (fair or not, a multi-lock), an RWMutex's read
+        or write handle, a semaphore's permit, or an election's
+        :class:`ferrolock.Term`. The hold is released in Redis under its own
+        token (so for a reader or a permit, only this one goes; a fair one
+        passes to the next in line), and the handle finds out at once:
+        ``lock.lost`` turns ``True``, its ``on_lost`` is called, an ``async
+        with`` block running under it is cancelled, and its ``with`` block
+        ends in :class:`ferrolock.LockLost`. (Event listeners see that
         release, by a handle restored from the token, as a release.)
         """
-        if not isinstance(lock, ferrolock.Lock):
-            raise TypeError(f"expire_now takes a ferrolock.Lock (or an RWMutex's handle), not {type(lock).__name__}")
-        token = lock.token
+        from ferrolock.election import Term
+
+        hold = lock._hold if isinstance(lock, Term) else lock
+        if not isinstance(hold, ferrolock.Lock):
+            raise TypeError(
+                "expire_now takes a ferrolock.Lock, an RWMutex's handle, a semaphore's permit "
+                f"or an election's Term, not {type(lock).__name__}"
+            )
+        token = hold.token
         if token is None:
             raise ValueError(f"{lock!r} holds nothing: acquire it before expire_now")
-        client, names = lock.client, list(lock.names)
-        if lock.kind == "lock":
-            twin = client.lock(names, token=token, fair=lock.fair)
+        client, names = hold.client, list(hold.names)
+        if isinstance(lock, Term):
+            twin = lock._election._core.candidate(lock.value, token=token)
+        elif hold.kind == "lock":
+            twin = client.lock(names, token=token, fair=hold.fair)
+        elif hold.kind == "permit":
+            twin = client.semaphore(names[0], 1, token=token, fair=hold.fair)  # permits: not needed to release
         else:
-            rw = client.rwmutex(names[0], fair=lock.fair)
-            twin = rw.read(token=token) if lock.kind == "read" else rw.write(token=token)
+            rw = client.rwmutex(names[0], fair=hold.fair)
+            twin = rw.read(token=token) if hold.kind == "read" else rw.write(token=token)
         twin.release()
         with contextlib.suppress(ferrolock.LockNotOwned):
-            lock.extend()  # finds the hold gone: reported lost now, not at the next renewal
+            hold.extend()  # finds the hold gone: reported lost now, not at the next renewal
 
     def hold_elsewhere(
         self,
-        name: str,
+        name: Any,
         *,
         kind: str = "lock",
         ttl: float = 30.0,
         fair: bool = False,
         metadata: Optional[str] = None,
         timeout: float = 10.0,
+        permits: int = 1,
     ) -> Holder:
         """Take ``name`` in another process (a Python child running ferrolock),
         holding it until :meth:`Holder.release` (or the end of its ``with``
         block), or until :meth:`Holder.crash` and then its ``ttl``.
 
         Args:
-            kind: ``"lock"``, or ``"read"`` / ``"write"`` for an RWMutex.
+            name: the name; for ``kind="lock"`` a list of names is a multi-lock.
+            kind: ``"lock"``; ``"read"`` / ``"write"`` for an RWMutex;
+                ``"permit"`` for one of a semaphore's ``permits``; ``"term"``
+                for an election's term (``metadata`` is the leader's value).
             timeout: seconds the other process may wait to take it.
 
         Raises:
+            ValueError: an unknown ``kind``.
             RuntimeError: it could not take the name within ``timeout``.
         """
-        if kind not in ("lock", "read", "write"):
-            raise ValueError(f'kind must be "lock", "read" or "write", not {kind!r}')
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {', '.join(map(repr, KINDS))}, not {kind!r}")
         args = dict(
-            url=self.url, prefix=self.prefix, name=name, kind=kind, ttl=ttl, fair=fair,
-            metadata=metadata, timeout=timeout,
+            url=self.url, prefix=self.prefix, ca_file=self.ca_file, name=name, kind=kind, ttl=ttl, fair=fair,
+            metadata=metadata, timeout=timeout, permits=permits,
         )
         proc = subprocess.Popen(
             [sys.executable, "-c", _HOLDER, json.dumps(args)],
@@ -350,18 +480,28 @@ class Helpers:
         WRITE``: every lock step waits, then times out after the client's
         ``command_timeout``); it serves again at the end of the block, or
         after ``seconds`` at most. Every client of the server is paused: on a
-        shared ``REDIS_URL`` server, other users wait too."""
-        self.raw("CLIENT", "PAUSE", int(seconds * 1000), "WRITE")
+        shared ``REDIS_URL`` server, other users wait too.
+
+        Raises:
+            ValueError: the URL is a Sentinel, Cluster or quorum one (see :class:`Raw`).
+        """
+        raw = self.server("pause_server")
+        raw("CLIENT", "PAUSE", int(seconds * 1000), "WRITE")
         try:
             yield
         finally:
-            self.raw("CLIENT", "UNPAUSE")
+            raw("CLIENT", "UNPAUSE")
 
     def delete_all(self) -> int:
-        """Delete every key under the prefix; returns how many there were."""
-        keys = self.raw.scan(_glob_escape(self.prefix) + "*")
+        """Delete every key under the prefix; returns how many there were.
+
+        Raises:
+            ValueError: the URL is a Sentinel, Cluster or quorum one (see :class:`Raw`).
+        """
+        raw = self.server("delete_all")
+        keys = raw.scan(_glob_escape(self.prefix) + "*")
         for i in range(0, len(keys), 500):
-            self.raw("DEL", *keys[i:i + 500])
+            raw("DEL", *keys[i:i + 500])
         return len(keys)
 
 

@@ -77,6 +77,14 @@ pub fn text(what: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
     })
 }
 
+/// `None`, or a str as `text` takes it.
+pub fn optional_text(what: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
+    match v {
+        Some(v) if !v.is_none() => text(what, v).map(Some),
+        _ => Ok(None),
+    }
+}
+
 /// `threading.Lock.acquire(blocking, timeout)` semantics.
 pub fn wait(blocking: bool, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Wait> {
     let timeout = match timeout {

@@ -285,46 +285,72 @@ impl PyClient {
         self.core.masters()
     }
 
-    /// Delete the lock ``name`` whoever holds it.
+    /// Delete the lock ``name`` whoever holds it; with ``token``, only if
+    /// that token holds it.
     ///
     /// For recovery by an operator: the holder is not told until its next
-    /// renewal finds the lock gone (then its hold is lost). The GIL is
-    /// released while waiting for Redis.
+    /// renewal finds the lock gone (then its hold is lost). With ``token``
+    /// (the holder's, as :meth:`inspect` or :meth:`describe` showed it) the
+    /// check and the delete are one atomic step in Redis, so a hold taken
+    /// since by someone else is never removed. On a quorum, every master's
+    /// copy of the hold goes (of that token's hold only, when given). Works
+    /// for a plain and a fair Lock (an RWMutex has
+    /// :meth:`RWMutex.force_release`). The GIL is released while waiting for
+    /// Redis.
     ///
     /// Args:
     ///     name: the lock name.
+    ///     token: remove only this holder's hold (``None``: whoever holds).
     ///
     /// Returns:
-    ///     ``True`` if the lock was held, ``False`` if it was free.
+    ///     ``True`` if a hold was removed; ``False`` if the lock was free, or
+    ///     (with ``token``) held by another token.
     ///
     /// Raises:
     ///     LockConnectionError: Redis could not be reached in time.
     ///     LockError: Redis answered with an error.
-    ///     TypeError: ``name`` is not a ``str``.
-    ///     ValueError: ``name`` is empty or too long.
-    fn force_release(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let (client, name) = (self.core.clone(), checked(name)?);
-        wait(py, async move { client.force_release(&name).await })
+    ///     TypeError: ``name`` or ``token`` is not a ``str``.
+    ///     ValueError: ``name`` is empty or too long; ``token`` is empty or too long.
+    #[pyo3(signature = (name, token=None))]
+    fn force_release(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+        token: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        let (client, name, token) = (self.core.clone(), checked(name)?, args::optional_text("token", token)?);
+        wait(py, async move { client.force_release(&name, token.as_deref()).await })
     }
 
     /// Asyncio version of :meth:`force_release`.
     ///
     /// Args:
     ///     name: the lock name.
+    ///     token: remove only this holder's hold (``None``: whoever holds).
     ///
     /// Returns:
-    ///     A future of ``True`` if the lock was held, ``False`` if it was free.
+    ///     A future of ``True`` if a hold was removed, ``False`` if the lock
+    ///     was free or (with ``token``) held by another token.
     ///
     /// Raises:
     ///     RuntimeError: awaited with no event loop running.
-    ///     TypeError: ``name`` is not a ``str``, raised at the call (before any await).
-    ///     ValueError: ``name`` is empty or too long, raised at the call (before any await).
+    ///     TypeError: ``name`` or ``token`` is not a ``str``, raised at the call (before any await).
+    ///     ValueError: ``name`` is empty or too long, raised at the call (before any await);
+    ///         ``token`` is empty or too long (when awaited).
     ///     LockConnectionError: Redis could not be reached in time (when
     ///         awaited).
     ///     LockError: Redis answered with an error (when awaited).
-    fn aforce_release(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<Py<Operation>> {
-        let (client, name) = (self.core.clone(), checked(name)?);
-        coroutine(py, "Client.aforce_release", Cancel::Drop, async move { client.force_release(&name).await })
+    #[pyo3(signature = (name, token=None))]
+    fn aforce_release(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+        token: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<Operation>> {
+        let (client, name, token) = (self.core.clone(), checked(name)?, args::optional_text("token", token)?);
+        coroutine(py, "Client.aforce_release", Cancel::Drop, async move {
+            client.force_release(&name, token.as_deref()).await
+        })
     }
 
     /// Who holds the lock ``name``, as Redis sees it now.

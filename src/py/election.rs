@@ -87,7 +87,7 @@ impl PyElection {
     ) -> PyResult<PyLock> {
         let value = args::text("value", value)?;
         let o = HandleOptions::from_kwargs(&pyo3::types::PyDict::new(py), options)?;
-        let core = self.core.candidate(value, o.lock)?;
+        let core = self.core.candidate(value, o.lock, o.token)?;
         Ok(PyLock::from_core(core, self.client.bind(py), o.blocking_timeout))
     }
 

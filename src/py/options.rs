@@ -44,13 +44,13 @@ impl HandleOptions {
             auto_renew,
             fair,
             retry: retry.map_or(defaults.retry, |r| r.get().inner.clone()),
-            metadata: optional_text("metadata", metadata)?,
+            metadata: args::optional_text("metadata", metadata)?,
             on_lost: on_lost_callback(on_lost)?,
         };
         Ok(HandleOptions {
             lock,
             blocking_timeout: wait_limit(blocking_timeout)?,
-            token: optional_text("token", token)?,
+            token: args::optional_text("token", token)?,
         })
     }
 
@@ -93,13 +93,6 @@ impl HandleOptions {
             get("token").as_ref(),
             get("on_lost").as_ref(),
         )
-    }
-}
-
-fn optional_text(what: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
-    match v {
-        Some(v) if !v.is_none() => args::text(what, v).map(Some),
-        _ => Ok(None),
     }
 }
 

@@ -198,17 +198,22 @@ impl PyRwMutex {
         coroutine(py, "RWMutex.alocked", Cancel::Drop, async move { core.locked().await })
     }
 
-    /// Ends every hold (writer and readers) whoever holds it; True if any did.
-    fn force_release(&self, py: Python<'_>) -> PyResult<bool> {
-        let core = self.core.clone();
-        wait(py, async move { Ok(core.force_release().await? != (false, 0)) })
+    /// Ends every hold (writer and readers) whoever holds it; with
+    /// ``token``, only that writer's hold or that reader's lease (checked and
+    /// removed in one atomic step). True if a hold was removed; False if
+    /// none was (with ``token``: that token holds nothing now).
+    #[pyo3(signature = (token=None))]
+    fn force_release(&self, py: Python<'_>, token: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+        let (core, token) = (self.core.clone(), args::optional_text("token", token)?);
+        wait(py, async move { Ok(core.force_release(token.as_deref()).await? != (false, 0)) })
     }
 
     /// Asyncio version of :meth:`force_release`.
-    fn aforce_release(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
-        let core = self.core.clone();
+    #[pyo3(signature = (token=None))]
+    fn aforce_release(&self, py: Python<'_>, token: Option<&Bound<'_, PyAny>>) -> PyResult<Py<Operation>> {
+        let (core, token) = (self.core.clone(), args::optional_text("token", token)?);
         coroutine(py, "RWMutex.aforce_release", Cancel::Drop, async move {
-            Ok(core.force_release().await? != (false, 0))
+            Ok(core.force_release(token.as_deref()).await? != (false, 0))
         })
     }
 
