@@ -409,6 +409,25 @@ impl Client {
         });
     }
 
+    /// While a waiter waits on its subscription, sending no command: in
+    /// Sentinel mode (or a quorum with Sentinel members) asks the Sentinels
+    /// every `sentinel::RECHECK` whether the master moved, as `conn` does
+    /// for a client in use, so the subscription follows a failover and the
+    /// waiter's next attempt goes to the new master. Never returns.
+    pub(crate) async fn follow_master(&self) {
+        match &self.inner.target {
+            Target::Sentinel(_) => loop {
+                tokio::time::sleep(crate::sentinel::RECHECK).await;
+                self.recheck_sentinels();
+            },
+            Target::Quorum(q) => {
+                futures_util::future::join_all(q.members().iter().map(Client::follow_master)).await;
+            }
+            Target::Direct(_) | Target::Cluster(_) => {}
+        }
+        std::future::pending().await
+    }
+
     fn forget_connection(&self) {
         if matches!(self.inner.target, Target::Sentinel(_)) {
             self.local().conn.store(None);
