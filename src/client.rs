@@ -137,12 +137,12 @@ impl Client {
         let limit = budget.min(PROBE_LIMIT);
         let connecting = client.conn();
         tokio::pin!(connecting);
-        let outcome = match tokio::time::timeout(budget - limit, &mut connecting).await {
-            Ok(done) => done.map_err(|e| (e, None)),
-            Err(_) => {
-                let (done, mismatch) = tokio::join!(&mut connecting, client.mode_mismatch(limit));
-                done.map_err(|e| (e, mismatch))
-            }
+        let head_start = budget.saturating_sub(limit);
+        let outcome = if let Ok(done) = tokio::time::timeout(head_start, &mut connecting).await {
+            done.map_err(|e| (e, None))
+        } else {
+            let (done, mismatch) = tokio::join!(&mut connecting, client.mode_mismatch(limit));
+            done.map_err(|e| (e, mismatch))
         };
         let mut conn = match outcome {
             Ok(conn) => conn,
@@ -425,7 +425,7 @@ impl Client {
             }
             Target::Direct(_) | Target::Cluster(_) => {}
         }
-        std::future::pending().await
+        std::future::pending().await;
     }
 
     fn forget_connection(&self) {

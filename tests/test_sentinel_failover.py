@@ -19,7 +19,7 @@ import pytest
 
 import ferrolock
 from ferrolock import Retry
-from helpers import Events, LostProbe
+from helpers import LostProbe
 from redis_sentinel import SentinelDeployment
 
 TIMES = Path(__file__).resolve().parents[1] / "target" / "sentinel-failover-times.jsonl"
@@ -39,14 +39,6 @@ def deployment(request):
 
 def connect(d: SentinelDeployment, prefix: str) -> ferrolock.Client:
     return ferrolock.Client(d.url(), ca_file=d.ca_file, prefix=prefix, connect_timeout=5, command_timeout=2)
-
-
-@pytest.fixture
-def events():
-    e = Events()
-    ferrolock.add_listener(e)
-    yield e
-    ferrolock.remove_listener(e)
 
 
 def fault(d: SentinelDeployment, kind: str) -> int:
