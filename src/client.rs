@@ -425,7 +425,7 @@ impl Client {
             }
             Target::Direct(_) | Target::Cluster(_) => {}
         }
-        std::future::pending().await;
+        std::future::pending::<()>().await;
     }
 
     fn forget_connection(&self) {
