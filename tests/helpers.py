@@ -1,5 +1,5 @@
-"""Shared test helpers: an awaitable on_lost probe, key names, waiting for
-a condition another thread or process brings about."""
+"""Shared test helpers: an awaitable on_lost probe, a LockEvents recorder,
+key names, waiting for a condition another thread or process brings about."""
 
 from __future__ import annotations
 
@@ -38,6 +38,25 @@ class LostProbe:
 
     def wait(self, timeout: float) -> bool:
         return self.event.wait(timeout)
+
+
+class Events:
+    """A ferrolock listener: the LockEvents of this process, with the
+    monotonic time each arrived, that a test can wait on."""
+
+    def __init__(self):
+        self.seen: list = []
+        self.cond = threading.Condition()
+
+    def __call__(self, event) -> None:
+        with self.cond:
+            self.seen.append((time.monotonic(), event.kind, event.detail, event.names))
+            self.cond.notify_all()
+
+    def wait(self, predicate, timeout: float) -> bool:
+        """Until an event `predicate(at, kind, detail, names)` holds, or `timeout`."""
+        with self.cond:
+            return self.cond.wait_for(lambda: any(predicate(*e) for e in self.seen), timeout)
 
 
 def key(prefix: str, name: str) -> str:
