@@ -18,11 +18,31 @@ local function now_ms()
 end
 
 -- The fence of a new hold: the server's clock in microseconds (`us` when the
--- caller read it already), above every fence still on record (`last`), and
--- at least `floor`: a quorum's proposal, the same to every master, so that
--- they agree ('0' or nil on one server).
-local function next_fence(last, floor, us)
-  return math.max(us or now_us(), last + 1, tonumber(floor) or 0)
+-- caller read it already), and above every fence still on record (`last`).
+local function next_fence(last, us)
+  return math.max(us or now_us(), last + 1)
+end
+
+-- A quorum's fence record (`<lock key>:fence`, under the key's hash tag, or
+-- nil): the fence a quorum hold was raised to on this master, kept until this
+-- master's clock passes it, however the hold ends (released or expired).
+-- Returns that fence, 0 when there is none.
+local function recorded_fence(record)
+  if not record then
+    return 0
+  end
+  return tonumber(redis.call('GET', record)) or 0
+end
+
+-- A quorum's KEYS: lock hashes, then their fence records in the same order.
+-- Returns the two halves.
+local function split_records(keys)
+  local n = #keys / 2
+  local locks, records = {}, {}
+  for i = 1, n do
+    locks[i], records[i] = keys[i], keys[n + i]
+  end
+  return locks, records
 end
 
 -- Whether `token` holds every lock hash in `keys`.

@@ -1,17 +1,24 @@
 -- fence_raise.lua: settles a quorum hold's fence on one master: where `token`
 -- holds every key, each key's fence becomes at least `fence` (the highest
--- any master of the quorum gave), so a later hold on this master gets a
--- greater one. A released key keeps its fence until the clock passes it.
--- KEYS: lock hashes (or an RWMutex's writer hash)
+-- any master of the quorum gave), and so does its fence record, kept until
+-- this master's clock passes `fence`: a later hold on this master gets a
+-- greater fence, whether this hold is released or expires first.
+-- KEYS: lock hashes (or an RWMutex's writer hash), then as many fence records
+--       (see recorded_fence), in the same order
 -- ARGV: [token, fence]
 -- Returns 1 when raised, 0 when `token` no longer holds them all (nothing changed).
 local token, fence = ARGV[1], tonumber(ARGV[2])
-if not holds_all(KEYS, token) then
+local locks, records = split_records(KEYS)
+if not holds_all(locks, token) then
   return 0
 end
-for _, key in ipairs(KEYS) do
+local us = now_us()
+for i, key in ipairs(locks) do
   if (tonumber(redis.call('HGET', key, 'fence')) or 0) < fence then
     redis.call('HSET', key, 'fence', string.format('%.0f', fence))
+  end
+  if fence >= us and recorded_fence(records[i]) < fence then
+    redis.call('SET', records[i], string.format('%.0f', fence), 'PX', math.floor((fence - us) / 1000) + 1)
   end
 end
 return 1

@@ -1,37 +1,42 @@
 -- obtain.lua: take every lock in KEYS for one owner, or none of them.
--- KEYS: lock hashes, one per name (fields: token, meta, fence)
--- ARGV: [token, ttl_ms, metadata, set_metadata ('1' or '0'), fence_floor (optional:
---        a quorum's proposed fence, see next_fence)]
+-- KEYS: lock hashes, one per name (fields: token, meta, fence); on a quorum's
+--       master, then as many fence records, one per hash (see recorded_fence)
+-- ARGV: [token, ttl_ms, metadata, set_metadata ('1' or '0'),
+--        records ('1' when KEYS carries the fence records; absent on one server)]
 -- Returns {1, fence} when the owner now holds every key (taken now, or already
 -- its own: the hold is re-entered, its fence kept, and its metadata too unless
 -- set_metadata is '1'), or {0, pttl} with the longest remaining hold among the
 -- other owners.
 local token, ttl, meta = ARGV[1], ARGV[2], ARGV[3]
+local locks, records = KEYS, {}
+if ARGV[5] == '1' then
+  locks, records = split_records(KEYS)
+end
 
 local busy, mine, last = nil, 0, 0
-for _, key in ipairs(KEYS) do
+for i, key in ipairs(locks) do
   local rec = redis.call('HMGET', key, 'token', 'fence')
   if rec[1] and rec[1] ~= token then
     busy = math.max(busy or -1, redis.call('PTTL', key))
   elseif rec[1] then
     mine = mine + 1
   end
-  last = math.max(last, tonumber(rec[2]) or 0)
+  last = math.max(last, tonumber(rec[2]) or 0, recorded_fence(records[i]))
 end
 if busy then
   return {0, busy}
 end
 
-if mine == #KEYS then
-  for _, key in ipairs(KEYS) do
+if mine == #locks then
+  for _, key in ipairs(locks) do
     hold(key, token, ARGV[4] == '1' and meta, ttl, tonumber(redis.call('HGET', key, 'fence')) or last)
   end
   return {1, last}
 end
 
 -- The fence: server time in microseconds, and above every fence still on record.
-local fence = next_fence(last, ARGV[5])
-for _, key in ipairs(KEYS) do
+local fence = next_fence(last)
+for _, key in ipairs(locks) do
   hold(key, token, meta, ttl, fence)
 end
 return {1, fence}

@@ -1,8 +1,8 @@
 -- rw_write.lua: take an RWMutex for writing: no writer and no live reader.
--- KEYS: [writer hash, readers zset (token -> expiry, server ms), writer intent]
+-- KEYS: [writer hash, readers zset (token -> expiry, server ms), writer intent,
+--        the writer's fence record (on a quorum's master only: see recorded_fence)]
 -- ARGV: [token, ttl_ms, metadata, writer_preference ('1' or '0'),
---        set_metadata ('1' or '0': keep the stored metadata on re-entry),
---        fence_floor (optional: a quorum's proposed fence, see next_fence)]
+--        set_metadata ('1' or '0': keep the stored metadata on re-entry)]
 -- Returns {1, fence} when writing (the writer hash then looks like a Lock's),
 -- or {0, wait_ms}: the writer's pttl, or until the last live reader expires.
 -- A writer that must wait for readers leaves its intent (writer preference):
@@ -35,4 +35,4 @@ end
 if redis.call('GET', intent) == token then
   redis.call('DEL', intent)
 end
-return hold(writer, token, meta, ttl, next_fence(tonumber(rec[2]) or 0, ARGV[6], us))
+return hold(writer, token, meta, ttl, next_fence(math.max(tonumber(rec[2]) or 0, recorded_fence(KEYS[4])), us))

@@ -130,9 +130,27 @@ impl Client {
 
     pub(crate) async fn verify_one(&self) -> Result<()> {
         let client = self;
-        let mut conn = match client.conn().await {
+        let budget = client.inner.opts.connect_timeout;
+        let started = std::time::Instant::now();
+        // A connect still under way when only a probe's time is left has its
+        // diagnosis probed beside it: connect and diagnosis end within the budget.
+        let limit = budget.min(PROBE_LIMIT);
+        let connecting = client.conn();
+        tokio::pin!(connecting);
+        let outcome = match tokio::time::timeout(budget - limit, &mut connecting).await {
+            Ok(done) => done.map_err(|e| (e, None)),
+            Err(_) => {
+                let (done, mismatch) = tokio::join!(&mut connecting, client.mode_mismatch(limit));
+                done.map_err(|e| (e, mismatch))
+            }
+        };
+        let mut conn = match outcome {
             Ok(conn) => conn,
-            Err(e) => return Err(client.explain(e).await),
+            Err((Error::Connection(_), Some(mismatch))) => return Err(mismatch),
+            Err((e, _)) => {
+                let left = budget.saturating_sub(started.elapsed()).min(PROBE_LIMIT);
+                return Err(client.explain(e, left).await);
+            }
         };
         // One round trip now, so a server that wants a password we lack, or a
         // database it does not have, is reported here rather than at first use.
@@ -531,27 +549,12 @@ impl Client {
         token: &str,
     ) -> Result<Waits> {
         if let Target::Quorum(q) = &self.inner.target {
-            // Woken by whichever master publishes first; a master that cannot
-            // be subscribed to is done without (the others publish too).
-            let each = q.members().iter().map(|m| m.register_one(channels, reader, token));
-            let parts: Vec<_> = crate::conn::multiplexed(futures_util::future::join_all(each)).await;
-            let mut first_error = None;
-            let mut ok = Vec::new();
-            for part in parts {
-                match part {
-                    Ok(r) => ok.push(r),
-                    Err(e) => first_error = first_error.or(Some(e)),
-                }
-            }
-            return match (ok.is_empty(), first_error) {
-                (true, Some(e)) => Err(e),
-                _ => Ok(Waits::new(ok)),
-            };
+            return q.register_waiter(channels, reader, token).await;
         }
         Ok(Waits::new(vec![self.register_one(channels, reader, token).await?]))
     }
 
-    async fn register_one(
+    pub(crate) async fn register_one(
         &self,
         channels: &[String],
         reader: bool,
@@ -577,7 +580,7 @@ impl Client {
                 .await
                 .map_err(|_| Error::Connection("no answer from Redis for the wake-up subscription".into()))?
         };
-        self.local().wakeups.clone().register(connect, channels, reader, token).await
+        self.local().wakeups.clone().register(connect, channels, reader, token, command_timeout).await
     }
 
     /// Runs a clean-up (the undo of an interrupted acquire) detached from
@@ -668,34 +671,20 @@ impl Client {
 
     /// A failed first connection, looked at once more: a `rediss://` URL
     /// aimed at a plain port, or a password sent to a server that has none,
-    /// is told apart by one short probe. Anything else is returned as it is.
-    async fn explain(&self, e: Error) -> Error {
-        let limit = self.inner.opts.connect_timeout.min(PROBE_LIMIT);
-        let redis = match &self.inner.target {
-            Target::Direct(redis) => redis,
-            Target::Sentinel(sentinel) => return sentinel.explain(e, limit).await,
-            Target::Cluster(_) | Target::Quorum(_) => return e,
-        };
+    /// is told apart by one short probe, within `limit`. Anything else is
+    /// returned as it is.
+    async fn explain(&self, e: Error, limit: Duration) -> Error {
+        if limit.is_zero() {
+            return e;
+        }
+        if matches!(e, Error::Connection(_)) {
+            return self.mode_mismatch(limit).await.unwrap_or(e);
+        }
+        let Target::Direct(redis) = &self.inner.target else { return e };
         let info = redis.get_connection_info();
         let at = &self.inner.display;
-        match (&e, info.addr()) {
-            (Error::Connection(_), ConnectionAddr::TcpTls { host, port, .. }) => {
-                let plain = info
-                    .clone()
-                    .set_addr(ConnectionAddr::Tcp(host.clone(), *port))
-                    .set_redis_settings(redis::RedisConnectionInfo::default());
-                match ping_probe(plain, limit).await {
-                    // PONG, or an error only Redis would answer with (NOAUTH, DENIED …).
-                    Some(Ok(_)) => {}
-                    Some(Err(p)) if p.code().is_some() => {}
-                    _ => return e,
-                }
-                Error::Configuration(format!(
-                    "the server at {at} answers plain Redis, not TLS, so the TLS handshake failed: use \
-                     redis:// for this port, or the port the server serves TLS on (its tls-port)"
-                ))
-            }
-            (Error::Configuration(m), _) if m.contains(CREDENTIALS_REFUSED) => {
+        match &e {
+            Error::Configuration(m) if m.contains(CREDENTIALS_REFUSED) => {
                 let settings = info.redis_settings();
                 if settings.password().is_none() {
                     return e;
@@ -721,6 +710,34 @@ impl Client {
             }
             _ => e,
         }
+    }
+
+    /// Whether the server (or a Sentinel) answers, within `limit`, in the
+    /// mode the URL did not ask for (plain Redis behind a `rediss://` URL, TLS
+    /// behind a plain Sentinel URL): the error naming that setting.
+    async fn mode_mismatch(&self, limit: Duration) -> Option<Error> {
+        let redis = match &self.inner.target {
+            Target::Direct(redis) => redis,
+            Target::Sentinel(sentinel) => return sentinel.mode_mismatch(limit).await,
+            Target::Cluster(_) | Target::Quorum(_) => return None,
+        };
+        let info = redis.get_connection_info();
+        let ConnectionAddr::TcpTls { host, port, .. } = info.addr() else { return None };
+        let plain = info
+            .clone()
+            .set_addr(ConnectionAddr::Tcp(host.clone(), *port))
+            .set_redis_settings(redis::RedisConnectionInfo::default());
+        match ping_probe(plain, limit).await {
+            // PONG, or an error only Redis would answer with (NOAUTH, DENIED …).
+            Some(Ok(_)) => {}
+            Some(Err(p)) if p.code().is_some() => {}
+            _ => return None,
+        }
+        Some(Error::Configuration(format!(
+            "the server at {} answers plain Redis, not TLS, so the TLS handshake failed: use redis:// for \
+             this port, or the port the server serves TLS on (its tls-port)",
+            self.inner.display
+        )))
     }
 
     /// The database number of a direct connection.

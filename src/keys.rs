@@ -428,6 +428,17 @@ pub fn one_slot(keys: &[String]) -> bool {
     keys.windows(2).all(|pair| Slot::for_key(&pair[0]) == Slot::for_key(&pair[1]))
 }
 
+/// A quorum master's fence record of a lock key (same hash tag): see
+/// `recorded_fence` in lua/common.lua.
+pub fn fence_record(lock_key: &str) -> String {
+    format!("{lock_key}:fence")
+}
+
+/// `keys`, then the fence record of each: the keys of a quorum's fenced step.
+pub fn with_fence_records(keys: &[String]) -> Vec<String> {
+    keys.iter().cloned().chain(keys.iter().map(|k| fence_record(k))).collect()
+}
+
 /// The wake-up channel of an exclusive lock key (same hash tag).
 pub fn wake_channel(lock_key: &str) -> String {
     format!("{lock_key}:wake")

@@ -77,10 +77,11 @@ impl Mode {
         if let Some(q) = c.quorum() {
             return q.obtain(self, token, ttl, metadata, will_wait, attempt, ours).await;
         }
-        self.obtain_on(c, token, ttl, metadata, will_wait, attempt, 0).await
+        self.obtain_on(c, token, ttl, metadata, will_wait, attempt, false).await
     }
 
-    /// `obtain` on one server; `fence_floor`: the least fence a new hold gets.
+    /// `obtain` on one server; `quorum`: that server is a quorum's master
+    /// (a new hold's fence is also above the fence records a raise left).
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn obtain_on(
         &self,
@@ -90,7 +91,7 @@ impl Mode {
         metadata: Option<&str>,
         will_wait: bool,
         attempt: u64,
-        fence_floor: u64,
+        quorum: bool,
     ) -> Result<Obtain> {
         let ttl_ms = ttl.as_millis() as u64;
         let tagged = |patience: &Duration| Attempt {
@@ -99,7 +100,7 @@ impl Mode {
             will_wait,
         };
         match self {
-            Mode::Exclusive(keys) => scripts::obtain(c, keys, token, ttl_ms, metadata, fence_floor).await,
+            Mode::Exclusive(keys) => scripts::obtain(c, keys, token, ttl_ms, metadata, quorum).await,
             Mode::Fair { keys, patience } => {
                 scripts::fair_obtain(c, keys, token, ttl_ms, metadata, tagged(patience)).await
             }
@@ -108,7 +109,7 @@ impl Mode {
             }
             Mode::Write { keys, order: RwOrder::Preference(writer_preference) } => {
                 let writer_preference = *writer_preference && will_wait;
-                scripts::rw_write(c, keys, token, ttl_ms, metadata, writer_preference, fence_floor).await
+                scripts::rw_write(c, keys, token, ttl_ms, metadata, writer_preference, quorum).await
             }
             Mode::Read { keys, order: RwOrder::Fair { patience } } => {
                 scripts::rw_fair_obtain(c, keys, token, ttl_ms, None, tagged(patience)).await

@@ -1,20 +1,21 @@
 //! Redlock: one lock over N independent Redis masters, held while a majority
 //! holds it. Each step is sent to every master at once (one round trip, not
-//! N) and decided as soon as the answers so far settle it; a master that
-//! does not answer within the step's limit counts as failed. A hold's
-//! validity runs from when its attempt was sent, less the clock drift
-//! (ttl / 100 + 2 ms), as on one server (`Lease`).
+//! N) and decided as soon as a majority's answers settle it; the others get
+//! a short grace (`gather`), and a master that has not answered by then, or
+//! within the step's limit, counts as failed. A hold's validity runs from
+//! when its attempt was sent, less the clock drift (ttl / 100 + 2 ms), as on
+//! one server (`Lease`).
 //!
-//! Fences stay monotonic across masters: every master proposes the same
-//! fence (the client's clock, a little ahead: `proposed_fence`), so they
-//! normally agree; when they do not (a master's clock ahead, a fence on
-//! record above the proposal), the highest is written back to the masters
-//! that gave less before the acquire returns, so that a majority carries it.
-//! Any later hold's majority meets that one on a master whose next fence is
-//! above it.
+//! Fences come from the masters alone, never from a client's clock: each
+//! master gives its own (its clock in microseconds, above every fence it has
+//! on record); the hold takes the highest a majority granted, and the
+//! masters that gave less are raised to it before the acquire returns, so
+//! that a majority carries it. A raised master keeps it in a fence record
+//! until its own clock passes it, however the hold ends. Any later hold's
+//! majority meets that one on a master whose next fence is above it.
 
 use std::future::Future;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
@@ -24,11 +25,7 @@ use crate::conn::multiplexed;
 use crate::error::{Error, Result};
 use crate::mode::{Mode, Released};
 use crate::scripts::{Obtain, Record};
-
-/// How far ahead of the client's clock a proposed fence lies, in
-/// microseconds: ahead of every master's clock by more than the round trip
-/// and a normal skew, so that each master takes the proposal as it is.
-const FENCE_LEAD_US: u64 = 100_000;
+use crate::wakeups::Waits;
 
 /// The masters of one quorum client.
 pub(crate) struct Quorum {
@@ -151,6 +148,55 @@ impl Quorum {
         Ok(())
     }
 
+    /// Joins the waiters on `channels` on every master, woken by whichever
+    /// publishes first. Returns once a majority subscribed (or, when too
+    /// many failed for that, once the others are done): a master that does
+    /// not answer is done without, and joins if it subscribes later.
+    pub(crate) async fn register_waiter(
+        &self,
+        channels: &[String],
+        reader: bool,
+        token: &str,
+    ) -> Result<Waits> {
+        let need = self.needed();
+        let mut pending: FuturesUnordered<_> = self
+            .members
+            .iter()
+            .map(|m| {
+                let (m, channels, token) = (m.clone(), channels.to_vec(), token.to_string());
+                async move { m.register_one(&channels, reader, &token).await }
+            })
+            .collect();
+        let (mut ok, mut first_error) = (Vec::new(), None);
+        multiplexed(async {
+            while ok.len() < need && (ok.is_empty() || ok.len() + pending.len() >= need) {
+                match pending.next().await {
+                    Some(Ok(part)) => ok.push(part),
+                    Some(Err(e)) => {
+                        first_error.get_or_insert(e);
+                    }
+                    None => break,
+                }
+            }
+        })
+        .await;
+        if ok.is_empty() {
+            return Err(first_error.unwrap_or_else(|| Error::Connection("no master to subscribe on".into())));
+        }
+        let waits = Waits::new(ok);
+        if !pending.is_empty() {
+            let joiner = waits.joiner();
+            tokio::spawn(async move {
+                while let Some(part) = pending.next().await {
+                    if let Ok(part) = part {
+                        joiner.join(part);
+                    }
+                }
+            });
+        }
+        Ok(waits)
+    }
+
     /// An error saying too few masters answered, naming each that failed.
     fn unreachable<T>(&self, what: &str, answers: &Answers<T>) -> Error {
         let ok = answered(answers, |_| true);
@@ -191,12 +237,11 @@ impl Quorum {
         ours: bool,
     ) -> Result<Obtain> {
         let (n, need) = (self.members.len(), self.needed());
-        let floor = if mode.fenced() { proposed_fence() } else { 0 };
         let limit = self.limit(ttl);
         let answers = self
             .on_all(
                 limit,
-                |m| mode.obtain_on(m, token, ttl, metadata, will_wait, attempt, floor),
+                |m| mode.obtain_on(m, token, ttl, metadata, will_wait, attempt, true),
                 |a| {
                     let granted = answered(a, |o| matches!(o, Obtain::Taken { .. }));
                     let refused =
@@ -403,13 +448,6 @@ fn majority_pttl(mut values: Vec<i64>, need: usize) -> i64 {
     values.get(need.saturating_sub(1)).copied().unwrap_or(-2)
 }
 
-/// The fence every master is asked to give a new hold: the client's clock
-/// in microseconds, `FENCE_LEAD_US` ahead.
-fn proposed_fence() -> u64 {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    u64::try_from(now.as_micros()).unwrap_or(u64::MAX / 2) + FENCE_LEAD_US
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -419,13 +457,5 @@ mod tests {
         assert_eq!(majority_pttl(vec![100, 300, 200], 2), 200);
         assert_eq!(majority_pttl(vec![100, -2, 200, 50, 400], 3), 100);
         assert_eq!(majority_pttl(vec![100], 2), -2);
-    }
-
-    #[test]
-    fn proposals_lead_the_clock() {
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_micros() as u64;
-        let proposed = proposed_fence();
-        assert!(proposed >= now + FENCE_LEAD_US && proposed < now + FENCE_LEAD_US + 1_000_000);
-        assert!(proposed < (1u64 << 53), "exact as a Lua number");
     }
 }

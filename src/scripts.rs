@@ -8,7 +8,7 @@ use redis::{Script, ScriptInvocation, Value};
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::keys::{FairKeys, RwKeys, SemKeys};
+use crate::keys::{fence_record, with_fence_records, FairKeys, RwKeys, SemKeys};
 use crate::replication;
 
 /// One atomic step, in two builds: publishing with PUBLISH (one node) or
@@ -91,26 +91,30 @@ pub struct Record {
 }
 
 /// `metadata`: stored with a new hold; on re-entry (the token holds already)
-/// `None` keeps what is stored. `fence_floor`: the least fence a new hold
-/// gets (a quorum's proposal; 0 on one server).
+/// `None` keeps what is stored. `quorum`: on a quorum's master, where a new
+/// hold's fence is also above the keys' fence records.
 pub async fn obtain(
     client: &Client,
     keys: &[String],
     token: &str,
     ttl_ms: u64,
     metadata: Option<&str>,
-    fence_floor: u64,
+    quorum: bool,
 ) -> Result<Obtain> {
-    let mut invocation = OBTAIN.on(client).key(keys);
+    let mut invocation =
+        if quorum { OBTAIN.on(client).key(with_fence_records(keys)) } else { OBTAIN.on(client).key(keys) };
     invocation.arg(token).arg(ttl_ms).arg(metadata.unwrap_or("")).arg(flag(metadata.is_some()));
-    invocation.arg(fence_floor);
+    if quorum {
+        invocation.arg("1");
+    }
     run_held(client, &invocation, taken).await.map(taken_or_busy)
 }
 
-/// Raises the fence of `token`'s hold on `keys` to at least `fence`: false
-/// when `token` no longer holds them all.
+/// Raises the fence of `token`'s hold on `keys` to at least `fence`, and
+/// their fence records with it: false when `token` no longer holds them all.
 pub async fn fence_raise(client: &Client, keys: &[String], token: &str, fence: i64) -> Result<bool> {
-    let raised: i64 = run(client, FENCE_RAISE.on(client).key(keys).arg(token).arg(fence)).await?;
+    let raised: i64 =
+        run(client, FENCE_RAISE.on(client).key(with_fence_records(keys)).arg(token).arg(fence)).await?;
     Ok(raised == 1)
 }
 
@@ -189,12 +193,14 @@ pub async fn rw_write(
     ttl_ms: u64,
     metadata: Option<&str>,
     writer_preference: bool,
-    fence_floor: u64,
+    quorum: bool,
 ) -> Result<Obtain> {
-    let keys = [&k.writer, &k.readers, &k.intent];
-    let mut invocation = RW_WRITE.on(client).key(&keys);
+    let mut invocation = RW_WRITE.on(client).key(&[&k.writer, &k.readers, &k.intent]);
+    if quorum {
+        invocation.key(fence_record(&k.writer));
+    }
     invocation.arg(token).arg(ttl_ms).arg(metadata.unwrap_or("")).arg(flag(writer_preference));
-    invocation.arg(flag(metadata.is_some())).arg(fence_floor);
+    invocation.arg(flag(metadata.is_some()));
     run_held(client, &invocation, taken).await.map(taken_or_busy)
 }
 

@@ -19,6 +19,14 @@ use crate::error::Error;
 /// Between two rounds of asking while the master named cannot be used yet.
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
 
+/// How long one Sentinel (and the master it names) may take to answer in the
+/// first round of asking, before the next Sentinel is asked: a few hundred
+/// milliseconds, as Redis's Sentinel client guidelines advise, so a Sentinel
+/// that is up but silent (stopped, partitioned) does not use the whole
+/// connect budget. Each later round doubles it, for a machine so loaded that
+/// every answer is slow.
+const SLICE: Duration = Duration::from_millis(500);
+
 /// How often a client in use asks the Sentinels whether the master moved.
 pub(crate) const RECHECK: Duration = Duration::from_secs(1);
 
@@ -36,6 +44,8 @@ pub(crate) struct SentinelTarget {
     node: RedisConnectionInfo,
     /// Whether the URL gives the Sentinels credentials (for messages).
     sentinel_auth: bool,
+    /// The order the Sentinels are asked in: the last one that answered first.
+    order: Mutex<Vec<usize>>,
     /// `host:port` of the master last connected to.
     current: Mutex<Option<String>>,
     /// When the Sentinels are next asked whether the master moved.
@@ -105,6 +115,7 @@ impl SentinelTarget {
         }
         let display = format!("{scheme}+sentinel://{hosts}/{service}/{db}");
         let target = SentinelTarget {
+            order: Mutex::new((0..sentinels.len()).collect()),
             sentinels,
             service: service.to_string(),
             tls,
@@ -117,39 +128,75 @@ impl SentinelTarget {
         Ok((target, display))
     }
 
-    /// The master, asked of each Sentinel in turn, within `timeout`. While a
-    /// Sentinel answers but the node it names cannot be reached or is not a
-    /// master yet (a failover under way), it asks again every 100 ms, as
-    /// Redis's Sentinel client guidelines advise; when no Sentinel answers at
-    /// all it gives up at once. An answer that retrying cannot cure
-    /// (credentials refused, an unknown service) is reported rather than a
-    /// Sentinel that was merely down.
+    /// The master, asked of each Sentinel in turn, within `timeout`. Each
+    /// Sentinel gets a slice of it (`SLICE`, doubled each round), so a silent
+    /// one costs that slice and the next one is asked; the one that answers
+    /// is asked first next time. While a Sentinel answers but the node it
+    /// names cannot be reached or is not a master yet (a failover under way),
+    /// it asks again every 100 ms, as Redis's Sentinel client guidelines
+    /// advise; when every Sentinel refuses the connection it gives up at once.
+    /// An answer that retrying cannot cure (credentials refused, an unknown
+    /// service) is reported rather than a Sentinel that was merely down.
     pub(crate) async fn master(&self, timeout: Duration) -> Result<redis::Client, Error> {
         let deadline = Instant::now() + timeout;
+        let mut slice = SLICE;
         loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let config = AsyncConnectionConfig::new()
-                .set_connection_timeout(Some(left))
-                .set_response_timeout(Some(left));
             let mut last = None;
-            let mut answered = false;
-            for (addr, sentinel) in &self.sentinels {
-                match self.ask(addr, sentinel, &config).await {
-                    Ok(master) => return Ok(master),
-                    Err(Asked::Refused(e)) => return Err(e),
-                    Err(Asked::SentinelDown(e)) => last = last.or(Some(e)),
-                    Err(Asked::MasterDown(e)) => {
+            let (mut answered, mut silent) = (false, false);
+            for i in self.order() {
+                let (addr, sentinel) = &self.sentinels[i];
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                let limit = slice.min(left);
+                let config = AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(left))
+                    .set_response_timeout(Some(left));
+                match tokio::time::timeout(limit, self.ask(addr, sentinel, &config)).await {
+                    Ok(Ok(master)) => {
+                        self.prefer(i);
+                        return Ok(master);
+                    }
+                    Ok(Err(Asked::Refused(e))) => return Err(e),
+                    Ok(Err(Asked::SentinelDown(e))) => last = last.or(Some(e)),
+                    Ok(Err(Asked::MasterDown(e))) => {
+                        self.prefer(i);
                         answered = true;
                         last = Some(e);
+                    }
+                    Err(_) => {
+                        silent = true;
+                        last = last.or(Some(Error::Connection(format!(
+                            "no answer within {:.3} s from the Sentinel at {addr} (or the master it named)",
+                            limit.as_secs_f64()
+                        ))));
                     }
                 }
             }
             let e = last.unwrap_or_else(|| Error::Connection("no Sentinel configured".into()));
-            if !answered || Instant::now() + RETRY_PAUSE >= deadline {
+            let pause = if answered { RETRY_PAUSE } else { Duration::ZERO };
+            if !(answered || silent) || Instant::now() + pause >= deadline {
                 return Err(e);
             }
             log::debug!("no master for {:?} yet ({e}); asking the Sentinels again", self.service);
-            tokio::time::sleep(RETRY_PAUSE).await;
+            if silent {
+                slice *= 2;
+            }
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    /// The Sentinels' indexes, in the order to ask them.
+    fn order(&self) -> Vec<usize> {
+        self.order.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Sentinel `i` answered: it is asked first from now on.
+    fn prefer(&self, i: usize) {
+        let mut order = self.order.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(at) = order.iter().position(|&j| j == i) {
+            order[..=at].rotate_right(1);
         }
     }
 
@@ -233,27 +280,29 @@ impl SentinelTarget {
     }
 
     /// Whether the first Sentinel that answers names another master than
-    /// the one connected to. A demoted master keeps serving the connections
-    /// it has until its Sentinel reconfigures it, which the Sentinel does on
-    /// its own timer (its INFO period, 10 s) after a `SENTINEL FAILOVER`:
-    /// asking is how a client leaves it sooner.
+    /// the one connected to, each Sentinel given `SLICE` to answer. A demoted
+    /// master keeps serving the connections it has until its Sentinel
+    /// reconfigures it, which the Sentinel does on its own timer (its INFO
+    /// period, 10 s) after a `SENTINEL FAILOVER`: asking is how a client
+    /// leaves it sooner.
     pub(crate) async fn moved(&self, timeout: Duration) -> bool {
         let Some(current) = self.current.lock().unwrap_or_else(PoisonError::into_inner).clone() else {
             return false;
         };
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(timeout))
-            .set_response_timeout(Some(timeout));
-        for (_, sentinel) in &self.sentinels {
-            let Ok(mut conn) = sentinel.get_multiplexed_async_connection_with_config(&config).await else {
-                continue;
+        let limit = timeout.min(SLICE);
+        let config =
+            AsyncConnectionConfig::new().set_connection_timeout(Some(limit)).set_response_timeout(Some(limit));
+        for i in self.order() {
+            let ask = async {
+                let mut conn = self.sentinels[i].1.get_multiplexed_async_connection_with_config(&config).await?;
+                redis::cmd("SENTINEL")
+                    .arg("get-master-addr-by-name")
+                    .arg(&self.service)
+                    .query_async::<Option<(String, u16)>>(&mut conn)
+                    .await
             };
-            let named: redis::RedisResult<Option<(String, u16)>> = redis::cmd("SENTINEL")
-                .arg("get-master-addr-by-name")
-                .arg(&self.service)
-                .query_async(&mut conn)
-                .await;
-            if let Ok(Some((host, port))) = named {
+            if let Ok(Ok(Some((host, port)))) = tokio::time::timeout(limit, ask).await {
+                self.prefer(i);
                 let host = if host.contains(':') { format!("[{host}]") } else { host };
                 return format!("{host}:{port}") != current;
             }
@@ -293,18 +342,15 @@ impl SentinelTarget {
         }
     }
 
-    /// A first connection that failed for want of a Sentinel, looked at
-    /// once more: a Sentinel that answers in the other mode (TLS where the
-    /// URL says plain, or plain where it says TLS) is a setting to change.
-    pub(crate) async fn explain(&self, e: Error, limit: Duration) -> Error {
-        if !matches!(e, Error::Connection(_)) {
-            return e;
-        }
-        for (addr, sentinel) in &self.sentinels {
+    /// Whether a Sentinel answers in the other mode (TLS where the URL says
+    /// plain, or plain where it says TLS): the error naming that setting.
+    /// Every Sentinel is probed at once, all within `limit`.
+    pub(crate) async fn mode_mismatch(&self, limit: Duration) -> Option<Error> {
+        let probes = self.sentinels.iter().map(|(addr, sentinel)| async move {
             let (ConnectionAddr::TcpTls { host, port, .. } | ConnectionAddr::Tcp(host, port)) =
                 sentinel.get_connection_info().addr()
             else {
-                continue;
+                return None;
             };
             let other = if self.tls {
                 ConnectionAddr::Tcp(host.clone(), *port)
@@ -313,23 +359,24 @@ impl SentinelTarget {
             };
             let probe = sentinel.get_connection_info().clone().set_addr(other);
             match crate::client::ping_probe(probe, limit).await {
-                Some(Ok(_)) => {}
-                Some(Err(p)) if p.code().is_some() => {}
-                _ => continue,
+                Some(Ok(_)) => Some(addr),
+                Some(Err(p)) if p.code().is_some() => Some(addr),
+                _ => None,
             }
-            return Error::Configuration(if self.tls {
-                format!(
-                    "the Sentinel at {addr} answers plain Redis, not TLS, so the TLS handshake failed: use \
-                     redis+sentinel:// for these Sentinels, or the port they serve TLS on (their tls-port)"
-                )
-            } else {
-                format!(
-                    "the Sentinel at {addr} answers TLS only: use rediss+sentinel:// (with ca_file if its \
-                     certificate is signed by your own authority), or the Sentinel's plain port"
-                )
-            });
-        }
-        e
+        });
+        let answered = futures_util::future::join_all(probes).await;
+        let addr = answered.into_iter().flatten().next()?;
+        Some(Error::Configuration(if self.tls {
+            format!(
+                "the Sentinel at {addr} answers plain Redis, not TLS, so the TLS handshake failed: use \
+                 redis+sentinel:// for these Sentinels, or the port they serve TLS on (their tls-port)"
+            )
+        } else {
+            format!(
+                "the Sentinel at {addr} answers TLS only: use rediss+sentinel:// (with ca_file if its \
+                 certificate is signed by your own authority), or the Sentinel's plain port"
+            )
+        }))
     }
 }
 
@@ -438,5 +485,17 @@ mod tests {
         {
             assert!(SentinelTarget::parse(bad, false, None).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_sentinel_that_answered_is_asked_first() {
+        let (t, _) = SentinelTarget::parse("a:1,b:2,c:3/m", false, None).unwrap();
+        assert_eq!(t.order(), [0, 1, 2]);
+        t.prefer(2);
+        assert_eq!(t.order(), [2, 0, 1]);
+        t.prefer(1);
+        assert_eq!(t.order(), [1, 2, 0]);
+        t.prefer(1);
+        assert_eq!(t.order(), [1, 2, 0]);
     }
 }

@@ -12,7 +12,8 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
@@ -23,7 +24,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::Notify;
 
 use crate::cleanup::Cleanups;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::stats::WAITERS;
 
 /// A subscription connection: where to (un)subscribe, and what arrives.
@@ -139,6 +140,15 @@ struct Subscription {
     sink: Sink,
     channels: HashSet<String>,
     alive: Arc<AtomicBool>,
+    /// The task reading its messages: ended with it.
+    reader: tokio::task::AbortHandle,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.alive.store(false, Ordering::SeqCst);
+        self.reader.abort();
+    }
 }
 
 impl Wakeups {
@@ -146,13 +156,17 @@ impl Wakeups {
         Wakeups { waiters: Mutex::default(), sub: tokio::sync::Mutex::default(), cleanups }
     }
 
-    /// Registers a waiter on `channels`; returns once subscribed to all.
+    /// Registers a waiter on `channels`; returns once subscribed to all. A
+    /// SUBSCRIBE not answered within `limit` fails it, and the connection
+    /// is treated as dead: every waiter on it retries, the next one
+    /// subscribes anew.
     pub(crate) async fn register(
         self: &Arc<Self>,
         connect: impl std::future::Future<Output = Result<Feed>>,
         channels: &[String],
         reader: bool,
         token: &str,
+        limit: Duration,
     ) -> Result<Registration> {
         WAITERS.add();
         let waiter = Arc::new(Waiter {
@@ -180,7 +194,7 @@ impl Wakeups {
             let Feed { sink, mut messages } = connect.await?;
             let alive = Arc::new(AtomicBool::new(true));
             let (me, flag) = (Arc::downgrade(self), alive.clone());
-            tokio::spawn(async move {
+            let task = tokio::spawn(async move {
                 while let Some((channel, to)) = messages.next().await {
                     match me.upgrade() {
                         Some(w) => w.dispatch(&channel, &to),
@@ -193,17 +207,36 @@ impl Wakeups {
                     w.wake_all();
                 }
             });
-            *sub = Some(Subscription { sink, channels: HashSet::new(), alive });
+            let reader = task.abort_handle();
+            *sub = Some(Subscription { sink, channels: HashSet::new(), alive, reader });
         }
         let s = sub.as_mut().expect("just made");
         registration.alive = s.alive.clone();
         for c in channels {
             if !s.channels.contains(c) {
-                s.sink.subscribe(c).await?;
+                let Ok(subscribed) = tokio::time::timeout(limit, s.sink.subscribe(c)).await else {
+                    let dead = sub.take();
+                    drop(sub);
+                    self.discard(dead);
+                    return Err(Error::Connection(format!(
+                        "no answer to SUBSCRIBE within {:.3} s: the subscription connection is dropped",
+                        limit.as_secs_f64()
+                    )));
+                };
+                subscribed?;
                 s.channels.insert(c.clone());
             }
         }
         Ok(registration)
+    }
+
+    /// A subscription given up: its waiters are woken, to retry and
+    /// subscribe anew.
+    fn discard(&self, dropped: Option<Subscription>) {
+        if let Some(sub) = dropped {
+            drop(sub);
+            self.wake_all();
+        }
     }
 
     /// A release was published on `channel`: wake whoever can proceed. A fair
@@ -257,10 +290,7 @@ impl Wakeups {
     /// every waiter, so each retries and the next one subscribes anew.
     pub(crate) async fn drop_subscription(self: Arc<Self>) {
         let dropped = self.sub.lock().await.take();
-        if let Some(sub) = dropped {
-            sub.alive.store(false, Ordering::SeqCst);
-            self.wake_all();
-        }
+        self.discard(dropped);
     }
 
     fn wake_all(&self) {
@@ -302,11 +332,6 @@ pub(crate) struct Registration {
 }
 
 impl Registration {
-    /// Until woken (or forever: callers bound it with their own timer).
-    pub(crate) async fn woken(&self) {
-        self.waiter.notify.notified().await;
-    }
-
     /// What a fair release handed to this waiter, once.
     pub(crate) fn take_handed(&self) -> Option<Handed> {
         self.waiter.handed.lock().unwrap().take()
@@ -372,44 +397,71 @@ impl Drop for Registration {
     }
 }
 
-/// A waiter's places in line on each server it waits on: one, or every
-/// master of a quorum, where a release is published on each and the first
-/// wake-up to arrive counts.
+/// A waiter's places in line on each server it waits on: one, or the
+/// masters of a quorum, where a release is published on each and the first
+/// wake-up to arrive counts. A quorum's waiter starts with a majority's; a
+/// master that subscribes later joins (`Joiner`).
 pub(crate) struct Waits {
-    parts: Vec<Registration>,
+    parts: Arc<Mutex<Vec<Registration>>>,
+    /// Told when a part joins, so that `woken` waits on it too.
+    joined: Arc<Notify>,
+}
+
+/// Where a registration that finished late joins its waiter's `Waits`; when
+/// the waiter is gone, it is dropped (and leaves the line).
+pub(crate) struct Joiner {
+    parts: Weak<Mutex<Vec<Registration>>>,
+    joined: Arc<Notify>,
+}
+
+impl Joiner {
+    pub(crate) fn join(&self, part: Registration) {
+        let Some(parts) = self.parts.upgrade() else { return };
+        parts.lock().unwrap().push(part);
+        self.joined.notify_one();
+    }
 }
 
 impl Waits {
     pub(crate) fn new(parts: Vec<Registration>) -> Waits {
-        Waits { parts }
+        Waits { parts: Arc::new(Mutex::new(parts)), joined: Arc::default() }
     }
 
-    /// Until woken on any server.
+    pub(crate) fn joiner(&self) -> Joiner {
+        Joiner { parts: Arc::downgrade(&self.parts), joined: self.joined.clone() }
+    }
+
+    /// Until woken on any server (or forever: callers bound it with their
+    /// own timer).
     pub(crate) async fn woken(&self) {
-        if let [one] = self.parts.as_slice() {
-            return one.woken().await;
+        loop {
+            let waiters: Vec<Arc<Waiter>> =
+                self.parts.lock().unwrap().iter().map(|p| p.waiter.clone()).collect();
+            let each = waiters.iter().map(|w| Box::pin(w.notify.notified()));
+            tokio::select! {
+                _ = futures_util::future::select_all(each) => return,
+                () = self.joined.notified() => {}
+            }
         }
-        let each = self.parts.iter().map(|p| Box::pin(p.woken()));
-        futures_util::future::select_all(each).await;
     }
 
     pub(crate) fn take_handed(&self) -> Option<Handed> {
-        self.parts.iter().find_map(Registration::take_handed)
+        self.parts.lock().unwrap().iter().find_map(Registration::take_handed)
     }
 
     pub(crate) fn rearm(&self) {
-        for p in &self.parts {
+        for p in self.parts.lock().unwrap().iter() {
             p.rearm();
         }
     }
 
     /// Every subscription it relied on dropped: register again.
     pub(crate) fn stale(&self) -> bool {
-        self.parts.iter().all(Registration::stale)
+        self.parts.lock().unwrap().iter().all(Registration::stale)
     }
 
     pub(crate) fn done(self) {
-        for p in self.parts {
+        for p in std::mem::take(&mut *self.parts.lock().unwrap()) {
             p.done();
         }
     }

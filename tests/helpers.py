@@ -1,11 +1,23 @@
-"""Shared test helpers: an awaitable on_lost probe, key names, waiting for
-a condition another thread or process brings about."""
+"""Shared test helpers: an awaitable on_lost probe, a LockEvents recorder,
+key names, waiting for a condition another thread or process brings about."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
+
+# libfaketime (Debian package `faketime`, installed by `make redis`): a
+# process started with `skewed_clock(seconds)` in its environment sees its
+# wall clock (and its monotonic clock) that far off.
+FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+
+def skewed_clock(seconds: float) -> dict:
+    """The environment of a process whose clocks run `seconds` ahead."""
+    assert os.path.exists(FAKETIME_LIB), f"{FAKETIME_LIB} is missing: run `make redis` (installs faketime)"
+    return {**os.environ, "LD_PRELOAD": FAKETIME_LIB, "FAKETIME": f"{seconds:+g}s"}
 
 
 class LostProbe:
@@ -26,6 +38,25 @@ class LostProbe:
 
     def wait(self, timeout: float) -> bool:
         return self.event.wait(timeout)
+
+
+class Events:
+    """A ferrolock listener: the LockEvents of this process, with the
+    monotonic time each arrived, that a test can wait on."""
+
+    def __init__(self):
+        self.seen: list = []
+        self.cond = threading.Condition()
+
+    def __call__(self, event) -> None:
+        with self.cond:
+            self.seen.append((time.monotonic(), event.kind, event.detail, event.names))
+            self.cond.notify_all()
+
+    def wait(self, predicate, timeout: float) -> bool:
+        """Until an event `predicate(at, kind, detail, names)` holds, or `timeout`."""
+        with self.cond:
+            return self.cond.wait_for(lambda: any(predicate(*e) for e in self.seen), timeout)
 
 
 def key(prefix: str, name: str) -> str:

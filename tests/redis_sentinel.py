@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -118,9 +119,16 @@ class Node:
             self.proc.wait(10)
         self.proc = None
 
+    def pause(self) -> None:
+        """SIGSTOP: the port still accepts connections (the kernel queues them), nothing answers."""
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.kill(self.proc.pid, signal.SIGCONT)
+
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
-            os.kill(self.proc.pid, 18)  # SIGCONT, in case a test stopped it
+            os.kill(self.proc.pid, signal.SIGCONT)  # in case a test stopped it
             self.proc.terminate()
             try:
                 self.proc.wait(10)

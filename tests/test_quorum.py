@@ -14,6 +14,8 @@ import asyncio
 import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -23,7 +25,7 @@ import pytest
 import ferrolock
 from ferrolock import Retry
 from ferrolock.testing import RedisServer, encode
-from helpers import LostProbe, key, wait_for
+from helpers import LostProbe, key, skewed_clock, wait_for
 
 SLOW = Retry.fixed(10.0)  # polling alone would take 10 s: only a wake-up is fast
 SUPPORTED = "Lock (not fair), multi_lock and RWMutex (not fair)"
@@ -50,6 +52,10 @@ class Masters:
     def holders(self, name: str) -> list[bytes | None]:
         return [self.field(i, name, "token") for i in range(len(self.servers))]
 
+    def pttls(self, k: str, first: int = 0) -> list[int]:
+        """How long key `k` has left on each master from `first` on, in ms (-2: none)."""
+        return [int(s.command("PTTL", k).split(b"\r\n")[0][1:]) for s in self.servers[first:]]
+
     def restart_empty(self, i: int) -> None:
         server = self.servers[i]
         server.kill()
@@ -67,6 +73,38 @@ class Masters:
     def close(self) -> None:
         for s in self.servers:
             s.close()
+
+
+# Another process takes "fenced" (ttl 1 s) on the masters, prints its fence,
+# then releases it and says so, or (`how` = "die") waits to be SIGKILLed.
+HOLDER_SCRIPT = """
+import sys, ferrolock
+urls, prefix, how = sys.argv[1].split(","), sys.argv[2], sys.argv[3]
+lock = ferrolock.Client(urls, prefix=prefix).lock("fenced", ttl=1)
+assert lock.acquire(timeout=10)
+print(lock.fence, flush=True)
+if how == "release":
+    lock.release()
+    print("released", flush=True)
+sys.stdin.read()
+"""
+
+
+@contextmanager
+def holder_process(masters, how: str, env: dict | None = None):
+    """Runs HOLDER_SCRIPT; yields its fence once it holds."""
+    with subprocess.Popen(
+        [sys.executable, "-c", HOLDER_SCRIPT, ",".join(masters.urls), masters.prefix, how],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+    ) as proc:
+        try:
+            line = proc.stdout.readline()
+            assert line.strip().isdigit(), f"the holder said {line!r}"
+            if how == "release":
+                assert proc.stdout.readline().strip() == "released"
+            yield int(line)
+        finally:
+            proc.kill()
 
 
 @pytest.fixture
@@ -267,6 +305,61 @@ def test_waiters_wake_through_any_master(masters):
     waiter.release()
 
 
+def waiting(lock, **kw) -> tuple[threading.Thread, dict]:
+    """`lock.acquire(**kw)` in a thread; `got` says when it returned, and what."""
+    got: dict = {}
+
+    def wait():
+        got["ok"] = lock.acquire(**kw)
+        got["at"] = time.monotonic()
+
+    t = threading.Thread(target=wait)
+    t.start()
+    return t, got
+
+
+def subscribe_everywhere(client) -> None:
+    """One wait on `client`, so that its subscription connection to every
+    master is open (a SUBSCRIBE on it then has no connect timeout)."""
+    from ferrolock._ferrolock import _debug_stats
+
+    holder = client.lock("warm-up", ttl=5)
+    holder.acquire()
+    waiter = client.lock("warm-up", retry=SLOW)
+    t, got = waiting(waiter, timeout=5)
+    wait_for(lambda: _debug_stats()["waiters"] >= 3, 5, "the waiter to subscribe")
+    holder.release()
+    t.join(5)
+    assert got["ok"]
+    waiter.release()
+
+
+@pytest.mark.parametrize("timeout", [None, 4])
+def test_a_stopped_master_does_not_stall_a_waiter(masters, timeout):
+    """One master SIGSTOPped: a waiter subscribes on the other two (a majority)
+    and is woken by the release within a round trip, instead of waiting for the
+    stopped master's SUBSCRIBE (forever, or until its own deadline)."""
+    from ferrolock._ferrolock import _debug_stats
+
+    client = masters.client(command_timeout=6)
+    subscribe_everywhere(client)
+    holder = client.lock("w", ttl=5)
+    holder.acquire()
+    with masters.paused(0):
+        t, got = waiting(client.lock("w", retry=SLOW), timeout=timeout)
+        try:
+            wait_for(lambda: _debug_stats()["waiters"] >= 3, 5, "the waiter to subscribe")
+            time.sleep(0.2)  # lets its SUBSCRIBEs go out: the release may come before or after them
+            released = time.monotonic()
+            holder.release()
+            t.join(1.5)
+            assert got.get("ok"), f"not woken within 1.5 s of the release: {got}"
+            assert got["at"] - released < 1.5
+        finally:
+            masters.servers[0].proc.send_signal(signal.SIGCONT)
+            t.join(10)
+
+
 def test_a_waiter_rides_through_a_majority_outage(masters):
     """Two masters of three killed while a waiter waits, and back (empty) once
     the holder has been told it lost them: the waiter keeps trying through the
@@ -374,3 +467,44 @@ def test_bad_master_lists_are_named(masters):
         ferrolock.Client([masters.urls[0], "redis+cluster://127.0.0.1:7000"])
     one = ferrolock.Client([masters.urls[0]])
     assert one.masters == 1 and "quorum" not in repr(one)
+
+
+@pytest.mark.parametrize("how", ["die", "release"])
+def test_a_fast_client_clock_never_drives_fences(masters, how):
+    """A client whose clock is 5 s fast holds, then dies (its hold expires) or
+    releases: the next hold, by a client with a correct clock, still gets a
+    greater fence, and a release leaves nothing behind (the masters' clocks
+    agree, so no fence record outlives it by more than a millisecond)."""
+    with holder_process(masters, how, env=skewed_clock(5)) as fast:
+        pass  # then SIGKILLed, holding or released
+    if how == "release":
+        k = key(masters.prefix, "fenced")
+        left = masters.pttls(k) + masters.pttls(k + ":fence")
+        assert all(t <= 1000 for t in left), f"left behind for {left} ms"
+    nxt = masters.client().lock("fenced", ttl=1)
+    assert nxt.acquire(timeout=5)
+    assert nxt.fence > fast, f"fence went back by {(fast - nxt.fence) / 1e6:.2f} s"
+    nxt.release()
+
+
+def test_a_fence_raised_on_a_master_outlives_an_expired_hold(masters):
+    """Master 0 keeps a fence 5 s ahead of every clock (as a master whose
+    clock is ahead gives), so the others are raised to it. The holder dies;
+    its hold (ttl 1 s) expires; with master 0 gone, masters 1 and 2 still
+    give the next hold a greater fence: each keeps the raised one in its
+    fence record until its own clock passes it, and no longer."""
+    k = key(masters.prefix, "fenced")
+    ahead = int(time.time() * 1e6) + 5_000_000
+    masters.servers[0].command("HSET", k, "fence", str(ahead))
+    masters.servers[0].command("PEXPIRE", k, "120000")
+    with holder_process(masters, "die") as first:
+        pass  # SIGKILLed: nothing releases its hold
+    assert first == ahead + 1
+    wait_for(lambda: masters.pttls(k, 1) == [-2, -2], 5, "the hold to expire")
+    masters.servers[0].kill()
+    nxt = masters.client().lock("fenced", ttl=1)
+    assert nxt.acquire(timeout=5)
+    assert nxt.fence > first, f"fence went back by {(first - nxt.fence) / 1e6:.2f} s"
+    nxt.release()
+    left = masters.pttls(k + ":fence", 1) + masters.pttls(k, 1)
+    assert all(t <= 5000 for t in left), f"left behind for {left} ms"  # until the clocks pass it

@@ -19,7 +19,7 @@ import pytest
 
 import ferrolock
 from ferrolock import Retry
-from helpers import LostProbe
+from helpers import Events, LostProbe
 from redis_sentinel import SentinelDeployment
 
 TIMES = Path(__file__).resolve().parents[1] / "target" / "sentinel-failover-times.jsonl"
@@ -39,23 +39,6 @@ def deployment(request):
 
 def connect(d: SentinelDeployment, prefix: str) -> ferrolock.Client:
     return ferrolock.Client(d.url(), ca_file=d.ca_file, prefix=prefix, connect_timeout=5, command_timeout=2)
-
-
-class Events:
-    """The LockEvents of this process, with the monotonic time they arrived."""
-
-    def __init__(self):
-        self.seen: list = []
-        self.cond = threading.Condition()
-
-    def __call__(self, event) -> None:
-        with self.cond:
-            self.seen.append((time.monotonic(), event.kind, event.detail, event.names))
-            self.cond.notify_all()
-
-    def wait(self, predicate, timeout: float) -> bool:
-        with self.cond:
-            return self.cond.wait_for(lambda: any(predicate(*e) for e in self.seen), timeout)
 
 
 @pytest.fixture
