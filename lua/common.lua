@@ -34,6 +34,15 @@ local function recorded_fence(record)
   return tonumber(redis.call('GET', record)) or 0
 end
 
+-- A quorum's master remembers `fence` in `record` (if any) until its clock,
+-- now `us`, passes it: a fence above this master's clock (raised to another
+-- master's, or above a fence on record) outlives the hold that carries it.
+local function remember_fence(record, fence, us)
+  if record and fence > us and recorded_fence(record) < fence then
+    redis.call('SET', record, string.format('%.0f', fence), 'PX', math.floor((fence - us) / 1000) + 1)
+  end
+end
+
 -- A quorum's KEYS: lock hashes, then their fence records in the same order.
 -- Returns the two halves.
 local function split_records(keys)

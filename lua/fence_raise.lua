@@ -17,8 +17,6 @@ for i, key in ipairs(locks) do
   if (tonumber(redis.call('HGET', key, 'fence')) or 0) < fence then
     redis.call('HSET', key, 'fence', string.format('%.0f', fence))
   end
-  if fence >= us and recorded_fence(records[i]) < fence then
-    redis.call('SET', records[i], string.format('%.0f', fence), 'PX', math.floor((fence - us) / 1000) + 1)
-  end
+  remember_fence(records[i], fence, us)
 end
 return 1

@@ -35,8 +35,10 @@ if mine == #locks then
 end
 
 -- The fence: server time in microseconds, and above every fence still on record.
-local fence = next_fence(last)
-for _, key in ipairs(locks) do
+local us = now_us()
+local fence = next_fence(last, us)
+for i, key in ipairs(locks) do
   hold(key, token, meta, ttl, fence)
+  remember_fence(records[i], fence, us)
 end
 return {1, fence}

@@ -35,4 +35,6 @@ end
 if redis.call('GET', intent) == token then
   redis.call('DEL', intent)
 end
-return hold(writer, token, meta, ttl, next_fence(math.max(tonumber(rec[2]) or 0, recorded_fence(KEYS[4])), us))
+local fence = next_fence(math.max(tonumber(rec[2]) or 0, recorded_fence(KEYS[4])), us)
+remember_fence(KEYS[4], fence, us)
+return hold(writer, token, meta, ttl, fence)

@@ -589,22 +589,18 @@ impl Client {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        if let Target::Quorum(q) = &self.inner.target {
-            // Counted by the first master's process state; `settle` waits for all.
-            return q.members()[0].spawn_cleanup(fut);
-        }
         self.local().cleanups.spawn(fut);
     }
 
     /// Waits until no clean-up of this process is in flight (undoing an
-    /// interrupted acquire, unsubscribing a waiter that left).
+    /// interrupted acquire, unsubscribing a waiter that left); on a quorum,
+    /// its own and those of a majority of its masters.
     pub async fn settle(&self) {
-        if let Target::Quorum(q) = &self.inner.target {
-            futures_util::future::join_all(q.members().iter().map(Client::settle)).await;
-            return;
-        }
         let cleanups = self.local().cleanups.clone();
         cleanups.settle().await;
+        if let Target::Quorum(q) = &self.inner.target {
+            q.settle().await;
+        }
     }
 }
 
@@ -738,6 +734,14 @@ impl Client {
              this port, or the port the server serves TLS on (its tls-port)",
             self.inner.display
         )))
+    }
+
+    /// The address of a direct connection (not a Sentinel service's).
+    pub(crate) fn direct_addr(&self) -> Option<ConnectionAddr> {
+        match &self.inner.target {
+            Target::Direct(redis) => Some(redis.get_connection_info().addr().clone()),
+            _ => None,
+        }
     }
 
     /// The database number of a direct connection.

@@ -16,6 +16,7 @@ pub mod lock;
 pub mod mode;
 mod pid;
 mod quorum;
+mod quorum_members;
 pub mod replication;
 pub mod retry;
 pub mod rwmutex;

@@ -24,6 +24,7 @@ use crate::client::Client;
 use crate::conn::multiplexed;
 use crate::error::{Error, Result};
 use crate::mode::{Mode, Released};
+use crate::quorum_members;
 use crate::scripts::{Obtain, Record};
 use crate::wakeups::Waits;
 
@@ -124,12 +125,18 @@ impl Quorum {
 
     /// Connects to every master and checks it, done once a majority is
     /// ready: a stopped master does not hold up the others. A master whose
-    /// settings do not fit it (a wrong password, not Redis) fails it all.
+    /// settings do not fit it (a wrong password, not Redis), or two URLs of
+    /// one server, fail it all.
     pub(crate) async fn verify(&self, limit: Duration) -> Result<()> {
+        quorum_members::distinct_addresses(&self.members).await?;
         let need = self.needed();
+        let check = |m| async move {
+            Client::verify_one(m).await?;
+            quorum_members::run_id(m).await
+        };
         let answers = self
-            .on_all(limit, Client::verify_one, |a| {
-                answered(a, |()| true) >= need
+            .on_all(limit, check, |a| {
+                answered(a, |_| true) >= need
                     || a.iter().any(|x| matches!(x, Some(Err(Error::Configuration(_)))))
             })
             .await;
@@ -142,10 +149,23 @@ impl Quorum {
                 _ => {}
             }
         }
-        if answered(&answers, |()| true) < need {
+        if answered(&answers, |_| true) < need {
             return Err(self.unreachable("connecting", &answers));
         }
-        Ok(())
+        let run_ids: Vec<Option<String>> =
+            answers.iter().map(|a| a.as_ref().and_then(|r| r.as_ref().ok()).cloned().flatten()).collect();
+        quorum_members::distinct_run_ids(&self.members, &run_ids)
+    }
+
+    /// Until the clean-ups of a majority of masters are done (a stopped
+    /// master's unsubscribe is not waited for), and the others' a short
+    /// grace more (`gather`).
+    pub(crate) async fn settle(&self) {
+        self.on_majority(|m| async move {
+            m.settle().await;
+            Ok(())
+        })
+        .await;
     }
 
     /// Joins the waiters on `channels` on every master, woken by whichever
@@ -342,18 +362,23 @@ impl Quorum {
         }
     }
 
+    /// Runs `op` on every master, settled once a majority answered (then
+    /// the short grace of `gather`), at most the command timeout.
+    async fn on_majority<'a, T, F, Fut>(&'a self, op: F) -> Answers<T>
+    where
+        F: Fn(&'a Client) -> Fut,
+        Fut: Future<Output = Result<T>> + 'a,
+    {
+        let need = self.needed();
+        self.on_all(self.command_timeout, op, |a| answered(a, |_| true) >= need).await
+    }
+
     /// Releases on every master. It was held when no majority said it was
     /// not (masters that did not answer may still have it: they release it
     /// when their command runs, or it expires).
     pub(crate) async fn release(&self, mode: &Mode, token: &str) -> Result<Released> {
         let need = self.needed();
-        let answers = self
-            .on_all(
-                self.command_timeout,
-                |m| mode.release_on(m, token),
-                |a| answered(a, |r| r.held) >= need || answered(a, |r| !r.held) >= need,
-            )
-            .await;
+        let answers = self.on_majority(|m| mode.release_on(m, token)).await;
         let held = answered(&answers, |r| r.held);
         let gone = answered(&answers, |r| !r.held);
         if held == 0 && gone == 0 {
@@ -369,7 +394,7 @@ impl Quorum {
         F: Fn(&'a Client) -> Fut,
         Fut: Future<Output = Result<()>> + 'a,
     {
-        let answers = self.on_all(self.command_timeout, op, |_| false).await;
+        let answers = self.on_majority(op).await;
         let done = answered(&answers, |()| true);
         if done >= self.needed() {
             Ok(())
@@ -384,7 +409,7 @@ impl Quorum {
         F: Fn(&'a Client) -> Fut,
         Fut: Future<Output = Result<bool>> + 'a,
     {
-        let answers = self.on_all(self.command_timeout, op, |_| false).await;
+        let answers = self.on_majority(op).await;
         if answered(&answers, |_| true) < self.needed() {
             return Err(self.unreachable(what, &answers));
         }
@@ -397,7 +422,7 @@ impl Quorum {
     /// majority.
     pub(crate) async fn inspect(&self, mode: &Mode) -> Result<Vec<Option<Record>>> {
         let need = self.needed();
-        let answers = self.on_all(self.command_timeout, |m| mode.inspect_on(m), |_| false).await;
+        let answers = self.on_majority(|m| mode.inspect_on(m)).await;
         let seen: Vec<&Vec<Option<Record>>> =
             answers.iter().filter_map(|a| a.as_ref()?.as_ref().ok()).collect();
         if seen.len() < need {
@@ -427,7 +452,7 @@ impl Quorum {
         F: Fn(&'a Client) -> Fut,
         Fut: Future<Output = Result<i64>> + 'a,
     {
-        let answers = self.on_all(self.command_timeout, probe, |_| false).await;
+        let answers = self.on_majority(probe).await;
         let values: Vec<i64> = answers.iter().filter_map(|a| a.as_ref()?.as_ref().ok().copied()).collect();
         if values.len() < self.needed() {
             return Err(self.unreachable(what, &answers));

@@ -142,6 +142,8 @@ struct Subscription {
     alive: Arc<AtomicBool>,
     /// The task reading its messages: ended with it.
     reader: tokio::task::AbortHandle,
+    /// How long a (UN)SUBSCRIBE may wait for its answer.
+    limit: Duration,
 }
 
 impl Drop for Subscription {
@@ -208,7 +210,7 @@ impl Wakeups {
                 }
             });
             let reader = task.abort_handle();
-            *sub = Some(Subscription { sink, channels: HashSet::new(), alive, reader });
+            *sub = Some(Subscription { sink, channels: HashSet::new(), alive, reader, limit });
         }
         let s = sub.as_mut().expect("just made");
         registration.alive = s.alive.clone();
@@ -302,14 +304,19 @@ impl Wakeups {
     }
 
     /// The last waiter on `channel` left: unsubscribe, unless one came back.
+    /// Unanswered within the limit, the connection is given up.
     async fn forget(self: Arc<Self>, channel: String) {
         let mut sub = self.sub.lock().await;
         if self.waiters.lock().unwrap().contains_key(&channel) {
             return;
         }
         if let Some(s) = sub.as_mut() {
-            if s.channels.remove(&channel) {
-                let _ = s.sink.unsubscribe(&channel).await;
+            if s.channels.remove(&channel)
+                && tokio::time::timeout(s.limit, s.sink.unsubscribe(&channel)).await.is_err()
+            {
+                let dead = sub.take();
+                drop(sub);
+                self.discard(dead);
             }
         }
     }

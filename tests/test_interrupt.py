@@ -12,17 +12,20 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
 from fault_proxy import FaultProxy
 from helpers import key, wait_for
+from redis_masters import Masters
 
 CHILD = textwrap.dedent(
     """
     import sys, ferrolock
     url, prefix, scenario = sys.argv[1], sys.argv[2], sys.argv[3]
-    client = ferrolock.Client(url, prefix=prefix, command_timeout=3.0)
+    urls = url.split(",")  # several: a quorum's masters
+    client = ferrolock.Client(urls if len(urls) > 1 else url, prefix=prefix, command_timeout=3.0)
     slow = ferrolock.Retry.fixed(10.0)
     if scenario == "writer":
         handle = client.rwmutex("rw").write(retry=slow)
@@ -133,3 +136,33 @@ def test_ctrl_c_after_a_grant_in_flight_releases_it(raw, redis_url, prefix):
         child.close()
         proxy.close()
     assert raw.keys(prefix + "*") == []
+
+
+def test_ctrl_c_on_a_quorum_with_a_master_stopped(prefix):
+    """A writer waits on a quorum of three (its intent on every master); one
+    master is SIGSTOPped, then Ctrl-C: the intent is withdrawn from the other
+    two (a majority) and KeyboardInterrupt reaches the caller at once, not
+    after the stopped master's command timeout (3 s)."""
+    masters = Masters(3, prefix)
+    try:
+        reader = masters.client().rwmutex("rw").read()
+        assert reader.acquire()
+        intent = f"{key(prefix, 'rw')}:rw:i"
+        child = Child(",".join(masters.urls), prefix, "writer")
+        try:
+            child.go()
+            wait_for(lambda: all(s.command("EXISTS", intent) == b":1\r\n" for s in masters.servers), 10,
+                     "the writer's intent on every master")
+            with masters.paused(0):
+                started = time.monotonic()
+                child.interrupt()
+                assert child.line() == "interrupted"
+                took = time.monotonic() - started
+                left = [s.command("EXISTS", intent) for s in masters.servers[1:]]
+            assert left == [b":0\r\n"] * 2, "the intent was still there when KeyboardInterrupt was raised"
+            assert took < 1.0, f"KeyboardInterrupt came {took:.2f} s after the signal"
+        finally:
+            child.close()
+        reader.release()
+    finally:
+        masters.close()

@@ -11,7 +11,6 @@ through any master; what a quorum cannot do is refused with its name."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import socket
 import subprocess
@@ -26,53 +25,10 @@ import ferrolock
 from ferrolock import Retry
 from ferrolock.testing import RedisServer, encode
 from helpers import LostProbe, key, skewed_clock, wait_for
+from redis_masters import Masters
 
 SLOW = Retry.fixed(10.0)  # polling alone would take 10 s: only a wake-up is fast
 SUPPORTED = "Lock (not fair), multi_lock and RWMutex (not fair)"
-
-
-class Masters:
-    """`n` throwaway servers, and a quorum client over them."""
-
-    def __init__(self, n: int, prefix: str):
-        self.servers = [RedisServer().start() for _ in range(n)]
-        self.prefix = prefix
-
-    @property
-    def urls(self) -> list[str]:
-        return [s.url for s in self.servers]
-
-    def client(self, **options) -> ferrolock.Client:
-        return ferrolock.Client(self.urls, prefix=self.prefix, **options)
-
-    def field(self, i: int, name: str, field: str) -> bytes | None:
-        reply = self.servers[i].command("HGET", key(self.prefix, name), field)
-        return None if reply.startswith(b"$-1") else reply.split(b"\r\n")[1]
-
-    def holders(self, name: str) -> list[bytes | None]:
-        return [self.field(i, name, "token") for i in range(len(self.servers))]
-
-    def pttls(self, k: str, first: int = 0) -> list[int]:
-        """How long key `k` has left on each master from `first` on, in ms (-2: none)."""
-        return [int(s.command("PTTL", k).split(b"\r\n")[0][1:]) for s in self.servers[first:]]
-
-    def restart_empty(self, i: int) -> None:
-        server = self.servers[i]
-        server.kill()
-        server.start()
-
-    @contextmanager
-    def paused(self, i: int):
-        pid = self.servers[i].proc.pid
-        os.kill(pid, signal.SIGSTOP)
-        try:
-            yield
-        finally:
-            os.kill(pid, signal.SIGCONT)
-
-    def close(self) -> None:
-        for s in self.servers:
-            s.close()
 
 
 # Another process takes "fenced" (ttl 1 s) on the masters, prints its fence,
@@ -508,3 +464,98 @@ def test_a_fence_raised_on_a_master_outlives_an_expired_hold(masters):
     nxt.release()
     left = masters.pttls(k + ":fence", 1) + masters.pttls(k, 1)
     assert all(t <= 5000 for t in left), f"left behind for {left} ms"  # until the clocks pass it
+
+
+def test_a_fence_given_above_the_clock_outlives_an_expired_hold(prefix):
+    """Five masters. Master 0 keeps a fence 5 s ahead of every clock, so it
+    gives the hold (on masters 0, 1, 2; 3 and 4 down) a fence above its own
+    clock, and 1 and 2 are raised to it. The holder dies and its hold expires.
+    The next hold is granted by masters 0, 3 and 4 (1 and 2 down, 3 and 4 back
+    empty): master 0 alone links the two majorities, and must still give more
+    than the first fence, having kept it until its clock passes it."""
+    masters = Masters(5, prefix)
+    try:
+        k = key(prefix, "fenced")
+        ahead = int(time.time() * 1e6) + 5_000_000
+        masters.servers[0].command("HSET", k, "fence", str(ahead))
+        masters.servers[0].command("PEXPIRE", k, "120000")
+        masters.servers[3].kill()
+        masters.servers[4].kill()
+        with holder_process(masters, "die") as first:
+            pass  # SIGKILLed: nothing releases its hold
+        assert first == ahead + 1
+        wait_for(lambda: masters.pttls(k, 0, 3) == [-2, -2, -2], 5, "the hold to expire")
+        masters.servers[1].kill()
+        masters.servers[2].kill()
+        masters.servers[3].start()
+        masters.servers[4].start()
+        nxt = masters.client().lock("fenced", ttl=1)
+        assert nxt.acquire(timeout=5)
+        assert nxt.fence > first, f"fence went back by {(first - nxt.fence) / 1e6:.2f} s"
+        nxt.release()
+    finally:
+        masters.close()
+
+
+def test_every_quorum_step_is_settled_by_a_majority(masters):
+    """One master SIGSTOPped, command_timeout 6 s: each step is settled by
+    the other two within about a round trip, never by the stopped master's
+    timeout; a blocking call returns within its own timeout plus that."""
+    client = masters.client(command_timeout=6)
+    rw = client.rwmutex("doc")
+    reader = rw.read(ttl=10)
+    reader.acquire()
+    lock = client.lock("l", ttl=10)
+    lock.acquire()
+    with masters.paused(0):
+        steps = {
+            # Waits 0.5 s, leaving its intent, then withdraws it on every master.
+            "write().acquire(timeout=0.5)": (0.5, lambda: rw.write(ttl=10).acquire(timeout=0.5) is False),
+            "rw.locked()": (0, lambda: rw.locked() is True),
+            "rw.readers()": (0, lambda: rw.readers() == 1),
+            "lock.locked()": (0, lambda: lock.locked() is True),
+            "inspect": (0, lambda: client.inspect("l").token == lock.token),
+            "release a reader": (0, lambda: reader.release() is None),
+            "force_release": (0, lambda: client.force_release("free") is False),
+        }
+        slow = {}
+        for what, (waits, step) in steps.items():
+            started = time.monotonic()
+            assert step(), what
+            took = time.monotonic() - started
+            if took > waits + 1.5:
+                slow[what] = round(took, 2)
+    lock.release()
+    assert not slow, f"with one master of three stopped, these took (s): {slow}"
+
+
+def test_a_release_missing_on_one_master_with_another_stopped(masters):
+    """The hold is gone from master 1 (restarted empty) and master 0 is
+    stopped: master 2's answer makes a majority with master 1's, so the
+    release returns at once, not after the command timeout."""
+    client = masters.client(command_timeout=6)
+    lock = client.lock("l", ttl=10)
+    lock.acquire()
+    masters.restart_empty(1)
+    with masters.paused(0):
+        started = time.monotonic()
+        lock.release()
+        took = time.monotonic() - started
+    assert took < 1.5, f"release took {took:.2f} s"
+    assert masters.holders("l")[2] is None
+
+
+def test_two_urls_of_one_server_are_refused(masters):
+    """Another database number, or another address of the same process:
+    one server would count twice towards the majority."""
+    base = masters.urls[0]
+    with pytest.raises(ferrolock.LockConfigurationError, match="are the same server"):
+        ferrolock.Client([base, base.rsplit("/", 1)[0] + "/1", masters.urls[1]])
+    twice = RedisServer(extra=("--bind", "127.0.0.1", "127.0.0.2")).start()
+    try:
+        other_name = twice.url.replace("127.0.0.1", "127.0.0.2")
+        with pytest.raises(ferrolock.LockConfigurationError, match="are the same server .run_id"):
+            ferrolock.Client([twice.url, other_name, masters.urls[1]])
+    finally:
+        twice.close()
+    assert masters.client().masters == 3  # three distinct servers are fine
