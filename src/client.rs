@@ -137,12 +137,12 @@ impl Client {
         let limit = budget.min(PROBE_LIMIT);
         let connecting = client.conn();
         tokio::pin!(connecting);
-        let outcome = match tokio::time::timeout(budget - limit, &mut connecting).await {
-            Ok(done) => done.map_err(|e| (e, None)),
-            Err(_) => {
-                let (done, mismatch) = tokio::join!(&mut connecting, client.mode_mismatch(limit));
-                done.map_err(|e| (e, mismatch))
-            }
+        let head_start = budget.saturating_sub(limit);
+        let outcome = if let Ok(done) = tokio::time::timeout(head_start, &mut connecting).await {
+            done.map_err(|e| (e, None))
+        } else {
+            let (done, mismatch) = tokio::join!(&mut connecting, client.mode_mismatch(limit));
+            done.map_err(|e| (e, mismatch))
         };
         let mut conn = match outcome {
             Ok(conn) => conn,
@@ -407,6 +407,25 @@ impl Client {
                 client.local().wakeups.clone().drop_subscription().await;
             }
         });
+    }
+
+    /// While a waiter waits on its subscription, sending no command: in
+    /// Sentinel mode (or a quorum with Sentinel members) asks the Sentinels
+    /// every `sentinel::RECHECK` whether the master moved, as `conn` does
+    /// for a client in use, so the subscription follows a failover and the
+    /// waiter's next attempt goes to the new master. Never returns.
+    pub(crate) async fn follow_master(&self) {
+        match &self.inner.target {
+            Target::Sentinel(_) => loop {
+                tokio::time::sleep(crate::sentinel::RECHECK).await;
+                self.recheck_sentinels();
+            },
+            Target::Quorum(q) => {
+                futures_util::future::join_all(q.members().iter().map(Client::follow_master)).await;
+            }
+            Target::Direct(_) | Target::Cluster(_) => {}
+        }
+        std::future::pending::<()>().await;
     }
 
     fn forget_connection(&self) {

@@ -415,7 +415,11 @@ impl Lock {
                     waiting.registration = Some(w);
                     return None;
                 }
-                Err(e) => log::debug!("no wake-ups for {} ({e}); polling", self.label()),
+                Err(e) => {
+                    // The master unreachable (a failover under way): subscribe at the next pause.
+                    waiting.subscribe = matches!(e, Error::Connection(_));
+                    log::debug!("no wake-ups for {} ({e}); polling", self.label());
+                }
             }
         }
         let mut wake = Instant::now() + self.wait_between(delay, holder_pttl_ms);
@@ -426,6 +430,7 @@ impl Lock {
             tokio::select! {
                 () = w.woken() => return Some(Wakeup::PubSub),
                 () = tokio::time::sleep_until(wake.into()) => {}
+                () = self.client.follow_master() => {}
             }
         } else {
             tokio::time::sleep_until(wake.into()).await;

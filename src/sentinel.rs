@@ -290,11 +290,13 @@ impl SentinelTarget {
             return false;
         };
         let limit = timeout.min(SLICE);
-        let config =
-            AsyncConnectionConfig::new().set_connection_timeout(Some(limit)).set_response_timeout(Some(limit));
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(limit))
+            .set_response_timeout(Some(limit));
         for i in self.order() {
             let ask = async {
-                let mut conn = self.sentinels[i].1.get_multiplexed_async_connection_with_config(&config).await?;
+                let mut conn =
+                    self.sentinels[i].1.get_multiplexed_async_connection_with_config(&config).await?;
                 redis::cmd("SENTINEL")
                     .arg("get-master-addr-by-name")
                     .arg(&self.service)

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+import ferrolock
 from ferrolock.testing import Raw
+from helpers import Events
 from redis_cluster import RedisCluster
 
 pytest_plugins = ["pytester"]
@@ -42,6 +44,15 @@ def prefix(ferrolock_prefix) -> str:
 @pytest.fixture
 def client(ferrolock_client):
     return ferrolock_client
+
+
+@pytest.fixture
+def events():
+    """This process's LockEvents while the test runs (a helpers.Events)."""
+    e = Events()
+    ferrolock.add_listener(e)
+    yield e
+    ferrolock.remove_listener(e)
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import pytest
 
 import ferrolock
 from ferrolock import Retry
-from helpers import Events, LostProbe
+from helpers import LostProbe
 from redis_sentinel import SentinelDeployment
 
 TIMES = Path(__file__).resolve().parents[1] / "target" / "sentinel-failover-times.jsonl"
@@ -39,14 +39,6 @@ def deployment(request):
 
 def connect(d: SentinelDeployment, prefix: str) -> ferrolock.Client:
     return ferrolock.Client(d.url(), ca_file=d.ca_file, prefix=prefix, connect_timeout=5, command_timeout=2)
-
-
-@pytest.fixture
-def events():
-    e = Events()
-    ferrolock.add_listener(e)
-    yield e
-    ferrolock.remove_listener(e)
 
 
 def fault(d: SentinelDeployment, kind: str) -> int:
@@ -165,6 +157,47 @@ def test_a_holder_and_a_waiter_ride_out_a_failover(deployment, kind, prefix, eve
             thread.join(10)
     record(fault=kind, tls=d.tls, acl=d.acl, first_acquire_s=round(took, 3),
            waiter_woken_after_release_s=round(woken_after, 4))
+
+
+def test_a_blocked_waiter_follows_a_failover_without_sending_commands(deployment, prefix):
+    """A waiter whose next attempt is far off (the holder's ttl and its retry
+    delay both long) sends no command, yet its client asks the Sentinels once
+    a second while it waits: its subscription moves to the new master about a
+    second after the Sentinels name it, not when the demoted master is
+    reconfigured (the Sentinel's 10 s timer) or at the waiter's next attempt."""
+    d = deployment
+    holder_client, waiter_client = connect(d, prefix), connect(d, prefix)
+    holder = holder_client.lock("job", ttl=30.0)
+    assert holder.acquire()
+    key = f"{prefix}{{job}}"
+    d.wait_for(lambda: d.replica("HGET", key, "token") == holder.token, 5, "the hold replicated")
+    waiter = waiter_client.lock("job", ttl=TTL, retry=SLOW)
+    got: dict = {}
+    thread = threading.Thread(target=lambda: got.setdefault("ok", waiter.acquire(timeout=60)))
+    thread.start()
+    try:
+        channel = f"{key}:wake"
+        d.wait_for(lambda: channel in d.master("PUBSUB", "CHANNELS", f"{prefix}*"), 5, "the waiter subscribed")
+        old = d.sentinel_failover()
+        d.wait_for(lambda: d.failover_named(old), 30, "the Sentinel to name the new master")
+        new = d.node(d.master_port())
+        # RECHECK (1 s), the Sentinel's answer and a new subscription, with a
+        # margin for a loaded machine: well short of the 10 s the Sentinel
+        # takes to reconfigure the old master, and of the waiter's next attempt.
+        d.wait_for(lambda: channel in new("PUBSUB", "CHANNELS", f"{prefix}*"), 5, "the waiter to resubscribe")
+        assert "ok" not in got
+        # The holder's client follows at its next command: an extend to 60 s
+        # shows on the new master (its copy of the hold has at most 30 s left).
+        d.wait_for(lambda: holder.extend(60) is None and new("PTTL", key) > 31_000, 10, "the holder's client to follow")
+        holder.release()
+        thread.join(10)
+        assert got.get("ok") is True, "the waiter was not woken by the release on the new master"
+        assert new("HGET", key, "token") == waiter.token
+        waiter.release()
+    finally:
+        if thread.is_alive():
+            holder_client.force_release("job")
+            thread.join(60)
 
 
 @pytest.mark.parametrize("kind", ["failover", "kill"])

@@ -14,7 +14,6 @@ import time
 import pytest
 
 import ferrolock
-from helpers import Events
 from redis_sentinel import SentinelDeployment
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-sentinel") is None, reason="redis-sentinel not installed")
@@ -37,14 +36,6 @@ def first_silent(deployment):
     deployment.sentinels[0].pause()
     yield deployment
     deployment.sentinels[0].resume()
-
-
-@pytest.fixture
-def events():
-    e = Events()
-    ferrolock.add_listener(e)
-    yield e
-    ferrolock.remove_listener(e)
 
 
 def connect(d: SentinelDeployment, prefix: str, connect_timeout: float = CONNECT_TIMEOUT) -> ferrolock.Client:
