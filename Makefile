@@ -27,6 +27,7 @@ EXT_MODULE  := $(wildcard python/ferrolock/_ferrolock*.so)
 
 all: lint test
 
+# faketime: libfaketime, which skews the wall clock of some history-checker workers.
 redis:
 	@{ command -v redis-server && command -v redis-sentinel && command -v openssl && command -v faketime; } >/dev/null 2>&1 || { \
 	  echo "== installing redis-server, redis-sentinel, openssl and faketime (Debian packages, with apt-get)"; \
@@ -179,12 +180,15 @@ bench-scale: redis build-dev
 
 # `make chaos DURATION=600`: the history checker under faults (tests/history).
 # Workers take locks in each scenario (lock, fair-lock, rwmutex, fair-rwmutex,
-# multi-lock) while a nemesis kills connections, freezes workers past their
+# multi-lock, quorum) while a nemesis kills connections, freezes workers past their
 # ttl, restarts and stalls the server and sends Ctrl-C; the merged history is
 # then checked. The scenarios share DURATION seconds. Prints a summary per
 # scenario, writes them to target/history-summary.json, fails on any anomaly.
+# SCENARIOS="quorum sentinel-lock cluster-lock" picks scenarios (the last two
+# start a Sentinel deployment and a Redis Cluster with replicas).
 DURATION ?= 600
+SCENARIOS ?=
 
 .PHONY: chaos
 chaos: redis build-dev
-	PYTHONPATH=tests $(PY) -m history --duration $(DURATION)
+	PYTHONPATH=tests $(PY) -m history --duration $(DURATION) $(if $(SCENARIOS),--scenarios $(SCENARIOS))

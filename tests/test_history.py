@@ -10,10 +10,10 @@ import signal
 
 import pytest
 
-from history import checker
-from history.nemesis import KINDS, MASTER_ONLY, WINDOW, schedule
-from history.run import RunConfig, default_faults, run
-from history.scenarios import SCENARIOS
+from history import checker, clock
+from history.nemesis import CLUSTER_KINDS, KINDS, MASTER_ONLY, SENTINEL_KINDS, WINDOW, allowed_kinds, schedule
+from history.run import RunConfig, default_faults, fault_plan, run
+from history.scenarios import SCENARIOS, SKEWS
 from history.workers import SigintGate
 
 MS = 1_000_000
@@ -262,6 +262,41 @@ def test_fault_windows_merge_and_skip_what_was_not_injected():
     assert checker.fault_windows(faults, ("client-kill", "server-restart"), 2, 0) == [(38, 41)]
 
 
+def clock_event(w, skew, skew_ms):
+    return event(w, 0, "clock", 0, skew=skew, skew_ms=skew_ms)
+
+
+def test_a_worker_whose_clock_is_not_skewed_as_asked_is_found():
+    fine = [clock_event("s1", "+5s", 4990.0), clock_event("a3", "-3s", -3012.0), clock_event("s0", None, -8.0)]
+    assert anomalies(fine) == {}
+    found = anomalies([clock_event("s1", "+5s", 3.0), clock_event("s0", None, 4990.0)])
+    assert types(found) == {"clock-not-skewed": 2}
+    assert {(a["w"], a["asked"]) for a in found["clock-not-skewed"]} == {("s1", "+5s"), ("s0", None)}
+
+
+def test_clock_offsets_are_read_and_bad_ones_refused():
+    assert clock.offset_s("+5s") == 5.0 and clock.offset_s("-3s") == -3.0
+    for bad in ("5s", "+5", "+5m", ""):
+        with pytest.raises(ValueError, match="like '\\+5s'"):
+            clock.offset_s(bad)
+
+
+def test_a_skewed_environment_is_for_the_child_only():
+    """The parent's environment is as it was after the child started, and its clock untouched."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    before = dict(os.environ)
+    with clock.skewed_env("+5s"):
+        child = subprocess.run(
+            [sys.executable, "-c", "import time; print(time.time())"], capture_output=True, text=True, check=True
+        )
+    assert dict(os.environ) == before
+    assert float(child.stdout) - time.time() == pytest.approx(5.0, abs=clock.TOLERANCE_MS / 1000)
+
+
 def test_keys_left_are_reported_with_their_ttl():
     found = anomalies([], keys=[("history:x:{a}", 29_000)])
     assert found == {"keys-left": [{"type": "keys-left", "key": "history:x:{a}", "pttl_ms": 29_000}]}
@@ -294,6 +329,20 @@ def test_the_schedule_is_seeded_bounded_and_complete():
     assert [at for at, _ in plan] == sorted(at for at, _ in plan)
 
 
+def test_every_scenario_plans_its_own_faults_from_its_seed():
+    """The plan (times and kinds) is a function of the seed alone; each
+    deployment gets its own faults, the new ones included."""
+    assert {"waiter-master-stop", "restart-empty", "master-stop"} <= set(default_faults(20, "quorum"))
+    assert set(default_faults(30, "sentinel-lock")) == allowed_kinds("sentinel") >= set(SENTINEL_KINDS)
+    assert set(default_faults(30, "cluster-lock")) == allowed_kinds("cluster") >= set(CLUSTER_KINDS)
+    for scenario in ("quorum", "sentinel-lock", "cluster-lock"):
+        cfg = RunConfig(scenario=scenario, duration=30, seed=5)
+        assert fault_plan(cfg) == fault_plan(RunConfig(scenario=scenario, duration=30, seed=5))
+        assert fault_plan(cfg) != fault_plan(RunConfig(scenario=scenario, duration=30, seed=6))
+    with pytest.raises(AssertionError, match="unknown fault kinds"):
+        fault_plan(RunConfig(scenario="cluster-lock", faults={"restart-empty": 1}))
+
+
 def test_ctrl_c_interrupts_only_a_wait_with_nothing_granted():
     class Handle:
         def __init__(self, token):
@@ -314,16 +363,33 @@ def test_ctrl_c_interrupts_only_a_wait_with_nothing_granted():
 # short runs under faults
 
 RUN_S = 10
+# The quorum has its master faults and the waiter-aimed master stop to fit in besides.
+LONGER_S = {"quorum": 20}
 RUNS = [pytest.param(s, 101 + i, id=s) for i, s in enumerate(SCENARIOS)]
+
+
+def nemesis_log(workdir) -> list:
+    return [json.loads(line) for line in (workdir / "nemesis.jsonl").read_text().splitlines()]
+
+
+def assert_skewed(s):
+    """The skewed workers' clocks ran off the server's by what was asked; the others did not."""
+    labels = {i: f"{'s' if i < 3 else 'a'}{i}" for i in range(s["workers"])}
+    for i, w in labels.items():
+        asked = clock.offset_s(SKEWS[i]) * 1000 if i in SKEWS else 0
+        assert s["clock_skew_ms"][w] == pytest.approx(asked, abs=clock.TOLERANCE_MS), (w, s["clock_skew_ms"])
 
 
 @pytest.mark.chaos
 @pytest.mark.parametrize("scenario, seed", RUNS)
 def test_history_under_faults_has_no_anomaly(scenario, seed, tmp_path):
-    s = run(RunConfig(scenario=scenario, duration=RUN_S, seed=seed, workdir=str(tmp_path)))
+    duration = LONGER_S.get(scenario, RUN_S)
+    cfg = RunConfig(scenario=scenario, duration=duration, seed=seed, workdir=str(tmp_path))
+    s = run(cfg)
+    assert s["plan"] == [[round(at, 3), kind] for at, kind in fault_plan(cfg)[1]]
     assert s["worker_exit_codes"] == [0] * s["workers"]
     assert s["torn_lines"] == 0
-    assert s["holds_valid"] >= 30 * RUN_S, f"too few holds: {s['holds_valid']}"
+    assert s["holds_valid"] >= 30 * duration, f"too few holds: {s['holds_valid']}"
     if scenario in ("rwmutex", "fair-rwmutex"):
         assert {"read", "write"} <= set(s["holds_by_kind"])
     if scenario == "multi-lock":
@@ -333,6 +399,10 @@ def test_history_under_faults_has_no_anomaly(scenario, seed, tmp_path):
     assert s["interrupted"] + s["sigint_ignored"] > 0, "no Ctrl-C reached a worker"
     assert s["timeouts"].get("cancelled-in-acquire", 0) > 0, "no async waiter was cancelled"
     assert s["holder_samples"] > 0, "the monitor never saw a holder in Redis: has the key layout moved?"
+    if scenario == "quorum":
+        assert_skewed(s)
+        aimed = [f for f in nemesis_log(tmp_path) if f["fault"] == "waiter-master-stop"]
+        assert aimed and all(f["waiting"] for f in aimed), aimed  # a worker waited in acquire each time
     assert s["anomalies"] == {}, json.dumps(s["anomaly_examples"], indent=1)
 
 
@@ -360,10 +430,31 @@ def test_history_through_sentinel_failovers(tmp_path):
     order outside failovers, nothing left."""
     s = run(RunConfig(scenario="sentinel-lock", duration=30, seed=211, workdir=str(tmp_path)))
     assert s["worker_exit_codes"] == [0] * s["workers"]
-    assert s["faults"].get("failover", 0) >= 1 and s["faults"].get("master-kill", 0) >= 1, s["faults"]
+    for kind in ("failover", "master-kill", "sentinel-stop"):
+        assert s["faults"].get(kind, 0) >= 1, s["faults"]
     assert s["holds_valid"] >= 30 * 30, f"too few holds: {s['holds_valid']}"
     assert all(t < 15 for t in s["failover_s"]), s["failover_s"]
     assert s["holder_samples"] > 0
+    assert_skewed(s)
+    assert s["anomalies"] == {}, json.dumps(s["anomaly_examples"], indent=1)
+
+
+@pytest.mark.chaos
+def test_history_through_cluster_failovers(tmp_path):
+    """Workers through redis+cluster:// to 3 masters with a replica each while
+    the nemesis runs CLUSTER FAILOVER and kills masters (their replicas
+    promoted, the old ones back as replicas), besides connection kills,
+    SIGSTOPs, Ctrl-C and two workers' clocks 5 s fast and 3 s slow. As
+    through Sentinel, an overlap is allowed only inside a failover's window
+    (no replica acknowledgement asked); every other check holds."""
+    s = run(RunConfig(scenario="cluster-lock", duration=30, seed=223, workdir=str(tmp_path)))
+    assert s["worker_exit_codes"] == [0] * s["workers"]
+    for kind in ("cluster-failover", "cluster-master-kill", "client-kill", "sigstop"):
+        assert s["faults"].get(kind, 0) >= 1, s["faults"]
+    assert s["holds_valid"] >= 30 * 30, f"too few holds: {s['holds_valid']}"
+    assert all(t < 15 for t in s["failover_s"]), s["failover_s"]
+    assert s["holder_samples"] > 0, "the monitor never saw a holder: has the key layout moved?"
+    assert_skewed(s)
     assert s["anomalies"] == {}, json.dumps(s["anomaly_examples"], indent=1)
 
 

@@ -30,12 +30,17 @@
    (+200 ms), and not first seen while connections were cut (a kill -9 or
    CLIENT KILL can lose the reply of a grant: its client cannot know it
    holds): the name stays blocked until the hold expires.
+7. ``clock-not-skewed``: a worker started with a skewed wall clock whose
+   clock is not off the server's by what was asked (or one that should run
+   on the real clock and does not): the run would not test what it says.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+
+from .clock import TOLERANCE_MS, offset_s
 
 EXCLUSIVE = ("lock", "write")
 RELEASE_SOURCES = ("release", "exit", "aexit")
@@ -47,7 +52,8 @@ RELEASE_ANSWER_NS = 6_000_000_000
 EXAMPLES = 3
 LEFT_MIN_NS = 500_000_000  # still holding this long after the attempt ended: left behind
 STRAY_MIN_NS = 300_000_000  # a failed acquire's hold should go within a round trip
-FAILOVERS = ("failover", "master-kill")
+# Sentinel's, then Redis Cluster's: a replica promoted while clients still hold on the old master.
+FAILOVERS = ("failover", "master-kill", "cluster-failover", "cluster-master-kill")
 # A frozen owner cannot clean up; a stalled server cannot answer; in a failover nobody answers for a while.
 STALLING = ("sigstop", "debug-sleep") + FAILOVERS
 CUTTING = ("server-restart", "client-kill") + FAILOVERS  # a reply lost with its connection: the client cannot know
@@ -288,6 +294,19 @@ def suspects(events: list, stray: dict, max_ttl_ns: int, t0: int, most: int = 5)
     ]
 
 
+def clock_skews(events: list) -> list:
+    """`clock` events whose measured offset from the server's clock is not the
+    one the worker was started with (None: the real clock, 0 s)."""
+    found = []
+    for e in events:
+        if e["ev"] != "clock":
+            continue
+        asked_ms = offset_s(e["skew"]) * 1000 if e.get("skew") else 0.0
+        if abs(e["skew_ms"] - asked_ms) > TOLERANCE_MS:
+            found.append({"type": "clock-not-skewed", "w": e["w"], "asked": e.get("skew"), "skew_ms": e["skew_ms"]})
+    return found
+
+
 def keys_left(keys: list) -> list:
     """`keys`: (key, pttl in ms) pairs still present at the end."""
     return [{"type": "keys-left", "key": k, "pttl_ms": pttl} for k, pttl in keys]
@@ -337,6 +356,7 @@ def check(events, faults, keys, samples, slack_ns, max_ttl_ns, t0=0) -> dict:
         + left_holds(events, stops, LEFT_MIN_NS, t0)
         + unexpected_errors(events, t0)
         + strays(events, samples, faults, max_ttl_ns, slack_ns, t0)
+        + clock_skews(events)
         + keys_left(keys)
     )
     by = defaultdict(list)

@@ -11,7 +11,9 @@ an attempt also ``how`` (acquire, with, aacquire, async-with), ``kind``
 ``on_lost``, ``property``, ``release``, ``exit`` or ``aexit``),
 ``interrupted`` (Ctrl-C), ``timeout`` (``cancelled`` for an async time
 limit), ``error``, ``left`` (the handle still held after the attempt
-failed). A worker ends with ``exit``, or ``crash`` with its traceback.
+failed). A worker begins with ``clock`` (``skew``: the offset its wall
+clock was started with, ``skew_ms``: its measured offset from the server's
+clock) and ends with ``exit``, or ``crash`` with its traceback.
 """
 
 from __future__ import annotations

@@ -10,7 +10,9 @@ hash whose ``token`` field is the exclusive holder's; for an RWMutex the
 writer's hash ``...:rw:w`` and the readers' sorted set ``...:rw:r`` (token ->
 expiry in server milliseconds). A run that samples nothing shows the layout
 moved. On a quorum each master is asked, and a token counts as holding a
-name where a majority of the masters name it.
+name where a majority of the masters name it. On a Redis Cluster
+(``per_name``) each name is asked of the master serving its slot, followed
+through MOVED when a failover moves it.
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ QUORUM_TIMEOUT_S = 0.05  # a stopped master is skipped, not waited for
 
 
 class HolderMonitor:
-    def __init__(self, ports: list, prefix: str, names: tuple, rw: bool):
+    def __init__(self, ports: list, prefix: str, names: tuple, rw: bool, per_name: bool = False):
         """`ports`: each server's (the masters of a quorum), or a function
-        giving the current master's (a Sentinel deployment: it may move)."""
-        timeout = QUORUM_TIMEOUT_S if len(ports) > 1 else 1.0
+        giving the current master's (a Sentinel deployment: it may move); with
+        `per_name`, the port of the master serving each name (a Cluster)."""
+        self.per_name = per_name
+        timeout = QUORUM_TIMEOUT_S if len(ports) > 1 and not per_name else 1.0
         self.port_of = [p if callable(p) else (lambda p=p: p) for p in ports]
         self.masters = [resp.Connection(port(), timeout) for port in self.port_of]
         self.keys = [(n, f"{prefix}{{{n}}}") for n in names]
@@ -61,18 +65,28 @@ class HolderMonitor:
                 if port != self.masters[i].port:
                     self.masters[i].close()
                     self.masters[i] = resp.Connection(port, self.masters[i].timeout)
-            for name, key in self.keys:
+            for i, (name, key) in enumerate(self.keys):
                 t0 = now_ns()
                 seen = []
-                for redis in self.masters:
+                for redis in [self.masters[i]] if self.per_name else self.masters:
                     try:
                         seen += self._holders(redis, key)
-                    except (OSError, resp.RespError):
+                    except resp.RespError as e:
+                        self._follow(i, str(e))
+                    except OSError:
                         continue  # the server is down or stalled: a fault, not a finding
                 t = now_ns()
-                majority = len(self.masters) // 2 + 1
+                majority = 1 if self.per_name else len(self.masters) // 2 + 1
                 tokens = [tok for tok in set(seen) if seen.count(tok) >= majority]
                 self.samples += [{"t0": t0, "t": t, "name": name, "token": tok.decode()} for tok in tokens]
+
+    def _follow(self, i: int, error: str) -> None:
+        """A Cluster's MOVED: ask the node it names from the next sample on."""
+        if self.per_name and error.startswith("MOVED "):
+            port = int(error.rsplit(":", 1)[1])
+            self.masters[i].close()
+            self.masters[i] = resp.Connection(port, self.masters[i].timeout)
+            self.port_of[i] = lambda port=port: port
 
     def _holders(self, redis, key: str) -> list:
         if not self.rw:

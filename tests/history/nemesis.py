@@ -20,6 +20,22 @@ replica, a Sentinel), ``failover`` (SENTINEL FAILOVER) and ``master-kill``
 restarted as its replica); each waits for the deployment to be ready first
 (a replica in sync that the Sentinel counts), and other faults go to
 whichever node is master.
+
+``waiter-master-stop`` (quorum) aims at the moment a worker waits in
+acquire: it waits for one, then freezes a master past the longest ttl (the
+waiter must go on with the majority left). Against a Sentinel deployment of
+three Sentinels, ``sentinel-stop`` freezes the Sentinel that clients ask
+first (not the one the harness asks) and cuts the master's client connections, so clients reconnect
+through the Sentinels while that one does not answer; SIGCONT after
+SENTINEL_STOP_S. Against a Redis Cluster with a replica per master,
+``cluster-failover`` (CLUSTER FAILOVER on a master's replica) and
+``cluster-master-kill`` (kill -9 of a master, its replica promoted, the old
+master restarted as a replica), each once every node agrees on the layout;
+``client-kill`` goes to the master serving one of the names.
+
+Each fault draws its own choices (target, length) from a generator seeded
+with the run's nemesis seed and the fault's place in the plan, so a seed
+gives the same schedule and the same draws whatever the workers do.
 """
 
 from __future__ import annotations
@@ -32,17 +48,26 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from redis_sentinel import SERVICE
+
 from . import resp
 from .events import now_ns
 
 KINDS = (
     "client-kill", "pubsub-kill", "sigstop", "server-restart", "debug-sleep", "sigint", "master-stop",
-    "restart-empty",
+    "restart-empty", "waiter-master-stop",
 )
-MASTER_ONLY = ("master-stop", "restart-empty")  # faults of a quorum's masters
-# With a Sentinel deployment: SENTINEL FAILOVER, and the master killed (kill -9,
-# promoted replica, the old master restarted as its replica).
-SENTINEL_KINDS = ("failover", "master-kill")
+MASTER_ONLY = ("master-stop", "restart-empty", "waiter-master-stop")  # faults of a quorum's masters
+# What applies to a deployment with failovers as well as to single servers.
+COMMON_KINDS = ("client-kill", "sigstop", "sigint")
+# With a Sentinel deployment: SENTINEL FAILOVER, the master killed (kill -9,
+# promoted replica, the old master restarted as its replica), a Sentinel frozen.
+SENTINEL_KINDS = ("failover", "master-kill", "sentinel-stop")
+# With a Redis Cluster: CLUSTER FAILOVER, and a master killed (its replica promoted).
+CLUSTER_KINDS = ("cluster-failover", "cluster-master-kill")
+SENTINEL_STOP_S = 3.0  # longer than the workers' connect timeout (2 s)
+FIRST_SENTINEL = 1  # the Sentinel first in the workers' URL, which sentinel-stop freezes
+WAITER_WAIT_S = 4.0  # how long a waiter-master-stop looks for a worker waiting in acquire
 FAILOVER_LIMIT_S = 30  # a failover, and the deployment ready for the next one
 WINDOW = (0.05, 0.8)  # faults fall in this part of the run, so the workers can recover before it ends
 DEBUG_SLEEP_S = 0.2
@@ -66,27 +91,34 @@ def schedule(rng: random.Random, duration: float, counts: dict) -> list:
     return sorted(plan)
 
 
+def allowed_kinds(topology: str) -> set:
+    """The fault kinds of a topology (scenarios.topology)."""
+    return set(COMMON_KINDS) | set({"sentinel": SENTINEL_KINDS, "cluster": CLUSTER_KINDS}.get(topology, KINDS))
+
+
 @dataclass
 class Nemesis:
-    servers: list  # RedisServers: one, or the masters of a quorum
+    servers: list  # each with a .port: one server, a quorum's masters, the master serving each name
     workers: list
     board: object  # a Board: who waits in acquire, who holds
-    rng: random.Random
+    seed: int  # each fault's draws come from this and its place in the plan
     stop_s: float  # how long a SIGSTOP lasts
+    rng: random.Random = field(default_factory=random.Random)
     log: list = field(default_factory=list)
     _stopped: set = field(default_factory=set)
     _threads: list = field(default_factory=list)
     _down: set = field(default_factory=set)
     _lasting: list = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    deployment: object = None  # a SentinelDeployment, for the failover faults
+    deployment: object = None  # a SentinelDeployment or a RedisCluster, for the failover faults
 
     def run(self, plan: list, t0_ns: int) -> None:
         try:
-            for offset, kind in plan:
+            for n, (offset, kind) in enumerate(plan):
                 delay = t0_ns / 1e9 + offset - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)  # the schedule itself, not a synchronisation
+                self.rng = random.Random(f"{self.seed}:{n}")
                 getattr(self, "_" + kind.replace("-", "_"))()
         finally:
             for t in self._threads:
@@ -137,17 +169,29 @@ class Nemesis:
         self._record("server-restart", t, master=i, t_down=down)
 
     def _master_stop(self) -> None:
-        self._in_background("master-stop", self._stop_master, *self._server())
+        self._end_lasting()
+        self._in_background(self._stop_master, *self._server(), self.stop_s * self.rng.uniform(1.0, 1.3))
 
-    def _stop_master(self, i: int, server) -> None:
+    def _waiter_master_stop(self) -> None:
+        """A master frozen past the longest ttl just as a worker waits in acquire."""
+        self._end_lasting()
+        waiting = self._await_waiters(0, WAITER_WAIT_S)
+        seconds = self.stop_s * self.rng.uniform(1.0, 1.3)
+        labels = [w.label for _, w in waiting]
+        self._in_background(self._stop_master, *self._server(), seconds, "waiter-master-stop", waiting=labels)
+
+    def _stop_master(self, i: int, server, seconds: float, kind: str = "master-stop", **fields) -> None:
         t = now_ns()
         os.kill(server.proc.pid, signal.SIGSTOP)
-        time.sleep(self.stop_s * self.rng.uniform(1.0, 1.3))  # the fault's length, from the schedule
-        os.kill(server.proc.pid, signal.SIGCONT)
-        self._record("master-stop", t, master=i)
+        try:
+            time.sleep(seconds)  # the fault's length, from the schedule
+        finally:
+            os.kill(server.proc.pid, signal.SIGCONT)
+        self._record(kind, t, master=i, **fields)
 
     def _restart_empty(self) -> None:
-        self._in_background("restart-empty", self._empty_restart, *self._server())
+        self._end_lasting()
+        self._in_background(self._empty_restart, *self._server())
 
     def _empty_restart(self, i: int, server) -> None:
         t = now_ns()
@@ -160,18 +204,20 @@ class Nemesis:
         server.start()
         self._record("restart-empty", t, master=i, t_down=down)
 
-    def _in_background(self, kind: str, fault, i: int, server) -> None:
-        """A fault that lasts, on its own thread so others land meanwhile;
-        one at a time (the next waits for the last to end), so that a
-        majority of the masters stands."""
+    def _end_lasting(self) -> None:
+        """Lasting faults go one at a time (the next waits for the last to
+        end), so that a majority of the masters stands."""
         for t in self._lasting:
             t.join()
+
+    def _in_background(self, fault, i: int, server, *args, **fields) -> None:
+        """A fault that lasts, on its own thread so others land meanwhile."""
         with self._lock:
             self._down.add(i)
 
         def run() -> None:
             try:
-                fault(i, server)
+                fault(i, server, *args, **fields)
             finally:
                 with self._lock:
                     self._down.discard(i)
@@ -181,9 +227,16 @@ class Nemesis:
         self._threads.append(thread)
         self._lasting.append(thread)
 
+    def _sentinel_ready(self) -> bool:
+        """A replica ready for a failover, and every Sentinel knowing the others
+        (a killed master's failover needs a majority of them to elect a leader)."""
+        d = self.deployment
+        others = len(d.sentinels) - 1
+        return d.ready_for_failover() and all(len(s("SENTINEL", "SENTINELS", SERVICE)) == others for s in d.sentinels)
+
     def _failover(self) -> None:
         d = self.deployment
-        d.wait_for(d.ready_for_failover, FAILOVER_LIMIT_S, "a replica ready for a failover")
+        d.wait_for(self._sentinel_ready, FAILOVER_LIMIT_S, "a replica ready for a failover")
         t = now_ns()
         old = d.sentinel_failover()
         d.wait_for(lambda: d.failover_named(old), FAILOVER_LIMIT_S, "the new master")
@@ -193,7 +246,7 @@ class Nemesis:
 
     def _master_kill(self) -> None:
         d = self.deployment
-        d.wait_for(d.ready_for_failover, FAILOVER_LIMIT_S, "a replica ready for a failover")
+        d.wait_for(self._sentinel_ready, FAILOVER_LIMIT_S, "a replica ready for a failover")
         t = now_ns()
         node = d.kill_master()
         down = now_ns()
@@ -201,6 +254,50 @@ class Nemesis:
         named = now_ns()
         d.restart_as_replica(node)
         self._record("master-kill", t, old=node.port, new=d.master_port(), t_down=down, t_named=named)
+
+    def _sentinel_stop(self) -> None:
+        """The Sentinel clients ask first (FIRST_SENTINEL) frozen, and the
+        master's client connections cut meanwhile: every client reconnects
+        through the Sentinels while that one does not answer. The harness asks
+        Sentinel 0, which a stop would put in TILT mode (no failover for 30 s)."""
+        d = self.deployment
+        node = d.sentinels[FIRST_SENTINEL]
+        t = now_ns()
+        os.kill(node.proc.pid, signal.SIGSTOP)
+        try:
+            killed = resp.command(d.master_port(), "CLIENT", "KILL", "TYPE", "normal")
+            time.sleep(SENTINEL_STOP_S)  # the fault's length
+        finally:
+            os.kill(node.proc.pid, signal.SIGCONT)
+        self._record("sentinel-stop", t, sentinel=node.port, killed=killed)
+
+    def _cluster_failover(self) -> None:
+        c = self.deployment
+        layout = c.await_topology(FAILOVER_LIMIT_S)
+        old = self.rng.choice(sorted(layout))
+        new = layout[old][0]
+        t = now_ns()
+        c.raw(new)("CLUSTER", "FAILOVER")
+        self._cluster_promoted("cluster-failover", t, old, new)
+
+    def _cluster_master_kill(self) -> None:
+        c = self.deployment
+        layout = c.await_topology(FAILOVER_LIMIT_S)
+        old = self.rng.choice(sorted(layout))
+        t = now_ns()
+        c.kill(old)
+        self._cluster_promoted("cluster-master-kill", t, old, layout[old][0], t_down=now_ns(), restart=True)
+
+    def _cluster_promoted(self, kind: str, t: int, old: int, new: int, restart: bool = False, **fields) -> None:
+        """Waits for `new` to serve `old`'s slots (and a killed `old` back as a
+        replica), then for every node to agree on the layout."""
+        c = self.deployment
+        c._await(lambda: new in c.masters() and old not in c.masters(), FAILOVER_LIMIT_S, f"{new} promoted")
+        named = now_ns()
+        if restart:
+            c.restart(old)
+        c.await_topology(FAILOVER_LIMIT_S)
+        self._record(kind, t, old=old, new=new, t_named=named, **fields)
 
     def _sigstop(self) -> None:
         with self._lock:
@@ -232,22 +329,31 @@ class Nemesis:
             self._stopped.discard(worker.pid)
         self._record("sigstop", t, pid=worker.pid, w=worker.label, t_stopped=stopped)
 
+    def _waiters(self) -> list:
+        """(since, worker) of the sync workers waiting in acquire now, not frozen."""
+        with self._lock:
+            return [
+                (self.board.waiting[w.index], w) for w in self.workers
+                if w.sync and w.pid not in self._stopped and self.board.waiting[w.index]
+            ]
+
+    def _await_waiters(self, min_ns: int, limit_s: float) -> list:
+        """The waiters, as soon as one has waited `min_ns`; after `limit_s`, whoever waits (maybe nobody)."""
+        give_up = time.monotonic() + limit_s
+        while True:
+            waiters = self._waiters()
+            if any(now_ns() - since >= min_ns for since, _ in waiters) or time.monotonic() >= give_up:
+                return waiters
+            time.sleep(0.002)  # shared memory has no event to await: poll it
+
     def _sigint(self) -> None:
         """Ctrl-C to the sync worker waiting longest in acquire, preferably one that
         has waited SIGINT_MIN_WAIT_NS; after SIGINT_WAIT_S any waiter will do."""
-        any_waiter = time.monotonic() + SIGINT_WAIT_S
-        give_up = any_waiter + SIGINT_WAIT_S
-        while time.monotonic() < give_up:
-            with self._lock:
-                waiters = [
-                    (self.board.waiting[w.index], w) for w in self.workers
-                    if w.sync and w.pid not in self._stopped and self.board.waiting[w.index]
-                ]
-            since, worker = min(waiters, key=lambda x: x[0], default=(0, None))
-            if worker and (now_ns() - since >= SIGINT_MIN_WAIT_NS or time.monotonic() >= any_waiter):
-                t = now_ns()
-                os.kill(worker.pid, signal.SIGINT)
-                self._record("sigint", t, pid=worker.pid, w=worker.label, waited_ms=(t - since) / 1e6)
-                return
-            time.sleep(0.002)  # shared memory has no event to await: poll it
-        self._record("sigint", now_ns(), skipped="no worker was waiting in acquire")
+        waiters = self._await_waiters(SIGINT_MIN_WAIT_NS, SIGINT_WAIT_S) or self._await_waiters(0, SIGINT_WAIT_S)
+        if not waiters:
+            self._record("sigint", now_ns(), skipped="no worker was waiting in acquire")
+            return
+        since, worker = min(waiters, key=lambda x: x[0])
+        t = now_ns()
+        os.kill(worker.pid, signal.SIGINT)
+        self._record("sigint", t, pid=worker.pid, w=worker.label, waited_ms=(t - since) / 1e6)

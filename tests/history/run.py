@@ -16,10 +16,11 @@ from redis_server import RedisServer
 
 from . import checker, resp
 from .board import Board
+from .clock import skewed_env
 from .events import now_ns, read_events
 from .monitor import HolderMonitor
-from .nemesis import KINDS, MASTER_ONLY, SENTINEL_KINDS, Nemesis, Worker, schedule
-from .scenarios import MASTERS, NAMES
+from .nemesis import FIRST_SENTINEL, MASTER_ONLY, Nemesis, Worker, allowed_kinds, schedule
+from .scenarios import MASTERS, NAMES, SKEWED_SCENARIOS, SKEWS, topology
 from .summary import summarize
 from .workers import WorkerSpec, async_worker, sync_worker
 
@@ -30,19 +31,25 @@ SHM = Path("/dev/shm")  # the append-only file on tmpfs: fsync costs nothing, ki
 # Mean seconds between two faults of a kind; a run gets at least one of each.
 FAULT_PERIOD_S = {
     "client-kill": 4, "pubsub-kill": 6, "sigstop": 8, "server-restart": 10, "debug-sleep": 6, "sigint": 2,
-    "master-stop": 5, "restart-empty": 5,
+    "master-stop": 5, "restart-empty": 5, "waiter-master-stop": 5,
 }
 # Against a Sentinel deployment: failovers (each waits for the deployment to be
-# ready, about 10 s after a SENTINEL FAILOVER), and the faults aimed at the master.
-SENTINEL_FAULT_PERIOD_S = {"failover": 16, "master-kill": 16, "client-kill": 6, "sigstop": 10, "sigint": 3}
+# ready, about 10 s after a SENTINEL FAILOVER), a Sentinel frozen, and the faults aimed at the master.
+SENTINEL_FAULT_PERIOD_S = {
+    "failover": 16, "master-kill": 16, "sentinel-stop": 12, "client-kill": 6, "sigstop": 10, "sigint": 3,
+}
+# Against a Redis Cluster: failovers (each waits for every node to agree on the layout).
+CLUSTER_FAULT_PERIOD_S = {
+    "cluster-failover": 12, "cluster-master-kill": 12, "client-kill": 6, "sigstop": 10, "sigint": 3,
+}
 EXIT_GRACE_S = 20  # a worker's last attempt: acquire timeout, a long hold, the on_lost wait
-LOCK_SCENARIOS = ("lock", "fair-lock", "multi-lock", "quorum", "sentinel-lock")
+LOCK_SCENARIOS = ("lock", "fair-lock", "multi-lock", "quorum", "sentinel-lock", "cluster-lock")
+SENTINELS = 3  # sentinel-stop freezes one; a failover needs a majority of them
 
 
 def default_faults(duration: float, scenario: str = "lock") -> dict:
-    if scenario.startswith("sentinel"):
-        periods = SENTINEL_FAULT_PERIOD_S
-    else:
+    periods = {"sentinel": SENTINEL_FAULT_PERIOD_S, "cluster": CLUSTER_FAULT_PERIOD_S}.get(topology(scenario))
+    if periods is None:
         quorum = MASTERS.get(scenario, 1) > 1
         periods = {k: p for k, p in FAULT_PERIOD_S.items() if quorum or k not in MASTER_ONLY}
     return {k: max(1, round(duration / p)) for k, p in periods.items()}
@@ -58,6 +65,17 @@ class Master:
     @property
     def port(self) -> int:
         return self.deployment.master_port()
+
+
+class Serving:
+    """The master of a Redis Cluster serving one name's slot now."""
+
+    def __init__(self, cluster, key: str):
+        self.cluster, self.key = cluster, key
+
+    @property
+    def port(self) -> int:
+        return self.cluster.owner(self.key)
 
 
 @dataclass
@@ -79,14 +97,24 @@ class RunConfig:
     isolate: bool = False
     # Client(replicas=...) for the sentinel scenarios (0: replication unacknowledged).
     replicas: int = 0
+    # Worker index -> libfaketime offset of its wall clock; None: SKEWS in the skewed scenarios.
+    skews: dict | None = None
+
+
+def fault_plan(cfg: RunConfig) -> tuple:
+    """(nemesis seed, [(offset s, kind)]): from the seed alone, whatever the run does."""
+    faults = cfg.faults or default_faults(cfg.duration, cfg.scenario)
+    kinds = allowed_kinds(topology(cfg.scenario))
+    assert set(faults) <= kinds, f"unknown fault kinds for {cfg.scenario}: {set(faults) - kinds}"
+    seed = random.Random(f"nemesis:{cfg.seed}").randrange(2**32)
+    return seed, schedule(random.Random(seed), cfg.duration, faults)
 
 
 def run(cfg: RunConfig) -> dict:
     masters = MASTERS.get(cfg.scenario, 1)
     faults = cfg.faults or default_faults(cfg.duration, cfg.scenario)
-    sentinel = cfg.scenario.startswith("sentinel")
-    kinds = set(KINDS) - {"server-restart", "debug-sleep", "pubsub-kill"} | set(SENTINEL_KINDS) if sentinel else set(KINDS)
-    assert set(faults) <= kinds, f"unknown fault kinds for {cfg.scenario}: {set(faults) - kinds}"
+    where = topology(cfg.scenario)
+    plan = fault_plan(cfg)
     rng = random.Random(cfg.seed)
     workdir = Path(cfg.workdir or tempfile.mkdtemp(prefix="ferrolock-history-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -96,18 +124,24 @@ def run(cfg: RunConfig) -> dict:
     ]
     deployment, servers = None, []
     try:
-        if sentinel:
+        if where == "sentinel":
             from redis_sentinel import SentinelDeployment
 
-            deployment = SentinelDeployment(down_after_ms=1500).start()  # no failover of its own under load
-            servers, url = [Master(deployment)], deployment.url()
+            # down-after 1.5 s: no failover of its own under load
+            deployment = SentinelDeployment(sentinels=SENTINELS, down_after_ms=1500).start()
+            ports = [s.port for s in deployment.sentinels]
+            first = ports.pop(FIRST_SENTINEL)  # the one sentinel-stop freezes
+            servers, url = [Master(deployment)], deployment.url(sentinels=[first] + ports)
+        elif where == "cluster":
+            from redis_cluster import RedisCluster
+
+            deployment = RedisCluster(nodes=3, replicas=1).start()
+            servers, url = [Serving(deployment, f"{prefix}{{{n}}}") for n in NAMES[cfg.scenario]], deployment.url
         else:
             servers = [RedisServer(extra=PERSIST + ("--dir", d)).start() for d in aof_dirs]
             url = servers[0].url if masters == 1 else [s.url for s in servers]
-        specs = _specs(cfg, url, prefix, workdir, rng)
-        events_at, wall, exits, fault_log, samples, t0 = _execute(
-            cfg, specs, servers, prefix, faults, rng, deployment
-        )
+        specs = _specs(cfg, url, prefix, workdir, rng, servers[0].port)
+        events_at, wall, exits, fault_log, samples, t0 = _execute(cfg, specs, servers, prefix, plan, deployment)
         keys = _settle([s.port for s in servers], prefix, cfg.ttl[1] + cfg.slack_s + 2.0)
     finally:
         for s in [deployment] if deployment else servers:
@@ -120,9 +154,9 @@ def run(cfg: RunConfig) -> dict:
     max_ttl_ns = int(cfg.ttl[1] * 1e9)
     anomalies = checker.check(events, fault_log, keys, samples, int(cfg.slack_s * 1e9), max_ttl_ns, t0)
     # Without replica acknowledgement a failover may lose a hold: allowed only
-    # when its holder was told (see checker.failover_overlaps).
+    # inside its window (see checker.failover_overlaps).
     allowed = []
-    if sentinel and not cfg.replicas:
+    if where != "servers" and not cfg.replicas:
         for kind in ("overlap", "fence-order"):
             if kind in anomalies:
                 ok, rest = checker.failover_overlaps(
@@ -143,10 +177,11 @@ def run(cfg: RunConfig) -> dict:
         faults=fault_log, anomalies=anomalies, keys=keys, exits=exits, samples=samples, t0=t0,
     )
     summary["faults_scheduled"] = faults
+    summary["plan"] = [[round(at, 3), kind] for at, kind in plan[1]]
     summary["failover_allowed"] = {t: sum(1 for a in allowed if a["type"] == t) for t in {a["type"] for a in allowed}}
     summary["failover_allowed_examples"] = allowed[:3]
     summary["failover_s"] = [
-        round((f["t_named"] - f["t"]) / 1e9, 3) for f in fault_log if f["fault"] in SENTINEL_KINDS
+        round((f["t_named"] - f["t"]) / 1e9, 3) for f in fault_log if f["fault"] in checker.FAILOVERS
     ]
     if cfg.record:
         record(
@@ -162,20 +197,22 @@ def run(cfg: RunConfig) -> dict:
     return summary
 
 
-def _specs(cfg, url, prefix, workdir, rng) -> list:
+def _specs(cfg, url, prefix, workdir, rng, time_port) -> list:
     modes = ["sync"] * cfg.sync_workers + ["async"] * cfg.async_workers
+    skews = cfg.skews if cfg.skews is not None else SKEWS if cfg.scenario in SKEWED_SCENARIOS else {}
     return [
         WorkerSpec(
             index=i, label=f"{mode[0]}{i}", mode=mode, scenario=cfg.scenario, url=url,
             prefix=f"{prefix}{i}:" if cfg.isolate else prefix,
             seed=rng.randrange(2**32), log_path=str(workdir / f"worker-{i}.jsonl"), ttl=cfg.ttl, tasks=cfg.async_tasks,
             long_every_s=cfg.long_every_s if i == 0 else None, replicas=cfg.replicas,
+            skew=skews.get(i), time_port=time_port,
         )
         for i, mode in enumerate(modes)
     ]
 
 
-def _execute(cfg, specs, servers, prefix, faults, rng, deployment=None):
+def _execute(cfg, specs, servers, prefix, plan, deployment=None):
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(len(specs) + 1)
     go = ctx.Event()
@@ -188,21 +225,24 @@ def _execute(cfg, specs, servers, prefix, faults, rng, deployment=None):
         )
         for s in specs
     ]
-    for p in procs:
-        p.start()
+    for s, p in zip(specs, procs):
+        with skewed_env(s.skew):
+            p.start()
     workers = [Worker(s.index, s.label, p.pid, s.mode == "sync") for s, p in zip(specs, procs)]
-    nemesis = Nemesis(
-        servers, workers, board, random.Random(rng.random()), stop_s=cfg.ttl[1] * 1.3, deployment=deployment
+    seed, faults = plan
+    nemesis = Nemesis(servers, workers, board, seed, stop_s=cfg.ttl[1] * 1.3, deployment=deployment)
+    cluster = topology(cfg.scenario) == "cluster"
+    ports = [s.port if cluster or not deployment else (lambda s=s: s.port) for s in servers]
+    monitor = HolderMonitor(
+        ports, prefix, NAMES[cfg.scenario], rw=cfg.scenario not in LOCK_SCENARIOS, per_name=cluster
     )
-    ports = [(lambda s=s: s.port) if deployment else s.port for s in servers]
-    monitor = HolderMonitor(ports, prefix, NAMES[cfg.scenario], rw=cfg.scenario not in LOCK_SCENARIOS)
     try:
         barrier.wait(120)  # every worker connected
         t0 = now_ns()
         deadline.value = t0 + int(cfg.duration * 1e9)
         go.set()
         monitor.start()
-        nemesis.run(schedule(nemesis.rng, cfg.duration, faults), t0)
+        nemesis.run(faults, t0)
         for p in procs:
             p.join(max(0.1, (deadline.value - now_ns()) / 1e9 + EXIT_GRACE_S))
         wall = (now_ns() - t0) / 1e9

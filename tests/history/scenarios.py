@@ -5,6 +5,12 @@ a multi-lock), ``read`` or ``write`` (an RWMutex). Exclusion the checker
 expects: ``lock`` and ``write`` exclude every hold on a shared name,
 ``read`` excludes only ``write``. ``quorum`` takes locks and multi-locks
 on three independent masters (Redlock), whose faults hit one master at a time.
+``sentinel-lock`` and ``cluster-lock`` take locks through Sentinel and
+through a Redis Cluster with a replica per master, under failovers.
+
+In ``quorum``, ``sentinel-lock`` and ``cluster-lock`` two workers run with a
+skewed wall clock (SKEWS: worker index -> libfaketime offset), one fast and
+one slow: fences, validity and expiry must not follow a client's clock.
 """
 
 from __future__ import annotations
@@ -18,8 +24,14 @@ SCENARIOS = ("lock", "fair-lock", "rwmutex", "fair-rwmutex", "multi-lock", "quor
 MASTERS = {"quorum": 3}
 # Through redis+sentinel:// to a master, a replica and a Sentinel, under failovers.
 SENTINEL_SCENARIOS = ("sentinel-lock",)
-ALL_SCENARIOS = SCENARIOS + SENTINEL_SCENARIOS
+# Through redis+cluster:// to 3 masters with a replica each, under failovers.
+CLUSTER_SCENARIOS = ("cluster-lock",)
+ALL_SCENARIOS = SCENARIOS + SENTINEL_SCENARIOS + CLUSTER_SCENARIOS
+# A sync worker 5 s fast and an async one 3 s slow (workers 0-2 are sync, 3-4 async).
+SKEWS = {1: "+5s", 3: "-3s"}
+SKEWED_SCENARIOS = ("quorum", "sentinel-lock", "cluster-lock")
 NAMES = {
+    "cluster-lock": ("a", "b", "c"),  # one on each master's slots
     "quorum": ("a", "b"),
     "sentinel-lock": ("a", "b"),
     "lock": ("a", "b"),
@@ -34,13 +46,20 @@ MULTI_SUBSETS = (("a",), ("b",), ("a", "b"))
 
 def pick(scenario: str, rng: random.Random) -> tuple:
     names = NAMES[scenario]
-    if scenario in ("lock", "fair-lock", "sentinel-lock"):
+    if scenario in ("lock", "fair-lock", "sentinel-lock", "cluster-lock"):
         return "lock", (rng.choice(names),)
     if scenario in ("rwmutex", "fair-rwmutex"):
         return ("write" if rng.random() < P_WRITE else "read"), (rng.choice(names),)
     if scenario in ("multi-lock", "quorum"):
         return "lock", rng.choice(MULTI_SUBSETS)
     raise ValueError(f"unknown scenario {scenario!r}")
+
+
+def topology(scenario: str) -> str:
+    """"sentinel", "cluster", or "servers" (one redis-server, or a quorum's masters)."""
+    if scenario in SENTINEL_SCENARIOS:
+        return "sentinel"
+    return "cluster" if scenario in CLUSTER_SCENARIOS else "servers"
 
 
 def handle(client: ferrolock.Client, scenario: str, kind: str, names: tuple, **opts) -> ferrolock.Lock:

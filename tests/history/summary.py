@@ -21,7 +21,7 @@ def percentiles_ms(values_ns: list) -> dict:
 
 def summarize(*, scenario, seed, duration, wall_s, events, torn, faults, anomalies, keys, exits, samples, t0) -> dict:
     holds = build_holds(events)
-    attempts = {(e["w"], e["seq"]) for e in events if e["ev"] != "exit"}
+    attempts = {(e["w"], e["seq"]) for e in events if e["ev"] not in ("exit", "clock")}
     by_ev = Counter(e["ev"] for e in events)
     lost_by = Counter(e["src"] for e in events if e["ev"] == "lost")
     timeouts = Counter(
@@ -44,7 +44,9 @@ def summarize(*, scenario, seed, duration, wall_s, events, torn, faults, anomali
         "t0_ns": t0,  # the run's start on CLOCK_MONOTONIC: the "_ms" figures count from it
         "workers": len(exits),
         "worker_exit_codes": exits,
-        "histories": len({e["w"] for e in events}),
+        "histories": len({e["w"] for e in events if e["ev"] != "clock"}),
+        # Each worker's wall clock minus the server's, measured as it started (libfaketime skews some).
+        "clock_skew_ms": {e["w"]: e["skew_ms"] for e in events if e["ev"] == "clock"},
         "attempts": len(attempts),
         "holds": len(holds),
         "holds_valid": len(valid),

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import random
 import signal
-import time
 import traceback
 from dataclasses import dataclass
 
@@ -22,6 +21,7 @@ import ferrolock
 
 from . import scenarios
 from .attempt import Attempt
+from .clock import measured_skew_ms, sleep
 from .events import EventLog, now_ns
 
 STEP_S = 0.001
@@ -47,6 +47,8 @@ class WorkerSpec:
     long_every_s: tuple | None = None
     tasks: int = 2
     replicas: int = 0  # Client(replicas=..., replica_policy="fail") when positive
+    skew: str | None = None  # the wall clock's offset under libfaketime ("+5s"), None: the real clock
+    time_port: int = 0  # a server to compare the wall clock with (TIME) before starting
 
 
 class HoldTimes:
@@ -76,7 +78,10 @@ def new_attempt(spec, rng, client, log, board, w, seq, how, blocking_timeout=Non
     return att, handle
 
 
-def connect(spec: WorkerSpec) -> ferrolock.Client:
+def connect(spec: WorkerSpec, log: EventLog) -> ferrolock.Client:
+    """The worker's client, once its clock's offset from the server's is logged."""
+    if spec.time_port:
+        log.write(spec.label, 0, "clock", skew=spec.skew, skew_ms=round(measured_skew_ms(spec.time_port), 1))
     extra = {"replicas": spec.replicas, "replica_policy": "fail"} if spec.replicas else {}
     return ferrolock.Client(spec.url, prefix=spec.prefix, connect_timeout=2, command_timeout=2, **extra)
 
@@ -134,7 +139,7 @@ class SigintGate:
 def sync_worker(spec: WorkerSpec, barrier, go, deadline, board) -> None:
     rng = random.Random(spec.seed)
     log = EventLog(spec.log_path)
-    client = connect(spec)
+    client = connect(spec, log)
     gate = SigintGate()
     signal.signal(signal.SIGINT, gate.handler)
     barrier.wait(120)  # connected: the parent then sets the deadline
@@ -145,7 +150,7 @@ def sync_worker(spec: WorkerSpec, barrier, go, deadline, board) -> None:
         while now_ns() < end:
             seq += 1
             _sync_attempt(spec, rng, client, log, gate, board, seq, times)
-            time.sleep(rng.uniform(0, 0.002))  # think time between attempts
+            sleep(rng.uniform(0, 0.002))  # think time between attempts
     log.write(spec.label, seq, "exit", sigint_ignored=gate.ignored)
     log.close()
 
@@ -211,13 +216,13 @@ def _sync_try(h, att, use_with, timeout, hold_s, stop_waiting) -> None:
         stop_waiting()
         att.end_hold()
         att.error(e)
-        time.sleep(ERROR_PAUSE_S)
+        sleep(ERROR_PAUSE_S)
 
 
 def _hold(h, att, hold_s) -> None:
     end = now_ns() + int(hold_s * 1e9)
     while att.still_valid(h) and now_ns() < end:
-        time.sleep(STEP_S)
+        sleep(STEP_S)
 
 
 def _release_quietly(h, att) -> None:
@@ -236,7 +241,7 @@ def async_worker(spec: WorkerSpec, barrier, go, deadline, board) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is aimed at sync waiters only
     rng = random.Random(spec.seed)
     log = EventLog(spec.log_path)
-    client = connect(spec)
+    client = connect(spec, log)
     barrier.wait(120)  # connected: the parent then sets the deadline
     go.wait(120)
     with _crash_logged(log, spec.label, lambda: 0):
