@@ -50,14 +50,14 @@ def pttl(server, k: str) -> int:
 def test_client_kill_while_holding_is_survived(server, prefix):
     client = ferrolock.Client(server.url, prefix=prefix, connect_timeout=1, command_timeout=1)
     probe = LostProbe()
-    lock = client.lock("killed", ttl=0.6, on_lost=probe)
+    lock = client.lock("killed", ttl=1.2, on_lost=probe)  # reconnects and renews in time on a busy machine too
     k = key(prefix, "killed")
     assert lock.acquire()
     token = lock.token
     assert server.command("CLIENT", "LIST").count(b"id=") >= 2  # the lock's and ours
     killed = 0
     start = time.monotonic()
-    while time.monotonic() - start < 2.4:  # 4 ttls, the connection dropped every 0.2 s
+    while time.monotonic() - start < 3.6:  # 3 ttls, the connection dropped every 0.2 s
         killed += reply_int(server.command("CLIENT", "KILL", "TYPE", "normal"))
         time.sleep(0.2)
     assert killed >= 3, "the lock's connection was never there to kill"
@@ -65,7 +65,7 @@ def test_client_kill_while_holding_is_survived(server, prefix):
     assert not lock.lost
     assert lock.owned()
     assert hget(server, k, "token") == token
-    assert 0 < pttl(server, k) <= 600
+    assert 0 < pttl(server, k) <= 1200
     lock.release()
     assert not exists(server, k)
     assert not probe.event.is_set()
@@ -73,7 +73,7 @@ def test_client_kill_while_holding_is_survived(server, prefix):
 
 async def test_client_kill_while_holding_async(server, prefix):
     client = ferrolock.Client(server.url, prefix=prefix, connect_timeout=1, command_timeout=1)
-    lock = client.lock("killed-async", ttl=0.6)
+    lock = client.lock("killed-async", ttl=1.2)
     async with lock:
         for _ in range(8):
             server.command("CLIENT", "KILL", "TYPE", "normal")
@@ -339,9 +339,9 @@ def test_wrong_password_is_refused_without_echoing_it(auth_server, prefix):
 )
 def test_right_password_works(auth_server, prefix, url):
     client = ferrolock.Client(url.format(port=auth_server.port), prefix=prefix)
-    lock = client.lock("authed", ttl=0.6)
+    lock = client.lock("authed", ttl=0.9)
     with lock:
-        time.sleep(0.4)  # a renewal goes through the authenticated connection
+        time.sleep(0.6)  # a renewal (due at 0.3 s) goes through the authenticated connection
         assert lock.owned()
         assert hget(auth_server, key(prefix, "authed"), "token") == lock.token
     assert not lock.lost
