@@ -209,7 +209,7 @@ def setuser(server, name: str, *rules: str) -> None:
 
 def lock_workload(url: str, prefix: str, renew: bool = False) -> None:
     """Every Lock operation once: acquire, busy, extend, inspect, restore by token,
-    release, force_release, multi_lock; with `renew`, a hold across 3 ttls."""
+    release, force_release, multi_lock; with `renew`, a hold renewed past its ttl."""
     client = ferrolock.Client(url, prefix=prefix, connect_timeout=2, command_timeout=2)
     owner = client.lock("a", ttl=2)
     assert owner.acquire(blocking=False)
@@ -229,10 +229,10 @@ def lock_workload(url: str, prefix: str, renew: bool = False) -> None:
     with client.multi_lock(["m1", "m2"], ttl=2):
         pass
     if renew:
-        held = client.lock("r", ttl=0.3)
+        held = client.lock("r", ttl=0.9)
         with held:
-            time.sleep(0.5)
-            assert not held.lost and held.ttl() > 0.1
+            time.sleep(1.0)  # past a ttl: renewed meanwhile
+            assert not held.lost and held.ttl() > 0.3
 
 
 def rw_workload(url: str, prefix: str) -> None:

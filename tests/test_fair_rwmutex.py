@@ -166,7 +166,7 @@ def test_a_stream_of_readers_cannot_starve_a_writer(client, raw, prefix):
 
 
 def test_dead_waiter_loses_its_place(client, raw, redis_url, prefix):
-    rw = client.rwmutex("doc", fair=True, ttl=0.5)
+    rw = client.rwmutex("doc", fair=True, ttl=5)  # only the dead waiter's patience is short
     holder = rw.read()
     assert holder.acquire()
     dead = spawn(redis_url, prefix, "w", ttl=0.5)

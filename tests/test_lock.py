@@ -272,10 +272,10 @@ def test_extend_pushes_ttl(client, raw, prefix):
     lock.extend()
     after = lock.ttl()
     assert after > before
-    assert 1.8 < after <= 2.0
+    assert 1.5 < after <= 2.0  # minus the extend's round trip, on a busy machine too
     lock.extend(ttl=5)
-    assert 4.5 < lock.ttl() <= 5.0
-    assert 4500 < raw("PTTL", key_of(prefix, "x")) <= 5000
+    assert 4.0 < lock.ttl() <= 5.0
+    assert 4000 < raw("PTTL", key_of(prefix, "x")) <= 5000
     lock.extend(ttl=0.5)
     assert lock.ttl() <= 0.5
     lock.release()
@@ -313,7 +313,7 @@ def test_locked_owned_ttl_in_each_state(client):
     assert (a.locked(), a.owned(), a.ttl(), a.token, a.lost) == (False, False, None, None, False)
     assert b.locked() is False
     # expired
-    short = client.lock("s", ttl=0.2, auto_renew=False)
+    short = client.lock("s", ttl=0.6, auto_renew=False)  # still held at the next line on a busy machine
     assert short.acquire()
     assert short.owned()
     wait_until_free(client, "s")

@@ -14,7 +14,11 @@ import pytest
 
 import ferrolock
 from ferrolock import LockLost, LockNotOwned
-from helpers import LostProbe, key, script_calls
+from helpers import LostProbe, key, script_calls, wait_for
+
+# The ttls here are long enough that a process not scheduled for a few
+# hundred milliseconds (a busy machine) still renews in time: a hold is
+# renewed every ttl/3, so a 1 s ttl leaves ~0.6 s of slack.
 
 
 def fields(raw, k: str) -> dict:
@@ -24,33 +28,32 @@ def fields(raw, k: str) -> dict:
 
 def test_renewal_keeps_the_hold_for_many_ttls(client, raw, prefix):
     probe = LostProbe()
-    lock = client.lock("renewed", ttl=0.5, on_lost=probe)
+    lock = client.lock("renewed", ttl=1.2, on_lost=probe)
     k = key(prefix, "renewed")
     assert lock.acquire()
     token = lock.token
     start = time.monotonic()
     pttls = []
     checks = 0
-    while time.monotonic() - start < 2.0:  # 4 ttls
+    while time.monotonic() - start < 3.6 or checks < 3:  # 3 ttls
         pttl = raw("PTTL", k)
         pttls.append(pttl)
-        assert 0 < pttl <= 500, pttls
+        assert 0 < pttl <= 1200, pttls
         assert fields(raw, k)["token"] == token
         if len(pttls) % 5 == 0:
             assert lock.owned()
             remaining = lock.ttl()
-            assert remaining is not None and 0 < remaining <= 0.5
+            assert remaining is not None and 0 < remaining <= 1.2
             checks += 1
         assert not lock.lost
         time.sleep(0.05)
-    assert checks >= 4
     # Renewed every ttl/3: the expiry never came close to running out.
-    assert min(pttls) > 150, pttls
+    assert min(pttls) > 360, pttls
     assert not probe.event.is_set()
     assert not lock.lost
     lock.release()
     assert raw("EXISTS", k) == 0
-    time.sleep(1.0)  # two ttls: a renewal still running would have shown up by now
+    time.sleep(1.0)  # over two renewal periods: a renewal still running would have shown up by now
     assert raw("EXISTS", k) == 0
     assert raw.keys(prefix + "*") == []
     assert not probe.event.is_set()
@@ -59,24 +62,22 @@ def test_renewal_keeps_the_hold_for_many_ttls(client, raw, prefix):
 def test_renewal_stops_with_release(server, prefix):
     """After release, the client sends Redis nothing more for that hold."""
     client = ferrolock.Client(server.url, prefix=prefix)
-    lock = client.lock("quiet", ttl=0.3)
+    lock = client.lock("quiet", ttl=0.9)
     assert lock.acquire()
-    time.sleep(0.4)  # a few renewals happen while held
-    held_calls = script_calls(server)
-    assert held_calls >= 3  # acquire + at least two renewals
+    wait_for(lambda: script_calls(server) >= 3, 5, "acquire + two renewals")
     lock.release()
     after_release = script_calls(server)
-    time.sleep(1.0)  # > 3 ttls
+    time.sleep(1.0)  # > 3 renewal periods
     assert script_calls(server) == after_release
 
 
 def test_multi_lock_renews_every_key(client, raw, prefix):
-    lock = client.lock(["m1", "m2", "m3"], ttl=0.4)
+    lock = client.lock(["m1", "m2", "m3"], ttl=1.2)
     assert lock.acquire()
     start = time.monotonic()
-    while time.monotonic() - start < 1.5:
+    while time.monotonic() - start < 3.0:  # 2.5 ttls
         for name in ("m1", "m2", "m3"):
-            assert 100 < raw("PTTL", key(prefix, name)) <= 400
+            assert 300 < raw("PTTL", key(prefix, name)) <= 1200
         time.sleep(0.05)
     assert lock.owned() and not lock.lost
     lock.release()
@@ -85,23 +86,22 @@ def test_multi_lock_renews_every_key(client, raw, prefix):
 
 def test_no_auto_renew_expires_and_reports_lost(client, raw, prefix):
     probe = LostProbe()
-    lock = client.lock("plain", ttl=0.3, auto_renew=False, on_lost=probe)
+    lock = client.lock("plain", ttl=1.0, auto_renew=False, on_lost=probe)
     k = key(prefix, "plain")
     with pytest.raises(LockLost) as info:
         with lock:
             start = time.monotonic()
-            assert 0 < raw("PTTL", k) <= 300
+            assert 0 < raw("PTTL", k) <= 1000
             assert not lock.lost
-            assert probe.wait(2.0), "on_lost never fired"
+            assert probe.wait(5.0), "on_lost never fired"
             lost_after = probe.at - start
             # Reported at the local deadline, a safety margin before Redis expires it.
-            time.sleep(0.05)
-            assert raw("EXISTS", k) == 0
+            wait_for(lambda: raw("EXISTS", k) == 0, 5, "Redis to expire the key")
             assert lock.lost
             assert not lock.owned()
     assert info.value.__context__ is None, "the block itself failed"
     # Not before the ttl (the hold was still good), and not long after it.
-    assert 0.25 <= lost_after <= 0.6, lost_after
+    assert 0.95 <= lost_after <= 1.0 + 1.5, lost_after
     assert "plain" in str(info.value)
     time.sleep(0.3)
     assert probe.calls == 1
@@ -125,11 +125,11 @@ def test_no_auto_renew_not_lost_while_within_ttl(client, raw, prefix):
 
 @pytest.mark.parametrize("auto_renew", [True, False])
 def test_clean_release_is_never_reported_lost(client, raw, prefix, auto_renew):
-    lock = client.lock("clean", ttl=0.3, auto_renew=auto_renew)
+    lock = client.lock("clean", ttl=1.0, auto_renew=auto_renew)
     assert lock.acquire()
     lock.release()
     assert not lock.lost
-    time.sleep(0.5)
+    time.sleep(1.2)  # past the ttl
     assert raw.keys(prefix + "*") == []
     assert not lock.lost
 
@@ -159,27 +159,27 @@ def test_extend_to_a_shorter_ttl_keeps_the_hold(client, raw, prefix, how):
     probe = LostProbe()
     k = key(prefix, "shrink")
     if how == "shorter-than-own-ttl":
-        lock = client.lock("shrink", ttl=3, on_lost=probe)
+        lock = client.lock("shrink", ttl=6, on_lost=probe)
         assert lock.acquire()
-        lock.extend(ttl=0.3)
+        lock.extend(ttl=0.9)
     else:
-        lock = client.lock("shrink", ttl=0.5, on_lost=probe)
+        lock = client.lock("shrink", ttl=0.9, on_lost=probe)
         assert lock.acquire()
-        lock.extend(ttl=2)
-        time.sleep(0.3)  # one renewal at the 2 s ttl: the next is ~0.67 s away
-        lock.extend()  # back to the handle's 0.5 s
-    assert 0 < raw("PTTL", k) <= 500
-    time.sleep(1.5)  # several of the new, shorter ttls
+        lock.extend(ttl=4)
+        time.sleep(0.3)  # the next renewal, at the 4 s ttl, is ~1.3 s away
+        lock.extend()  # back to the handle's 0.9 s
+    assert 0 < raw("PTTL", k) <= 900
+    time.sleep(2.5)  # several of the new, shorter ttls
     assert not probe.event.is_set()
     assert not lock.lost
-    assert 0 < raw("PTTL", k) <= 500
+    assert 0 < raw("PTTL", k) <= 900
     lock.release()
 
 
 def test_loss_by_takeover(client, raw, prefix, redis_url):
     probe = LostProbe()
     first = client.lock("taken", ttl=0.6, on_lost=probe)
-    other = ferrolock.Client(redis_url, prefix=prefix).lock("taken", ttl=5, auto_renew=False)
+    other = ferrolock.Client(redis_url, prefix=prefix).lock("taken", ttl=10, auto_renew=False)
     k = key(prefix, "taken")
     body_ran = False
     with pytest.raises(LockLost):
@@ -189,9 +189,9 @@ def test_loss_by_takeover(client, raw, prefix, redis_url):
             deleted = time.monotonic()
             assert other.acquire(blocking=False)
             assert other.fence > old_fence
-            assert probe.wait(2.0), "takeover never reported"
+            assert probe.wait(5.0), "takeover never reported"
             # The next renewal (within ttl/3, plus a round trip) notices.
-            assert probe.at - deleted < 0.6, probe.at - deleted
+            assert probe.at - deleted < 0.2 + 1.5, probe.at - deleted
             assert first.lost
             assert not first.owned()
             body_ran = True
@@ -200,12 +200,13 @@ def test_loss_by_takeover(client, raw, prefix, redis_url):
     rec = fields(raw, k)
     assert rec["token"] == other.token
     assert int(rec["fence"]) == other.fence
-    assert 4000 < raw("PTTL", k) <= 5000
+    before = raw("PTTL", k)
+    assert 5000 < before <= 10_000
     assert other.owned()
     time.sleep(0.3)
     assert probe.calls == 1  # once, although the release also found the hold gone
     # Nor does the loser's watchdog touch it later.
-    assert 4000 < raw("PTTL", k) <= 4800
+    assert 5000 < raw("PTTL", k) <= before - 250
     other.release()
     assert raw.keys(prefix + "*") == []
 
@@ -241,9 +242,9 @@ def test_release_after_loss_raises_not_owned(client, raw, prefix):
     assert probe.calls == 1
     # The handle can take the lock again, and the new hold is not lost.
     probe2 = LostProbe()
-    again = client.lock("gone", ttl=0.3, on_lost=probe2)
+    again = client.lock("gone", ttl=0.9, on_lost=probe2)
     with again:
-        time.sleep(0.5)
+        time.sleep(1.0)  # past a ttl
         assert not again.lost
     assert not probe2.event.is_set()
 
@@ -267,7 +268,7 @@ async def test_async_with_cancels_the_body_on_loss(client, raw, prefix):
                 raise
     elapsed = time.monotonic() - start
     assert body == {"cancelled": True, "finished": False}
-    assert elapsed < 0.6 + 0.4, elapsed
+    assert elapsed < 0.6 + 1.5, elapsed
     assert probe.calls == 1
     assert lock.lost
     # The task is not left half-cancelled: it goes on awaiting normally.
@@ -289,15 +290,15 @@ async def test_async_with_expiry_without_renewal_cancels_the_body(client, raw, p
                 cancelled = True
                 raise
     assert cancelled
-    assert time.monotonic() - start < 0.3 + 0.4
+    assert time.monotonic() - start < 0.3 + 1.5
     await asyncio.sleep(0)
 
 
 async def test_async_with_not_lost_is_left_alone(client, raw, prefix):
     probe = LostProbe()
-    lock = client.lock("async-ok", ttl=0.3, on_lost=probe)
+    lock = client.lock("async-ok", ttl=0.9, on_lost=probe)
     async with lock:
-        await asyncio.sleep(1.0)  # > 3 ttls, renewed throughout
+        await asyncio.sleep(3.0)  # > 3 ttls, renewed throughout
         assert await lock.aowned()
         assert not lock.lost
     assert not probe.event.is_set()
@@ -357,7 +358,7 @@ def test_on_lost_that_raises_is_reported_and_harmless(client, raw, prefix, monke
             raw("DEL", key(prefix, "raising"))
             assert probe.wait(2.0)
     assert info.value.__context__ is None, "the block itself failed"
-    with client.lock("raising", ttl=0.3):
+    with client.lock("raising", ttl=1.0):
         assert raw("EXISTS", key(prefix, "raising")) == 1
     assert raw.keys(prefix + "*") == []
     assert len(reported) == 1
@@ -365,11 +366,11 @@ def test_on_lost_that_raises_is_reported_and_harmless(client, raw, prefix, monke
 
 async def test_wait_lost_resolves_when_the_hold_ends(client, raw, prefix):
     """wait_lost(): an awaitable that fires when the hold ends."""
-    lock = client.lock("done", ttl=0.3)
+    lock = client.lock("done", ttl=0.9)
     assert await lock.wait_lost() is False  # nothing held
     assert await lock.aacquire()
     waiter = asyncio.ensure_future(lock.wait_lost())
-    await asyncio.sleep(0.5)  # past a ttl: renewals keep it, so not done yet
+    await asyncio.sleep(1.0)  # past a ttl: renewals keep it, so not done yet
     assert not waiter.done()
     raw("DEL", key(prefix, "done"))
     assert await asyncio.wait_for(waiter, 2.0) is True
