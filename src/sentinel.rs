@@ -1,7 +1,8 @@
 //! Redis Sentinel: where the master is, asked of the Sentinels at each
-//! (re)connect, the way Redis's Sentinel client guidelines describe: each
-//! Sentinel in turn answers `SENTINEL get-master-addr-by-name`, and `ROLE`
-//! confirms that the node it named is a master indeed.
+//! (re)connect, the way Redis's Sentinel client guidelines describe: the
+//! Sentinels answer `SENTINEL get-master-addr-by-name` (all asked at once,
+//! the address most of them name taken), and `ROLE` confirms that the node
+//! named is a master indeed.
 //!
 //! `redis+sentinel://` is plain TCP throughout; `rediss+sentinel://` is TLS
 //! to the Sentinels and to the data nodes, both checked against `ca_file`
@@ -12,6 +13,7 @@
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use redis::{AsyncConnectionConfig, ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo};
 
 use crate::error::Error;
@@ -19,12 +21,10 @@ use crate::error::Error;
 /// Between two rounds of asking while the master named cannot be used yet.
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
 
-/// How long one Sentinel (and the master it names) may take to answer in the
-/// first round of asking, before the next Sentinel is asked: a few hundred
-/// milliseconds, as Redis's Sentinel client guidelines advise, so a Sentinel
-/// that is up but silent (stopped, partitioned) does not use the whole
-/// connect budget. Each later round doubles it, for a machine so loaded that
-/// every answer is slow.
+/// How long the Sentinels that have not answered are waited for once the
+/// first has: a few hundred milliseconds, as Redis's Sentinel client
+/// guidelines advise, so a Sentinel that is up but silent (stopped,
+/// partitioned) costs no more than that, while one that lags is outvoted.
 const SLICE: Duration = Duration::from_millis(500);
 
 /// How often a client in use asks the Sentinels whether the master moved.
@@ -128,63 +128,133 @@ impl SentinelTarget {
         Ok((target, display))
     }
 
-    /// The master, asked of each Sentinel in turn, within `timeout`. Each
-    /// Sentinel gets a slice of it (`SLICE`, doubled each round), so a silent
-    /// one costs that slice and the next one is asked; the one that answers
-    /// is asked first next time. While a Sentinel answers but the node it
-    /// names cannot be reached or is not a master yet (a failover under way),
-    /// it asks again every 100 ms, as Redis's Sentinel client guidelines
-    /// advise; when every Sentinel refuses the connection it gives up at once.
-    /// An answer that retrying cannot cure (credentials refused, an unknown
-    /// service) is reported rather than a Sentinel that was merely down.
+    /// The master, within `timeout`. Every Sentinel is asked at once
+    /// (`poll`), and the address most of them name is taken, so one Sentinel
+    /// that lags behind a failover (a Sentinel stopped for a while enters
+    /// TILT mode and keeps naming the old master for 30 s) is outvoted, and
+    /// a silent one costs at most `SLICE`. `ROLE` then confirms that the node
+    /// named is a master indeed. While the node named cannot be reached or is
+    /// not a master yet (a failover under way), it asks again every 100 ms,
+    /// as Redis's Sentinel client guidelines advise; when every Sentinel
+    /// refuses the connection it gives up at once. An answer that retrying
+    /// cannot cure (credentials refused, an unknown service) is reported
+    /// rather than a Sentinel that was merely down.
     pub(crate) async fn master(&self, timeout: Duration) -> Result<redis::Client, Error> {
         let deadline = Instant::now() + timeout;
-        let mut slice = SLICE;
         loop {
-            let mut last = None;
-            let (mut answered, mut silent) = (false, false);
-            for i in self.order() {
-                let (addr, sentinel) = &self.sentinels[i];
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    break;
-                }
-                let limit = slice.min(left);
-                let config = AsyncConnectionConfig::new()
-                    .set_connection_timeout(Some(left))
-                    .set_response_timeout(Some(left));
-                match tokio::time::timeout(limit, self.ask(addr, sentinel, &config)).await {
-                    Ok(Ok(master)) => {
-                        self.prefer(i);
-                        return Ok(master);
-                    }
-                    Ok(Err(Asked::Refused(e))) => return Err(e),
-                    Ok(Err(Asked::SentinelDown(e))) => last = last.or(Some(e)),
-                    Ok(Err(Asked::MasterDown(e))) => {
-                        self.prefer(i);
-                        answered = true;
-                        last = Some(e);
-                    }
-                    Err(_) => {
-                        silent = true;
-                        last = last.or(Some(Error::Connection(format!(
-                            "no answer within {:.3} s from the Sentinel at {addr} (or the master it named)",
-                            limit.as_secs_f64()
-                        ))));
+            let e = match self.poll(deadline).await {
+                Ok((i, at)) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    let config = AsyncConnectionConfig::new()
+                        .set_connection_timeout(Some(left))
+                        .set_response_timeout(Some(left));
+                    let addr = &self.sentinels[i].0;
+                    match tokio::time::timeout(left, self.confirm(addr, &at, &config)).await {
+                        Ok(Ok(master)) => {
+                            self.prefer(i);
+                            return Ok(master);
+                        }
+                        Ok(Err(Asked::Refused(e))) => return Err(e),
+                        Ok(Err(Asked::SentinelDown(e) | Asked::MasterDown(e))) => e,
+                        Err(_) => Error::Connection(format!(
+                            "no answer within {:.3} s from the master {at} the Sentinel at {addr} named",
+                            left.as_secs_f64()
+                        )),
                     }
                 }
-            }
-            let e = last.unwrap_or_else(|| Error::Connection("no Sentinel configured".into()));
-            let pause = if answered { RETRY_PAUSE } else { Duration::ZERO };
-            if !(answered || silent) || Instant::now() + pause >= deadline {
+                Err(Unnamed { refused: Some(e), .. }) => return Err(e),
+                Err(Unnamed { last, .. }) => {
+                    return Err(last.unwrap_or_else(|| Error::Connection("no Sentinel configured".into())));
+                }
+            };
+            if Instant::now() + RETRY_PAUSE >= deadline {
                 return Err(e);
             }
             log::debug!("no master for {:?} yet ({e}); asking the Sentinels again", self.service);
-            if silent {
-                slice *= 2;
-            }
-            tokio::time::sleep(pause).await;
+            tokio::time::sleep(RETRY_PAUSE).await;
         }
+    }
+
+    /// What the Sentinels name as the master, by `deadline`: each is asked at
+    /// once, and the asking ends when most of the Sentinels configured name
+    /// one address, when all have answered, or when `SLICE` has passed since
+    /// the first answer came (twice as long as that answer took, on a machine
+    /// so loaded that answers are slow). The address named by most of those
+    /// that answered wins; a tie goes to the Sentinel asked first (`order`).
+    /// Returns the winning address and the Sentinel that named it first.
+    async fn poll(&self, deadline: Instant) -> Result<(usize, String), Unnamed> {
+        let start = Instant::now();
+        let left = deadline.saturating_duration_since(start);
+        let config =
+            AsyncConnectionConfig::new().set_connection_timeout(Some(left)).set_response_timeout(Some(left));
+        let config = &config;
+        let mut asks: FuturesUnordered<_> = self
+            .sentinels
+            .iter()
+            .enumerate()
+            .map(|(i, (addr, sentinel))| async move { (i, self.named(addr, sentinel, config).await) })
+            .collect();
+        let majority = self.sentinels.len() / 2 + 1;
+        let mut votes: Vec<(usize, String)> = Vec::new();
+        let mut unnamed = Unnamed { refused: None, last: None };
+        let mut answered_by = deadline;
+        let mut heard = vec![false; self.sentinels.len()];
+        while votes.iter().map(|(_, at)| votes.iter().filter(|(_, a)| a == at).count()).max().unwrap_or(0)
+            < majority
+        {
+            let until = if votes.is_empty() { deadline } else { answered_by };
+            let next = tokio::time::timeout_at(until.into(), asks.next()).await;
+            if let Ok(Some((i, _))) = &next {
+                heard[*i] = true;
+            }
+            match next {
+                Ok(Some((i, Ok(at)))) => {
+                    if votes.is_empty() {
+                        let took = Instant::now().saturating_duration_since(start);
+                        answered_by = (start + SLICE.max(2 * took)).min(deadline);
+                    }
+                    votes.push((i, at));
+                }
+                Ok(Some((_, Err(Asked::Refused(e))))) => unnamed.refused = unnamed.refused.or(Some(e)),
+                Ok(Some((_, Err(Asked::SentinelDown(e) | Asked::MasterDown(e))))) => unnamed.last = Some(e),
+                Ok(None) | Err(_) => break,
+            }
+        }
+        if votes.is_empty() {
+            if !asks.is_empty() {
+                let silent: Vec<&str> = (self.sentinels.iter().zip(&heard))
+                    .filter(|(_, &heard)| !heard)
+                    .map(|((addr, _), _)| addr.as_str())
+                    .collect();
+                unnamed.last = unnamed.last.or(Some(Error::Connection(format!(
+                    "no answer within {:.3} s from the Sentinel at {}",
+                    left.as_secs_f64(),
+                    silent.join(", ")
+                ))));
+            }
+            return Err(unnamed);
+        }
+        let order = self.order();
+        let rank = |i: usize| order.iter().position(|&j| j == i).unwrap_or(usize::MAX);
+        let count = |at: &str| votes.iter().filter(|(_, a)| a == at).count();
+        let best = votes
+            .iter()
+            .min_by_key(|(i, at)| (std::cmp::Reverse(count(at)), rank(*i)))
+            .cloned()
+            .expect("votes is not empty");
+        if votes.iter().any(|(_, at)| *at != best.1) {
+            log::info!(
+                "the Sentinels of {:?} disagree on the master ({}): taking {}, named by the most",
+                self.service,
+                votes
+                    .iter()
+                    .map(|(i, at)| format!("{} names {at}", self.sentinels[*i].0))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                best.1
+            );
+        }
+        Ok(best)
     }
 
     /// The Sentinels' indexes, in the order to ask them.
@@ -200,12 +270,13 @@ impl SentinelTarget {
         }
     }
 
-    async fn ask(
+    /// The `host:port` the Sentinel at `addr` names as the master.
+    async fn named(
         &self,
         addr: &str,
         sentinel: &redis::Client,
         config: &AsyncConnectionConfig,
-    ) -> Result<redis::Client, Asked> {
+    ) -> Result<String, Asked> {
         let mut conn = sentinel
             .get_multiplexed_async_connection_with_config(config)
             .await
@@ -237,7 +308,17 @@ impl SentinelTarget {
             ))));
         };
         let host = if host.contains(':') { format!("[{host}]") } else { host };
-        let at = format!("{host}:{port}");
+        Ok(format!("{host}:{port}"))
+    }
+
+    /// A client for the node `at` the Sentinel at `addr` named, once `ROLE`
+    /// says it is a master.
+    async fn confirm(
+        &self,
+        addr: &str,
+        at: &str,
+        config: &AsyncConnectionConfig,
+    ) -> Result<redis::Client, Asked> {
         let scheme = if self.tls { "rediss" } else { "redis" };
         let info = format!("{scheme}://{at}")
             .into_connection_info()
@@ -251,14 +332,14 @@ impl SentinelTarget {
         let mut conn = master
             .get_multiplexed_async_connection_with_config(config)
             .await
-            .map_err(|e| Asked::from_master(master_error(&at, e)))?;
+            .map_err(|e| Asked::from_master(master_error(at, e)))?;
         let role: Vec<redis::Value> = redis::cmd("ROLE")
             .query_async(&mut conn)
             .await
-            .map_err(|e| Asked::from_master(master_error(&at, e)))?;
+            .map_err(|e| Asked::from_master(master_error(at, e)))?;
         match role.first().map(redis::from_redis_value_ref::<String>) {
             Some(Ok(r)) if r == "master" => {
-                *self.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(at);
+                *self.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(at.to_string());
                 Ok(master)
             }
             _ => Err(Asked::MasterDown(Error::Connection(format!(
@@ -279,37 +360,21 @@ impl SentinelTarget {
         true
     }
 
-    /// Whether the first Sentinel that answers names another master than
-    /// the one connected to, each Sentinel given `SLICE` to answer. A demoted
+    /// Whether the Sentinels, asked as `master` asks them (most of them
+    /// win), name another master than the one connected to. A demoted
     /// master keeps serving the connections it has until its Sentinel
     /// reconfigures it, which the Sentinel does on its own timer (its INFO
     /// period, 10 s) after a `SENTINEL FAILOVER`: asking is how a client
-    /// leaves it sooner.
+    /// leaves it sooner. It runs in the background (`Client::conn`), so the
+    /// slice it may wait for a silent Sentinel delays no command.
     pub(crate) async fn moved(&self, timeout: Duration) -> bool {
         let Some(current) = self.current.lock().unwrap_or_else(PoisonError::into_inner).clone() else {
             return false;
         };
-        let limit = timeout.min(SLICE);
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(limit))
-            .set_response_timeout(Some(limit));
-        for i in self.order() {
-            let ask = async {
-                let mut conn =
-                    self.sentinels[i].1.get_multiplexed_async_connection_with_config(&config).await?;
-                redis::cmd("SENTINEL")
-                    .arg("get-master-addr-by-name")
-                    .arg(&self.service)
-                    .query_async::<Option<(String, u16)>>(&mut conn)
-                    .await
-            };
-            if let Ok(Ok(Some((host, port)))) = tokio::time::timeout(limit, ask).await {
-                self.prefer(i);
-                let host = if host.contains(':') { format!("[{host}]") } else { host };
-                return format!("{host}:{port}") != current;
-            }
+        match self.poll(Instant::now() + timeout).await {
+            Ok((_, at)) => at != current,
+            Err(_) => false,
         }
-        false
     }
 
     /// What a Sentinel's refusal means, and what to change.
@@ -390,6 +455,14 @@ enum Asked {
     SentinelDown(Error),
     /// The Sentinel answered, but the node it named is unreachable or not a master yet.
     MasterDown(Error),
+}
+
+/// Why the Sentinels named no master.
+struct Unnamed {
+    /// A setting to change, from the first Sentinel that refused.
+    refused: Option<Error>,
+    /// The last other error, or the silence.
+    last: Option<Error>,
 }
 
 impl Asked {
