@@ -136,7 +136,10 @@ pub(crate) fn kind_named(kind: &str) -> Result<Kind> {
         .ok_or_else(|| Error::Redis(format!("unexpected reply from a script: no kind {kind:?}")))
 }
 
-fn state(name: &str, (kind, holds, queued_writers, queued_readers, limit, intent): KindReply) -> Result<State> {
+fn state(
+    name: &str,
+    (kind, holds, queued_writers, queued_readers, limit, intent): KindReply,
+) -> Result<State> {
     let mut s = State {
         name: name.to_string(),
         kind: kind_named(&kind)?,

@@ -131,8 +131,11 @@ async fn semaphores_and_elections_are_listed_inspected_and_force_released() {
     let mut held: Vec<(String, Option<String>)> =
         sem.holders.iter().map(|h| (h.token.clone(), h.metadata.clone())).collect();
     held.sort();
-    let mut expected: Vec<(String, Option<String>)> =
-        permits.iter().zip(["worker-0", "worker-1"]).map(|(p, m)| (p.token().unwrap(), Some(m.into()))).collect();
+    let mut expected: Vec<(String, Option<String>)> = permits
+        .iter()
+        .zip(["worker-0", "worker-1"])
+        .map(|(p, m)| (p.token().unwrap(), Some(m.into())))
+        .collect();
     expected.sort();
     assert_eq!(held, expected);
     assert!(c.inspect("partner-api").await.unwrap().is_some());
@@ -140,7 +143,10 @@ async fn semaphores_and_elections_are_listed_inspected_and_force_released() {
 
     let first = permits[0].token().unwrap();
     assert!(!c.force_release("partner-api", Some("not-a-holder")).await.unwrap());
-    assert_eq!(c.force_release_kinds("partner-api", Some(&first)).await.unwrap().iter().map(|k| k.1).sum::<u64>(), 1);
+    assert_eq!(
+        c.force_release_kinds("partner-api", Some(&first)).await.unwrap().iter().map(|k| k.1).sum::<u64>(),
+        1
+    );
     assert_eq!(c.state_of("partner-api").await.unwrap()[0].holders.len(), 1);
     assert!(c.force_release("partner-api", None).await.unwrap());
     assert!(c.state_of("partner-api").await.unwrap().is_empty());
