@@ -16,15 +16,7 @@
 --   queued: waiters still alive (whose liveness has not run out);
 --   limit: the data's `permits` (-1: none stored);
 --   intent pttl: a waiting writer's intent (-2: none).
-local kinds, order = {}, {}
-for i, key in ipairs(KEYS) do
-  local kind, role = string.match(ARGV[i], '^(%S+) (%S+)$')
-  if not kinds[kind] then
-    kinds[kind] = {}
-    order[#order + 1] = kind
-  end
-  kinds[kind][role] = key
-end
+local kinds, order = parts_by_kind()
 local now = now_ms()
 
 local function live(waiting, liveness)

@@ -11,15 +11,7 @@
 --       whose hold goes ('' = every hold, and a waiting writer's intent)
 -- Returns one entry per kind, in the order of its first key:
 --   {kind, holds removed (a hold, live readers and permits)}.
-local kinds, order = {}, {}
-for i, key in ipairs(KEYS) do
-  local kind, role = string.match(ARGV[i], '^(%S+) (%S+)$')
-  if not kinds[kind] then
-    kinds[kind] = {}
-    order[#order + 1] = kind
-  end
-  kinds[kind][role] = key
-end
+local kinds, order = parts_by_kind()
 local token = ARGV[#KEYS + 1] or ''
 local us = now_us()
 local now = math.floor(us / 1000)
