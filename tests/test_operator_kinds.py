@@ -108,6 +108,20 @@ def test_force_release_by_token_removes_one_permit_and_lets_a_waiter_in(client):
     assert client.force_release("partner-api", token=a.token) is False  # gone already
 
 
+def test_force_release_lets_a_fair_semaphores_next_in_line_in(client):
+    [stuck] = permits(client, "pool", n=1, count=1, fair=True)
+    waiter = client.semaphore("pool", 1, fair=True)
+    got = []
+    t = threading.Thread(target=lambda: got.append(waiter.acquire(timeout=30)))
+    t.start()
+    wait_for(lambda: client.describe("pool")[0].queued_writers == 1, 10, "the waiter queued")
+    assert client.force_release("pool", token=stuck.token) is True
+    t.join(30)
+    assert got == [True] and waiter.owned()
+    assert [h.token for h in client.describe("pool")[0].holders] == [waiter.token]
+    waiter.release()
+
+
 def test_force_release_without_a_token_clears_every_permit(client, raw, prefix):
     held = permits(client)
     assert client.force_release("partner-api") is True
