@@ -5,12 +5,8 @@ use std::fmt;
 /// Every failure of the core, kept small so each maps to one Python exception.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Error {
-    /// The lock could not be taken within the wait allowed.
-    NotAcquired(String),
     /// This handle does not hold the lock (never acquired, released, expired or taken over).
     NotOwned(String),
-    /// The hold ended while the owner believed it held the lock.
-    Lost(String),
     /// Redis could not be reached, refused the credentials, or did not answer in time.
     Connection(String),
     /// Something answered, but the client's settings do not fit it: a port that
@@ -31,9 +27,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::NotAcquired(m)
-            | Error::NotOwned(m)
-            | Error::Lost(m)
+            Error::NotOwned(m)
             | Error::Connection(m)
             | Error::Configuration(m)
             | Error::InvalidArgument(m)
