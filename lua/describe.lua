@@ -1,3 +1,4 @@
+-- include: clock hold
 -- describe.lua: everything stored under one name, as a Lock and as an
 -- RWMutex (for listing and inspecting by an operator; changes nothing).
 -- KEYS: [lock hash, fair queue, fair liveness,

@@ -16,6 +16,7 @@ pub enum Error {
     /// A caller passed something unusable (the message names it).
     InvalidArgument(String),
     /// Redis answered with an error (for example WRONGTYPE on a key that is not a lock).
+    /// A script's own refusals are mapped by their code (`scripts::refusal`).
     Redis(String),
     /// Fewer replicas than asked acknowledged a grant or an extend in time
     /// (`replica_policy` "fail"): the grant was undone, the extend not counted.
@@ -43,6 +44,9 @@ impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Self {
         // RedisError's text never carries the URL, so no password can leak through it.
         let code = e.code().unwrap_or("");
+        if let Some(refusal) = crate::scripts::refusal::Refusal::from_code(code) {
+            return refusal.error(e.detail().unwrap_or(""));
+        }
         if e.kind() == redis::ErrorKind::AuthenticationFailed || code == "NOAUTH" || code == "WRONGPASS" {
             Error::Connection(format!("Redis refused the credentials: {e}"))
         } else if code == "LOADING" {
