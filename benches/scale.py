@@ -228,10 +228,26 @@ def redis_benchmark(ports: List[int], cluster: bool, clients: int, requests: int
 
 
 def lua(file: str, publish: str) -> str:
-    """A script as the core builds it (src/scripts.rs): the PUBLISH flavour,
-    lua/common.lua, then the step's own file."""
-    return f"local PUBLISH = '{publish}'\n" + (ROOT / "lua" / "common.lua").read_text() + (
-        ROOT / "lua" / file).read_text()
+    """A script as the core builds it (src/scripts/assembly.rs): the PUBLISH
+    flavour, the lua/lib/ libraries its first line includes (each once,
+    dependencies first), then the step's own file (lua/README.md)."""
+    done: List[str] = []
+
+    def includes(source: str) -> List[str]:
+        first = source.split("\n", 1)[0]
+        return first.split(":", 1)[1].split() if first.startswith("-- include:") else []
+
+    def visit(name: str) -> None:
+        if name not in done:
+            for inner in includes((ROOT / "lua" / "lib" / f"{name}.lua").read_text()):
+                visit(inner)
+            done.append(name)
+
+    source = (ROOT / "lua" / file).read_text()
+    for name in includes(source):
+        visit(name)
+    libs = "".join((ROOT / "lua" / "lib" / f"{name}.lua").read_text() for name in done)
+    return f"local PUBLISH = '{publish}'\n" + libs + source
 
 
 def pipelined_cost(port: int, pid: int, keys: List[str], cluster: bool, cycles: int) -> dict:

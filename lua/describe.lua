@@ -1,3 +1,4 @@
+-- include: clock hold parts
 -- describe.lua: everything stored under one name, every kind of primitive
 -- alike (for listing and inspecting by an operator; changes nothing). What
 -- each key is comes from the key layout table (src/keys/layout.rs), so a

@@ -1,3 +1,4 @@
+-- include: wake
 -- el_proclaim.lua: the leader of an election changes its published value.
 -- KEYS: [the election's term hold (a fair Lock's hash)]
 -- ARGV: [token, value, watch channel]

@@ -1,3 +1,4 @@
+-- include: clock fence hold wake queue handover
 -- fair_obtain.lua: take a lock in arrival order (fair mode).
 -- KEYS: [lock hash, queue zset (token -> arrival, server us),
 --        liveness zset (token -> expiry, server ms), tags hash (token -> '<attempt> <patience_ms>')]
@@ -39,7 +40,7 @@ if not rec[1] then
   local head = redis.call('ZRANGE', queue, 0, 0)[1]
   if not head or head == token then
     leave_queue(alive, tags, token, queue)
-    return held(hold(lock, token, meta or '', ttl, math.max(us, last + 1)))
+    return held(hold(lock, token, meta or '', ttl, next_fence(last, us)))
   end
 end
 

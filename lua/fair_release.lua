@@ -1,3 +1,4 @@
+-- include: clock hold wake queue handover
 -- fair_release.lua: give a fair lock up, straight to the head of the queue;
 -- also how a waiter leaves the queue.
 -- KEYS: [lock hash, queue zset (token -> arrival, server us),
@@ -8,7 +9,7 @@
 -- Returns 1 when this owner held the lock (released now), else 0.
 -- Whenever the lock ends up free (released, a hand-over lapsed, or a waiter
 -- left while it was free) the head of the queue gets it: it leaves the queue
--- and is announced on `channel` as '<token> <fence> <attempt>', so only it
+-- and is announced on `channel` with a grant (lib/wake.lua), so only it
 -- wakes, and it holds from that message on (no round trip to claim it); its first renewal, sent at once,
 -- sets its full ttl. If it does not renew within its own patience, the
 -- hand-over lapses and the next attempt of anyone passes it on.

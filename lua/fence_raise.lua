@@ -1,3 +1,4 @@
+-- include: clock fence records hold
 -- fence_raise.lua: settles a quorum hold's fence on one master: where `token`
 -- holds every key, each key's fence becomes at least `fence` (the highest
 -- any master of the quorum gave), and so does its fence record, kept until
@@ -15,7 +16,7 @@ end
 local us = now_us()
 for i, key in ipairs(locks) do
   if (tonumber(redis.call('HGET', key, 'fence')) or 0) < fence then
-    redis.call('HSET', key, 'fence', string.format('%.0f', fence))
+    redis.call('HSET', key, 'fence', fence_text(fence))
   end
   remember_fence(records[i], fence, us)
 end

@@ -1,3 +1,4 @@
+-- include: clock hold wake sem parts
 -- force_release.lua: an operator's recovery: end the holds of one name,
 -- every kind of primitive alike, whoever holds them; or only the hold of
 -- one token (compare-and-delete: a hold taken since by another token is

@@ -1,3 +1,4 @@
+-- include: hold
 -- inspect.lua: who holds each lock in KEYS.
 -- KEYS: lock hashes
 -- ARGV: none

@@ -1,3 +1,4 @@
+-- include: clock leases
 -- lease_refresh.lua: push one member's own expiry in a set of leases (an
 -- RWMutex's readers, a semaphore's permits).
 -- KEYS: [leases zset (token -> expiry, server ms), keys that live as long as

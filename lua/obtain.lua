@@ -1,3 +1,4 @@
+-- include: clock fence records hold
 -- obtain.lua: take every lock in KEYS for one owner, or none of them.
 -- KEYS: lock hashes, one per name (fields: token, meta, fence); on a quorum's
 --       master, then as many fence records, one per hash (see recorded_fence)

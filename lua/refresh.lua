@@ -1,3 +1,4 @@
+-- include: hold
 -- refresh.lua: push the expiry of every lock in KEYS, only if one owner holds them all.
 -- KEYS: lock hashes
 -- ARGV: [token, ttl_ms]

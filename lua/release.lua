@@ -1,3 +1,4 @@
+-- include: clock hold wake
 -- release.lua: give up every lock in KEYS, only if one owner holds them all.
 -- KEYS: lock hashes
 -- ARGV: [token, force, channel]   force = '1' releases whoever holds them

@@ -1,3 +1,4 @@
+-- include: clock queue leases rw_fair
 -- rw_fair_read.lua: join the readers of a fair RWMutex, in arrival order.
 -- KEYS: [writer hash, readers zset (token -> expiry, server ms),
 --        queued readers, queued writers (token -> arrival, server us),

@@ -1,3 +1,4 @@
+-- include: clock hold wake queue rw_fair
 -- rw_fair_release.lua: leave a fair RWMutex (or its queue), handing it on.
 -- KEYS: [writer hash, readers zset (token -> expiry, server ms),
 --        queued readers, queued writers (token -> arrival, server us),
@@ -7,9 +8,9 @@
 --        of a restored hold does)]
 -- Returns 1 when this owner held (released now), else 0.
 -- Whenever nobody holds afterwards, whoever is next is let in (see rw_serve
--- in common.lua): the readers queued before the first queued writer, or
+-- in lib/rw_fair.lua): the readers queued before the first queued writer, or
 -- that writer once no reader is left. The new holders leave the queue and
--- are named on `channel`, one a line ('<token> <fence> <attempt>', fence 0
+-- are named on `channel` in one grants message (lib/wake.lua; fence 0
 -- for a reader). They hold from that message on; their first renewal, sent
 -- at once, sets their full ttl, and what they were given lapses after their
 -- own patience if it does not come.

@@ -1,3 +1,4 @@
+-- include: clock fence hold queue rw_fair
 -- rw_fair_write.lua: take a fair RWMutex for writing, in arrival order.
 -- KEYS: [writer hash, readers zset (token -> expiry, server ms),
 --        queued readers, queued writers (token -> arrival, server us),
@@ -39,7 +40,7 @@ else
     local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
     if not last[1] then
       leave_queue(alive, tags, token, qw)
-      return hold(writer, token, meta or '', ttl, math.max(us, (tonumber(rec[2]) or 0) + 1))
+      return hold(writer, token, meta or '', ttl, next_fence(tonumber(rec[2]) or 0, us))
     end
     wait = tonumber(last[2]) - now
   end

@@ -1,3 +1,4 @@
+-- include: clock hold wake
 -- rw_force_release.lua: end every hold of an RWMutex, whoever holds it
 -- (an operator's recovery, as release.lua's force for a Lock), or only the
 -- hold of one token (compare-and-delete: the writer's hold or the reader's

@@ -1,3 +1,4 @@
+-- include: clock
 -- rw_inspect.lua: the state of an RWMutex, and of one reader.
 -- KEYS: [writer hash, readers zset (token -> expiry, server ms), writer intent]
 -- ARGV: [token of a reader to look up, or '']

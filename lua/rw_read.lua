@@ -1,3 +1,4 @@
+-- include: clock leases
 -- rw_read.lua: join the readers of an RWMutex, each reader with its own expiry.
 -- KEYS: [writer hash, readers zset (token -> expiry, server ms), writer intent]
 -- ARGV: [token, ttl_ms, writer_preference ('1' or '0')]

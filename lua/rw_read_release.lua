@@ -1,3 +1,4 @@
+-- include: clock wake
 -- rw_read_release.lua: leave the readers of an RWMutex.
 -- KEYS: [readers zset (token -> expiry, server ms)]
 -- ARGV: [token, channel]   the last reader out announces it on `channel`

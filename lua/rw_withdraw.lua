@@ -1,3 +1,4 @@
+-- include: wake
 -- rw_withdraw.lua: a writer that stopped waiting takes back its intent.
 -- KEYS: [writer intent]
 -- ARGV: [token, channel]   readers held back by the intent are told on `channel`

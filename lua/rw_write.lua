@@ -1,3 +1,4 @@
+-- include: clock fence records hold
 -- rw_write.lua: take an RWMutex for writing: no writer and no live reader.
 -- KEYS: [writer hash, readers zset (token -> expiry, server ms), writer intent,
 --        the writer's fence record (on a quorum's master only: see recorded_fence)]

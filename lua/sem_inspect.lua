@@ -1,3 +1,4 @@
+-- include: clock
 -- sem_inspect.lua: a semaphore's permits and holders.
 -- KEYS: [holders zset, data hash, queue]
 -- ARGV: none

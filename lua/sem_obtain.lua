@@ -1,3 +1,4 @@
+-- include: clock queue leases sem
 -- sem_obtain.lua: take one of a semaphore's permits, each its own lease.
 -- KEYS: [holders zset (token -> expiry, server ms), data hash (permits, fence,
 --        f:<token>, m:<token>), queue, liveness, tags (fair mode, as a fair Lock's)]
@@ -7,8 +8,9 @@
 -- claimed after a hand-over, or adopted), or {0, wait_ms}: until the first
 -- holder's lease runs out, or -1 when a permit is free but others are first
 -- in line (fair mode: they are let in now).
--- Errors with PERMITS when permits differs from what the semaphore has while
--- any permit is held (while none is, the newest count applies).
+-- Refuses with FERROLOCK_PERMITS (src/scripts/refusal.rs) when permits
+-- differs from what the semaphore has while any permit is held (while none
+-- is, the newest count applies).
 local holders, data, queue, alive, tags = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local token, ttl, permits = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[5])
 local meta = ARGV[4] == '1' and ARGV[3]
@@ -22,7 +24,7 @@ prune_waiters(alive, tags, now, queue)
 local held = redis.call('ZCARD', holders)
 local configured = tonumber(redis.call('HGET', data, 'permits'))
 if configured and configured ~= permits and held > 0 then
-  return redis.error_reply('PERMITS the semaphore has ' .. configured .. ' permits while held, not '
+  return redis.error_reply('FERROLOCK_PERMITS the semaphore has ' .. configured .. ' permits while held, not '
     .. permits)
 end
 if configured ~= permits then

@@ -1,3 +1,4 @@
+-- include: clock wake queue sem
 -- sem_release.lua: give a semaphore's permit back; also how a fair waiter
 -- leaves the queue.
 -- KEYS: [holders zset, data hash, queue, liveness, tags] (as sem_obtain.lua)

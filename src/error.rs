@@ -5,12 +5,8 @@ use std::fmt;
 /// Every failure of the core, kept small so each maps to one Python exception.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Error {
-    /// The lock could not be taken within the wait allowed.
-    NotAcquired(String),
     /// This handle does not hold the lock (never acquired, released, expired or taken over).
     NotOwned(String),
-    /// The hold ended while the owner believed it held the lock.
-    Lost(String),
     /// Redis could not be reached, refused the credentials, or did not answer in time.
     Connection(String),
     /// Something answered, but the client's settings do not fit it: a port that
@@ -20,6 +16,7 @@ pub enum Error {
     /// A caller passed something unusable (the message names it).
     InvalidArgument(String),
     /// Redis answered with an error (for example WRONGTYPE on a key that is not a lock).
+    /// A script's own refusals are mapped by their code (`scripts::refusal`).
     Redis(String),
     /// Fewer replicas than asked acknowledged a grant or an extend in time
     /// (`replica_policy` "fail"): the grant was undone, the extend not counted.
@@ -31,9 +28,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::NotAcquired(m)
-            | Error::NotOwned(m)
-            | Error::Lost(m)
+            Error::NotOwned(m)
             | Error::Connection(m)
             | Error::Configuration(m)
             | Error::InvalidArgument(m)
@@ -49,6 +44,9 @@ impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Self {
         // RedisError's text never carries the URL, so no password can leak through it.
         let code = e.code().unwrap_or("");
+        if let Some(refusal) = crate::scripts::refusal::Refusal::from_code(code) {
+            return refusal.error(e.detail().unwrap_or(""));
+        }
         if e.kind() == redis::ErrorKind::AuthenticationFailed || code == "NOAUTH" || code == "WRONGPASS" {
             Error::Connection(format!("Redis refused the credentials: {e}"))
         } else if code == "LOADING" {

@@ -67,7 +67,7 @@ pub fn one_slot(keys: &[String]) -> bool {
 }
 
 /// A quorum master's fence record of a lock key (same hash tag): see
-/// `recorded_fence` in lua/common.lua.
+/// `recorded_fence` in lua/lib/records.lua.
 pub fn fence_record(lock_key: &str) -> String {
     format!("{lock_key}{}", layout::FENCE_RECORD)
 }

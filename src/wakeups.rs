@@ -25,6 +25,7 @@ use tokio::sync::Notify;
 
 use crate::cleanup::Cleanups;
 use crate::error::{Error, Result};
+use crate::scripts::handover::Grant;
 use crate::stats::WAITERS;
 
 /// A subscription connection: where to (un)subscribe, and what arrives.
@@ -242,8 +243,8 @@ impl Wakeups {
     }
 
     /// A release was published on `channel`: wake whoever can proceed. A fair
-    /// release names the new holders it handed the lock to (`to`: one a line,
-    /// `<token> <fence> <attempt>`): only they wake, those that wait here.
+    /// release names the new holders it handed the lock to (`to`: grants,
+    /// see `scripts::handover`): only they wake, those that wait here.
     fn dispatch(&self, channel: &str, to: &str) {
         if to.is_empty() {
             self.wake_next(channel, None);
@@ -251,12 +252,7 @@ impl Wakeups {
         }
         let waiters = self.waiters.lock().unwrap();
         let Some(queue) = waiters.get(channel) else { return };
-        for line in to.split('\n') {
-            let mut parts = line.split(' ');
-            let (Some(token), Some(fence), Some(attempt)) = (parts.next(), parts.next(), parts.next()) else {
-                continue;
-            };
-            let (Ok(fence), Ok(attempt)) = (fence.parse(), attempt.parse()) else { continue };
+        for Grant { token, fence, attempt } in Grant::all(to) {
             if let Some(w) = queue.iter().find(|w| w.token == token) {
                 *w.handed.lock().unwrap() = Some(Handed { fence, attempt });
                 w.wake();

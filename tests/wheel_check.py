@@ -152,8 +152,8 @@ def test_sdist_has_what_a_build_needs(sdist):
         pkg_info = t.extractfile(top + "PKG-INFO").read().decode()
         licence = t.extractfile(top + "LICENSE").read().decode()
     for needed in ("pyproject.toml", "Cargo.toml", "Cargo.lock", "README.md", "CHANGELOG.md", "LICENSE",
-                   "src/lib.rs", "src/py/mod.rs", "lua/common.lua", "python/ferrolock/__init__.py",
-                   "python/ferrolock/_ferrolock.pyi"):
+                   "src/lib.rs", "src/py/mod.rs", "lua/obtain.lua", "lua/lib/clock.lua",
+                   "python/ferrolock/__init__.py", "python/ferrolock/_ferrolock.pyi"):
         assert top + needed in names, needed
     assert f"\nVersion: {VERSION}\n" in pkg_info
     assert "\nLicense-Expression: MIT\n" in pkg_info and "\nLicense-File: LICENSE\n" in pkg_info

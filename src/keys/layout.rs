@@ -137,7 +137,7 @@ const TABLE: [(Part, Kind, Role, &str); 25] = [
 ];
 
 /// What follows a quorum master's hold key in its fence record (same hash
-/// tag): see `recorded_fence` in lua/common.lua.
+/// tag): see `recorded_fence` in lua/lib/records.lua.
 pub(super) const FENCE_RECORD: &str = ":fence";
 
 impl Part {

@@ -109,9 +109,7 @@ pub fn configuration_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
 impl From<Error> for PyErr {
     fn from(e: Error) -> PyErr {
         match e {
-            Error::NotAcquired(m) => LockNotAcquired::new_err(m),
             Error::NotOwned(m) => not_owned(m),
-            Error::Lost(m) => LockLost::new_err(m),
             Error::InvalidArgument(m) => PyValueError::new_err(m),
             Error::Redis(m) => LockError::new_err(m),
             Error::NotReplicated(m) => LockNotReplicated::new_err(m),

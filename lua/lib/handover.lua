@@ -1,0 +1,28 @@
+-- include: fence wake queue
+-- lib/handover.lua: a release hands a free fair Lock (or a fair RWMutex's
+-- writer hash) straight to the next waiter, who holds from the message on.
+-- Defines: hand_over, serve_head.
+
+-- Gives `lock` (last fence `last`) to the waiter `token` at server time `us`:
+-- it holds for its own `patience` ms unless it renews, and is told on
+-- `channel` with a grant line (lib/wake.lua). The grant is valid only for
+-- that attempt: the waiter measures its lease from when it sent that
+-- attempt, which ran before this script.
+local function hand_over(lock, token, attempt, patience, last, us, channel)
+  local fence = next_fence(last, us)
+  redis.call('HSET', lock, 'token', token, 'meta', '', 'fence', fence_text(fence))
+  redis.call('PEXPIRE', lock, patience)
+  publish_grants(channel, {grant_line(token, fence, attempt)})
+end
+
+-- Fair Lock: `lock` is free; the first live waiter of `queue` gets it.
+-- Returns whether one did.
+local function serve_head(lock, queue, alive, tags, last, us, channel)
+  local head, attempt, patience = first_waiter(queue, alive, tags)
+  if not head then
+    return false
+  end
+  leave_queue(alive, tags, head, queue)
+  hand_over(lock, head, attempt, patience, last, us, channel)
+  return true
+end

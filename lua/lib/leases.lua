@@ -1,0 +1,15 @@
+-- include:
+-- lib/leases.lua: a set of leases (zset: token -> expiry, server ms): an
+-- RWMutex's readers, a semaphore's permits.
+-- Defines: expire_with_last_reader.
+
+-- The set `readers` lives as long as its latest lease (`now`: server ms),
+-- and so do the keys given after it.
+local function expire_with_last_reader(readers, now, ...)
+  local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
+  if last[1] then
+    for _, key in ipairs({readers, ...}) do
+      redis.call('PEXPIRE', key, tonumber(last[2]) - now)
+    end
+  end
+end

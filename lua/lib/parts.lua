@@ -1,0 +1,19 @@
+-- include:
+-- lib/parts.lua: the operator's tools (describe.lua, force_release.lua) read
+-- every kind of primitive alike: KEYS are every part of one name and ARGV[i]
+-- is KEYS[i]'s '<kind> <role>' (from the key layout table, src/keys/layout.rs).
+-- Defines: parts_by_kind.
+
+-- Returns kind -> {role -> key}, and the kinds in the order of their first key.
+local function parts_by_kind()
+  local kinds, order = {}, {}
+  for i, key in ipairs(KEYS) do
+    local kind, role = string.match(ARGV[i], '^(%S+) (%S+)$')
+    if not kinds[kind] then
+      kinds[kind] = {}
+      order[#order + 1] = kind
+    end
+    kinds[kind][role] = key
+  end
+  return kinds, order
+end

@@ -1,0 +1,62 @@
+-- include: fence wake queue leases
+-- lib/sem.lua: a semaphore's permits. `holders` (zset: token -> expiry,
+-- server ms) and `data` (hash: `permits` in force, the last `fence`, and
+-- `f:<token>` / `m:<token>`, each holder's fence and metadata).
+-- Defines: sem_prune, sem_tidy, sem_take, sem_serve.
+
+-- Drops the holders whose lease ran out by `now` (ms).
+local function sem_prune(holders, data, now)
+  for _, gone in ipairs(redis.call('ZRANGEBYSCORE', holders, '-inf', now)) do
+    redis.call('HDEL', data, 'f:' .. gone, 'm:' .. gone)
+  end
+  redis.call('ZREMRANGEBYSCORE', holders, '-inf', now)
+end
+
+-- Once no permit is held, the data goes too, as a Lock's hold does: only a
+-- fence the server clock (`us`) has not passed yet stays, until it has.
+local function sem_tidy(holders, data, us)
+  if redis.call('ZCARD', holders) > 0 then
+    return
+  end
+  local fence = tonumber(redis.call('HGET', data, 'fence')) or 0
+  redis.call('DEL', data)
+  if fence >= us then
+    redis.call('HSET', data, 'fence', fence_text(fence))
+    redis.call('PEXPIRE', data, math.floor((fence - us) / 1000) + 1)
+  end
+end
+
+-- `token` holds a permit with a new fence for `ms` ms. Returns the fence.
+local function sem_take(holders, data, token, meta, ms, us)
+  local fence = next_fence(tonumber(redis.call('HGET', data, 'fence')) or 0, us)
+  local f = fence_text(fence)
+  redis.call('HSET', data, 'fence', f, 'f:' .. token, f, 'm:' .. token, meta)
+  local now = math.floor(us / 1000)
+  redis.call('ZADD', holders, now + ms, token)
+  expire_with_last_reader(holders, now, data)
+  return fence
+end
+
+-- Fair semaphore: hands every free permit to the next live waiters in line,
+-- each for its own patience, named on `channel` in one grants message.
+-- Returns whether anyone was let in.
+local function sem_serve(holders, data, queue, alive, tags, us, channel)
+  local permits = tonumber(redis.call('HGET', data, 'permits')) or 0
+  local free = permits - redis.call('ZCARD', holders)
+  local lines = {}
+  while free > 0 do
+    local head, attempt, patience = first_waiter(queue, alive, tags)
+    if not head then
+      break
+    end
+    leave_queue(alive, tags, head, queue)
+    local fence = sem_take(holders, data, head, '', patience, us)
+    lines[#lines + 1] = grant_line(head, fence, attempt)
+    free = free - 1
+  end
+  if #lines > 0 then
+    publish_grants(channel, lines)
+    return true
+  end
+  return false
+end

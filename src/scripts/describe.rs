@@ -1,0 +1,30 @@
+//! The operator's steps over every part of one name, every kind alike:
+//! `describe.lua` reads it, `force_release.lua` ends its holds. Each key's
+//! kind and role come from the key layout table; `listing.rs` parses the
+//! answers.
+
+use crate::client::Client;
+use crate::error::Result;
+
+use super::run;
+
+lua!(DESCRIBE, "describe.lua");
+lua!(FORCE_RELEASE, "force_release.lua");
+
+/// `describe.lua`, or with `token` `force_release.lua` ('' = every hold),
+/// over every part of one name: `keys` with `roles` ('<kind> <role>' each,
+/// from the layout table).
+pub async fn by_parts<T: redis::FromRedisValue>(
+    client: &Client,
+    keys: &[String],
+    roles: &[String],
+    token: Option<&str>,
+) -> Result<T> {
+    let script = if token.is_some() { &FORCE_RELEASE } else { &DESCRIBE };
+    let mut invocation = script.on(client).key(keys);
+    invocation.arg(roles);
+    if let Some(token) = token {
+        invocation.arg(token);
+    }
+    run(client, &invocation).await
+}

@@ -1,0 +1,169 @@
+//! The atomic steps, one Lua file each in `lua/`, embedded at build time
+//! with the libraries of `lua/lib/` each one includes (`assembly`).
+//! `Script` sends EVALSHA and falls back to loading the script on NOSCRIPT.
+//! The call wrappers are grouped by what they act on: a Lock's hash
+//! (`lock`), an RWMutex (`rw`), a semaphore (`sem`), a name as a whole
+//! (`describe`); `handover` and `refusal` are the two things the scripts
+//! say that Rust reads back: grants on a wake-up channel, and errors.
+
+use std::sync::OnceLock;
+
+use redis::{Script, ScriptInvocation, Value};
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::replication;
+
+/// One atomic step, in two builds: publishing with PUBLISH (one node) or
+/// SPUBLISH (a Cluster, where a plain PUBLISH would reach every node), each
+/// assembled on first use.
+struct Lua {
+    /// The step's own file of `lua/`.
+    source: &'static str,
+    plain: OnceLock<Script>,
+    sharded: OnceLock<Script>,
+}
+
+impl Lua {
+    const fn new(source: &'static str) -> Lua {
+        Lua { source, plain: OnceLock::new(), sharded: OnceLock::new() }
+    }
+
+    fn on(&self, client: &Client) -> &Script {
+        let (built, publish) =
+            if client.is_cluster() { (&self.sharded, "SPUBLISH") } else { (&self.plain, "PUBLISH") };
+        built.get_or_init(|| Script::new(&assembly::assemble(publish, self.source)))
+    }
+}
+
+/// `lua!(NAME, "file.lua")`: the step `lua/file.lua`, with its includes.
+macro_rules! lua {
+    ($name:ident, $file:literal) => {
+        static $name: $crate::scripts::Lua =
+            $crate::scripts::Lua::new(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $file)));
+    };
+}
+
+mod assembly;
+mod describe;
+pub(crate) mod handover;
+mod lock;
+pub(crate) mod refusal;
+mod rw;
+mod sem;
+
+pub use describe::by_parts;
+pub use lock::{
+    el_proclaim, fair_obtain, fair_release, fence_raise, inspect, obtain, refresh, release,
+    release_noting_retry,
+};
+pub use rw::{
+    lease_refresh, rw_fair_obtain, rw_fair_release, rw_force_release, rw_inspect, rw_read, rw_read_release,
+    rw_withdraw, rw_write, RwState,
+};
+pub use sem::{sem_inspect, sem_obtain, sem_release, SemState};
+
+/// What `obtain.lua` answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Obtain {
+    Taken {
+        fence: i64,
+    },
+    /// Held by another owner for `pttl_ms` more (-1: no expiry, -2: just gone).
+    Busy {
+        pttl_ms: i64,
+    },
+}
+
+/// The holder of one lock key, as stored in Redis.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub token: String,
+    pub metadata: Option<String>,
+    pub fence: i64,
+    pub pttl_ms: i64,
+}
+
+/// What a fair waiter's attempt says about itself: its number (a hand-over
+/// names it, so a grant counts only for the attempt it was made for), how
+/// long a hand-over to it stays its own, and whether it will wait (queue).
+#[derive(Debug, Clone, Copy)]
+pub struct Attempt {
+    pub number: u64,
+    pub patience_ms: u64,
+    pub will_wait: bool,
+}
+
+pub(crate) fn taken_or_busy((taken, n): (i64, i64)) -> Obtain {
+    if taken == 1 {
+        Obtain::Taken { fence: n }
+    } else {
+        Obtain::Busy { pttl_ms: n }
+    }
+}
+
+pub(crate) fn flag(on: bool) -> &'static str {
+    if on {
+        "1"
+    } else {
+        "0"
+    }
+}
+
+pub(crate) async fn run<T: redis::FromRedisValue>(
+    client: &Client,
+    invocation: &ScriptInvocation<'_>,
+) -> Result<T> {
+    client.call(|mut c| async move { invocation.invoke_async(&mut c).await }).await
+}
+
+/// `run` for a step that makes or re-asserts a hold when `made` says so of
+/// its answer. With replica acknowledgement on, the script is followed by
+/// WAIT (or WAITAOF) in one pipeline on the same connection, and a hold made
+/// that fewer replicas than asked acknowledged is noted for the lock's
+/// policy (`replication::noting`).
+pub(crate) async fn run_held<T: redis::FromRedisValue>(
+    client: &Client,
+    invocation: &ScriptInvocation<'_>,
+    made: fn(&T) -> bool,
+) -> Result<T> {
+    let replication = client.options().replication;
+    if !replication.is_on() {
+        return run(client, invocation).await;
+    }
+    let replication = &replication;
+    let (reply, acked) = client
+        .call(|mut c| async move { replication::invoke_acked(&mut c, invocation, replication).await })
+        .await?;
+    let answer: T = redis::from_redis_value(reply)
+        .map_err(|e| Error::Redis(format!("unexpected reply from a lock script: {e}")))?;
+    if acked < replication.replicas && made(&answer) {
+        replication::note(replication.shortfall(acked));
+    }
+    Ok(answer)
+}
+
+/// A hold was taken (or re-entered): `{1, fence}`.
+pub(crate) fn taken(reply: &(i64, i64)) -> bool {
+    reply.0 == 1
+}
+
+/// A hold was renewed: `1`.
+#[allow(clippy::trivially_copy_pass_by_ref)] // the shape of `run_held`'s `made`
+pub(crate) fn one(reply: &i64) -> bool {
+    *reply == 1
+}
+
+pub(crate) fn parse_record(entry: Vec<Value>) -> Result<Option<Record>> {
+    if entry.is_empty() {
+        return Ok(None);
+    }
+    let bad = |e: redis::ParsingError| Error::Redis(format!("unexpected reply from inspect.lua: {e}"));
+    let mut it = entry.into_iter();
+    let mut next = || it.next().unwrap_or(Value::Nil);
+    let token: String = redis::from_redis_value(next()).map_err(bad)?;
+    let metadata: String = redis::from_redis_value(next()).map_err(bad)?;
+    let fence: i64 = redis::from_redis_value(next()).map_err(bad)?;
+    let pttl_ms: i64 = redis::from_redis_value(next()).map_err(bad)?;
+    Ok(Some(Record { token, metadata: (!metadata.is_empty()).then_some(metadata), fence, pttl_ms }))
+}
