@@ -1,23 +1,27 @@
 //! `ferrolock.Lock`: a thin shell over the core `Lock`, with sync and asyncio
 //! context managers.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+mod hold;
+mod scope;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyString, PyTuple};
+use pyo3::types::{PyDict, PyString, PyTuple};
 
 use crate::lock::{Lock, Wait};
 
 use super::args;
 use super::client::{LockInfo, PyClient};
 use super::coro::{coroutine, undoable, Cancel, Operation};
-use super::errors::{LockLost, LockNotAcquired};
-use super::options::HandleOptions;
-use super::retry::PyRetry;
-use super::runtime::{call_soon, runtime, wait, wait_interruptible};
+use super::errors::LockNotAcquired;
+use super::options::{args_doc, keywords, HandleOptions, Kind};
+use super::runtime::wait;
+use hold::{acquire_blocking, finish, names_of, undo_acquire};
+use scope::LossScope;
 
+#[doc = concat!("Lock(client, name, *", keywords!(lock), ")\n--\n")]
 /// A handle on an exclusive lock over one name, or over several names taken
 /// all-or-nothing.
 ///
@@ -45,38 +49,7 @@ use super::runtime::{call_soon, runtime, wait, wait_interruptible};
 ///     name: the lock name; or a list or tuple of distinct names for a
 ///         multi-lock, taken all-or-nothing (a list of one name is a plain
 ///         lock).
-///     ttl: seconds a hold lasts without renewal, between 0.001 and
-///         366 days; ``None`` means 30 seconds.
-///     auto_renew: when ``True`` (the default) the hold is renewed every
-///         ``ttl / 3`` for as long as it is held; when ``False`` it
-///         expires after ``ttl`` and is then reported lost.
-///     blocking_timeout: the most seconds that ``with`` / ``async with``
-///         wait to take the lock (non-negative and finite; 0 means a
-///         single attempt); ``None`` (the default) waits forever. Does not
-///         apply to :meth:`acquire`.
-///     retry: how long to wait between attempts while the lock is busy;
-///         ``None`` means ``Retry.exponential(0.002, 0.1)``.
-///     metadata: text stored beside the owner token (at most 65536 bytes),
-///         readable by anyone with :meth:`inspect`; ``None`` for none.
-///     token: the owner token of a hold taken elsewhere (another handle,
-///         process or machine), 1 to 512 bytes. The new handle then
-///         starts out holding it without any call to Redis: it can
-///         :meth:`release` or :meth:`extend` it, and :meth:`acquire`
-///         adopts the hold (keeping its fence) and starts renewing it.
-///         A restored hold is not renewed, and ``on_lost`` is not called
-///         for it, until it is adopted. ``None`` (the default) for a
-///         handle that holds nothing.
-///     on_lost: called once, with no arguments, when a hold of this
-///         handle is lost. It runs on a background thread (neither the
-///         caller's thread nor the event loop's), with the GIL; an
-///         exception it raises goes to :func:`sys.unraisablehook`.
-///     fair: take the lock in arrival order, across processes. Waiters
-///         queue in Redis. A release hands the lock straight to the oldest
-///         live waiter, so no newcomer can barge in. A waiter that dies or
-///         gives up loses its place; a dead waiter keeps it for at most
-///         min(ttl, 2 s). Use it with one name, and on every handle of
-///         that name.
-///
+#[doc = args_doc!(lock)]
 /// Raises:
 ///     TypeError: an argument has the wrong type (for example a ``bool``
 ///         ttl, or an ``on_lost`` that is not callable).
@@ -89,87 +62,6 @@ pub struct PyLock {
     blocking_timeout: Option<Duration>,
     /// The `async with` block currently holding, to cancel if the hold is lost.
     scope: Arc<Mutex<Option<Py<LossScope>>>>,
-}
-
-/// Cancels the task inside an `async with` block when its hold is lost.
-/// Runs on the event loop's thread (scheduled with `call_soon_threadsafe`).
-#[pyclass(frozen)]
-struct LossScope {
-    task: Py<PyAny>,
-    /// The block is running: from the moment `__aenter__` hands its handle
-    /// to the task (never before: a cancel then would land in `__aenter__`
-    /// itself, and no `__aexit__` would turn it into `LockLost`).
-    inside: AtomicBool,
-    /// The loss came while the task was still entering: cancel on entry.
-    early: AtomicBool,
-    fired: AtomicBool,
-}
-
-impl LossScope {
-    fn new(task: Py<PyAny>) -> LossScope {
-        LossScope {
-            task,
-            inside: AtomicBool::new(false),
-            early: AtomicBool::new(false),
-            fired: AtomicBool::new(false),
-        }
-    }
-
-    fn cancel(&self, py: Python<'_>) -> PyResult<()> {
-        if !self.fired.swap(true, Ordering::SeqCst) {
-            self.task.call_method1(py, "cancel", ("ferrolock: the lock was lost",))?;
-        }
-        Ok(())
-    }
-
-    /// The task takes the handle and enters the block (on the loop's thread).
-    fn enter(&self, py: Python<'_>) -> PyResult<()> {
-        self.inside.store(true, Ordering::SeqCst);
-        if self.early.load(Ordering::SeqCst) {
-            self.cancel(py)?; // lands at the block's first await
-        }
-        Ok(())
-    }
-}
-
-#[pymethods]
-impl LossScope {
-    fn __call__(&self, py: Python<'_>) -> PyResult<()> {
-        if self.inside.load(Ordering::SeqCst) {
-            self.cancel(py)?;
-        } else {
-            self.early.store(true, Ordering::SeqCst);
-        }
-        Ok(())
-    }
-}
-
-/// `__aenter__`'s answer: the handle, and on its way to the task (on the
-/// loop's thread) the moment the block starts.
-struct Entered {
-    handle: Py<PyLock>,
-    scope: Py<LossScope>,
-}
-
-impl<'py> IntoPyObject<'py> for Entered {
-    type Target = PyAny;
-    type Output = Bound<'py, PyAny>;
-    type Error = PyErr;
-
-    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.scope.get().enter(py)?;
-        Ok(self.handle.into_bound(py).into_any())
-    }
-}
-
-fn names_of(name: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
-    if name.is_instance_of::<PyString>() {
-        return Ok(vec![args::name(name)?]);
-    }
-    if name.is_instance_of::<pyo3::types::PyList>() || name.is_instance_of::<PyTuple>() {
-        return name.try_iter()?.map(|n| args::name(&n?)).collect();
-    }
-    args::name(name).map(|n| vec![n])
 }
 
 impl PyLock {
@@ -214,76 +106,16 @@ impl PyLock {
     }
 }
 
-/// A blocking acquire that Ctrl-C interrupts, leaving no lock behind. One
-/// attempt without waiting is bounded by the command timeout, as any other
-/// call: it runs inline (see `wait`).
-fn acquire_blocking(py: Python<'_>, core: &Arc<Lock>, wait_for: Wait) -> PyResult<bool> {
-    if wait_for == Wait::No {
-        return wait(py, core.acquire(wait_for));
-    }
-    wait_interruptible(py, core.client(), core.acquire(wait_for))
-}
-
-/// Gives back a hold whose acquire nobody received (its awaiter was cancelled).
-fn undo_acquire(core: &Arc<Lock>) -> Box<dyn FnOnce() + Send> {
-    let core = core.clone();
-    Box::new(move || {
-        runtime().spawn(async move {
-            let _ = core.release().await;
-        });
-    })
-}
-
-/// The end of a `with` block. A lost hold raises `LockLost`, unless the body
-/// raised an exception of its own: that one propagates (Ctrl-C stays Ctrl-C),
-/// with a note saying the lock was lost too.
-fn finish(core: &Lock, released: PyResult<()>, body_raised: Option<Py<PyAny>>) -> PyResult<bool> {
-    let label = core.names().join(", ");
-    let lost = core.lease().filter(|l| l.is_lost()).map(|lease| {
-        let why = lease.lost_reason().unwrap_or_else(|| "its ttl ran out".into());
-        format!("lock {label:?} was lost: {why}")
-    });
-    match (lost, body_raised) {
-        (Some(lost), None) => Err(LockLost::new_err(lost)),
-        (Some(lost), Some(exc)) => {
-            Python::attach(|py| {
-                let exc = exc.bind(py);
-                if exc.hasattr("add_note").unwrap_or(false) {
-                    let _ = exc.call_method1("add_note", (format!("ferrolock: {lost}"),));
-                }
-            });
-            log::warn!("{lost} (while the block raised)");
-            Ok(false)
-        }
-        (None, Some(_)) => {
-            if let Err(e) = released {
-                log::warn!("releasing lock {label:?} failed while the block raised: {e}");
-            }
-            Ok(false)
-        }
-        (None, None) => released.map(|()| false),
-    }
-}
-
 #[pymethods]
 impl PyLock {
     #[new]
-    #[pyo3(signature = (client, name, *, ttl=None, auto_renew=true, blocking_timeout=None, retry=None, metadata=None, token=None, on_lost=None, fair=false))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (client, name, **options), text_signature = None)]
     fn new(
         client: &Bound<'_, PyClient>,
         name: &Bound<'_, PyAny>,
-        ttl: Option<&Bound<'_, PyAny>>,
-        auto_renew: bool,
-        blocking_timeout: Option<&Bound<'_, PyAny>>,
-        retry: Option<&Bound<'_, PyRetry>>,
-        metadata: Option<&Bound<'_, PyAny>>,
-        token: Option<&Bound<'_, PyAny>>,
-        on_lost: Option<&Bound<'_, PyAny>>,
-        fair: bool,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let o =
-            HandleOptions::parse(ttl, auto_renew, fair, blocking_timeout, retry, metadata, token, on_lost)?;
+        let o = HandleOptions::from_kwargs("Lock()", Kind::Lock, None, options)?;
         let core = Lock::new(client.get().core.clone(), names_of(name)?, o.lock, o.token)?;
         Ok(PyLock::from_core(core, client, o.blocking_timeout))
     }
@@ -715,34 +547,7 @@ impl PyLock {
     ///         awaited).
     ///     LockError: Redis answered with an error (when awaited).
     fn __aenter__(slf: &Bound<'_, Self>) -> PyResult<Py<Operation>> {
-        let py = slf.py();
-        let me = slf.get();
-        let asyncio = py.import("asyncio")?;
-        let task = asyncio.call_method0("current_task")?;
-        let event_loop = asyncio.call_method0("get_running_loop")?.unbind();
-        let scope = Py::new(py, LossScope::new(task.unbind()))?;
-        let hook_scope = scope.clone_ref(py);
-        let enter_scope = scope.clone_ref(py);
-        let (core, wait_for, slot) = (me.core.clone(), me.entry_wait()?, me.scope.clone());
-        let not_acquired = me.not_acquired();
-        let handle = slf.clone().unbind();
-        let undo = undo_acquire(&me.core);
-        let fut = async move {
-            let adopting = core.is_restored();
-            if !core.acquire(wait_for).await? {
-                return Err(not_acquired);
-            }
-            *slot.lock().unwrap() = Some(scope);
-            if let Some(lease) = core.lease() {
-                lease.on_lost(Box::new(move |_| {
-                    call_soon(move |py| {
-                        let _ = event_loop.call_method1(py, "call_soon_threadsafe", (hook_scope,));
-                    });
-                }));
-            }
-            Ok((Entered { handle, scope: enter_scope }, !adopting))
-        };
-        undoable(py, "Lock.__aenter__", Cancel::Drop, fut, Some(undo))
+        scope::enter(slf)
     }
 
     /// Release the lock; never suppresses the block's exception.
@@ -777,26 +582,7 @@ impl PyLock {
         exc: Option<&Bound<'_, PyAny>>,
         _tb: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<Operation>> {
-        let mut body_raised = exc.filter(|e| !e.is_none()).map(|e| e.clone().unbind());
-        if let Some(scope) = self.scope.lock().unwrap().take() {
-            let scope = scope.get();
-            scope.inside.store(false, Ordering::SeqCst);
-            let cancelled = py.import("asyncio")?.getattr("CancelledError")?;
-            let ours = scope.fired.load(Ordering::SeqCst) && !exc_type.is_none() && exc_type.is(&cancelled);
-            if ours {
-                // Our own cancellation, not the body's exception: LockLost replaces it.
-                body_raised = None;
-                if scope.task.bind(py).hasattr("uncancel")? {
-                    scope.task.call_method0(py, "uncancel")?;
-                }
-            }
-        }
-        let core = self.core.clone();
-        let fut = async move {
-            let released = core.release().await.map_err(PyErr::from);
-            finish(&core, released, body_raised).map(|v| (v, false))
-        };
-        undoable(py, "Lock.__aexit__", Cancel::Finish, fut, None)
+        scope::exit(self, py, exc_type, exc)
     }
 
     fn __repr__(&self) -> String {

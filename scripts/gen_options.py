@@ -1,0 +1,83 @@
+"""Writes what the handle options' table (``src/py/options.rs``, read through
+the built extension's ``_handle_options()``) gives the Python side: the
+``TypedDict`` section of ``python/ferrolock/_ferrolock.pyi`` and the table in
+``docs/api.md``. ``--check`` writes nothing and fails when either differs
+(``tests/test_options.py`` runs it). Run ``make options`` after changing the table.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import sys
+
+from ferrolock._ferrolock import _handle_options
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+STUB = ROOT / "python" / "ferrolock" / "_ferrolock.pyi"
+DOCS = ROOT / "docs" / "api.md"
+
+# kind in the table -> (TypedDict in the stub, what takes it)
+KINDS = {
+    "lock": ("_LockOptions", "`Lock(...)`, `Client.lock`, `multi_lock`, `semaphore`, `synchronized`"),
+    "rwmutex": ("_RWMutexOptions", "`RWMutex(...)`, `Client.rwmutex`"),
+    "handle": ("_HandleOptions", "`RWMutex.read`, `write`, `try_read`, `try_write`"),
+}
+BEGIN = "handle options: generated from src/py/options.rs by `make options`; do not edit"
+END = "end of the generated handle options"
+
+
+def stub_section() -> str:
+    out = [f"# {BEGIN}", ""]
+    for kind, (typed_dict, takers) in KINDS.items():
+        out.append(f"class {typed_dict}(TypedDict, total=False):")
+        out.append(f'    """The keyword arguments of {takers.replace("`", "``")}."""')
+        out.append("")
+        for name, ty, _default, kinds, _doc in _handle_options():
+            if kind in kinds:
+                out.append(f"    {name}: {ty}")
+        out.append("")
+    out.append(f"# {END}")
+    return "\n".join(out)
+
+
+def docs_section() -> str:
+    head = [f"<!-- {BEGIN} -->", "", "| option | type | default | taken by | what it does |",
+            "|---|---|---|---|---|"]
+    rows = []
+    for name, ty, default, kinds, doc in _handle_options():
+        takers = "<br>".join(KINDS[k][1] for k in kinds)
+        text = " ".join(doc.split()).replace("|", "\\|")
+        rows.append(f"| `{name}` | `{ty.replace('_Seconds', 'float').replace('|', '&#124;')}` | `{default}` "
+                    f"| {takers} | {text} |")
+    return "\n".join(head + rows + ["", f"<!-- {END} -->"])
+
+
+def replaced(text: str, section: str, begin: str, end: str) -> str:
+    pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.S)
+    if not pattern.search(text):
+        raise SystemExit(f"no generated section ({begin!r} ... {end!r}) found")
+    return pattern.sub(lambda _: section, text, count=1)
+
+
+def main(argv: list[str]) -> int:
+    check = "--check" in argv
+    stale = []
+    for path, section, begin, end in (
+        (STUB, stub_section(), f"# {BEGIN}", f"# {END}"),
+        (DOCS, docs_section(), f"<!-- {BEGIN} -->", f"<!-- {END} -->"),
+    ):
+        old = path.read_text()
+        new = replaced(old, section, begin, end)
+        if new != old:
+            stale.append(str(path.relative_to(ROOT)))
+            if not check:
+                path.write_text(new)
+    if check and stale:
+        print(f"out of date with src/py/options.rs: {', '.join(stale)} (run `make options`)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
