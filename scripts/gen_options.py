@@ -28,14 +28,18 @@ END = "end of the generated handle options"
 
 
 def stub_section() -> str:
-    out = [f"# {BEGIN}", ""]
+    table = _handle_options()
+    common = [(name, ty) for name, ty, _default, kinds, _doc in table if set(KINDS) <= set(kinds)]
+    out = [f"# {BEGIN}", "", "class _CommonOptions(TypedDict, total=False):",
+           '    """The keyword arguments every handle takes."""', ""]
+    out += [f"    {name}: {ty}" for name, ty in common]
+    out.append("")
     for kind, (typed_dict, takers) in KINDS.items():
-        out.append(f"class {typed_dict}(TypedDict, total=False):")
+        out.append(f"class {typed_dict}(_CommonOptions, total=False):")
         out.append(f'    """The keyword arguments of {takers.replace("`", "``")}."""')
         out.append("")
-        for name, ty, _default, kinds, _doc in _handle_options():
-            if kind in kinds:
-                out.append(f"    {name}: {ty}")
+        out += [f"    {name}: {ty}" for name, ty, _default, kinds, _doc in table
+                if kind in kinds and (name, ty) not in common]
         out.append("")
     out.append(f"# {END}")
     return "\n".join(out)

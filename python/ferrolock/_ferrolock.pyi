@@ -54,40 +54,32 @@ _Names: TypeAlias = str | list[str] | tuple[str, ...]
 
 # handle options: generated from src/py/options.rs by `make options`; do not edit
 
-class _LockOptions(TypedDict, total=False):
+class _CommonOptions(TypedDict, total=False):
+    """The keyword arguments every handle takes."""
+
+    ttl: _Seconds | None
+    auto_renew: bool
+    blocking_timeout: _Seconds | None
+    retry: Retry | None
+    metadata: str | None
+    on_lost: Callable[[], object] | None
+
+class _LockOptions(_CommonOptions, total=False):
     """The keyword arguments of ``Lock(...)``, ``Client.lock``, ``multi_lock``, ``semaphore``, ``synchronized``."""
 
-    ttl: _Seconds | None
-    auto_renew: bool
-    blocking_timeout: _Seconds | None
-    retry: Retry | None
-    metadata: str | None
     token: str | None
-    on_lost: Callable[[], object] | None
     fair: bool
 
-class _RWMutexOptions(TypedDict, total=False):
+class _RWMutexOptions(_CommonOptions, total=False):
     """The keyword arguments of ``RWMutex(...)``, ``Client.rwmutex``."""
 
-    ttl: _Seconds | None
-    auto_renew: bool
-    blocking_timeout: _Seconds | None
-    retry: Retry | None
-    metadata: str | None
-    on_lost: Callable[[], object] | None
     fair: bool
     writer_preference: bool | None
 
-class _HandleOptions(TypedDict, total=False):
+class _HandleOptions(_CommonOptions, total=False):
     """The keyword arguments of ``RWMutex.read``, ``write``, ``try_read``, ``try_write``."""
 
-    ttl: _Seconds | None
-    auto_renew: bool
-    blocking_timeout: _Seconds | None
-    retry: Retry | None
-    metadata: str | None
     token: str | None
-    on_lost: Callable[[], object] | None
 
 # end of the generated handle options
 
