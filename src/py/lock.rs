@@ -1,6 +1,7 @@
 //! `ferrolock.Lock`: a thin shell over the core `Lock`, with sync and asyncio
 //! context managers.
 
+mod docs;
 mod hold;
 mod scope;
 
@@ -10,14 +11,14 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
-use crate::lock::{Lock, Wait};
+use crate::lock::Lock;
 
 use super::args;
 use super::client::{LockInfo, PyClient};
 use super::coro::{coroutine, undoable, Cancel, Operation};
-use super::errors::LockNotAcquired;
 use super::options::{args_doc, keywords, HandleOptions, Kind};
 use super::runtime::wait;
+use docs::{aenter_doc, aexit_doc, asyncio_twin, awaited_raises, enter_doc, exit_doc, redis_raises};
 use hold::{acquire_blocking, finish, names_of, undo_acquire};
 use scope::LossScope;
 
@@ -64,48 +65,6 @@ pub struct PyLock {
     scope: Arc<Mutex<Option<Py<LossScope>>>>,
 }
 
-impl PyLock {
-    pub(crate) fn from_core(
-        core: Lock,
-        client: &Bound<'_, PyClient>,
-        blocking_timeout: Option<Duration>,
-    ) -> PyLock {
-        PyLock {
-            core: Arc::new(core),
-            client: client.clone().unbind(),
-            blocking_timeout,
-            scope: Arc::new(Mutex::new(None)),
-        }
-    }
-
-    /// The core handle (an election's term is one).
-    pub(crate) fn core(&self) -> &Arc<Lock> {
-        &self.core
-    }
-
-    /// One attempt, no waiting (`try_read` / `try_write`).
-    pub(crate) fn take_now(&self, py: Python<'_>) -> PyResult<bool> {
-        acquire_blocking(py, &self.core, Wait::No)
-    }
-
-    fn label(&self) -> String {
-        format!("lock {:?}", self.core.names().join(", "))
-    }
-
-    fn entry_wait(&self) -> PyResult<Wait> {
-        match self.blocking_timeout {
-            None => Ok(Wait::Forever),
-            Some(d) => args::deadline(d.as_secs_f64()),
-        }
-    }
-
-    fn not_acquired(&self) -> PyErr {
-        let within =
-            self.blocking_timeout.map_or(String::new(), |d| format!(" within {} s", d.as_secs_f64()));
-        LockNotAcquired::new_err(format!("{} was not acquired{within}", self.label()))
-    }
-}
-
 #[pymethods]
 impl PyLock {
     #[new]
@@ -142,8 +101,7 @@ impl PyLock {
     ///         ``timeout`` other than ``-1``; an infinite or NaN ``timeout``.
     ///     TypeError: ``blocking`` is not a ``bool``, or ``timeout`` is not
     ///         a number or ``None``.
-    ///     LockConnectionError: Redis could not be reached in time.
-    ///     LockError: Redis answered with an error.
+    #[doc = redis_raises!()]
     ///     KeyboardInterrupt: Ctrl-C while waiting (no lock is left behind).
     #[pyo3(signature = (blocking=true, timeout=None))]
     fn acquire(&self, py: Python<'_>, blocking: bool, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
@@ -167,9 +125,7 @@ impl PyLock {
     ///     RuntimeError: awaited with no event loop running.
     ///     ValueError: invalid ``timeout``, raised at the call (before any await).
     ///     TypeError: an argument has the wrong type, raised at the call (before any await).
-    ///     LockConnectionError: Redis could not be reached in time (when
-    ///         awaited).
-    ///     LockError: Redis answered with an error (when awaited).
+    #[doc = awaited_raises!()]
     #[pyo3(signature = (blocking=true, timeout=None))]
     fn aacquire(
         &self,
@@ -200,8 +156,7 @@ impl PyLock {
     ///     LockNotOwned: this handle holds nothing, or its hold had already
     ///         expired or been taken over (the other holder is left alone;
     ///         the hold is then reported lost).
-    ///     LockConnectionError: Redis could not be reached in time.
-    ///     LockError: Redis answered with an error.
+    #[doc = redis_raises!()]
     fn release(&self, py: Python<'_>) -> PyResult<()> {
         let core = self.core.clone();
         wait(py, async move { core.release().await })
@@ -217,9 +172,7 @@ impl PyLock {
     /// Raises:
     ///     RuntimeError: awaited with no event loop running.
     ///     LockNotOwned: as for :meth:`release` (when awaited).
-    ///     LockConnectionError: Redis could not be reached in time (when
-    ///         awaited).
-    ///     LockError: Redis answered with an error (when awaited).
+    #[doc = awaited_raises!()]
     fn arelease(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
         let core = self.core.clone();
         coroutine(py, "Lock.arelease", Cancel::Finish, async move { core.release().await })
@@ -240,8 +193,7 @@ impl PyLock {
     ///         reported lost; it is not brought back).
     ///     ValueError: ``ttl`` is out of range.
     ///     TypeError: ``ttl`` is not a number or ``None``.
-    ///     LockConnectionError: Redis could not be reached in time.
-    ///     LockError: Redis answered with an error.
+    #[doc = redis_raises!()]
     #[pyo3(signature = (ttl=None))]
     fn extend(&self, py: Python<'_>, ttl: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         let (core, ttl) = (self.core.clone(), args::optional_seconds("ttl", ttl)?);
@@ -261,9 +213,7 @@ impl PyLock {
     ///     ValueError: ``ttl`` is out of range, raised at the call (before any await).
     ///     TypeError: ``ttl`` is not a number or ``None``, raised at the call (before any await).
     ///     LockNotOwned: as for :meth:`extend` (when awaited).
-    ///     LockConnectionError: Redis could not be reached in time (when
-    ///         awaited).
-    ///     LockError: Redis answered with an error (when awaited).
+    #[doc = awaited_raises!()]
     #[pyo3(signature = (ttl=None))]
     fn aextend(&self, py: Python<'_>, ttl: Option<&Bound<'_, PyAny>>) -> PyResult<Py<Operation>> {
         let (core, ttl) = (self.core.clone(), args::optional_seconds("ttl", ttl)?);
@@ -278,23 +228,13 @@ impl PyLock {
     ///     ``True`` when some holder, this handle or another, holds a name.
     ///
     /// Raises:
-    ///     LockConnectionError: Redis could not be reached in time.
-    ///     LockError: Redis answered with an error.
+    #[doc = redis_raises!()]
     fn locked(&self, py: Python<'_>) -> PyResult<bool> {
         let core = self.core.clone();
         wait(py, async move { core.locked().await })
     }
 
-    /// Asyncio version of :meth:`locked`.
-    ///
-    /// Returns:
-    ///     A future of whether anyone holds the lock now.
-    ///
-    /// Raises:
-    ///     RuntimeError: awaited with no event loop running.
-    ///     LockConnectionError: Redis could not be reached in time (when
-    ///         awaited).
-    ///     LockError: Redis answered with an error (when awaited).
+    #[doc = asyncio_twin!("locked", "A future of whether anyone holds the lock now.")]
     fn alocked(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
         let core = self.core.clone();
         coroutine(py, "Lock.alocked", Cancel::Drop, async move { core.locked().await })
@@ -308,23 +248,13 @@ impl PyLock {
     ///     ``True`` when this handle's token holds every name of the lock.
     ///
     /// Raises:
-    ///     LockConnectionError: Redis could not be reached in time.
-    ///     LockError: Redis answered with an error.
+    #[doc = redis_raises!()]
     fn owned(&self, py: Python<'_>) -> PyResult<bool> {
         let core = self.core.clone();
         wait(py, async move { core.owned().await })
     }
 
-    /// Asyncio version of :meth:`owned`.
-    ///
-    /// Returns:
-    ///     A future of whether this handle holds the lock now.
-    ///
-    /// Raises:
-    ///     RuntimeError: awaited with no event loop running.
-    ///     LockConnectionError: Redis could not be reached in time (when
-    ///         awaited).
-    ///     LockError: Redis answered with an error (when awaited).
+    #[doc = asyncio_twin!("owned", "A future of whether this handle holds the lock now.")]
     fn aowned(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
         let core = self.core.clone();
         coroutine(py, "Lock.aowned", Cancel::Drop, async move { core.owned().await })
@@ -340,23 +270,13 @@ impl PyLock {
     ///     does not hold the lock.
     ///
     /// Raises:
-    ///     LockConnectionError: Redis could not be reached in time.
-    ///     LockError: Redis answered with an error.
+    #[doc = redis_raises!()]
     fn ttl(&self, py: Python<'_>) -> PyResult<Option<f64>> {
         let core = self.core.clone();
         wait(py, async move { Ok(core.remaining().await?.map(|d| d.as_secs_f64())) })
     }
 
-    /// Asyncio version of :meth:`ttl`.
-    ///
-    /// Returns:
-    ///     A future of the seconds left on this handle's hold, or ``None``.
-    ///
-    /// Raises:
-    ///     RuntimeError: awaited with no event loop running.
-    ///     LockConnectionError: Redis could not be reached in time (when
-    ///         awaited).
-    ///     LockError: Redis answered with an error (when awaited).
+    #[doc = asyncio_twin!("ttl", "A future of the seconds left on this handle's hold, or ``None``.")]
     fn attl(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
         let core = self.core.clone();
         coroutine(py, "Lock.attl", Cancel::Drop, async move {
@@ -390,8 +310,7 @@ impl PyLock {
     ///     :class:`LockInfo`, or ``None`` for a free name.
     ///
     /// Raises:
-    ///     LockConnectionError: Redis could not be reached in time.
-    ///     LockError: Redis answered with an error.
+    #[doc = redis_raises!()]
     fn inspect(&self, py: Python<'_>) -> PyResult<Vec<Option<LockInfo>>> {
         let core = self.core.clone();
         wait(py, async move {
@@ -476,20 +395,7 @@ impl PyLock {
         self.client.clone_ref(py)
     }
 
-    /// Take the lock, waiting up to ``blocking_timeout``.
-    ///
-    /// Blocks like :meth:`acquire`: the GIL is released, and Ctrl-C raises
-    /// ``KeyboardInterrupt`` within 50 ms, leaving no lock behind.
-    ///
-    /// Returns:
-    ///     This lock.
-    ///
-    /// Raises:
-    ///     LockNotAcquired: the lock was not taken within ``blocking_timeout``,
-    ///         or the :class:`Retry` strategy ran out of attempts.
-    ///     LockConnectionError: Redis could not be reached in time.
-    ///     LockError: Redis answered with an error.
-    ///     KeyboardInterrupt: Ctrl-C while waiting.
+    #[doc = enter_doc!()]
     fn __enter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, Self>> {
         let me = slf.get();
         if acquire_blocking(slf.py(), &me.core, me.entry_wait()?)? {
@@ -499,26 +405,7 @@ impl PyLock {
         }
     }
 
-    /// Release the lock; never suppresses the block's exception.
-    ///
-    /// The GIL is released while waiting for Redis.
-    ///
-    /// Args:
-    ///     exc_type: the type of the exception that ended the block, or ``None``.
-    ///     exc: that exception, or ``None``.
-    ///     tb: its traceback, or ``None``.
-    ///
-    /// Returns:
-    ///     ``False``.
-    ///
-    /// Raises:
-    ///     LockLost: the hold was lost while the block ran and the block
-    ///         raised nothing itself (its own exception propagates instead,
-    ///         noted with the loss).
-    ///     LockNotOwned: the handle held nothing any more at the end of the
-    ///         block (it was released inside the block).
-    ///     LockConnectionError: Redis could not be reached in time.
-    ///     LockError: Redis answered with an error.
+    #[doc = exit_doc!()]
     #[pyo3(signature = (*exc))]
     fn __exit__(&self, py: Python<'_>, exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
         let core = self.core.clone();
@@ -527,53 +414,12 @@ impl PyLock {
         finish(&self.core, released, body_raised)
     }
 
-    /// Take the lock without blocking the event loop, waiting up to
-    /// ``blocking_timeout``.
-    ///
-    /// Until the block ends, a loss of the hold cancels the task running the
-    /// block (``CancelledError`` inside it); ``__aexit__`` then raises
-    /// :class:`LockLost` instead. Cancelling the task while it waits to enter
-    /// leaves no lock behind.
-    ///
-    /// Returns:
-    ///     A future of this lock.
-    ///
-    /// Raises:
-    ///     RuntimeError: awaited with no event loop running.
-    ///     LockNotAcquired: the lock was not taken within ``blocking_timeout``,
-    ///         or the :class:`Retry` strategy ran out of attempts (when
-    ///         awaited).
-    ///     LockConnectionError: Redis could not be reached in time (when
-    ///         awaited).
-    ///     LockError: Redis answered with an error (when awaited).
+    #[doc = aenter_doc!()]
     fn __aenter__(slf: &Bound<'_, Self>) -> PyResult<Py<Operation>> {
         scope::enter(slf)
     }
 
-    /// Release the lock; never suppresses the block's exception.
-    ///
-    /// The release goes through even when the task is cancelled meanwhile.
-    /// If the block was cancelled because the hold was lost, that
-    /// cancellation is taken back (``Task.uncancel`` on Python 3.11+) and
-    /// :class:`LockLost` is raised in its place; a cancellation from
-    /// elsewhere propagates unchanged.
-    ///
-    /// Args:
-    ///     exc_type: the type of the exception that ended the block, or ``None``.
-    ///     _exc: that exception, or ``None``.
-    ///     _tb: its traceback, or ``None``.
-    ///
-    /// Returns:
-    ///     A future of ``False``.
-    ///
-    /// Raises:
-    ///     RuntimeError: awaited with no event loop running.
-    ///     LockLost: the hold was lost while the block ran (when awaited).
-    ///     LockNotOwned: the handle held nothing any more at the end of the
-    ///         block (it was released inside the block) (when awaited).
-    ///     LockConnectionError: Redis could not be reached in time (when
-    ///         awaited).
-    ///     LockError: Redis answered with an error (when awaited).
+    #[doc = aexit_doc!()]
     #[pyo3(signature = (exc_type, exc=None, _tb=None))]
     fn __aexit__(
         &self,

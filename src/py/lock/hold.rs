@@ -1,8 +1,9 @@
-//! A `Lock` handle's pieces shared by `with` and `async with`: its names
-//! read from Python, the blocking acquire, the undo of an acquire nobody
-//! received, and the end of a block.
+//! A `Lock` handle's plumbing shared by its methods, `with` and `async with`:
+//! making one, its names read from Python, the blocking acquire, the undo of
+//! an acquire nobody received, and the end of a block.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
@@ -10,8 +11,11 @@ use pyo3::types::{PyString, PyTuple};
 use crate::lock::{Lock, Wait};
 
 use super::super::args;
+use super::super::client::PyClient;
 use super::super::errors::LockLost;
+use super::super::errors::LockNotAcquired;
 use super::super::runtime::{runtime, wait, wait_interruptible};
+use super::PyLock;
 
 /// A lock name, or a list or tuple of names (a multi-lock).
 pub(super) fn names_of(name: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
@@ -72,5 +76,47 @@ pub(super) fn finish(core: &Lock, released: PyResult<()>, body_raised: Option<Py
             Ok(false)
         }
         (None, None) => released.map(|()| false),
+    }
+}
+
+impl PyLock {
+    pub(crate) fn from_core(
+        core: Lock,
+        client: &Bound<'_, PyClient>,
+        blocking_timeout: Option<Duration>,
+    ) -> PyLock {
+        PyLock {
+            core: Arc::new(core),
+            client: client.clone().unbind(),
+            blocking_timeout,
+            scope: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// The core handle (an election's term is one).
+    pub(crate) fn core(&self) -> &Arc<Lock> {
+        &self.core
+    }
+
+    /// One attempt, no waiting (`try_read` / `try_write`).
+    pub(crate) fn take_now(&self, py: Python<'_>) -> PyResult<bool> {
+        acquire_blocking(py, &self.core, Wait::No)
+    }
+
+    fn label(&self) -> String {
+        format!("lock {:?}", self.core.names().join(", "))
+    }
+
+    pub(super) fn entry_wait(&self) -> PyResult<Wait> {
+        match self.blocking_timeout {
+            None => Ok(Wait::Forever),
+            Some(d) => args::deadline(d.as_secs_f64()),
+        }
+    }
+
+    pub(super) fn not_acquired(&self) -> PyErr {
+        let within =
+            self.blocking_timeout.map_or(String::new(), |d| format!(" within {} s", d.as_secs_f64()));
+        LockNotAcquired::new_err(format!("{} was not acquired{within}", self.label()))
     }
 }
