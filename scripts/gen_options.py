@@ -17,11 +17,11 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 STUB = ROOT / "python" / "ferrolock" / "_ferrolock.pyi"
 DOCS = ROOT / "docs" / "api.md"
 
-# kind in the table -> (TypedDict in the stub, what takes it)
+# kind in the table -> (TypedDict in the stub, what takes it, its column in the docs)
 KINDS = {
-    "lock": ("_LockOptions", "`Lock(...)`, `Client.lock`, `multi_lock`, `semaphore`, `synchronized`"),
-    "rwmutex": ("_RWMutexOptions", "`RWMutex(...)`, `Client.rwmutex`"),
-    "handle": ("_HandleOptions", "`RWMutex.read`, `write`, `try_read`, `try_write`"),
+    "lock": ("_LockOptions", "`Lock(...)`, `Client.lock`, `multi_lock`, `semaphore`, `synchronized`", "Lock"),
+    "rwmutex": ("_RWMutexOptions", "`RWMutex(...)`, `Client.rwmutex`", "RWMutex"),
+    "handle": ("_HandleOptions", "`RWMutex.read`, `write`, `try_read`, `try_write`", "read / write"),
 }
 BEGIN = "handle options: generated from src/py/options.rs by `make options`; do not edit"
 END = "end of the generated handle options"
@@ -34,7 +34,7 @@ def stub_section() -> str:
            '    """The keyword arguments every handle takes."""', ""]
     out += [f"    {name}: {ty}" for name, ty in common]
     out.append("")
-    for kind, (typed_dict, takers) in KINDS.items():
+    for kind, (typed_dict, takers, _column) in KINDS.items():
         out.append(f"class {typed_dict}(_CommonOptions, total=False):")
         out.append(f'    """The keyword arguments of {takers.replace("`", "``")}."""')
         out.append("")
@@ -45,15 +45,19 @@ def stub_section() -> str:
     return "\n".join(out)
 
 
+def markdown(rest: str) -> str:
+    """A docstring's reStructuredText markup, as Markdown: ``x`` and :meth:`x` become `x`."""
+    return re.sub(r"(?::\w+:)?``?([^`]+)``?", r"`\1`", " ".join(rest.split()))
+
+
 def docs_section() -> str:
-    head = [f"<!-- {BEGIN} -->", "", "| option | type | default | taken by | what it does |",
-            "|---|---|---|---|---|"]
+    columns = [column for _typed_dict, _takers, column in KINDS.values()]
+    head = [f"<!-- {BEGIN} -->", "", f"| option | type | default | {' | '.join(columns)} | what it does |",
+            "|---|---|---|" + ":-:|" * len(columns) + "---|"]
     rows = []
     for name, ty, default, kinds, doc in _handle_options():
-        takers = "<br>".join(KINDS[k][1] for k in kinds)
-        text = " ".join(doc.split()).replace("|", "\\|")
-        rows.append(f"| `{name}` | `{ty.replace('_Seconds', 'float').replace('|', '&#124;')}` | `{default}` "
-                    f"| {takers} | {text} |")
+        taken = " | ".join("✓" if kind in kinds else "" for kind in KINDS)
+        rows.append(f"| `{name}` | `{ty.replace('_Seconds', 'float')}` | `{default}` | {taken} | {markdown(doc)} |")
     return "\n".join(head + rows + ["", f"<!-- {END} -->"])
 
 

@@ -5,8 +5,9 @@
 //! From that one table come the text signatures (`help()`,
 //! `inspect.signature`), the `Args:` entries of the docstrings, the runtime
 //! check of the keywords ([`HandleOptions::from_kwargs`]) and, through
-//! `_handle_options()`, the type stubs (`python -m ferrolock._gen_stub`
-//! rewrites their generated section; a test fails when they drift apart).
+//! `_handle_options()`, the stubs' `TypedDict`s and the table in
+//! `docs/api.md` (`make options` runs `scripts/gen_options.py`, which
+//! rewrites them; `tests/test_options.py` fails when they drift apart).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -169,7 +170,7 @@ impl Kind {
 }
 
 /// The table, for the stub generator and the tests: one
-/// `(name, type, default, kinds, doc)` a option, in signature order.
+/// `(name, type, default, kinds, doc)` per option, in signature order.
 #[pyfunction]
 pub fn _handle_options() -> Vec<(&'static str, &'static str, &'static str, Vec<&'static str>, &'static str)> {
     OPTIONS.iter().map(|o| (o.name, o.ty, o.default, o.kinds.to_vec(), o.doc)).collect()
