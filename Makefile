@@ -66,6 +66,12 @@ demo: redis build-dev
 format:
 	cargo fmt --all
 
+# The handle options' table (src/py/options.rs) written into the type stubs'
+# TypedDicts and the table in docs/api.md; tests/test_options.py fails when they drift.
+.PHONY: options
+options: build-dev
+	$(PY) scripts/gen_options.py
+
 lint: build-dev
 	$(PY) -m mypy.stubtest ferrolock._ferrolock
 	cargo fmt --all -- --check

@@ -12,7 +12,7 @@ import atexit
 import functools
 import inspect
 import logging
-from typing import Any, Callable, Iterable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
 
 from ._ferrolock import _at_exit, _semaphore
 from ._ferrolock import (
@@ -62,6 +62,11 @@ __all__ = [
 
 from .election import Election, Leader, Term  # noqa: E402  (needs the extension loaded above)
 
+if TYPE_CHECKING:  # the keyword arguments, typed: generated into the stub from src/py/options.rs
+    from typing_extensions import Unpack
+
+    from ._ferrolock import _LockOptions, _RWMutexOptions
+
 logging.getLogger("ferrolock").addHandler(logging.NullHandler())
 atexit.register(_at_exit)
 
@@ -88,7 +93,7 @@ class Client(_Client):
     the API reference and the type stubs.
     """
 
-    def synchronized(self, name: str, **options: Any) -> Callable[[F], F]:
+    def synchronized(self, name: str, **options: Unpack[_LockOptions]) -> Callable[[F], F]:
         """Decorate a function (sync or ``async``) to run holding the lock ``name``.
 
         Each call takes a fresh handle, so concurrent calls exclude each other.
@@ -115,75 +120,36 @@ class Client(_Client):
 
         return decorate
 
-    def lock(
-        self,
-        name: str | list[str] | tuple[str, ...],
-        *,
-        ttl: float | None = None,
-        auto_renew: bool = True,
-        blocking_timeout: float | None = None,
-        retry: Retry | None = None,
-        metadata: str | None = None,
-        token: str | None = None,
-        on_lost: Callable[[], object] | None = None,
-        fair: bool = False,
-    ) -> Lock:
+    def lock(self, name: str | list[str] | tuple[str, ...], **options: Unpack[_LockOptions]) -> Lock:
         """A new :class:`Lock` handle on ``name``: the same as ``Lock(self, name, ...)``.
 
-        Nothing is sent to Redis until the lock is acquired.
+        Nothing is sent to Redis until the lock is acquired. Keyword
+        arguments are the handle options of :class:`Lock` (its signature is
+        this method's).
 
         Args:
             name: the lock name, or a list or tuple of names for a multi-lock.
-            ttl: see :class:`Lock`.
-            auto_renew: see :class:`Lock`.
-            blocking_timeout: see :class:`Lock`.
-            retry: see :class:`Lock`.
-            metadata: see :class:`Lock`.
-            token: see :class:`Lock`.
-            on_lost: see :class:`Lock`.
-            fair: see :class:`Lock`.
 
         Returns:
             A handle that does not hold the lock yet (unless ``token`` is given).
 
         Raises:
-            TypeError: an argument has the wrong type.
+            TypeError: an argument has the wrong type, or a keyword is unknown.
             ValueError: an argument is out of range (see :class:`Lock`).
         """
-        return Lock(
-            self, name, ttl=ttl, auto_renew=auto_renew, blocking_timeout=blocking_timeout, retry=retry,
-            metadata=metadata, token=token, on_lost=on_lost, fair=fair,
-        )
+        return Lock(self, name, **options)
 
-    def multi_lock(
-        self,
-        names: Iterable[str],
-        *,
-        ttl: float | None = None,
-        auto_renew: bool = True,
-        blocking_timeout: float | None = None,
-        retry: Retry | None = None,
-        metadata: str | None = None,
-        token: str | None = None,
-        on_lost: Callable[[], object] | None = None,
-        fair: bool = False,
-    ) -> Lock:
+    def multi_lock(self, names: Iterable[str], **options: Unpack[_LockOptions]) -> Lock:
         """One :class:`Lock` over every name in ``names``, taken all-or-nothing.
 
         The handle takes every name in one atomic step or none of them, holds
         them under one token and one fence, and renews and releases them
         together. Nothing is sent to Redis until the lock is acquired.
+        Keyword arguments are the handle options of :class:`Lock` (its
+        signature is this method's).
 
         Args:
             names: the lock names, distinct; any iterable of ``str``.
-            ttl: see :class:`Lock`.
-            auto_renew: see :class:`Lock`.
-            blocking_timeout: see :class:`Lock`.
-            retry: see :class:`Lock`.
-            metadata: see :class:`Lock`.
-            token: see :class:`Lock`.
-            on_lost: see :class:`Lock`.
-            fair: see :class:`Lock`.
 
         Returns:
             A handle that does not hold the locks yet (unless ``token`` is
@@ -199,32 +165,17 @@ class Client(_Client):
         """
         if isinstance(names, str):
             raise TypeError("multi_lock takes a list of names, not a str (use client.lock for one name)")
-        return self.lock(
-            tuple(names), ttl=ttl, auto_renew=auto_renew, blocking_timeout=blocking_timeout, retry=retry,
-            metadata=metadata, token=token, on_lost=on_lost, fair=fair,
-        )
+        return Lock(self, tuple(names), **options)
 
-    def semaphore(
-        self,
-        name: str,
-        permits: int,
-        *,
-        ttl: float | None = None,
-        auto_renew: bool = True,
-        blocking_timeout: float | None = None,
-        retry: Retry | None = None,
-        metadata: str | None = None,
-        token: str | None = None,
-        on_lost: Callable[[], object] | None = None,
-        fair: bool = False,
-    ) -> Lock:
+    def semaphore(self, name: str, permits: int, **options: Unpack[_LockOptions]) -> Lock:
         """A handle on one permit of the semaphore ``name``: up to ``permits`` holders at once.
 
         The handle is a :class:`Lock` in every respect, except that up to
         ``permits`` handles hold the name at once. Each permit is its own
         lease: a holder that dies frees its permit after its own ttl, never
         sooner. ``fair=True`` hands permits out in arrival order across
-        processes; ``inspect()`` lists the holders.
+        processes; ``inspect()`` lists the holders. Keyword arguments are the
+        handle options of :class:`Lock`.
 
         Raises:
             ValueError: ``permits`` is 0 or above 1,000,000, an option is out
@@ -232,17 +183,14 @@ class Client(_Client):
                 ``permits`` for this name while a permit is held.
             OverflowError: ``permits`` is negative.
         """
-        return _semaphore(
-            self, name, permits, ttl=ttl, auto_renew=auto_renew, blocking_timeout=blocking_timeout,
-            retry=retry, metadata=metadata, token=token, on_lost=on_lost, fair=fair,
-        )
+        return _semaphore(self, name, permits, **options)
 
     def election(self, name: str, *, ttl: float = 30.0) -> Election:
         """The leader election ``name``: a leader's term lasts ``ttl`` seconds
         unless renewed (the watchdog renews it while the leader lives)."""
         return Election(self, name, ttl=ttl)
 
-    def rwmutex(self, name: str, **options: Any) -> RWMutex:
+    def rwmutex(self, name: str, **options: Unpack[_RWMutexOptions]) -> RWMutex:
         """An :class:`RWMutex` on ``name``: the same as ``RWMutex(self, name, ...)``.
 
         Keyword arguments as for :class:`RWMutex` (its signature is this
@@ -251,14 +199,23 @@ class Client(_Client):
         return RWMutex(self, name, **options)
 
 
-def _rwmutex_signature() -> inspect.Signature:
-    """``RWMutex(client, name, ...)``'s signature, bound to a client."""
-    sig = inspect.signature(RWMutex)
-    return sig.replace(parameters=[inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-                       + list(sig.parameters.values())[1:])
+def _signature(native: Any, first: str) -> inspect.Signature:
+    """``native``'s signature (its keywords come from src/py/options.rs) for a
+    ``Client`` method: ``self`` and ``first`` in place of ``client, name``."""
+    params = list(inspect.signature(native).parameters.values())[2:]
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    return inspect.Signature([inspect.Parameter("self", kind), inspect.Parameter(first, kind), *params])
 
 
-try:
-    Client.rwmutex.__signature__ = _rwmutex_signature()  # type: ignore[attr-defined]
-except ValueError:  # Python 3.9 reads no signature off a native class: help() shows **options there
-    pass
+for _method, _native, _first in (
+    (Client.synchronized, Lock, "name"),
+    (Client.lock, Lock, "name"),
+    (Client.multi_lock, Lock, "names"),
+    (Client.semaphore, _semaphore, "name"),
+    (Client.rwmutex, RWMutex, "name"),
+):
+    try:
+        _method.__signature__ = _signature(_native, _first)  # type: ignore[union-attr]
+    except ValueError:  # Python 3.9 reads no signature off a native class: help() shows **options there
+        pass
+del _method, _native, _first

@@ -11,7 +11,7 @@ from collections.abc import Callable, Coroutine, Generator, Sequence
 from types import TracebackType
 from typing import Any, ClassVar, Literal, TypeVar, final
 
-from typing_extensions import Self, TypeAlias, disjoint_base
+from typing_extensions import Self, TypeAlias, TypedDict, Unpack, disjoint_base
 
 __version__: str
 """The version of the ferrolock package (from ``Cargo.toml``)."""
@@ -40,6 +40,7 @@ __all__ = [
     "flush_events",
     "_dropped_events",
     "_semaphore",
+    "_handle_options",
     "Election",
     "ElectionObserver",
     "Leader",
@@ -50,6 +51,37 @@ _Seconds: TypeAlias = float
 
 _Names: TypeAlias = str | list[str] | tuple[str, ...]
 """One lock name, or a list or tuple of names for a multi-lock."""
+
+# handle options: generated from src/py/options.rs by `make options`; do not edit
+
+class _CommonOptions(TypedDict, total=False):
+    """The keyword arguments every handle takes."""
+
+    ttl: _Seconds | None
+    auto_renew: bool
+    blocking_timeout: _Seconds | None
+    retry: Retry | None
+    metadata: str | None
+    on_lost: Callable[[], object] | None
+
+class _LockOptions(_CommonOptions, total=False):
+    """The keyword arguments of ``Lock(...)``, ``Client.lock``, ``multi_lock``, ``semaphore``, ``synchronized``."""
+
+    token: str | None
+    fair: bool
+
+class _RWMutexOptions(_CommonOptions, total=False):
+    """The keyword arguments of ``RWMutex(...)``, ``Client.rwmutex``."""
+
+    fair: bool
+    writer_preference: bool | None
+
+class _HandleOptions(_CommonOptions, total=False):
+    """The keyword arguments of ``RWMutex.read``, ``write``, ``try_read``, ``try_write``."""
+
+    token: str | None
+
+# end of the generated handle options
 
 # ---------------------------------------------------------------------------
 # Exceptions
@@ -428,15 +460,7 @@ class Lock:
         cls,
         client: Client,
         name: _Names,
-        *,
-        ttl: _Seconds | None = None,
-        auto_renew: bool = True,
-        blocking_timeout: _Seconds | None = None,
-        retry: Retry | None = None,
-        metadata: str | None = None,
-        token: str | None = None,
-        on_lost: Callable[[], object] | None = None,
-        fair: bool = False,
+        **options: Unpack[_LockOptions],
     ) -> Self:
         ...
 
@@ -552,15 +576,7 @@ class RWMutex:
         cls,
         client: Client,
         name: str,
-        *,
-        writer_preference: bool | None = None,
-        fair: bool = False,
-        ttl: _Seconds | None = None,
-        auto_renew: bool = True,
-        blocking_timeout: _Seconds | None = None,
-        retry: Retry | None = None,
-        metadata: str | None = None,
-        on_lost: Callable[[], object] | None = None,
+        **options: Unpack[_RWMutexOptions],
     ) -> Self:
         ...
 
@@ -576,56 +592,16 @@ class RWMutex:
     def writer_preference(self) -> bool:
         ...
 
-    def read(
-        self,
-        *,
-        ttl: _Seconds | None = None,
-        auto_renew: bool = True,
-        blocking_timeout: _Seconds | None = None,
-        retry: Retry | None = None,
-        metadata: str | None = None,
-        token: str | None = None,
-        on_lost: Callable[[], object] | None = None,
-    ) -> Lock:
+    def read(self, **options: Unpack[_HandleOptions]) -> Lock:
         ...
 
-    def write(
-        self,
-        *,
-        ttl: _Seconds | None = None,
-        auto_renew: bool = True,
-        blocking_timeout: _Seconds | None = None,
-        retry: Retry | None = None,
-        metadata: str | None = None,
-        token: str | None = None,
-        on_lost: Callable[[], object] | None = None,
-    ) -> Lock:
+    def write(self, **options: Unpack[_HandleOptions]) -> Lock:
         ...
 
-    def try_read(
-        self,
-        *,
-        ttl: _Seconds | None = None,
-        auto_renew: bool = True,
-        blocking_timeout: _Seconds | None = None,
-        retry: Retry | None = None,
-        metadata: str | None = None,
-        token: str | None = None,
-        on_lost: Callable[[], object] | None = None,
-    ) -> Lock | None:
+    def try_read(self, **options: Unpack[_HandleOptions]) -> Lock | None:
         ...
 
-    def try_write(
-        self,
-        *,
-        ttl: _Seconds | None = None,
-        auto_renew: bool = True,
-        blocking_timeout: _Seconds | None = None,
-        retry: Retry | None = None,
-        metadata: str | None = None,
-        token: str | None = None,
-        on_lost: Callable[[], object] | None = None,
-    ) -> Lock | None:
+    def try_write(self, **options: Unpack[_HandleOptions]) -> Lock | None:
         ...
 
     def force_release(self, token: str | None = None) -> bool: ...
@@ -648,19 +624,13 @@ def _at_exit() -> None:
 def _debug_stats() -> dict[str, int]:
     ...
 
+def _handle_options() -> list[tuple[str, str, str, list[str], str]]: ...
+
 def _semaphore(
     client: Client,
     name: str,
     permits: int,
-    *,
-    ttl: _Seconds | None = None,
-    auto_renew: bool = True,
-    blocking_timeout: _Seconds | None = None,
-    retry: Retry | None = None,
-    metadata: str | None = None,
-    token: str | None = None,
-    on_lost: Callable[[], object] | None = None,
-    fair: bool = False,
+    **options: Unpack[_LockOptions],
 ) -> Lock: ...
 
 @final
@@ -698,15 +668,7 @@ class Election:
     def candidate(
         self,
         value: str,
-        *,
-        ttl: _Seconds | None = None,
-        auto_renew: bool = True,
-        blocking_timeout: _Seconds | None = None,
-        retry: Retry | None = None,
-        metadata: str | None = None,
-        token: str | None = None,
-        on_lost: Callable[[], object] | None = None,
-        fair: bool = False,
+        **options: Unpack[_LockOptions],
     ) -> Lock:
         """A campaigner for ``value``: acquiring the handle campaigns, its fence is the term number."""
     def leader(self) -> Leader | None: ...

@@ -21,24 +21,22 @@
 //! token's hold, which is its owner's). A release is never cancelled: it
 //! runs to its end ([`Cancel::Finish`]).
 
-use std::cell::RefCell;
+mod port;
+
 use std::future::Future;
-use std::io::{ErrorKind, Read, Write};
-use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixStream;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 
 use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
 use pyo3::{intern, IntoPyObjectExt};
 use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
 
 use super::runtime::{contained, runtime};
+use port::{loop_port, Port};
 
 type Convert = Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send>;
 /// A result, and whether it must be undone if nobody takes it.
@@ -327,123 +325,6 @@ impl Operation {
     fn __repr__(&self) -> String {
         format!("<ferrolock coroutine {}>", self.name)
     }
-}
-
-/// Where wakers hand operations to one event loop: a queue, and a socket
-/// pair whose reading end the loop watches.
-struct Port {
-    reader: UnixStream,
-    writer: UnixStream,
-    ready: Mutex<Vec<Arc<Cell>>>,
-}
-
-impl Port {
-    fn new() -> std::io::Result<Port> {
-        let (reader, writer) = UnixStream::pair()?;
-        reader.set_nonblocking(true)?;
-        writer.set_nonblocking(true)?;
-        Ok(Port { reader, writer, ready: Mutex::new(Vec::new()) })
-    }
-
-    fn push(&self, cell: Arc<Cell>) {
-        let first = {
-            let mut ready = locked(&self.ready);
-            ready.push(cell);
-            ready.len() == 1
-        };
-        if first {
-            // A full buffer already holds a byte that will wake the loop.
-            let _ = (&self.writer).write(&[1]);
-        }
-    }
-}
-
-/// Called by the event loop when its port's socket is readable: completes
-/// the asyncio future of every operation whose result came in since.
-#[pyclass(frozen)]
-struct Drain {
-    port: Arc<Port>,
-}
-
-#[pymethods]
-impl Drain {
-    fn __call__(&self, py: Python<'_>) {
-        let mut buf = [0u8; 256];
-        loop {
-            match (&self.port.reader).read(&mut buf) {
-                Ok(n) if n == buf.len() => {}
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                _ => break,
-            }
-        }
-        let ready = std::mem::take(&mut *locked(&self.port.ready));
-        for cell in ready {
-            let parked = {
-                let mut inner = locked(&cell.inner);
-                inner.queued = false;
-                inner.parked.take()
-            };
-            if let Some((future, _)) = parked {
-                // One failure must not strand the other waiting tasks.
-                if let Err(e) = wake(py, future.bind(py)) {
-                    e.write_unraisable(py, Some(future.bind(py)));
-                }
-            }
-        }
-    }
-}
-
-/// Completes the asyncio future a task waits on (unless it was cancelled).
-fn wake(py: Python<'_>, future: &Bound<'_, PyAny>) -> PyResult<()> {
-    if !future.call_method0(intern!(py, "done"))?.is_truthy()? {
-        future.call_method1(intern!(py, "set_result"), (py.None(),))?;
-    }
-    Ok(())
-}
-
-/// The port of the event loop running on this thread.
-struct LoopPort {
-    pid: u32,
-    event_loop: Py<PyAny>,
-    port: Arc<Port>,
-}
-
-thread_local! {
-    static LOOP_PORT: RefCell<Option<LoopPort>> = const { RefCell::new(None) };
-}
-
-/// The running event loop and its port, made (and watched) on first use.
-fn loop_port(py: Python<'_>) -> PyResult<(Py<PyAny>, Arc<Port>)> {
-    static GET_RUNNING_LOOP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-    let get = GET_RUNNING_LOOP
-        .get_or_try_init(py, || py.import("asyncio")?.getattr("get_running_loop").map(Bound::unbind))?;
-    let running = get.call0(py)?;
-    let pid = crate::pid::current();
-    LOOP_PORT.with(|cell| {
-        let mut cell = cell.borrow_mut();
-        if let Some(lp) = cell.as_ref() {
-            if lp.pid == pid && lp.event_loop.is(&running) {
-                return Ok((running, lp.port.clone()));
-            }
-        }
-        if let Some(old) = cell.take() {
-            if old.pid == pid {
-                // An earlier loop of this thread: stop it watching our socket.
-                let old_loop = old.event_loop.bind(py);
-                if !old_loop.call_method0("is_closed").and_then(|c| c.is_truthy()).unwrap_or(true) {
-                    let _ = old_loop.call_method1("remove_reader", (old.port.reader.as_raw_fd(),));
-                }
-            } else {
-                // Inherited across fork: the socket is shared with the parent.
-                std::mem::forget(old);
-            }
-        }
-        let port = Arc::new(Port::new().map_err(|e| PyRuntimeError::new_err(format!("ferrolock: {e}")))?);
-        let drain = Drain { port: port.clone() };
-        running.call_method1(py, "add_reader", (port.reader.as_raw_fd(), drain))?;
-        *cell = Some(LoopPort { pid, event_loop: running.clone_ref(py), port: port.clone() });
-        Ok((running, port))
-    })
 }
 
 /// Lets `collections.abc.Coroutine` (and so `asyncio.iscoroutine`) know the type.

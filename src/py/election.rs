@@ -11,7 +11,7 @@ use super::args;
 use super::client::PyClient;
 use super::coro::{coroutine, Cancel, Operation};
 use super::lock::PyLock;
-use super::options::HandleOptions;
+use super::options::{keywords, HandleOptions, Kind};
 use super::runtime::{wait, wait_interruptible};
 
 #[pyclass(name = "Election", module = "ferrolock._ferrolock", frozen)]
@@ -76,9 +76,10 @@ impl PyElection {
         Ok(PyElection { core, client: client.clone().unbind() })
     }
 
+    #[doc = concat!("candidate($self, value, *", keywords!(lock), ")\n--\n")]
     /// A campaigner for `value`: a fair Lock on the election's term, whose
     /// acquire campaigns and whose fence is the term number.
-    #[pyo3(signature = (value, **options))]
+    #[pyo3(signature = (value, **options), text_signature = None)]
     fn candidate(
         &self,
         py: Python<'_>,
@@ -86,7 +87,7 @@ impl PyElection {
         options: Option<&Bound<'_, pyo3::types::PyDict>>,
     ) -> PyResult<PyLock> {
         let value = args::text("value", value)?;
-        let o = HandleOptions::from_kwargs(&pyo3::types::PyDict::new(py), options)?;
+        let o = HandleOptions::from_kwargs("Election.candidate()", Kind::Lock, None, options)?;
         let core = self.core.candidate(value, o.lock, o.token)?;
         Ok(PyLock::from_core(core, self.client.bind(py), o.blocking_timeout))
     }

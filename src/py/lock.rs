@@ -1,23 +1,28 @@
 //! `ferrolock.Lock`: a thin shell over the core `Lock`, with sync and asyncio
 //! context managers.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+mod docs;
+mod hold;
+mod scope;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyString, PyTuple};
+use pyo3::types::{PyDict, PyString, PyTuple};
 
-use crate::lock::{Lock, Wait};
+use crate::lock::Lock;
 
 use super::args;
 use super::client::{LockInfo, PyClient};
 use super::coro::{coroutine, undoable, Cancel, Operation};
-use super::errors::{LockLost, LockNotAcquired};
-use super::options::HandleOptions;
-use super::retry::PyRetry;
-use super::runtime::{call_soon, runtime, wait, wait_interruptible};
+use super::options::{args_doc, keywords, HandleOptions, Kind};
+use super::runtime::wait;
+use docs::{aenter_doc, aexit_doc, asyncio_twin, awaited_raises, enter_doc, exit_doc, redis_raises};
+use hold::{acquire_blocking, finish, names_of, undo_acquire};
+use scope::LossScope;
 
+#[doc = concat!("Lock(client, name, *", keywords!(lock), ")\n--\n")]
 /// A handle on an exclusive lock over one name, or over several names taken
 /// all-or-nothing.
 ///
@@ -45,38 +50,7 @@ use super::runtime::{call_soon, runtime, wait, wait_interruptible};
 ///     name: the lock name; or a list or tuple of distinct names for a
 ///         multi-lock, taken all-or-nothing (a list of one name is a plain
 ///         lock).
-///     ttl: seconds a hold lasts without renewal, between 0.001 and
-///         366 days; ``None`` means 30 seconds.
-///     auto_renew: when ``True`` (the default) the hold is renewed every
-///         ``ttl / 3`` for as long as it is held; when ``False`` it
-///         expires after ``ttl`` and is then reported lost.
-///     blocking_timeout: the most seconds that ``with`` / ``async with``
-///         wait to take the lock (non-negative and finite; 0 means a
-///         single attempt); ``None`` (the default) waits forever. Does not
-///         apply to :meth:`acquire`.
-///     retry: how long to wait between attempts while the lock is busy;
-///         ``None`` means ``Retry.exponential(0.002, 0.1)``.
-///     metadata: text stored beside the owner token (at most 65536 bytes),
-///         readable by anyone with :meth:`inspect`; ``None`` for none.
-///     token: the owner token of a hold taken elsewhere (another handle,
-///         process or machine), 1 to 512 bytes. The new handle then
-///         starts out holding it without any call to Redis: it can
-///         :meth:`release` or :meth:`extend` it, and :meth:`acquire`
-///         adopts the hold (keeping its fence) and starts renewing it.
-///         A restored hold is not renewed, and ``on_lost`` is not called
-///         for it, until it is adopted. ``None`` (the default) for a
-///         handle that holds nothing.
-///     on_lost: called once, with no arguments, when a hold of this
-///         handle is lost. It runs on a background thread (neither the
-///         caller's thread nor the event loop's), with the GIL; an
-///         exception it raises goes to :func:`sys.unraisablehook`.
-///     fair: take the lock in arrival order, across processes. Waiters
-///         queue in Redis. A release hands the lock straight to the oldest
-///         live waiter, so no newcomer can barge in. A waiter that dies or
-///         gives up loses its place; a dead waiter keeps it for at most
-///         min(ttl, 2 s). Use it with one name, and on every handle of
-///         that name.
-///
+#[doc = args_doc!(lock)]
 /// Raises:
 ///     TypeError: an argument has the wrong type (for example a ``bool``
 ///         ttl, or an ``on_lost`` that is not callable).
@@ -91,199 +65,16 @@ pub struct PyLock {
     scope: Arc<Mutex<Option<Py<LossScope>>>>,
 }
 
-/// Cancels the task inside an `async with` block when its hold is lost.
-/// Runs on the event loop's thread (scheduled with `call_soon_threadsafe`).
-#[pyclass(frozen)]
-struct LossScope {
-    task: Py<PyAny>,
-    /// The block is running: from the moment `__aenter__` hands its handle
-    /// to the task (never before: a cancel then would land in `__aenter__`
-    /// itself, and no `__aexit__` would turn it into `LockLost`).
-    inside: AtomicBool,
-    /// The loss came while the task was still entering: cancel on entry.
-    early: AtomicBool,
-    fired: AtomicBool,
-}
-
-impl LossScope {
-    fn new(task: Py<PyAny>) -> LossScope {
-        LossScope {
-            task,
-            inside: AtomicBool::new(false),
-            early: AtomicBool::new(false),
-            fired: AtomicBool::new(false),
-        }
-    }
-
-    fn cancel(&self, py: Python<'_>) -> PyResult<()> {
-        if !self.fired.swap(true, Ordering::SeqCst) {
-            self.task.call_method1(py, "cancel", ("ferrolock: the lock was lost",))?;
-        }
-        Ok(())
-    }
-
-    /// The task takes the handle and enters the block (on the loop's thread).
-    fn enter(&self, py: Python<'_>) -> PyResult<()> {
-        self.inside.store(true, Ordering::SeqCst);
-        if self.early.load(Ordering::SeqCst) {
-            self.cancel(py)?; // lands at the block's first await
-        }
-        Ok(())
-    }
-}
-
-#[pymethods]
-impl LossScope {
-    fn __call__(&self, py: Python<'_>) -> PyResult<()> {
-        if self.inside.load(Ordering::SeqCst) {
-            self.cancel(py)?;
-        } else {
-            self.early.store(true, Ordering::SeqCst);
-        }
-        Ok(())
-    }
-}
-
-/// `__aenter__`'s answer: the handle, and on its way to the task (on the
-/// loop's thread) the moment the block starts.
-struct Entered {
-    handle: Py<PyLock>,
-    scope: Py<LossScope>,
-}
-
-impl<'py> IntoPyObject<'py> for Entered {
-    type Target = PyAny;
-    type Output = Bound<'py, PyAny>;
-    type Error = PyErr;
-
-    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.scope.get().enter(py)?;
-        Ok(self.handle.into_bound(py).into_any())
-    }
-}
-
-fn names_of(name: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
-    if name.is_instance_of::<PyString>() {
-        return Ok(vec![args::name(name)?]);
-    }
-    if name.is_instance_of::<pyo3::types::PyList>() || name.is_instance_of::<PyTuple>() {
-        return name.try_iter()?.map(|n| args::name(&n?)).collect();
-    }
-    args::name(name).map(|n| vec![n])
-}
-
-impl PyLock {
-    pub(crate) fn from_core(
-        core: Lock,
-        client: &Bound<'_, PyClient>,
-        blocking_timeout: Option<Duration>,
-    ) -> PyLock {
-        PyLock {
-            core: Arc::new(core),
-            client: client.clone().unbind(),
-            blocking_timeout,
-            scope: Arc::new(Mutex::new(None)),
-        }
-    }
-
-    /// The core handle (an election's term is one).
-    pub(crate) fn core(&self) -> &Arc<Lock> {
-        &self.core
-    }
-
-    /// One attempt, no waiting (`try_read` / `try_write`).
-    pub(crate) fn take_now(&self, py: Python<'_>) -> PyResult<bool> {
-        acquire_blocking(py, &self.core, Wait::No)
-    }
-
-    fn label(&self) -> String {
-        format!("lock {:?}", self.core.names().join(", "))
-    }
-
-    fn entry_wait(&self) -> PyResult<Wait> {
-        match self.blocking_timeout {
-            None => Ok(Wait::Forever),
-            Some(d) => args::deadline(d.as_secs_f64()),
-        }
-    }
-
-    fn not_acquired(&self) -> PyErr {
-        let within =
-            self.blocking_timeout.map_or(String::new(), |d| format!(" within {} s", d.as_secs_f64()));
-        LockNotAcquired::new_err(format!("{} was not acquired{within}", self.label()))
-    }
-}
-
-/// A blocking acquire that Ctrl-C interrupts, leaving no lock behind. One
-/// attempt without waiting is bounded by the command timeout, as any other
-/// call: it runs inline (see `wait`).
-fn acquire_blocking(py: Python<'_>, core: &Arc<Lock>, wait_for: Wait) -> PyResult<bool> {
-    if wait_for == Wait::No {
-        return wait(py, core.acquire(wait_for));
-    }
-    wait_interruptible(py, core.client(), core.acquire(wait_for))
-}
-
-/// Gives back a hold whose acquire nobody received (its awaiter was cancelled).
-fn undo_acquire(core: &Arc<Lock>) -> Box<dyn FnOnce() + Send> {
-    let core = core.clone();
-    Box::new(move || {
-        runtime().spawn(async move {
-            let _ = core.release().await;
-        });
-    })
-}
-
-/// The end of a `with` block. A lost hold raises `LockLost`, unless the body
-/// raised an exception of its own: that one propagates (Ctrl-C stays Ctrl-C),
-/// with a note saying the lock was lost too.
-fn finish(core: &Lock, released: PyResult<()>, body_raised: Option<Py<PyAny>>) -> PyResult<bool> {
-    let label = core.names().join(", ");
-    let lost = core.lease().filter(|l| l.is_lost()).map(|lease| {
-        let why = lease.lost_reason().unwrap_or_else(|| "its ttl ran out".into());
-        format!("lock {label:?} was lost: {why}")
-    });
-    match (lost, body_raised) {
-        (Some(lost), None) => Err(LockLost::new_err(lost)),
-        (Some(lost), Some(exc)) => {
-            Python::attach(|py| {
-                let exc = exc.bind(py);
-                if exc.hasattr("add_note").unwrap_or(false) {
-                    let _ = exc.call_method1("add_note", (format!("ferrolock: {lost}"),));
-                }
-            });
-            log::warn!("{lost} (while the block raised)");
-            Ok(false)
-        }
-        (None, Some(_)) => {
-            if let Err(e) = released {
-                log::warn!("releasing lock {label:?} failed while the block raised: {e}");
-            }
-            Ok(false)
-        }
-        (None, None) => released.map(|()| false),
-    }
-}
-
 #[pymethods]
 impl PyLock {
     #[new]
-    #[pyo3(signature = (client, name, *, ttl=None, auto_renew=true, blocking_timeout=None, retry=None, metadata=None, token=None, on_lost=None, fair=false))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (client, name, **options), text_signature = None)]
     fn new(
         client: &Bound<'_, PyClient>,
         name: &Bound<'_, PyAny>,
-        ttl: Option<&Bound<'_, PyAny>>,
-        auto_renew: bool,
-        blocking_timeout: Option<&Bound<'_, PyAny>>,
-        retry: Option<&Bound<'_, PyRetry>>,
-        metadata: Option<&Bound<'_, PyAny>>,
-        token: Option<&Bound<'_, PyAny>>,
-        on_lost: Option<&Bound<'_, PyAny>>,
-        fair: bool,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let o =
-            HandleOptions::parse(ttl, auto_renew, fair, blocking_timeout, retry, metadata, token, on_lost)?;
+        let o = HandleOptions::from_kwargs("Lock()", Kind::Lock, None, options)?;
         let core = Lock::new(client.get().core.clone(), names_of(name)?, o.lock, o.token)?;
         Ok(PyLock::from_core(core, client, o.blocking_timeout))
     }
@@ -310,8 +101,7 @@ impl PyLock {
     ///         ``timeout`` other than ``-1``; an infinite or NaN ``timeout``.
     ///     TypeError: ``blocking`` is not a ``bool``, or ``timeout`` is not
     ///         a number or ``None``.
-    ///     LockConnectionError: Redis could not be reached in time.
-    ///     LockError: Redis answered with an error.
+    #[doc = redis_raises!()]
     ///     KeyboardInterrupt: Ctrl-C while waiting (no lock is left behind).
     #[pyo3(signature = (blocking=true, timeout=None))]
     fn acquire(&self, py: Python<'_>, blocking: bool, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
@@ -335,9 +125,7 @@ impl PyLock {
     ///     RuntimeError: awaited with no event loop running.
     ///     ValueError: invalid ``timeout``, raised at the call (before any await).
     ///     TypeError: an argument has the wrong type, raised at the call (before any await).
-    ///     LockConnectionError: Redis could not be reached in time (when
-    ///         awaited).
-    ///     LockError: Redis answered with an error (when awaited).
+    #[doc = awaited_raises!()]
     #[pyo3(signature = (blocking=true, timeout=None))]
     fn aacquire(
         &self,
@@ -368,8 +156,7 @@ impl PyLock {
     ///     LockNotOwned: this handle holds nothing, or its hold had already
     ///         expired or been taken over (the other holder is left alone;
     ///         the hold is then reported lost).
-    ///     LockConnectionError: Redis could not be reached in time.
-    ///     LockError: Redis answered with an error.
+    #[doc = redis_raises!()]
     fn release(&self, py: Python<'_>) -> PyResult<()> {
         let core = self.core.clone();
         wait(py, async move { core.release().await })
@@ -385,9 +172,7 @@ impl PyLock {
     /// Raises:
     ///     RuntimeError: awaited with no event loop running.
     ///     LockNotOwned: as for :meth:`release` (when awaited).
-    ///     LockConnectionError: Redis could not be reached in time (when
-    ///         awaited).
-    ///     LockError: Redis answered with an error (when awaited).
+    #[doc = awaited_raises!()]
     fn arelease(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
         let core = self.core.clone();
         coroutine(py, "Lock.arelease", Cancel::Finish, async move { core.release().await })
@@ -408,8 +193,7 @@ impl PyLock {
     ///         reported lost; it is not brought back).
     ///     ValueError: ``ttl`` is out of range.
     ///     TypeError: ``ttl`` is not a number or ``None``.
-    ///     LockConnectionError: Redis could not be reached in time.
-    ///     LockError: Redis answered with an error.
+    #[doc = redis_raises!()]
     #[pyo3(signature = (ttl=None))]
     fn extend(&self, py: Python<'_>, ttl: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         let (core, ttl) = (self.core.clone(), args::optional_seconds("ttl", ttl)?);
@@ -429,9 +213,7 @@ impl PyLock {
     ///     ValueError: ``ttl`` is out of range, raised at the call (before any await).
     ///     TypeError: ``ttl`` is not a number or ``None``, raised at the call (before any await).
     ///     LockNotOwned: as for :meth:`extend` (when awaited).
-    ///     LockConnectionError: Redis could not be reached in time (when
-    ///         awaited).
-    ///     LockError: Redis answered with an error (when awaited).
+    #[doc = awaited_raises!()]
     #[pyo3(signature = (ttl=None))]
     fn aextend(&self, py: Python<'_>, ttl: Option<&Bound<'_, PyAny>>) -> PyResult<Py<Operation>> {
         let (core, ttl) = (self.core.clone(), args::optional_seconds("ttl", ttl)?);
@@ -446,23 +228,13 @@ impl PyLock {
     ///     ``True`` when some holder, this handle or another, holds a name.
     ///
     /// Raises:
-    ///     LockConnectionError: Redis could not be reached in time.
-    ///     LockError: Redis answered with an error.
+    #[doc = redis_raises!()]
     fn locked(&self, py: Python<'_>) -> PyResult<bool> {
         let core = self.core.clone();
         wait(py, async move { core.locked().await })
     }
 
-    /// Asyncio version of :meth:`locked`.
-    ///
-    /// Returns:
-    ///     A future of whether anyone holds the lock now.
-    ///
-    /// Raises:
-    ///     RuntimeError: awaited with no event loop running.
-    ///     LockConnectionError: Redis could not be reached in time (when
-    ///         awaited).
-    ///     LockError: Redis answered with an error (when awaited).
+    #[doc = asyncio_twin!("locked", "A future of whether anyone holds the lock now.")]
     fn alocked(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
         let core = self.core.clone();
         coroutine(py, "Lock.alocked", Cancel::Drop, async move { core.locked().await })
@@ -476,23 +248,13 @@ impl PyLock {
     ///     ``True`` when this handle's token holds every name of the lock.
     ///
     /// Raises:
-    ///     LockConnectionError: Redis could not be reached in time.
-    ///     LockError: Redis answered with an error.
+    #[doc = redis_raises!()]
     fn owned(&self, py: Python<'_>) -> PyResult<bool> {
         let core = self.core.clone();
         wait(py, async move { core.owned().await })
     }
 
-    /// Asyncio version of :meth:`owned`.
-    ///
-    /// Returns:
-    ///     A future of whether this handle holds the lock now.
-    ///
-    /// Raises:
-    ///     RuntimeError: awaited with no event loop running.
-    ///     LockConnectionError: Redis could not be reached in time (when
-    ///         awaited).
-    ///     LockError: Redis answered with an error (when awaited).
+    #[doc = asyncio_twin!("owned", "A future of whether this handle holds the lock now.")]
     fn aowned(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
         let core = self.core.clone();
         coroutine(py, "Lock.aowned", Cancel::Drop, async move { core.owned().await })
@@ -508,23 +270,13 @@ impl PyLock {
     ///     does not hold the lock.
     ///
     /// Raises:
-    ///     LockConnectionError: Redis could not be reached in time.
-    ///     LockError: Redis answered with an error.
+    #[doc = redis_raises!()]
     fn ttl(&self, py: Python<'_>) -> PyResult<Option<f64>> {
         let core = self.core.clone();
         wait(py, async move { Ok(core.remaining().await?.map(|d| d.as_secs_f64())) })
     }
 
-    /// Asyncio version of :meth:`ttl`.
-    ///
-    /// Returns:
-    ///     A future of the seconds left on this handle's hold, or ``None``.
-    ///
-    /// Raises:
-    ///     RuntimeError: awaited with no event loop running.
-    ///     LockConnectionError: Redis could not be reached in time (when
-    ///         awaited).
-    ///     LockError: Redis answered with an error (when awaited).
+    #[doc = asyncio_twin!("ttl", "A future of the seconds left on this handle's hold, or ``None``.")]
     fn attl(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
         let core = self.core.clone();
         coroutine(py, "Lock.attl", Cancel::Drop, async move {
@@ -558,8 +310,7 @@ impl PyLock {
     ///     :class:`LockInfo`, or ``None`` for a free name.
     ///
     /// Raises:
-    ///     LockConnectionError: Redis could not be reached in time.
-    ///     LockError: Redis answered with an error.
+    #[doc = redis_raises!()]
     fn inspect(&self, py: Python<'_>) -> PyResult<Vec<Option<LockInfo>>> {
         let core = self.core.clone();
         wait(py, async move {
@@ -644,20 +395,7 @@ impl PyLock {
         self.client.clone_ref(py)
     }
 
-    /// Take the lock, waiting up to ``blocking_timeout``.
-    ///
-    /// Blocks like :meth:`acquire`: the GIL is released, and Ctrl-C raises
-    /// ``KeyboardInterrupt`` within 50 ms, leaving no lock behind.
-    ///
-    /// Returns:
-    ///     This lock.
-    ///
-    /// Raises:
-    ///     LockNotAcquired: the lock was not taken within ``blocking_timeout``,
-    ///         or the :class:`Retry` strategy ran out of attempts.
-    ///     LockConnectionError: Redis could not be reached in time.
-    ///     LockError: Redis answered with an error.
-    ///     KeyboardInterrupt: Ctrl-C while waiting.
+    #[doc = enter_doc!()]
     fn __enter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, Self>> {
         let me = slf.get();
         if acquire_blocking(slf.py(), &me.core, me.entry_wait()?)? {
@@ -667,26 +405,7 @@ impl PyLock {
         }
     }
 
-    /// Release the lock; never suppresses the block's exception.
-    ///
-    /// The GIL is released while waiting for Redis.
-    ///
-    /// Args:
-    ///     exc_type: the type of the exception that ended the block, or ``None``.
-    ///     exc: that exception, or ``None``.
-    ///     tb: its traceback, or ``None``.
-    ///
-    /// Returns:
-    ///     ``False``.
-    ///
-    /// Raises:
-    ///     LockLost: the hold was lost while the block ran and the block
-    ///         raised nothing itself (its own exception propagates instead,
-    ///         noted with the loss).
-    ///     LockNotOwned: the handle held nothing any more at the end of the
-    ///         block (it was released inside the block).
-    ///     LockConnectionError: Redis could not be reached in time.
-    ///     LockError: Redis answered with an error.
+    #[doc = exit_doc!()]
     #[pyo3(signature = (*exc))]
     fn __exit__(&self, py: Python<'_>, exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
         let core = self.core.clone();
@@ -695,80 +414,12 @@ impl PyLock {
         finish(&self.core, released, body_raised)
     }
 
-    /// Take the lock without blocking the event loop, waiting up to
-    /// ``blocking_timeout``.
-    ///
-    /// Until the block ends, a loss of the hold cancels the task running the
-    /// block (``CancelledError`` inside it); ``__aexit__`` then raises
-    /// :class:`LockLost` instead. Cancelling the task while it waits to enter
-    /// leaves no lock behind.
-    ///
-    /// Returns:
-    ///     A future of this lock.
-    ///
-    /// Raises:
-    ///     RuntimeError: awaited with no event loop running.
-    ///     LockNotAcquired: the lock was not taken within ``blocking_timeout``,
-    ///         or the :class:`Retry` strategy ran out of attempts (when
-    ///         awaited).
-    ///     LockConnectionError: Redis could not be reached in time (when
-    ///         awaited).
-    ///     LockError: Redis answered with an error (when awaited).
+    #[doc = aenter_doc!()]
     fn __aenter__(slf: &Bound<'_, Self>) -> PyResult<Py<Operation>> {
-        let py = slf.py();
-        let me = slf.get();
-        let asyncio = py.import("asyncio")?;
-        let task = asyncio.call_method0("current_task")?;
-        let event_loop = asyncio.call_method0("get_running_loop")?.unbind();
-        let scope = Py::new(py, LossScope::new(task.unbind()))?;
-        let hook_scope = scope.clone_ref(py);
-        let enter_scope = scope.clone_ref(py);
-        let (core, wait_for, slot) = (me.core.clone(), me.entry_wait()?, me.scope.clone());
-        let not_acquired = me.not_acquired();
-        let handle = slf.clone().unbind();
-        let undo = undo_acquire(&me.core);
-        let fut = async move {
-            let adopting = core.is_restored();
-            if !core.acquire(wait_for).await? {
-                return Err(not_acquired);
-            }
-            *slot.lock().unwrap() = Some(scope);
-            if let Some(lease) = core.lease() {
-                lease.on_lost(Box::new(move |_| {
-                    call_soon(move |py| {
-                        let _ = event_loop.call_method1(py, "call_soon_threadsafe", (hook_scope,));
-                    });
-                }));
-            }
-            Ok((Entered { handle, scope: enter_scope }, !adopting))
-        };
-        undoable(py, "Lock.__aenter__", Cancel::Drop, fut, Some(undo))
+        scope::enter(slf)
     }
 
-    /// Release the lock; never suppresses the block's exception.
-    ///
-    /// The release goes through even when the task is cancelled meanwhile.
-    /// If the block was cancelled because the hold was lost, that
-    /// cancellation is taken back (``Task.uncancel`` on Python 3.11+) and
-    /// :class:`LockLost` is raised in its place; a cancellation from
-    /// elsewhere propagates unchanged.
-    ///
-    /// Args:
-    ///     exc_type: the type of the exception that ended the block, or ``None``.
-    ///     _exc: that exception, or ``None``.
-    ///     _tb: its traceback, or ``None``.
-    ///
-    /// Returns:
-    ///     A future of ``False``.
-    ///
-    /// Raises:
-    ///     RuntimeError: awaited with no event loop running.
-    ///     LockLost: the hold was lost while the block ran (when awaited).
-    ///     LockNotOwned: the handle held nothing any more at the end of the
-    ///         block (it was released inside the block) (when awaited).
-    ///     LockConnectionError: Redis could not be reached in time (when
-    ///         awaited).
-    ///     LockError: Redis answered with an error (when awaited).
+    #[doc = aexit_doc!()]
     #[pyo3(signature = (exc_type, exc=None, _tb=None))]
     fn __aexit__(
         &self,
@@ -777,26 +428,7 @@ impl PyLock {
         exc: Option<&Bound<'_, PyAny>>,
         _tb: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<Operation>> {
-        let mut body_raised = exc.filter(|e| !e.is_none()).map(|e| e.clone().unbind());
-        if let Some(scope) = self.scope.lock().unwrap().take() {
-            let scope = scope.get();
-            scope.inside.store(false, Ordering::SeqCst);
-            let cancelled = py.import("asyncio")?.getattr("CancelledError")?;
-            let ours = scope.fired.load(Ordering::SeqCst) && !exc_type.is_none() && exc_type.is(&cancelled);
-            if ours {
-                // Our own cancellation, not the body's exception: LockLost replaces it.
-                body_raised = None;
-                if scope.task.bind(py).hasattr("uncancel")? {
-                    scope.task.call_method0(py, "uncancel")?;
-                }
-            }
-        }
-        let core = self.core.clone();
-        let fut = async move {
-            let released = core.release().await.map_err(PyErr::from);
-            finish(&core, released, body_raised).map(|v| (v, false))
-        };
-        undoable(py, "Lock.__aexit__", Cancel::Finish, fut, None)
+        scope::exit(self, py, exc_type, exc)
     }
 
     fn __repr__(&self) -> String {

@@ -59,6 +59,8 @@ pub mod _ferrolock {
     #[pymodule_export]
     use super::coro::Operation;
     #[pymodule_export]
+    use super::options::_handle_options;
+    #[pymodule_export]
     use super::runtime::_at_exit;
     #[pymodule_export]
     use super::semaphore::_semaphore;

@@ -1,5 +1,13 @@
-//! The options every lock handle takes (`Lock(...)`, `RWMutex.read(...)`,
-//! `RWMutex.write(...)`), checked in one place.
+//! The options every lock handle takes (`Lock(...)`, `RWMutex(...)` and its
+//! `read` / `write` handles, `Client.semaphore`, an election's candidates):
+//! written once, in [`handle_options!`], and checked in one place.
+//!
+//! From that one table come the text signatures (`help()`,
+//! `inspect.signature`), the `Args:` entries of the docstrings, the runtime
+//! check of the keywords ([`HandleOptions::from_kwargs`]) and, through
+//! `_handle_options()`, the stubs' `TypedDict`s and the table in
+//! `docs/api.md` (`make options` runs `scripts/gen_options.py`, which
+//! rewrites them; `tests/test_options.py` fails when they drift apart).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,9 +22,215 @@ use super::args;
 use super::retry::PyRetry;
 use super::runtime::call_soon;
 
-/// The keyword arguments a handle accepts.
-pub const NAMES: [&str; 8] =
-    ["ttl", "auto_renew", "blocking_timeout", "retry", "metadata", "token", "on_lost", "fair"];
+/// The table of handle options, handed to `render!` in the form `mode`
+/// asks for. Each entry: name, Python type (as the stubs write it), default
+/// (as Python writes it), the kinds of handle that take it, and its doc
+/// (continuation lines indented for a docstring's `Args:` section).
+///
+/// Kinds: `lock` (`Lock`, `Client.lock` / `multi_lock` / `semaphore`, an
+/// election's candidates), `rwmutex` (the `RWMutex` constructor: defaults of
+/// its handles, and the mutex's own settings) and `handle` (`RWMutex.read`,
+/// `write`, `try_read`, `try_write`).
+macro_rules! handle_options {
+    ($($mode:tt)*) => { $crate::py::options::render! { [$($mode)*]
+        (ttl, "_Seconds | None", "None", [lock rwmutex handle],
+            "seconds a hold lasts without renewal, between 0.001 and\n        \
+             366 days; ``None`` means 30 seconds.")
+        (auto_renew, "bool", "True", [lock rwmutex handle],
+            "when ``True`` (the default) the hold is renewed every\n        \
+             ``ttl / 3`` for as long as it is held; when ``False`` it\n        \
+             expires after ``ttl`` and is then reported lost.")
+        (blocking_timeout, "_Seconds | None", "None", [lock rwmutex handle],
+            "the most seconds that ``with`` / ``async with``\n        \
+             wait to take the lock (non-negative and finite; 0 means a\n        \
+             single attempt); ``None`` (the default) waits forever. Does not\n        \
+             apply to :meth:`Lock.acquire`.")
+        (retry, "Retry | None", "None", [lock rwmutex handle],
+            "how long to wait between attempts while the lock is busy;\n        \
+             ``None`` means ``Retry.exponential(0.002, 0.1)``.")
+        (metadata, "str | None", "None", [lock rwmutex handle],
+            "text stored beside the owner token (at most 65536 bytes),\n        \
+             readable by anyone with :meth:`Lock.inspect`; ``None`` for none\n        \
+             (an RWMutex stores it with writers only).")
+        (token, "str | None", "None", [lock handle],
+            "the owner token of a hold taken elsewhere (another handle,\n        \
+             process or machine), 1 to 512 bytes. The new handle then\n        \
+             starts out holding it without any call to Redis: it can\n        \
+             :meth:`Lock.release` or :meth:`Lock.extend` it, and\n        \
+             :meth:`Lock.acquire` adopts the hold (keeping its fence) and starts\n        \
+             renewing it. A restored hold is not renewed, and ``on_lost`` is not\n        \
+             called for it, until it is adopted. ``None`` (the default) for a\n        \
+             handle that holds nothing.")
+        (on_lost, "Callable[[], object] | None", "None", [lock rwmutex handle],
+            "called once, with no arguments, when a hold of this\n        \
+             handle is lost. It runs on a background thread (neither the\n        \
+             caller's thread nor the event loop's), with the GIL; an\n        \
+             exception it raises goes to :func:`sys.unraisablehook`.")
+        (fair, "bool", "False", [lock rwmutex],
+            "take turns in arrival order, across processes. Waiters\n        \
+             queue in Redis. A release hands over straight to the oldest\n        \
+             live waiter (an RWMutex's: every reader queued before the next\n        \
+             writer), so no newcomer can barge in. A waiter that dies or gives\n        \
+             up loses its place; a dead waiter keeps it for at most\n        \
+             min(ttl, 2 s). Use it with one name, on every handle of that name\n        \
+             (an RWMutex takes it as a whole, not per handle).")
+        (writer_preference, "bool | None", "None", [rwmutex],
+            "hold new readers back while a writer waits;\n        \
+             ``None`` means ``True`` (``False`` cannot be combined with ``fair``).")
+    } };
+}
+pub(crate) use handle_options;
+
+/// `handle_options!`'s table in one of its forms:
+/// `keywords KIND`: `", ttl=None, ..."` for a text signature;
+/// `args KIND`: the docstring's `Args:` entries;
+/// `table`: the [`HandleOption`]s.
+macro_rules! render {
+    ([keywords $kind:ident] $(($name:ident, $ty:literal, $default:literal, [$($k:ident)*], $doc:literal))*) => {
+        concat!($($crate::py::options::pick!($kind [$($k)*] (", ", stringify!($name), "=", $default))),*)
+    };
+    ([args $kind:ident] $(($name:ident, $ty:literal, $default:literal, [$($k:ident)*], $doc:literal))*) => {
+        concat!($($crate::py::options::pick!($kind [$($k)*] ("    ", stringify!($name), ": ", $doc, "\n"))),*)
+    };
+    ([table] $(($name:ident, $ty:literal, $default:literal, [$($k:ident)*], $doc:literal))*) => {
+        &[$($crate::py::options::HandleOption {
+            name: stringify!($name),
+            ty: $ty,
+            default: $default,
+            kinds: &[$(stringify!($k)),*],
+            doc: $doc,
+        }),*]
+    };
+}
+pub(crate) use render;
+
+/// `concat!` of `parts` when `kind` is among the kinds listed, else `""`.
+macro_rules! pick {
+    (lock [lock $($rest:ident)*] $parts:tt) => { concat! $parts };
+    (rwmutex [rwmutex $($rest:ident)*] $parts:tt) => { concat! $parts };
+    (handle [handle $($rest:ident)*] $parts:tt) => { concat! $parts };
+    ($kind:ident [$first:ident $($rest:ident)*] $parts:tt) => {
+        $crate::py::options::pick!($kind [$($rest)*] $parts)
+    };
+    ($kind:ident [] $parts:tt) => { "" };
+}
+pub(crate) use pick;
+
+/// The keyword-only part of a text signature: `", ttl=None, ..."`.
+macro_rules! keywords {
+    ($kind:ident) => {
+        $crate::py::options::handle_options!(keywords $kind)
+    };
+}
+pub(crate) use keywords;
+
+/// The `Args:` entries of the options of `kind`, one per line.
+macro_rules! args_doc {
+    ($kind:ident) => {
+        $crate::py::options::handle_options!(args $kind)
+    };
+}
+pub(crate) use args_doc;
+
+/// One handle option, as `handle_options!` lists it.
+pub struct HandleOption {
+    pub name: &'static str,
+    /// The type as the stubs write it.
+    pub ty: &'static str,
+    /// The default as Python writes it.
+    pub default: &'static str,
+    /// Which handles take it: `lock`, `rwmutex`, `handle`.
+    pub kinds: &'static [&'static str],
+    pub doc: &'static str,
+}
+
+/// Every handle option, in the order of the signatures.
+pub const OPTIONS: &[HandleOption] = handle_options!(table);
+
+/// Which handle options a call takes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Lock,
+    RwMutex,
+    Handle,
+}
+
+impl Kind {
+    fn key(self) -> &'static str {
+        match self {
+            Kind::Lock => "lock",
+            Kind::RwMutex => "rwmutex",
+            Kind::Handle => "handle",
+        }
+    }
+
+    fn names(self) -> impl Iterator<Item = &'static str> {
+        OPTIONS.iter().filter(move |o| o.kinds.contains(&self.key())).map(|o| o.name)
+    }
+}
+
+/// The table, for the stub generator and the tests: one
+/// `(name, type, default, kinds, doc)` per option, in signature order.
+#[pyfunction]
+pub fn _handle_options() -> Vec<(&'static str, &'static str, &'static str, Vec<&'static str>, &'static str)> {
+    OPTIONS.iter().map(|o| (o.name, o.ty, o.default, o.kinds.to_vec(), o.doc)).collect()
+}
+
+/// `TypeError` for a keyword `callee` does not take, naming the closest
+/// one it does take (as `difflib.get_close_matches` finds it).
+fn unexpected(py: Python<'_>, callee: &str, key: &str, kind: Kind) -> PyErr {
+    let known: Vec<&str> = kind.names().collect();
+    let close = py
+        .import("difflib")
+        .and_then(|d| d.call_method1("get_close_matches", (key, known, 1)))
+        .and_then(|m| m.get_item(0))
+        .and_then(|m| m.extract::<String>())
+        .ok();
+    let hint = close.map_or(String::new(), |c| format!("; did you mean {c:?}?"));
+    PyTypeError::new_err(format!("{callee} got an unexpected keyword argument {key:?}{hint}"))
+}
+
+/// A `bool` option, or `None` for its default.
+pub fn flag(name: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<bool>> {
+    match v.filter(|v| !v.is_none()) {
+        None => Ok(None),
+        Some(v) if v.is_instance_of::<PyBool>() => v.is_truthy().map(Some),
+        Some(v) => Err(PyTypeError::new_err(format!(
+            "{name} must be bool, got {}",
+            v.get_type().name().map_or_else(|_| "?".into(), |n| n.to_string())
+        ))),
+    }
+}
+
+/// Keyword arguments as a call site got them: `overrides` over `defaults`.
+pub struct Kwargs<'a, 'py> {
+    pub defaults: Option<&'a Bound<'py, PyDict>>,
+    pub overrides: Option<&'a Bound<'py, PyDict>>,
+}
+
+impl<'py> Kwargs<'_, 'py> {
+    /// The value of `name` (`None` is the same as not given).
+    pub fn get(&self, name: &str) -> Option<Bound<'py, PyAny>> {
+        [self.overrides, self.defaults]
+            .into_iter()
+            .flatten()
+            .find_map(|d| d.get_item(name).ok().flatten())
+            .filter(|v| !v.is_none())
+    }
+
+    /// Refuses a keyword that `kind` does not take.
+    pub fn check(&self, callee: &str, kind: Kind) -> PyResult<()> {
+        for d in [self.defaults, self.overrides].into_iter().flatten() {
+            for key in d.keys() {
+                let key: String = key.extract()?;
+                if !kind.names().any(|n| n == key) {
+                    return Err(unexpected(d.py(), callee, &key, kind));
+                }
+            }
+        }
+        Ok(())
+    }
+}
 
 pub struct HandleOptions {
     pub lock: LockOptions,
@@ -27,72 +241,44 @@ pub struct HandleOptions {
 }
 
 impl HandleOptions {
-    #[allow(clippy::too_many_arguments)]
-    pub fn parse(
-        ttl: Option<&Bound<'_, PyAny>>,
-        auto_renew: bool,
-        fair: bool,
-        blocking_timeout: Option<&Bound<'_, PyAny>>,
-        retry: Option<&Bound<'_, PyRetry>>,
-        metadata: Option<&Bound<'_, PyAny>>,
-        token: Option<&Bound<'_, PyAny>>,
-        on_lost: Option<&Bound<'_, PyAny>>,
+    /// From keyword arguments (`defaults` overridden by `overrides`) that
+    /// `callee`, taking the options of `kind`, was given.
+    pub fn from_kwargs(
+        callee: &str,
+        kind: Kind,
+        defaults: Option<&Bound<'_, PyDict>>,
+        overrides: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<HandleOptions> {
+        let kw = Kwargs { defaults, overrides };
+        kw.check(callee, kind)?;
+        Self::parse(&kw)
+    }
+
+    /// The handle options among `kw` (which the caller checked).
+    pub fn parse(kw: &Kwargs<'_, '_>) -> PyResult<HandleOptions> {
         let defaults = LockOptions::default();
+        let retry = match kw.get("retry") {
+            None => defaults.retry,
+            Some(v) => v
+                .cast_into::<PyRetry>()
+                .map_err(|_| PyTypeError::new_err("retry must be a ferrolock.Retry"))?
+                .get()
+                .inner
+                .clone(),
+        };
         let lock = LockOptions {
-            ttl: args::optional_seconds("ttl", ttl)?.unwrap_or(defaults.ttl),
-            auto_renew,
-            fair,
-            retry: retry.map_or(defaults.retry, |r| r.get().inner.clone()),
-            metadata: args::optional_text("metadata", metadata)?,
-            on_lost: on_lost_callback(on_lost)?,
+            ttl: args::optional_seconds("ttl", kw.get("ttl").as_ref())?.unwrap_or(defaults.ttl),
+            auto_renew: flag("auto_renew", kw.get("auto_renew").as_ref())?.unwrap_or(defaults.auto_renew),
+            fair: flag("fair", kw.get("fair").as_ref())?.unwrap_or(defaults.fair),
+            retry,
+            metadata: args::optional_text("metadata", kw.get("metadata").as_ref())?,
+            on_lost: on_lost_callback(kw.get("on_lost").as_ref())?,
         };
         Ok(HandleOptions {
             lock,
-            blocking_timeout: wait_limit(blocking_timeout)?,
-            token: args::optional_text("token", token)?,
+            blocking_timeout: wait_limit(kw.get("blocking_timeout").as_ref())?,
+            token: args::optional_text("token", kw.get("token").as_ref())?,
         })
-    }
-
-    /// From keyword arguments: `defaults` overridden by `overrides`.
-    pub fn from_kwargs(
-        defaults: &Bound<'_, PyDict>,
-        overrides: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<HandleOptions> {
-        let merged = defaults.copy()?;
-        if let Some(o) = overrides {
-            merged.update(o.as_mapping())?;
-        }
-        for key in merged.keys() {
-            let key: String = key.extract()?;
-            if !NAMES.contains(&key.as_str()) {
-                return Err(PyTypeError::new_err(format!("unexpected keyword argument {key:?}")));
-            }
-        }
-        let get = |k: &str| merged.get_item(k).ok().flatten().filter(|v| !v.is_none());
-        let flag = |name: &str, default: bool| match get(name) {
-            None => Ok(default),
-            Some(v) if v.is_instance_of::<PyBool>() => v.is_truthy(),
-            Some(_) => Err(PyTypeError::new_err(format!("{name} must be bool"))),
-        };
-        let (auto_renew, fair) = (flag("auto_renew", true)?, flag("fair", false)?);
-        let retry = match get("retry") {
-            None => None,
-            Some(v) => Some(
-                v.cast_into::<PyRetry>()
-                    .map_err(|_| PyTypeError::new_err("retry must be a ferrolock.Retry"))?,
-            ),
-        };
-        Self::parse(
-            get("ttl").as_ref(),
-            auto_renew,
-            fair,
-            get("blocking_timeout").as_ref(),
-            retry.as_ref(),
-            get("metadata").as_ref(),
-            get("token").as_ref(),
-            get("on_lost").as_ref(),
-        )
     }
 }
 

@@ -10,9 +10,10 @@ use super::args;
 use super::client::PyClient;
 use super::coro::{coroutine, Cancel, Operation};
 use super::lock::PyLock;
-use super::options::HandleOptions;
+use super::options::{args_doc, flag, keywords, HandleOptions, Kind, Kwargs};
 use super::runtime::wait;
 
+#[doc = concat!("RWMutex(client, name, *", keywords!(rwmutex), ")\n--\n")]
 /// A read/write mutex: any number of readers together, or one writer.
 ///
 /// ``read()`` and ``write()`` return :class:`Lock` handles, which wait, hold,
@@ -48,16 +49,7 @@ use super::runtime::wait;
 /// Args:
 ///     client: the :class:`Client` to use.
 ///     name: the mutex name: a non-empty ``str`` of at most 4096 bytes.
-///     writer_preference: hold new readers back while a writer waits
-///         (default ``True``).
-///     fair: serve readers and writers in arrival order (see above).
-///     ttl: see :class:`Lock`.
-///     auto_renew: see :class:`Lock`.
-///     blocking_timeout: see :class:`Lock`.
-///     retry: see :class:`Lock`.
-///     metadata: see :class:`Lock` (stored with writers only).
-///     on_lost: see :class:`Lock`.
-///
+#[doc = args_doc!(rwmutex)]
 /// Raises:
 ///     TypeError: an argument has the wrong type, an unknown keyword was
 ///         given, or ``token`` was given here rather than to ``read()`` /
@@ -75,7 +67,8 @@ pub struct PyRwMutex {
 impl PyRwMutex {
     fn handle(&self, py: Python<'_>, write: bool, overrides: Option<&Bound<'_, PyDict>>) -> PyResult<PyLock> {
         refuse_fair(overrides)?;
-        let o = HandleOptions::from_kwargs(self.defaults.bind(py), overrides)?;
+        let callee = if write { "RWMutex.write()" } else { "RWMutex.read()" };
+        let o = HandleOptions::from_kwargs(callee, Kind::Handle, Some(self.defaults.bind(py)), overrides)?;
         let core = if write { self.core.write(o.lock, o.token)? } else { self.core.read(o.lock, o.token)? };
         Ok(PyLock::from_core(core, self.client.bind(py), o.blocking_timeout))
     }
@@ -106,26 +99,31 @@ fn refuse_fair(options: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
 #[pymethods]
 impl PyRwMutex {
     #[new]
-    #[pyo3(
-        signature = (client, name, *, writer_preference=None, fair=false, **options),
-        text_signature = "(client, name, *, writer_preference=None, fair=False, ttl=None, auto_renew=True, blocking_timeout=None, retry=None, metadata=None, on_lost=None)"
-    )]
+    #[pyo3(signature = (client, name, **options), text_signature = None)]
     fn new(
         client: &Bound<'_, PyClient>,
         name: &Bound<'_, PyAny>,
-        writer_preference: Option<bool>,
-        fair: bool,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let py = client.py();
+        let kw = Kwargs { defaults: None, overrides: options };
+        if options.map_or(Ok(false), |o| o.contains("token"))? {
+            return Err(PyTypeError::new_err("token restores one handle: pass it to read() or write()"));
+        }
+        kw.check("RWMutex()", Kind::RwMutex)?;
+        let parsed = HandleOptions::parse(&kw)?;
+        let fair = flag("fair", kw.get("fair").as_ref())?.unwrap_or(false);
+        let writer_preference = flag("writer_preference", kw.get("writer_preference").as_ref())?;
+        // What is left are the handles' defaults.
         let defaults = match options {
             Some(o) => o.copy()?,
             None => PyDict::new(py),
         };
-        if defaults.contains("token")? {
-            return Err(PyTypeError::new_err("token restores one handle: pass it to read() or write()"));
+        for own in ["fair", "writer_preference"] {
+            if defaults.contains(own)? {
+                defaults.del_item(own)?;
+            }
         }
-        let parsed = HandleOptions::from_kwargs(&defaults, None)?;
         let (core, name) = (client.get().core.clone(), args::name(name)?);
         let core = match (fair, writer_preference) {
             (false, preference) => RwMutex::new(core, name, preference.unwrap_or(true))?,
@@ -142,34 +140,38 @@ impl PyRwMutex {
         Ok(PyRwMutex { core, client: client.clone().unbind(), defaults: defaults.unbind() })
     }
 
+    #[doc = concat!("read($self, *", keywords!(handle), ")\n--\n")]
     /// A read handle, shared with other readers, not holding yet.
     ///
     /// Keyword arguments override the mutex's defaults for this handle.
-    #[pyo3(signature = (**options), text_signature = "($self, *, ttl=None, auto_renew=True, blocking_timeout=None, retry=None, metadata=None, token=None, on_lost=None)")]
+    #[pyo3(signature = (**options), text_signature = None)]
     fn read(&self, py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyResult<PyLock> {
         self.handle(py, false, options)
     }
 
+    #[doc = concat!("write($self, *", keywords!(handle), ")\n--\n")]
     /// A write handle, exclusive against readers and writers, not holding yet.
     ///
     /// Keyword arguments override the mutex's defaults for this handle.
-    #[pyo3(signature = (**options), text_signature = "($self, *, ttl=None, auto_renew=True, blocking_timeout=None, retry=None, metadata=None, token=None, on_lost=None)")]
+    #[pyo3(signature = (**options), text_signature = None)]
     fn write(&self, py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyResult<PyLock> {
         self.handle(py, true, options)
     }
 
+    #[doc = concat!("try_read($self, *", keywords!(handle), ")\n--\n")]
     /// One attempt to read now: a read handle already holding, or ``None``.
     ///
     /// The GIL is released during the single round trip.
-    #[pyo3(signature = (**options), text_signature = "($self, *, ttl=None, auto_renew=True, blocking_timeout=None, retry=None, metadata=None, token=None, on_lost=None)")]
+    #[pyo3(signature = (**options), text_signature = None)]
     fn try_read(&self, py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Option<PyLock>> {
         self.attempt(py, false, options)
     }
 
+    #[doc = concat!("try_write($self, *", keywords!(handle), ")\n--\n")]
     /// One attempt to write now: a write handle already holding, or ``None``.
     ///
     /// Leaves no intent behind when it fails.
-    #[pyo3(signature = (**options), text_signature = "($self, *, ttl=None, auto_renew=True, blocking_timeout=None, retry=None, metadata=None, token=None, on_lost=None)")]
+    #[pyo3(signature = (**options), text_signature = None)]
     fn try_write(&self, py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Option<PyLock>> {
         self.attempt(py, true, options)
     }

@@ -7,18 +7,19 @@ use pyo3::types::PyDict;
 use super::args;
 use super::client::PyClient;
 use super::lock::PyLock;
-use super::options::HandleOptions;
+use super::options::{keywords, HandleOptions, Kind};
 
+#[doc = concat!("_semaphore(client, name, permits, *", keywords!(lock), ")\n--\n")]
 /// A handle on one permit of the semaphore ``name`` (see ``Client.semaphore``).
 #[pyfunction]
-#[pyo3(signature = (client, name, permits, **options))]
+#[pyo3(signature = (client, name, permits, **options), text_signature = None)]
 pub fn _semaphore(
     client: &Bound<'_, PyClient>,
     name: &Bound<'_, PyAny>,
     permits: u32,
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<PyLock> {
-    let o = HandleOptions::from_kwargs(&PyDict::new(client.py()), options)?;
+    let o = HandleOptions::from_kwargs("Client.semaphore()", Kind::Lock, None, options)?;
     let core =
         crate::semaphore::permit(client.get().core.clone(), args::name(name)?, permits, o.lock, o.token)?;
     Ok(PyLock::from_core(core, client, o.blocking_timeout))

@@ -1,0 +1,133 @@
+//! Where finished operations wake their event loop: one [`Port`] per loop
+//! (a queue and a socket pair the loop watches with `add_reader`), drained
+//! by one callback that completes every queued task's asyncio future.
+
+use std::cell::RefCell;
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::sync::{Arc, Mutex};
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+
+use super::{locked, Cell};
+
+/// Where wakers hand operations to one event loop: a queue, and a socket
+/// pair whose reading end the loop watches.
+pub(super) struct Port {
+    reader: UnixStream,
+    writer: UnixStream,
+    ready: Mutex<Vec<Arc<Cell>>>,
+}
+
+impl Port {
+    fn new() -> std::io::Result<Port> {
+        let (reader, writer) = UnixStream::pair()?;
+        reader.set_nonblocking(true)?;
+        writer.set_nonblocking(true)?;
+        Ok(Port { reader, writer, ready: Mutex::new(Vec::new()) })
+    }
+
+    pub(super) fn push(&self, cell: Arc<Cell>) {
+        let first = {
+            let mut ready = locked(&self.ready);
+            ready.push(cell);
+            ready.len() == 1
+        };
+        if first {
+            // A full buffer already holds a byte that will wake the loop.
+            let _ = (&self.writer).write(&[1]);
+        }
+    }
+}
+
+/// Called by the event loop when its port's socket is readable: completes
+/// the asyncio future of every operation whose result came in since.
+#[pyclass(frozen)]
+struct Drain {
+    port: Arc<Port>,
+}
+
+#[pymethods]
+impl Drain {
+    fn __call__(&self, py: Python<'_>) {
+        let mut buf = [0u8; 256];
+        loop {
+            match (&self.port.reader).read(&mut buf) {
+                Ok(n) if n == buf.len() => {}
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                _ => break,
+            }
+        }
+        let ready = std::mem::take(&mut *locked(&self.port.ready));
+        for cell in ready {
+            let parked = {
+                let mut inner = locked(&cell.inner);
+                inner.queued = false;
+                inner.parked.take()
+            };
+            if let Some((future, _)) = parked {
+                // One failure must not strand the other waiting tasks.
+                if let Err(e) = wake(py, future.bind(py)) {
+                    e.write_unraisable(py, Some(future.bind(py)));
+                }
+            }
+        }
+    }
+}
+
+/// Completes the asyncio future a task waits on (unless it was cancelled).
+fn wake(py: Python<'_>, future: &Bound<'_, PyAny>) -> PyResult<()> {
+    if !future.call_method0(intern!(py, "done"))?.is_truthy()? {
+        future.call_method1(intern!(py, "set_result"), (py.None(),))?;
+    }
+    Ok(())
+}
+
+/// The port of the event loop running on this thread.
+struct LoopPort {
+    pid: u32,
+    event_loop: Py<PyAny>,
+    port: Arc<Port>,
+}
+
+thread_local! {
+    static LOOP_PORT: RefCell<Option<LoopPort>> = const { RefCell::new(None) };
+}
+
+/// The running event loop and its port, made (and watched) on first use.
+pub(super) fn loop_port(py: Python<'_>) -> PyResult<(Py<PyAny>, Arc<Port>)> {
+    static GET_RUNNING_LOOP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let get = GET_RUNNING_LOOP
+        .get_or_try_init(py, || py.import("asyncio")?.getattr("get_running_loop").map(Bound::unbind))?;
+    let running = get.call0(py)?;
+    let pid = crate::pid::current();
+    LOOP_PORT.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        if let Some(lp) = cell.as_ref() {
+            if lp.pid == pid && lp.event_loop.is(&running) {
+                return Ok((running, lp.port.clone()));
+            }
+        }
+        if let Some(old) = cell.take() {
+            if old.pid == pid {
+                // An earlier loop of this thread: stop it watching our socket.
+                let old_loop = old.event_loop.bind(py);
+                if !old_loop.call_method0("is_closed").and_then(|c| c.is_truthy()).unwrap_or(true) {
+                    let _ = old_loop.call_method1("remove_reader", (old.port.reader.as_raw_fd(),));
+                }
+            } else {
+                // Inherited across fork: the socket is shared with the parent.
+                std::mem::forget(old);
+            }
+        }
+        let port = Arc::new(Port::new().map_err(|e| PyRuntimeError::new_err(format!("ferrolock: {e}")))?);
+        let drain = Drain { port: port.clone() };
+        running.call_method1(py, "add_reader", (port.reader.as_raw_fd(), drain))?;
+        *cell = Some(LoopPort { pid, event_loop: running.clone_ref(py), port: port.clone() });
+        Ok((running, port))
+    })
+}

@@ -1,0 +1,122 @@
+//! A `Lock` handle's plumbing shared by its methods, `with` and `async with`:
+//! making one, its names read from Python, the blocking acquire, the undo of
+//! an acquire nobody received, and the end of a block.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyString, PyTuple};
+
+use crate::lock::{Lock, Wait};
+
+use super::super::args;
+use super::super::client::PyClient;
+use super::super::errors::LockLost;
+use super::super::errors::LockNotAcquired;
+use super::super::runtime::{runtime, wait, wait_interruptible};
+use super::PyLock;
+
+/// A lock name, or a list or tuple of names (a multi-lock).
+pub(super) fn names_of(name: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    if name.is_instance_of::<PyString>() {
+        return Ok(vec![args::name(name)?]);
+    }
+    if name.is_instance_of::<pyo3::types::PyList>() || name.is_instance_of::<PyTuple>() {
+        return name.try_iter()?.map(|n| args::name(&n?)).collect();
+    }
+    args::name(name).map(|n| vec![n])
+}
+
+/// A blocking acquire that Ctrl-C interrupts, leaving no lock behind. One
+/// attempt without waiting is bounded by the command timeout, as any other
+/// call: it runs inline (see `wait`).
+pub(super) fn acquire_blocking(py: Python<'_>, core: &Arc<Lock>, wait_for: Wait) -> PyResult<bool> {
+    if wait_for == Wait::No {
+        return wait(py, core.acquire(wait_for));
+    }
+    wait_interruptible(py, core.client(), core.acquire(wait_for))
+}
+
+/// Gives back a hold whose acquire nobody received (its awaiter was cancelled).
+pub(super) fn undo_acquire(core: &Arc<Lock>) -> Box<dyn FnOnce() + Send> {
+    let core = core.clone();
+    Box::new(move || {
+        runtime().spawn(async move {
+            let _ = core.release().await;
+        });
+    })
+}
+
+/// The end of a `with` block. A lost hold raises `LockLost`, unless the body
+/// raised an exception of its own: that one propagates (Ctrl-C stays Ctrl-C),
+/// with a note saying the lock was lost too.
+pub(super) fn finish(core: &Lock, released: PyResult<()>, body_raised: Option<Py<PyAny>>) -> PyResult<bool> {
+    let label = core.names().join(", ");
+    let lost = core.lease().filter(|l| l.is_lost()).map(|lease| {
+        let why = lease.lost_reason().unwrap_or_else(|| "its ttl ran out".into());
+        format!("lock {label:?} was lost: {why}")
+    });
+    match (lost, body_raised) {
+        (Some(lost), None) => Err(LockLost::new_err(lost)),
+        (Some(lost), Some(exc)) => {
+            Python::attach(|py| {
+                let exc = exc.bind(py);
+                if exc.hasattr("add_note").unwrap_or(false) {
+                    let _ = exc.call_method1("add_note", (format!("ferrolock: {lost}"),));
+                }
+            });
+            log::warn!("{lost} (while the block raised)");
+            Ok(false)
+        }
+        (None, Some(_)) => {
+            if let Err(e) = released {
+                log::warn!("releasing lock {label:?} failed while the block raised: {e}");
+            }
+            Ok(false)
+        }
+        (None, None) => released.map(|()| false),
+    }
+}
+
+impl PyLock {
+    pub(crate) fn from_core(
+        core: Lock,
+        client: &Bound<'_, PyClient>,
+        blocking_timeout: Option<Duration>,
+    ) -> PyLock {
+        PyLock {
+            core: Arc::new(core),
+            client: client.clone().unbind(),
+            blocking_timeout,
+            scope: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// The core handle (an election's term is one).
+    pub(crate) fn core(&self) -> &Arc<Lock> {
+        &self.core
+    }
+
+    /// One attempt, no waiting (`try_read` / `try_write`).
+    pub(crate) fn take_now(&self, py: Python<'_>) -> PyResult<bool> {
+        acquire_blocking(py, &self.core, Wait::No)
+    }
+
+    fn label(&self) -> String {
+        format!("lock {:?}", self.core.names().join(", "))
+    }
+
+    pub(super) fn entry_wait(&self) -> PyResult<Wait> {
+        match self.blocking_timeout {
+            None => Ok(Wait::Forever),
+            Some(d) => args::deadline(d.as_secs_f64()),
+        }
+    }
+
+    pub(super) fn not_acquired(&self) -> PyErr {
+        let within =
+            self.blocking_timeout.map_or(String::new(), |d| format!(" within {} s", d.as_secs_f64()));
+        LockNotAcquired::new_err(format!("{} was not acquired{within}", self.label()))
+    }
+}
