@@ -28,15 +28,14 @@ class Masters:
         return ferrolock.Client(self.urls, prefix=self.prefix, **options)
 
     def field(self, i: int, name: str, field: str) -> bytes | None:
-        reply = self.servers[i].command("HGET", key(self.prefix, name), field)
-        return None if reply.startswith(b"$-1") else reply.split(b"\r\n")[1]
+        return self.servers[i].command("HGET", key(self.prefix, name), field)
 
     def holders(self, name: str) -> list[bytes | None]:
         return [self.field(i, name, "token") for i in range(len(self.servers))]
 
     def pttls(self, k: str, first: int = 0, end: int | None = None) -> list[int]:
         """How long key `k` has left on masters `first` to `end`, in ms (-2: none)."""
-        return [int(s.command("PTTL", k).split(b"\r\n")[0][1:]) for s in self.servers[first:end]]
+        return [s.command("PTTL", k) for s in self.servers[first:end]]
 
     def restart_empty(self, i: int) -> None:
         server = self.servers[i]

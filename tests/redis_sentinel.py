@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Optional
 from urllib.parse import quote
 
-from ferrolock.testing import RespError, encode, free_port, read_reply
+from ferrolock.testing import Connection, RespError, free_port
 
 SERVICE = "mymaster"
 ADMIN = ("admin", "admin-pw")
@@ -90,12 +90,8 @@ class Node:
     def __call__(self, *args):
         """One command on a fresh connection (as ``admin`` when ACL is on); the
         parsed reply, bulk strings decoded."""
-        with self._open() as s, s.makefile("rb") as f:
-            if self.auth:
-                s.sendall(encode(("AUTH", *self.auth)))
-                read_reply(f)
-            s.sendall(encode(args))
-            return _text(read_reply(f))
+        with Connection(self._open(), self.auth or ()) as conn:
+            return _text(conn(*args))
 
     def start(self, conf: list, binary: str) -> "Node":
         path = os.path.join(self.dir, "node.conf")
