@@ -217,16 +217,16 @@ class Raw:
 def _await(ready: Callable[[], bool], proc: subprocess.Popen, what: str) -> bool:
     """Until `ready()` (True), or `proc` exits (False); RuntimeError after 10 s."""
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            return False
+    while proc.poll() is None:
         try:
-            if ready():
+            if ready() and proc.poll() is None:  # not another process on its port
                 return True
         except OSError:
             pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not start within 10 s")
         time.sleep(0.02)  # the process is starting: nothing to await but its port
-    raise RuntimeError(f"{what} did not start within 10 s")
+    return False
 
 
 class RedisServer:
