@@ -4,8 +4,6 @@ them."""
 
 from __future__ import annotations
 
-import os
-import signal
 from contextlib import contextmanager
 
 import ferrolock
@@ -44,12 +42,11 @@ class Masters:
 
     @contextmanager
     def paused(self, i: int):
-        pid = self.servers[i].proc.pid
-        os.kill(pid, signal.SIGSTOP)
+        self.servers[i].pause()
         try:
             yield
         finally:
-            os.kill(pid, signal.SIGCONT)
+            self.servers[i].resume()
 
     def close(self) -> None:
         for s in self.servers:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -327,9 +328,20 @@ class RedisServer:
             self.port = free_port()  # another process took the port before the server bound it
         raise RuntimeError(f"redis-server exited with {self.proc.returncode}")
 
+    def pause(self) -> None:
+        """SIGSTOP: its port still accepts connections (the kernel queues them), nothing answers."""
+        assert self.proc is not None, "pause a started server"
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT, after :meth:`pause`."""
+        assert self.proc is not None, "resume a started server"
+        os.kill(self.proc.pid, signal.SIGCONT)
+
     def stop(self) -> None:
-        """SIGTERM (SIGKILL if it is not gone within 10 s, stopped say)."""
+        """SIGTERM (a paused server resumed first; SIGKILL if it is not gone within 10 s)."""
         if self.proc and self.proc.poll() is None:
+            self.resume()
             self.proc.terminate()
             try:
                 self.proc.wait(10)
