@@ -193,7 +193,7 @@ def main() -> int:
 
         # 4
         res["watchdog"] = {}
-        wd_url = f"redis://127.0.0.1:{port}/1"
+        wd_url = f"redis://127.0.0.1:{server.port}/1"
         w = step(f"4. watchdog: ferrolock, {params['wd_n']:,} locks for {params['wd_hold']:.0f} s",
                  lambda: watchdog(wd_url, FERRO, params["wd_n"], params["wd_hold"], params["wd_ttl"],
                                   workdir, server.proc.pid))
