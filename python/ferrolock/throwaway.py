@@ -187,7 +187,10 @@ class Raw:
 
     def connect(self) -> Connection:
         """A kept connection to the server, authenticated, on the URL's database."""
-        auth = () if self.password is None else tuple(a for a in (self.username, self.password) if a is not None)
+        if self.password is None:
+            auth: tuple = ()
+        else:
+            auth = (self.username, self.password) if self.username else (self.password,)
         return Connection(self._open(), auth, self.db)
 
     def __call__(self, *args: Any) -> Any:
