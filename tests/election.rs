@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{client, quick};
+use common::{assert_fences_increase, client, quick};
 use ferrolock::election::Election;
 use ferrolock::Wait;
 
@@ -68,15 +68,7 @@ async fn a_second_campaigner_takes_over_with_a_higher_term() {
 async fn terms_increase_across_many_leaders() {
     let c = client().await;
     let e = Election::new(c, "many".into()).unwrap();
-    let mut last = 0;
-    for i in 0..10 {
-        let term = e.candidate(format!("host-{i}"), quick(5000), None).unwrap();
-        assert!(term.acquire(Wait::No).await.unwrap());
-        let number = term.fence().unwrap();
-        assert!(number > last, "term {number} not above {last}");
-        last = number;
-        term.release().await.unwrap();
-    }
+    assert_fences_increase(10, |i| e.candidate(format!("host-{i}"), quick(5000), None).unwrap()).await;
 }
 
 #[tokio::test]

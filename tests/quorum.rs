@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{lock, quick, unique_prefix, Server};
+use common::{assert_fences_increase, lock, quick, unique_prefix, Server};
 use ferrolock::{Client, ClientOptions, Error, Wait};
 
 /// Three masters and the prefix of one test.
@@ -75,15 +75,7 @@ async fn held_on_every_master_refused_to_others_and_released_everywhere() {
 async fn fences_increase_across_holds() {
     let m = Masters::start();
     let c = m.client().await;
-    let mut last = 0;
-    for _ in 0..20 {
-        let l = lock(&c, "fenced", quick(5000));
-        assert!(l.acquire(Wait::No).await.unwrap());
-        let f = l.fence().unwrap();
-        assert!(f > last, "fence {f} not above {last}");
-        last = f;
-        l.release().await.unwrap();
-    }
+    assert_fences_increase(20, |_| lock(&c, "fenced", quick(5000))).await;
 }
 
 #[tokio::test]

@@ -99,6 +99,20 @@ pub fn quick(ttl_ms: u64) -> LockOptions {
     LockOptions { ttl: Duration::from_millis(ttl_ms), ..LockOptions::default() }
 }
 
+/// Takes and releases `n` holds made by `make(i)`, one after another, each
+/// at once: each fence must be above the one before.
+pub async fn assert_fences_increase(n: usize, make: impl Fn(usize) -> Lock) {
+    let mut last = 0;
+    for i in 0..n {
+        let hold = make(i);
+        assert!(hold.acquire(ferrolock::Wait::No).await.unwrap(), "hold {i} not granted");
+        let fence = hold.fence().unwrap();
+        assert!(fence > last, "fence {fence} not above {last}");
+        last = fence;
+        hold.release().await.unwrap();
+    }
+}
+
 /// Polls Redis until the sorted sets `keys` hold `n` members together (another
 /// task's progress, seen from outside).
 pub async fn wait_for_zcard(keys: &[&String], n: usize) {
