@@ -46,9 +46,8 @@ from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT / "examples"))
 sys.path.insert(0, str(HERE))
-from throwaway_redis import start_redis, stop_redis  # noqa: E402
+from ferrolock.throwaway import RedisServer  # noqa: E402
 
 from report import chart, machine_note, redis_server_version, targets, write_report  # noqa: E402
 from scenarios.asyncio_tasks import asyncio_run  # noqa: E402
@@ -128,9 +127,9 @@ def main() -> int:
             print(f"   ({time.monotonic() - t:.1f} s)", flush=True)
 
     try:
-        server, port = start_redis(workdir, "--maxclients", "10000")
-        url = f"redis://127.0.0.1:{port}/0"
-        print(f"redis-server {redis_server_version()} on {url} (pid {server.pid}); {res['machine']}")
+        server = RedisServer(extra=("--maxclients", "10000")).start()
+        url = server.url
+        print(f"redis-server {redis_server_version()} on {url} (pid {server.proc.pid}); {res['machine']}")
         res["fair"] = fair_supported(url)
         print(f"fair=True available: {res['fair']}")
         ferros = [FERRO] + ([FERRO_FAIR] if res["fair"] else [])
@@ -194,10 +193,10 @@ def main() -> int:
 
         # 4
         res["watchdog"] = {}
-        wd_url = f"redis://127.0.0.1:{port}/1"
+        wd_url = f"redis://127.0.0.1:{server.port}/1"
         w = step(f"4. watchdog: ferrolock, {params['wd_n']:,} locks for {params['wd_hold']:.0f} s",
                  lambda: watchdog(wd_url, FERRO, params["wd_n"], params["wd_hold"], params["wd_ttl"],
-                                  workdir, server.pid))
+                                  workdir, server.proc.pid))
         res["watchdog"][FERRO] = w
         if w and w.get("taken") is not None:
             print(f"   {w['taken']}/{w['n']} held, lost {w['lost']}, keys at end {w['keys_at_end']}, "
@@ -206,7 +205,7 @@ def main() -> int:
         flush(url)
         w = step(f"4. watchdog: python-redis-lock, {params['wd_prl_n']:,} locks for {params['wd_hold_prl']:.0f} s",
                  lambda: watchdog(wd_url, PRL, params["wd_prl_n"], params["wd_hold_prl"], params["wd_prl_ttl"],
-                                  workdir, server.pid))
+                                  workdir, server.proc.pid))
         res["watchdog"][PRL] = w
         if w and w.get("taken") is not None:
             print(f"   {w['taken']}/{w['n']} held, keys at end {w['keys_at_end']}, CPU {w['cpu_pct']:.1f} % "
@@ -229,7 +228,7 @@ def main() -> int:
         return 130
     finally:
         if server is not None:
-            stop_redis(server)
+            server.close()
         shutil.rmtree(workdir, ignore_errors=True)
 
     res["elapsed_s"] = time.monotonic() - began

@@ -25,10 +25,7 @@ from __future__ import annotations
 
 import argparse
 import platform
-import shutil
 import statistics
-import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -40,10 +37,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import ferrolock
 import ferrolock.otel
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "examples"))
-from throwaway_redis import start_redis, stop_redis  # noqa: E402
+from ferrolock.throwaway import RedisServer
 
 CONFIGS = ["off", "listener", "otel"]
 
@@ -93,11 +87,9 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=40, help="blocks per configuration")
     p.add_argument("--out", type=Path, default=None, help="also write the markdown table here")
     args = p.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="ferrolock-bench-events-"))
-    redis, port = start_redis(workdir)
     results: dict = {c: [] for c in CONFIGS}
-    try:
-        lock = ferrolock.Client(f"redis://127.0.0.1:{port}/0", prefix="bench:").lock("events")
+    with RedisServer() as redis:
+        lock = ferrolock.Client(redis.url, prefix="bench:").lock("events")
         block(lock, 500)  # warm up: connection, scripts loaded, caches
         switch = Switch()
         for _ in range(args.rounds):
@@ -105,9 +97,6 @@ def main() -> None:
                 switch.to(config)
                 results[config].append(block(lock, args.cycles))
         switch.to("off")
-    finally:
-        stop_redis(redis)
-        shutil.rmtree(workdir, ignore_errors=True)
     fastest, median = min(results["off"]), statistics.median(results["off"])
     lines = [
         f"acquire+release of one lock, one thread: {args.rounds} blocks of {args.cycles} cycles per "

@@ -23,16 +23,13 @@ import os
 import signal
 import statistics
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import redis
 
 import ferrolock
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
-from throwaway_redis import start_redis, stop_redis  # noqa: E402
+from ferrolock.throwaway import RedisServer
 
 PERMITS, PROCS, HOLD_S = 4, 16, 0.001
 
@@ -165,58 +162,51 @@ def replicated(n: int) -> dict:
     """The Lock cycle beside a replica, with and without replicas=1."""
     import asyncio
 
-    with tempfile.TemporaryDirectory() as tmp:
-        master, mport = start_redis(Path(tmp), "--repl-diskless-sync-delay", "0")
-        rdir = Path(tmp) / "replica"
-        rdir.mkdir()
-        replica, _ = start_redis(rdir, "--replicaof", "127.0.0.1", str(mport))
-        url = f"redis://127.0.0.1:{mport}/0"
-        try:
-            r = redis.Redis.from_url(url)
-            deadline = time.monotonic() + 30
-            while r.info("replication").get("connected_slaves", 0) < 1 or \
-                    "online" not in str(r.info("replication").get("slave0", "")):
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the replica did not come online")
-                time.sleep(0.05)  # polling the replica's state: nothing to await
-            out = {}
-            # a patient replica_timeout: WAIT returns as soon as the replica
-            # acknowledges, and a loaded machine must not fail the run
-            patient = {"replicas": 1, "replica_timeout": 1.0}
-            for label, options in (("no replica acknowledgement", {}),
-                                   ("replicas=1 (WAIT behind each grant and renewal)", patient)):
-                client = ferrolock.Client(url, prefix="bench:", **options)
-                lock = client.lock(f"r{len(out)}", ttl=30.0)
+    with RedisServer(extra=("--repl-diskless-sync-delay", "0")) as master, \
+            RedisServer(extra=("--replicaof", "127.0.0.1", str(master.port))) as replica:
+        url = master.url
+        r = redis.Redis.from_url(url)
+        deadline = time.monotonic() + 30
+        while r.info("replication").get("connected_slaves", 0) < 1 or \
+                "online" not in str(r.info("replication").get("slave0", "")):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the replica did not come online")
+            time.sleep(0.05)  # polling the replica's state: nothing to await
+        out = {}
+        # a patient replica_timeout: WAIT returns as soon as the replica
+        # acknowledges, and a loaded machine must not fail the run
+        patient = {"replicas": 1, "replica_timeout": 1.0}
+        for label, options in (("no replica acknowledgement", {}),
+                               ("replicas=1 (WAIT behind each grant and renewal)", patient)):
+            client = ferrolock.Client(url, prefix="bench:", **options)
+            lock = client.lock(f"r{len(out)}", ttl=30.0)
 
-                def blocking():
-                    with lock:
+            def blocking():
+                with lock:
+                    pass
+
+            def inline():
+                lock.acquire(blocking=False)
+                lock.release()
+
+            async def cycles(k: int) -> list:
+                samples = []
+                for _ in range(k):
+                    t = time.perf_counter()
+                    async with lock:
                         pass
+                    samples.append(time.perf_counter() - t)
+                return samples
 
-                def inline():
-                    lock.acquire(blocking=False)
-                    lock.release()
-
-                async def cycles(k: int) -> list:
-                    samples = []
-                    for _ in range(k):
-                        t = time.perf_counter()
-                        async with lock:
-                            pass
-                        samples.append(time.perf_counter() - t)
-                    return samples
-
-                for f in (blocking, inline):
-                    median_us(f, n // 10)  # warm up
-                asyncio.run(cycles(n // 10))
-                out[label] = {
-                    "with lock": median_us(blocking, n),
-                    "acquire(blocking=False) + release (inline)": median_us(inline, n),
-                    "async with lock": statistics.median(asyncio.run(cycles(n))) * 1e6,
-                }
-            return out
-        finally:
-            stop_redis(replica)
-            stop_redis(master)
+            for f in (blocking, inline):
+                median_us(f, n // 10)  # warm up
+            asyncio.run(cycles(n // 10))
+            out[label] = {
+                "with lock": median_us(blocking, n),
+                "acquire(blocking=False) + release (inline)": median_us(inline, n),
+                "async with lock": statistics.median(asyncio.run(cycles(n))) * 1e6,
+            }
+        return out
 
 
 def main() -> None:
@@ -231,27 +221,23 @@ def main() -> None:
         for cycle in results[labels[0]]:
             print(f"| {cycle} | " + " | ".join(f"{results[label][cycle]:.0f}" for label in labels) + " |")
         return
-    with tempfile.TemporaryDirectory() as tmp:
-        proc, port = start_redis(Path(tmp))
-        url = f"redis://127.0.0.1:{port}/0"
-        try:
-            print("## Uncontended acquire + release (median, µs)")
-            for k, v in uncontended(url, 500 if quick else 3000).items():
-                print(f"| {k} | {v:.0f} |")
-            cycles = 20 if quick else 100
-            print(f"\n## {PERMITS} permits, {PROCS} processes x {cycles} cycles, {HOLD_S * 1e3:.0f} ms inside")
-            print("| semaphore | utilisation | max wait (ms) |")
-            print("|---|---|---|")
-            for label, worker, fair in (("ferrolock", _ferro_worker, False),
-                                        ("ferrolock fair=True", _ferro_worker, True),
-                                        ("redis-py INCR/DECR, 1 ms poll", _incr_worker, False)):
-                r = contended(url, worker, fair, cycles)
-                print(f"| {label} | {r['utilisation']:.2f} | {r['max wait ms']:.1f} |")
-            print("\n## Election")
-            for k, v in election(url, 3 if quick else 10).items():
-                print(f"| {k} | {v:.0f} |")
-        finally:
-            stop_redis(proc)
+    with RedisServer() as server:
+        url = server.url
+        print("## Uncontended acquire + release (median, µs)")
+        for k, v in uncontended(url, 500 if quick else 3000).items():
+            print(f"| {k} | {v:.0f} |")
+        cycles = 20 if quick else 100
+        print(f"\n## {PERMITS} permits, {PROCS} processes x {cycles} cycles, {HOLD_S * 1e3:.0f} ms inside")
+        print("| semaphore | utilisation | max wait (ms) |")
+        print("|---|---|---|")
+        for label, worker, fair in (("ferrolock", _ferro_worker, False),
+                                    ("ferrolock fair=True", _ferro_worker, True),
+                                    ("redis-py INCR/DECR, 1 ms poll", _incr_worker, False)):
+            r = contended(url, worker, fair, cycles)
+            print(f"| {label} | {r['utilisation']:.2f} | {r['max wait ms']:.1f} |")
+        print("\n## Election")
+        for k, v in election(url, 3 if quick else 10).items():
+            print(f"| {k} | {v:.0f} |")
 
 
 if __name__ == "__main__":

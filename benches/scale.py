@@ -35,7 +35,6 @@ import random
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -44,7 +43,6 @@ from typing import Any, Dict, List
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the throwaway Redis Cluster of the test suite
-sys.path.insert(0, str(ROOT / "examples"))
 
 TICK = os.sysconf("SC_CLK_TCK")
 # The commands a cycle sends itself (INFO commandstats also counts, apart,
@@ -353,7 +351,8 @@ def main() -> int:
     seconds = args.seconds or (1.5 if args.quick else 3.0)
 
     from redis_cluster import RedisCluster
-    from throwaway_redis import start_redis, stop_redis
+
+    from ferrolock.throwaway import RedisServer
 
     import ferrolock  # noqa: F401  (fail early when the extension is not built)
 
@@ -364,13 +363,13 @@ def main() -> int:
         "bench_clients": max(procs) * args.threads,
         "redis": subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout.split()[2],
     }
-    workdir = Path(tempfile.mkdtemp(prefix="ferrolock-scale-"))
     server = cluster = None
     try:
-        server, port = start_redis(workdir, "--maxclients", "10000")
+        server = RedisServer(extra=("--maxclients", "10000")).start()
+        port = server.port
         cluster = RedisCluster(3).start()
         targets = {
-            "single": (f"redis://127.0.0.1:{port}/0", {port: server.pid}, [port], False),
+            "single": (server.url, {port: server.proc.pid}, [port], False),
             "cluster": (cluster.url, {n.port: n.proc.pid for n in cluster.nodes}, cluster.ports, True),
         }
         print(f"redis-server on port {port}; Cluster on ports {cluster.ports}; load {res['load_before']}")
@@ -382,7 +381,7 @@ def main() -> int:
         own = [k for k in (f"scale:{{n{i}}}" for i in range(20 * args.names)) if first <= key_slot(k) <= last]
         n = 20_000 if args.quick else 60_000
         res["pipelined"] = {
-            "single": pipelined_cost(port, server.pid, [f"scale:{{n{i}}}" for i in range(args.names)], False, n),
+            "single": pipelined_cost(port, server.proc.pid, [f"scale:{{n{i}}}" for i in range(args.names)], False, n),
             "cluster": pipelined_cost(cluster.ports[0], cluster.nodes[0].proc.pid, own[:args.names], True, n),
         }
         print(f"   pipelined cost: {res['pipelined']}", flush=True)
@@ -400,10 +399,9 @@ def main() -> int:
             print(f"   redis-benchmark: {res['redis_benchmark'][target]}", flush=True)
     finally:
         if server is not None:
-            stop_redis(server)
+            server.close()
         if cluster is not None:
             cluster.close()
-        shutil.rmtree(workdir, ignore_errors=True)
     res["load_after"] = "%.2f %.2f %.2f" % os.getloadavg()
     print()
     print(report(res))

@@ -27,7 +27,7 @@ from collections import Counter
 from pathlib import Path
 
 import ferrolock
-from throwaway_redis import start_redis, stop_redis
+from ferrolock.throwaway import RedisServer
 
 WORKERS, CYCLES = 4, 25
 PREFIX = "demo:"
@@ -39,8 +39,6 @@ def check(ok: bool, what: str) -> None:
     if not ok:
         failures.append(what)
 
-
-# -- a throwaway redis-server: loopback only, no persistence, its own temp dir --
 
 # -- 1. contention across processes ------------------------------------------
 
@@ -198,13 +196,13 @@ async def demo_async(client: ferrolock.Client) -> None:
 def main() -> int:
     # `kill` (SIGTERM) unwinds like Ctrl-C, so the finally below still stops redis.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # A throwaway redis-server: loopback only, no persistence, its own temp dir.
+    redis = RedisServer()
     workdir = Path(tempfile.mkdtemp(prefix="ferrolock-demo-"))
-    redis = None
     try:
         began = time.monotonic()
-        redis, port = start_redis(workdir)
-        url = f"redis://127.0.0.1:{port}/0"
-        print(f"ferrolock {ferrolock.__version__}: redis-server started on {url} (pid {redis.pid})")
+        url = redis.start().url
+        print(f"ferrolock {ferrolock.__version__}: redis-server started on {url} (pid {redis.proc.pid})")
         client = ferrolock.Client(url, prefix=PREFIX)
         demo_contention(url, workdir)
         demo_watchdog(client)
@@ -217,8 +215,7 @@ def main() -> int:
         traceback.print_exc()
         failures.append(f"{type(e).__name__}: {e}")
     finally:
-        if redis is not None:
-            stop_redis(redis)
+        redis.close()
         shutil.rmtree(workdir, ignore_errors=True)
     if failures:
         print("demo FAILED: " + "; ".join(failures))

@@ -12,12 +12,9 @@ import os
 import signal
 import sys
 import time
-from pathlib import Path
 
 import ferrolock
-
-sys.path.insert(0, str(Path(__file__).parent))
-from throwaway_redis import redis_url  # noqa: E402
+from ferrolock.throwaway import redis_url
 
 TTL = 1.0
 

@@ -11,12 +11,8 @@ spans print as they end; the metrics once, at the end.
 
 from __future__ import annotations
 
-import shutil
-import sys
-import tempfile
 import threading
 import time
-from pathlib import Path
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, PeriodicExportingMetricReader
@@ -25,19 +21,12 @@ from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProces
 
 import ferrolock
 import ferrolock.otel
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from throwaway_redis import start_redis, stop_redis  # noqa: E402
+from ferrolock.throwaway import RedisServer
 
 
 def main() -> None:
-    workdir = Path(tempfile.mkdtemp(prefix="ferrolock-otel-"))
-    redis, port = start_redis(workdir)
-    try:
-        run(f"redis://127.0.0.1:{port}/0")
-    finally:
-        stop_redis(redis)
-        shutil.rmtree(workdir, ignore_errors=True)
+    with RedisServer() as redis:
+        run(redis.url)
 
 
 def run(url: str) -> None:

@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Optional
 
-from redis_server import free_port
+from ferrolock.testing import free_port
 
 KINDS = ("command", "pubsub")
 

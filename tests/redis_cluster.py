@@ -5,12 +5,10 @@ fails or is told to fail over."""
 
 from __future__ import annotations
 
-import socket
 import time
 from typing import Dict, List, Optional, Tuple
 
-from ferrolock.testing import Raw, encode, read_reply
-from redis_server import RedisServer, free_port
+from ferrolock.testing import Raw, RedisServer, free_port
 
 SLOTS = 16384
 
@@ -35,31 +33,6 @@ def key_slot(key: str) -> int:
         if end > start + 1:
             raw = raw[start + 1:end]
     return crc16(raw) % SLOTS
-
-
-def _parse(buf: bytes, pos: int = 0) -> Tuple[object, int]:
-    """Parse one RESP2 value from buf at pos; returns (value, next pos). Raises ValueError if truncated."""
-    end = buf.index(b"\r\n", pos)
-    kind, line = buf[pos:pos + 1], buf[pos + 1:end]
-    pos = end + 2
-    if kind in (b"+", b"-"):
-        return line, pos
-    if kind == b":":
-        return int(line), pos
-    if kind == b"$":
-        n = int(line)
-        if n < 0:
-            return None, pos
-        if len(buf) < pos + n + 2:
-            raise ValueError("truncated bulk string")
-        return buf[pos:pos + n], pos + n + 2
-    if kind == b"*":
-        items = []
-        for _ in range(max(int(line), 0)):
-            item, pos = _parse(buf, pos)
-            items.append(item)
-        return items, pos
-    raise ValueError(f"unexpected RESP type {kind!r}")
 
 
 class ClusterNode(RedisServer):
@@ -135,8 +108,8 @@ class RedisCluster:
                 return n
         raise KeyError(f"no cluster node on port {port}")
 
-    def command(self, port: int, *args: str) -> bytes:
-        """Send one command to the node on `port` over a fresh connection; returns the raw reply."""
+    def command(self, port: int, *args: str) -> object:
+        """Send one command to the node on `port` over a fresh connection; returns the parsed reply."""
         return self._node(port).command(*args)
 
     def node_port_for(self, key: str) -> int:
@@ -186,11 +159,9 @@ class RedisCluster:
     def read_replica(self, port: int, *args: object) -> object:
         """One read-only command on the replica on `port` (READONLY first,
         on the same connection, so it answers instead of redirecting)."""
-        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-            f = s.makefile("rb")
-            s.sendall(encode(("READONLY",)) + encode(args))
-            read_reply(f)
-            return read_reply(f)
+        with self._node(port).connect() as conn:
+            conn("READONLY")
+            return conn(*args)
 
     def topology(self, port: int) -> Dict[int, List[int]]:
         """What the node on `port` says (CLUSTER NODES): each master's port
@@ -310,7 +281,7 @@ class RedisCluster:
     @staticmethod
     def _expect_ok(node: ClusterNode, *args: str) -> None:
         reply = node.command(*args)
-        if not reply.startswith(b"+OK"):
+        if reply != "OK":
             raise RuntimeError(f"{' '.join(args)} on port {node.port} failed: {reply!r}")
 
     def _formed(self, node: ClusterNode) -> Tuple[bool, str]:
@@ -321,12 +292,7 @@ class RedisCluster:
         )
         if fields.get("cluster_state") != "ok" or fields.get("cluster_known_nodes") != str(self.count):
             return False, info
-        try:
-            slots, _ = _parse(node.command("CLUSTER", "SLOTS"))
-        except (ValueError, IndexError):
-            return False, info  # a partial reply: ask again
-        if not isinstance(slots, list):
-            return False, info
+        slots = node.command("CLUSTER", "SLOTS")
         covered = sum(entry[1] - entry[0] + 1 for entry in slots)
         return covered == SLOTS, info
 

@@ -4,8 +4,6 @@ them."""
 
 from __future__ import annotations
 
-import os
-import signal
 from contextlib import contextmanager
 
 import ferrolock
@@ -28,15 +26,14 @@ class Masters:
         return ferrolock.Client(self.urls, prefix=self.prefix, **options)
 
     def field(self, i: int, name: str, field: str) -> bytes | None:
-        reply = self.servers[i].command("HGET", key(self.prefix, name), field)
-        return None if reply.startswith(b"$-1") else reply.split(b"\r\n")[1]
+        return self.servers[i].command("HGET", key(self.prefix, name), field)
 
     def holders(self, name: str) -> list[bytes | None]:
         return [self.field(i, name, "token") for i in range(len(self.servers))]
 
     def pttls(self, k: str, first: int = 0, end: int | None = None) -> list[int]:
         """How long key `k` has left on masters `first` to `end`, in ms (-2: none)."""
-        return [int(s.command("PTTL", k).split(b"\r\n")[0][1:]) for s in self.servers[first:end]]
+        return [s.command("PTTL", k) for s in self.servers[first:end]]
 
     def restart_empty(self, i: int) -> None:
         server = self.servers[i]
@@ -45,12 +42,11 @@ class Masters:
 
     @contextmanager
     def paused(self, i: int):
-        pid = self.servers[i].proc.pid
-        os.kill(pid, signal.SIGSTOP)
+        self.servers[i].pause()
         try:
             yield
         finally:
-            os.kill(pid, signal.SIGCONT)
+            self.servers[i].resume()
 
     def close(self) -> None:
         for s in self.servers:

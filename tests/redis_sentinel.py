@@ -23,17 +23,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import ssl
-import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import Optional
 from urllib.parse import quote
 
-from ferrolock.testing import RespError, encode, free_port, read_reply
+from ferrolock.testing import Connection, RedisServer, RespError
 
 SERVICE = "mymaster"
 ADMIN = ("admin", "admin-pw")
@@ -60,15 +57,15 @@ def _text(reply):
     return reply
 
 
-class Node:
-    """One redis-server (data node) or redis-sentinel process."""
+class Node(RedisServer):
+    """One redis-server (data node) or redis-sentinel process, started from
+    a config file (the plugin's launcher otherwise: stop, kill, pause...)."""
 
     def __init__(self, tls_dir: Optional[Path], auth: Optional[tuple]):
-        self.port = free_port()
+        super().__init__()
+        self._port_chosen = False  # its config names the port: no other on a clash
         self.tls_dir = tls_dir
         self.auth = auth
-        self.dir = tempfile.mkdtemp(prefix="ferrolock-sentinel-")
-        self.proc: Optional[subprocess.Popen] = None
 
     def tls_lines(self) -> list:
         if self.tls_dir is None:
@@ -87,59 +84,24 @@ class Node:
         ctx = ssl.create_default_context(cafile=str(self.tls_dir / "ca.pem"))
         return ctx.wrap_socket(raw, server_hostname="127.0.0.1")
 
+    def connect(self) -> Connection:
+        """A kept connection, as ``admin`` when ACL is on."""
+        return Connection(self._open(), self.auth or ())
+
     def __call__(self, *args):
-        """One command on a fresh connection (as ``admin`` when ACL is on); the
-        parsed reply, bulk strings decoded."""
-        with self._open() as s, s.makefile("rb") as f:
-            if self.auth:
-                s.sendall(encode(("AUTH", *self.auth)))
-                read_reply(f)
-            s.sendall(encode(args))
-            return _text(read_reply(f))
+        """One command on a fresh connection; the parsed reply, bulk strings decoded."""
+        return _text(self.command(*args))
 
-    def start(self, conf: list, binary: str) -> "Node":
-        path = os.path.join(self.dir, "node.conf")
-        Path(path).write_text("\n".join(conf) + "\n")
-        self.proc = subprocess.Popen([binary, path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{binary} exited with {self.proc.returncode}: {conf}")
-            try:
-                if self("PING") == "PONG":
-                    return self
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, f"{binary} did not start within 10 s"
-            time.sleep(0.02)  # the process is starting: nothing to await but its port
+    def _args(self) -> list:
+        return [self.binary, os.path.join(self.dir, "node.conf")]
 
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-        self.proc = None
-
-    def pause(self) -> None:
-        """SIGSTOP: the port still accepts connections (the kernel queues them), nothing answers."""
-        os.kill(self.proc.pid, signal.SIGSTOP)
-
-    def resume(self) -> None:
-        os.kill(self.proc.pid, signal.SIGCONT)
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGCONT)  # in case a test stopped it
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self.proc = None
-
-    def close(self) -> None:
-        self.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
+    def start(self, conf: list, binary: str) -> "Node":  # type: ignore[override]
+        Path(self.dir, "node.conf").write_text("\n".join(conf) + "\n")
+        self.binary = binary
+        try:
+            return super().start()
+        except RuntimeError as e:
+            raise RuntimeError(f"{binary}: {e}: {conf}") from None
 
 
 class SentinelDeployment:

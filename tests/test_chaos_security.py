@@ -21,8 +21,8 @@ import pytest
 
 import ferrolock
 from ferrolock import LockConnectionError, LockError, LockNotOwned
+from ferrolock.testing import RedisServer
 from helpers import key
-from redis_server import RedisServer
 from tls_certs import TlsRedisServer, make_certs, remove
 
 pytestmark = pytest.mark.chaos
@@ -69,7 +69,7 @@ def test_tls_with_ca_file_round_trip(tls_server, certs, prefix):
     assert repr(client).startswith('Client("rediss://127.0.0.1:')
     round_trip(client)
     # The server has no plain port at all, so the lock really went over TLS.
-    assert tls_server.command("EXISTS", key(prefix, "tls")) == b":0\r\n"
+    assert tls_server.command("EXISTS", key(prefix, "tls")) == 0
 
 
 def test_tls_ca_file_accepts_str_and_pathlike(tls_server, certs, prefix):
@@ -168,7 +168,7 @@ def test_tls_to_plain_port_fails_within_connect_timeout(server, certs, prefix):
         elapsed = time.monotonic() - start
         assert elapsed < 0.5 + 1.0, elapsed
         assert f"127.0.0.1:{server.port}" in str(info.value)
-    assert server.command("PING") == b"+PONG\r\n"  # the server is unharmed
+    assert server.command("PING") == "PONG"  # the server is unharmed
 
 
 def test_plain_to_tls_port_fails_fast(tls_server, prefix):
@@ -204,7 +204,7 @@ def acl_server():
 
 
 def setuser(server, name: str, *rules: str) -> None:
-    assert server.command("ACL", "SETUSER", name, "reset", *rules) == b"+OK\r\n"
+    assert server.command("ACL", "SETUSER", name, "reset", *rules) == "OK"
 
 
 def lock_workload(url: str, prefix: str, renew: bool = False) -> None:
@@ -292,7 +292,7 @@ def test_acl_key_permission_denied_is_clear(acl_server, prefix):
             pass
     with pytest.raises(LockError, match="no permissions"):
         client.inspect("denied")
-    assert acl_server.command("KEYS", f"{prefix}*") == b"*0\r\n"
+    assert acl_server.command("KEYS", f"{prefix}*") == []
 
 
 @pytest.mark.parametrize("dropped", [None] + LOCK_COMMANDS)
@@ -302,7 +302,7 @@ def test_acl_minimal_command_set(acl_server, prefix, dropped):
     allowed = [c for c in LOCK_COMMANDS + LOCK_COMMANDS_RARE if c != dropped]
     user = f"min{dropped or ''}".replace("|", "_")
     setuser(acl_server, user, "on", ">pw", f"~{prefix}*", f"&{prefix}*", "-@all", *("+" + c for c in allowed))
-    assert acl_server.command("SCRIPT", "FLUSH") == b"+OK\r\n"  # so SCRIPT LOAD is needed again
+    assert acl_server.command("SCRIPT", "FLUSH") == "OK"  # so SCRIPT LOAD is needed again
     url = f"redis://{user}:pw@127.0.0.1:{acl_server.port}/0"
     if dropped is None:
         lock_workload(url, prefix, renew=True)
@@ -367,7 +367,7 @@ logging.getLogger("ferrolock").setLevel(logging.DEBUG)
 
 sys.path.insert(0, os.environ["TESTS_DIR"])
 import ferrolock
-from redis_server import RedisServer, free_port
+from ferrolock.testing import RedisServer, free_port
 from tls_certs import TlsRedisServer, make_certs, remove
 
 PASSWORD, WRONG, ACL = os.environ["PW"], os.environ["WRONG"], os.environ["ACL_PW"]

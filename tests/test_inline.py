@@ -37,7 +37,7 @@ def test_threads_share_a_small_pool_of_inline_connections(server, prefix):
     # inline connections were used, at most one per thread that ran at once,
     # not one per call
     assert 1 <= clients(server) - before <= 4
-    assert server.command("KEYS", prefix + "*") in (b"*0\r\n", [])
+    assert server.command("KEYS", prefix + "*") == []
 
 
 def test_a_blocking_acquire_and_an_inline_release_agree(server, prefix):

@@ -19,7 +19,7 @@ from ferrolock import (
     LockNotOwned,
     Retry,
 )
-from redis_server import free_port
+from ferrolock.testing import free_port
 
 pytestmark = pytest.mark.chaos
 
@@ -277,7 +277,7 @@ def test_password_not_in_invalid_url_error(url):
 
 
 def test_password_not_in_repr(prefix):
-    from redis_server import RedisServer
+    from ferrolock.testing import RedisServer
 
     server = RedisServer(password=SECRET).start()
     try:

@@ -646,7 +646,7 @@ def test_processes_increment_file_counter_exactly(redis_url, prefix, raw, tmp_pa
 
 def test_unix_socket_url(prefix, tmp_path):
     """`unix:///path?db=N` reaches a server listening on a socket only."""
-    from redis_server import RedisServer
+    from ferrolock.testing import RedisServer
 
     sock = tmp_path / "redis.sock"
     server = RedisServer(extra=("--unixsocket", str(sock), "--unixsocketperm", "700")).start()

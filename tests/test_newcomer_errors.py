@@ -15,7 +15,7 @@ import pytest
 
 import ferrolock
 from ferrolock import LockConfigurationError, LockConnectionError, LockError
-from redis_server import RedisServer
+from ferrolock.testing import RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "s3cret-Pa55"
@@ -220,7 +220,7 @@ def test_redis_too_old_seen_by_a_user_who_may_not_ask_for_info(old_server):
     """Redis 6.0 refuses HELLO without arguments, and this user may not run INFO:
     the refusal itself tells the server is older than 6.2."""
     assert old_server.command("ACL", "SETUSER", "minimal", "on", ">pw", "~*", "-@all", "+ping",
-                              "+evalsha") == b"+OK\r\n"
+                              "+evalsha") == "OK"
     msg = connect_error(f"redis://minimal:pw@127.0.0.1:{old_server.port}/0")
     assert "older than 6.2" in msg and "upgrade the server" in msg, msg
 

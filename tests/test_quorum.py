@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -23,7 +22,7 @@ import pytest
 
 import ferrolock
 from ferrolock import Retry
-from ferrolock.testing import RedisServer, encode
+from ferrolock.testing import RedisServer, encode, read_reply
 from helpers import LostProbe, key, skewed_clock, wait_for
 from redis_masters import Masters
 
@@ -179,14 +178,14 @@ def test_debug_sleep_on_one_master(masters):
     client = masters.client()
     holder = client.lock("held", ttl=0.6)
     holder.acquire()
-    sleeper = socket.create_connection(("127.0.0.1", masters.servers[2].port))
+    sleeper = masters.servers[2].connect()
     try:
-        sleeper.sendall(encode(("DEBUG", "SLEEP", "1")))
+        sleeper.sock.sendall(encode(("DEBUG", "SLEEP", "1")))
         started = time.monotonic()
         with client.lock("other", ttl=0.6) as other:
             assert other.fence > 0
         assert time.monotonic() - started < 0.5
-        assert sleeper.recv(16).startswith(b"+OK")  # the sleep is over
+        assert read_reply(sleeper.file) == "OK"  # the sleep is over
     finally:
         sleeper.close()
     assert not holder.lost

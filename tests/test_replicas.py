@@ -20,8 +20,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 import ferrolock
 import ferrolock.otel
-from ferrolock.testing import Raw
-from redis_server import RedisServer
+from ferrolock.testing import Raw, RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent
 # replica_timeout where a test expects the paused replica not to acknowledge

@@ -14,7 +14,6 @@ import os
 import random
 import select
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -25,6 +24,7 @@ import pytest
 
 import ferrolock
 from ferrolock import LockLost, LockNotAcquired, LockNotOwned, Retry
+from ferrolock.testing import read_reply
 from helpers import LostProbe, key, wait_for
 
 FAST = Retry.exponential(0.001, 0.01)
@@ -584,22 +584,11 @@ class KeyEvents:
 
     def __init__(self, server, prefix: str):
         server.command("CONFIG", "SET", "notify-keyspace-events", "KA")
-        self.sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
-        self.file = self.sock.makefile("rb")
-        pattern = f"__keyspace@0__:{prefix}*".encode()
-        self.sock.sendall(b"*2\r\n$10\r\nPSUBSCRIBE\r\n$%d\r\n%s\r\n" % (len(pattern), pattern))
-        assert self._read()[0] == b"psubscribe"
+        self.conn = server.connect()
+        assert self.conn("PSUBSCRIBE", f"__keyspace@0__:{prefix}*")[0] == b"psubscribe"
 
     def _read(self):
-        line = self.file.readline()
-        kind, body = line[:1], line[1:-2]
-        if kind == b"*":
-            return [self._read() for _ in range(int(body))]
-        if kind == b"$":
-            return self.file.read(int(body) + 2)[:-2]
-        if kind == b":":
-            return int(body)
-        raise AssertionError(f"unexpected reply {line!r}")
+        return read_reply(self.conn.file)
 
     def until(self, key: str, event: str) -> list:
         """Every (key, event) up to and including `event` on `key`."""
@@ -611,8 +600,7 @@ class KeyEvents:
                 return seen
 
     def close(self):
-        self.file.close()
-        self.sock.close()
+        self.conn.close()
 
 
 def test_try_write_never_sets_an_intent(server, prefix):

@@ -156,7 +156,7 @@ def test_a_ca_that_did_not_sign_the_certificates(secure):
 
 
 def test_a_dead_sentinel_is_skipped(secure, prefix):
-    from redis_server import free_port
+    from ferrolock.testing import free_port
 
     url = secure.url(sentinels=[free_port(), secure.sentinels[0].port])
     client = ferrolock.Client(url, ca_file=secure.ca_file, prefix=prefix, connect_timeout=2)

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from redis_server import RedisServer
+from ferrolock.testing import RedisServer
 
 OPENSSL = shutil.which("openssl") or "/usr/bin/openssl"
 

@@ -30,270 +30,24 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import shutil
 import signal
-import socket
-import ssl
 import subprocess
 import sys
-import tempfile
 import textwrap
-import time
-import urllib.parse
 import uuid
 from typing import Any, Iterator, Optional
 
 import pytest
 
 import ferrolock
+from ferrolock.throwaway import (
+    Connection, Raw, RedisServer, RespError, encode, env_url, free_port, read_reply, redis_url,
+)
 
-__all__ = ["Helpers", "Holder", "Raw", "RedisServer", "env_url", "free_port"]
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def env_url() -> Optional[str]:
-    """The server ``REDIS_URL`` names, if set."""
-    return os.environ.get("REDIS_URL") or None
-
-
-def encode(args: Any) -> bytes:
-    """One command in RESP."""
-    out = b"*%d\r\n" % len(args)
-    for a in args:
-        b = a if isinstance(a, bytes) else str(a).encode()
-        out += b"$%d\r\n%s\r\n" % (len(b), b)
-    return out
-
-
-class RedisServer:
-    """A ``redis-server`` on 127.0.0.1 that can be stopped, killed and
-    restarted on its port, with no data saved to disk.
-
-    Args:
-        password: the password clients give (``requirepass``), or with
-            ``user`` that ACL user's (the default user is then off).
-        user: an ACL user allowed everything, the only one.
-        unix_socket: also listen on a unix socket in the server's directory
-            (:attr:`unix_url`).
-    """
-
-    def __init__(self, port: Optional[int] = None, password: Optional[str] = None, extra: tuple = (),
-                 user: Optional[str] = None, unix_socket: bool = False):
-        binary = shutil.which("redis-server")
-        if binary is None:
-            raise RuntimeError(
-                "redis-server is not installed: install it (Debian/Ubuntu: apt-get install "
-                "redis-server), or set REDIS_URL to a server tests may use"
-            )
-        self.binary = binary
-        self.port = port or free_port()
-        self.password = password
-        self.user = user
-        self.extra = extra
-        self.dir = tempfile.mkdtemp(prefix="ferrolock-redis-")
-        self.socket = os.path.join(self.dir, "redis.sock") if unix_socket else None
-        self.proc: Optional[subprocess.Popen] = None
-
-    def _auth(self) -> str:
-        """The ``user:password@`` part of a URL (%-escaped), or ''."""
-        if not self.password:
-            return ""
-        return f"{urllib.parse.quote(self.user or '', safe='')}:{urllib.parse.quote(self.password, safe='')}@"
-
-    @property
-    def url(self) -> str:
-        return f"redis://{self._auth()}127.0.0.1:{self.port}/0"
-
-    @property
-    def unix_url(self) -> str:
-        """The ``unix://`` URL of its socket (``unix_socket=True``), database 0."""
-        if self.socket is None:
-            raise ValueError("this server listens on no unix socket: start it with unix_socket=True")
-        query = {"db": "0"}
-        if self.password:
-            query.update({"user": self.user, "pass": self.password} if self.user else {"pass": self.password})
-        return f"unix://{self.socket}?{urllib.parse.urlencode(query)}"
-
-    def _args(self) -> list:
-        """The command line (a subclass may listen differently)."""
-        args = [
-            self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
-            "--save", "", "--appendonly", "no", "--dir", self.dir,
-            "--enable-debug-command", "local",
-        ]
-        if self.user:
-            args += ["--user", "default", "off", "--user", self.user, "on", f">{self.password}", "~*", "&*", "+@all"]
-        elif self.password:
-            args += ["--requirepass", self.password]
-        if self.socket:
-            args += ["--unixsocket", self.socket, "--unixsocketperm", "700"]
-        return args + list(self.extra)
-
-    def _open(self) -> socket.socket:
-        """A connected socket to the server (a subclass may wrap it in TLS)."""
-        return socket.create_connection(("127.0.0.1", self.port), timeout=10)
-
-    def start(self) -> "RedisServer":
-        self.proc = subprocess.Popen(self._args(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"redis-server exited with {self.proc.returncode}")
-            try:
-                if self.command("PING").startswith((b"+PONG", b"-NOAUTH")):
-                    return self
-            except OSError:
-                time.sleep(0.02)  # the server is starting: nothing to await but its port
-        raise RuntimeError("redis-server did not start within 10 s")
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
-        self.proc = None
-
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-        self.proc = None
-
-    def close(self) -> None:
-        self.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def command(self, *args: Any) -> bytes:
-        """Send one command over a fresh connection; returns the raw reply."""
-        with self._open() as s:
-            if self.password:
-                s.sendall(encode(("AUTH", self.user, self.password) if self.user else ("AUTH", self.password)))
-                s.recv(64)
-            s.sendall(encode(args))
-            return s.recv(1 << 20)
-
-
-class Raw:
-    """A minimal Redis client (RESP over a fresh connection per command), to
-    look at Redis behind ferrolock's back. ``Raw(url)("GET", "k")``.
-
-    Takes the URLs of one server that :class:`ferrolock.Client` takes:
-    ``redis://`` and ``rediss://`` (TLS, checked against ``ca_file`` when
-    given, else the system's authorities), ``unix:///path?db=N``, with
-    ``user:password@`` (an ACL user) or ``:password@`` (%-escapes decoded,
-    as ``Client`` does; a ``unix://`` URL's are ``?user=U&pass=P``).
-
-    Raises:
-        ValueError: a Sentinel, Cluster or quorum URL (more than one server:
-            give the URL of the one server to talk to), or an unknown scheme.
-    """
-
-    def __init__(self, url: Any, ca_file: Optional[str] = None):
-        if not isinstance(url, str):
-            raise ValueError(
-                "Raw talks to one server: a quorum's list of URLs has several; "
-                "give the URL of the master to talk to"
-            )
-        parts = urllib.parse.urlsplit(url)
-        query = dict(urllib.parse.parse_qsl(parts.query))
-        self.tls = parts.scheme == "rediss"
-        self.ca_file = ca_file
-        self.path: Optional[str] = None
-        if parts.scheme in ("unix", "redis+unix"):
-            self.path = urllib.parse.unquote(parts.netloc + parts.path)
-            self.username, self.password = query.get("user"), query.get("pass")
-            db = query.get("db", "0")
-        elif parts.scheme in ("redis", "rediss"):
-            self.host = parts.hostname or "127.0.0.1"
-            self.addr = (self.host, parts.port or 6379)
-            self.username = urllib.parse.unquote(parts.username) if parts.username else None
-            self.password = urllib.parse.unquote(parts.password) if parts.password else None
-            db = parts.path.strip("/") or query.get("db", "0")
-        else:
-            raise ValueError(
-                f"Raw talks to one server by a redis://, rediss:// or unix:// URL, not {parts.scheme}://: "
-                "for a Sentinel or Cluster deployment, give the URL of the node to talk to"
-            )
-        if not db.isdigit():
-            raise ValueError(f"the database in {url!r} must be a number, not {db!r}")
-        self.db = int(db)
-
-    def _open(self) -> socket.socket:
-        if self.path is not None:
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            s.settimeout(10)
-            try:
-                s.connect(self.path)
-            except OSError:
-                s.close()
-                raise
-            return s
-        s = socket.create_connection(self.addr, timeout=10)
-        if self.tls:
-            context = ssl.create_default_context(cafile=self.ca_file)
-            return context.wrap_socket(s, server_hostname=self.host)
-        return s
-
-    def __call__(self, *args: Any) -> Any:
-        with self._open() as s:
-            f = s.makefile("rb")
-            if self.password is not None:
-                auth = ("AUTH", self.username, self.password) if self.username else ("AUTH", self.password)
-                s.sendall(encode(auth))
-                read_reply(f)
-            if self.db:
-                s.sendall(encode(("SELECT", self.db)))
-                read_reply(f)
-            s.sendall(encode(args))
-            return read_reply(f)
-
-    def command(self, *args: Any) -> Any:
-        """The same call, named as :meth:`RedisServer.command`."""
-        return self(*args)
-
-    def scan(self, pattern: str) -> list:
-        """Every key matching the glob ``pattern``, with SCAN."""
-        cursor, found = b"0", []
-        while True:
-            cursor, keys = self("SCAN", cursor, "MATCH", pattern, "COUNT", 1000)
-            found += [k.decode() for k in keys]
-            if cursor == b"0":
-                return sorted(set(found))
-
-    def keys(self, pattern: str) -> list:
-        """Like :meth:`scan` (named after KEYS; it never blocks the server)."""
-        return self.scan(pattern)
-
-
-class RespError(RuntimeError):
-    """Redis answered a raw command with an error."""
-
-
-def read_reply(f: Any) -> Any:
-    """One RESP reply from the file `f`; `RespError` for an error reply."""
-    line = f.readline()
-    if not line:
-        raise ConnectionError("connection closed before a reply")
-    kind, body = line[:1], line[1:-2]
-    if kind == b"+":
-        return body.decode()
-    if kind == b"-":
-        raise RespError(body.decode())
-    if kind == b":":
-        return int(body)
-    if kind == b"$":
-        n = int(body)
-        return None if n < 0 else f.read(n + 2)[:-2]
-    if kind == b"*":
-        n = int(body)
-        return None if n < 0 else [read_reply(f) for _ in range(n)]
-    raise RespError(f"unexpected reply {line!r}")
+__all__ = [
+    "Connection", "Helpers", "Holder", "Raw", "RedisServer", "RespError", "encode", "env_url", "free_port",
+    "read_reply", "redis_url",
+]
 
 
 def _glob_escape(text: str) -> str:
@@ -556,15 +310,8 @@ class Helpers:
 @pytest.fixture(scope="session")
 def ferrolock_redis_url() -> Iterator[str]:
     """The URL of a throwaway redis-server for the session (or ``REDIS_URL``)."""
-    url = env_url()
-    if url:
+    with redis_url() as url:
         yield url
-        return
-    server = RedisServer().start()
-    try:
-        yield server.url
-    finally:
-        server.close()
 
 
 @pytest.fixture
@@ -590,8 +337,5 @@ def ferrolock_client(ferrolock_redis_url: str, ferrolock_prefix: str) -> Iterato
 @pytest.fixture
 def ferrolock_private_server() -> Iterator[RedisServer]:
     """A redis-server of this test's own, which it may stop, kill or restart."""
-    server = RedisServer().start()
-    try:
+    with RedisServer() as server:
         yield server
-    finally:
-        server.close()

@@ -1,12 +1,13 @@
-"""A kept RESP connection for the sampler, on the plugin's encoder and
-parser; one-off commands and the final key scan use the plugin's `Raw`
-(loopback only)."""
+"""A kept RESP connection for the sampler, reopened after an error; one-off
+commands and the final key scan: the plugin's RESP client (loopback only)."""
 
 from __future__ import annotations
 
 import socket
+from typing import Optional
 
-from ferrolock.testing import Raw, RespError, encode, read_reply
+from ferrolock.testing import Connection as _Connection
+from ferrolock.testing import Raw, RespError
 
 __all__ = ["Connection", "RespError", "command", "scan"]
 
@@ -26,21 +27,18 @@ class Connection:
 
     def __init__(self, port: int, timeout: float = 1.0):
         self.port, self.timeout = port, timeout
-        self._sock = self._file = None
+        self._conn: Optional[_Connection] = None
 
     def __call__(self, *args):
-        if self._sock is None:
-            self._sock = socket.create_connection(("127.0.0.1", self.port), timeout=self.timeout)
-            self._file = self._sock.makefile("rb")
+        if self._conn is None:
+            self._conn = _Connection(socket.create_connection(("127.0.0.1", self.port), timeout=self.timeout))
         try:
-            self._sock.sendall(encode(args))
-            return read_reply(self._file)
+            return self._conn(*args)
         except (OSError, RespError):
             self.close()
             raise
 
     def close(self) -> None:
-        if self._sock is not None:
-            self._file.close()
-            self._sock.close()
-            self._sock = self._file = None
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None

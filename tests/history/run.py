@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from chaos_report import record
-from redis_server import RedisServer
+from ferrolock.testing import RedisServer
 
 from . import checker, resp
 from .board import Board
