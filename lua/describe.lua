@@ -22,7 +22,7 @@ local now = now_ms()
 
 local function live(waiting, liveness)
   local n = 0
-  if not waiting or not liveness then
+  if not present(waiting) or not liveness then
     return n
   end
   for _, token in ipairs(redis.call('ZRANGE', waiting, 0, -1)) do
@@ -43,7 +43,7 @@ for _, kind in ipairs(order) do
     holders[1] = {'hold', held[1], held[2], held[3], held[4]}
   end
   for _, role in ipairs({'readers', 'permits'}) do
-    local found = k[role] and redis.call('ZRANGEBYSCORE', k[role], '(' .. now, '+inf', 'WITHSCORES') or {}
+    local found = present(k[role]) and redis.call('ZRANGEBYSCORE', k[role], '(' .. now, '+inf', 'WITHSCORES') or {}
     for i = 1, #found, 2 do
       local token, rec = found[i], {}
       if k.data then

@@ -38,6 +38,9 @@ for _, kind in ipairs(order) do
   end
   for _, role in ipairs({'readers', 'permits'}) do
     local leases = k[role]
+    if not present(leases) then
+      leases = nil
+    end
     if leases and token == '' then
       removed = removed + redis.call('ZCOUNT', leases, '(' .. now, '+inf')
       for _, who in ipairs(redis.call('ZRANGE', leases, 0, -1)) do

@@ -2,7 +2,7 @@
 -- lib/parts.lua: the operator's tools (describe.lua, force_release.lua) read
 -- every kind of primitive alike: KEYS are every part of one name and ARGV[i]
 -- is KEYS[i]'s '<kind> <role>' (from the key layout table, src/keys/layout.rs).
--- Defines: parts_by_kind.
+-- Defines: parts_by_kind, present.
 
 -- Returns kind -> {role -> key}, and the kinds in the order of their first key.
 local function parts_by_kind()
@@ -16,4 +16,12 @@ local function parts_by_kind()
     kinds[kind][role] = key
   end
   return kinds, order
+end
+
+-- Whether `key` is stored, asked with PTTL (-2: no such key) so that reading
+-- a name needs no sorted-set command where none is stored: a user allowed
+-- only a Lock's commands (docs/reliability.md, ACL) can inspect and
+-- force-release a Lock.
+local function present(key)
+  return key ~= nil and redis.call('PTTL', key) ~= -2
 end
