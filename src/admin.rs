@@ -1,13 +1,12 @@
-//! What a client does to a lock by name, whoever holds it (outside
-//! `client.rs`, which the scripts build on).
+//! What a client does to a lock by name, whoever holds it.
 
-use crate::client::Client;
+use crate::deployment::Deployment;
 use crate::error::Result;
 use crate::mode::Mode;
 use crate::scripts::{self, Record};
 use crate::token::check_token;
 
-impl Client {
+impl Deployment {
     /// Deletes the lock `name` whoever holds it; with `token`, only that
     /// holder's hold (compare-and-delete: `false` when another holds it, or
     /// nobody). On a quorum, every master's copy goes (of `token`'s hold
@@ -17,16 +16,13 @@ impl Client {
         let keys = &[self.keys().lock(name)];
         let (token, force) = token.map_or(("", true), |t| (t, false));
         let release = |c| async move { Ok(scripts::release(c, keys, token, force, "").await? > 0) };
-        match self.quorum() {
-            Some(q) => q.any("force_release", release).await,
-            None => release(self).await,
-        }
+        self.any("force_release", release).await
     }
 
     /// Who holds `name`, or `None` when it is free (on a quorum: the token a
     /// majority of masters name).
     pub async fn inspect(&self, name: &str) -> Result<Option<Record>> {
         let keys: std::sync::Arc<[String]> = std::sync::Arc::from([self.keys().lock(name)]);
-        Ok(Mode::Exclusive(keys).inspect(self).await?.pop().flatten())
+        Ok(self.holders(&Mode::Exclusive(keys)).await?.pop().flatten())
     }
 }

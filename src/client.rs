@@ -1,4 +1,6 @@
-//! A connection to one Redis deployment, shared by every lock made from it.
+//! A connection to one Redis deployment (one server, a Sentinel service or a
+//! Cluster), shared by every lock made from it. A quorum of independent
+//! masters is a `Quorum` of these, above them (`deployment.rs`).
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -14,11 +16,11 @@ use crate::cluster::ClusterTarget;
 use crate::conn::{inline_active, Conn, Inline, InlinePool};
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
-use crate::quorum::Quorum;
+use crate::probe::{ping_probe, CREDENTIALS_REFUSED};
 use crate::replication::{Replication, Throttle, REPLICA_WARNINGS_EVERY};
 use crate::sentinel::SentinelTarget;
 use crate::server;
-use crate::wakeups::{Feed, Waits, Wakeups};
+use crate::wakeups::{Feed, Registration, Waits, Wakeups};
 
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
@@ -37,7 +39,8 @@ pub struct ClientOptions {
     pub ca_file: Option<PathBuf>,
     /// Independent masters, when more than one: a lock is held while a
     /// majority of them hold it (Redlock), and `url` is not used. Each is a
-    /// URL of one server or a Sentinel service.
+    /// URL of one server or a Sentinel service. Read by `Deployment`; a
+    /// `Client` takes at most one.
     pub urls: Vec<String>,
     /// Replicas that must acknowledge every grant and renewal (off by default).
     pub replication: Replication,
@@ -69,8 +72,6 @@ enum Target {
     Sentinel(SentinelTarget),
     /// A Redis Cluster: commands routed by slot, wake-ups by sharded pub/sub.
     Cluster(ClusterTarget),
-    /// Independent masters, each step sent to all and decided by a majority.
-    Quorum(Quorum),
 }
 
 struct Inner {
@@ -119,16 +120,8 @@ impl Client {
         Ok(client)
     }
 
-    /// Connects and checks the server (every master of a quorum at once: a
-    /// majority must answer, and none may be misconfigured).
-    async fn verify(&self) -> Result<()> {
-        match &self.inner.target {
-            Target::Quorum(quorum) => quorum.verify(self.inner.opts.connect_timeout).await,
-            _ => self.verify_one().await,
-        }
-    }
-
-    pub(crate) async fn verify_one(&self) -> Result<()> {
+    /// Connects and checks the server.
+    pub(crate) async fn verify(&self) -> Result<()> {
         let client = self;
         let budget = client.inner.opts.connect_timeout;
         let started = std::time::Instant::now();
@@ -170,7 +163,11 @@ impl Client {
         match opts.urls.as_slice() {
             [] => {}
             [one] => return Client::new(ClientOptions { url: one.clone(), urls: Vec::new(), ..opts }),
-            _ => return Client::new_quorum(opts),
+            _ => {
+                return Err(Error::InvalidArgument(
+                    "several URLs are a quorum of independent masters: connect a Deployment".into(),
+                ))
+            }
         }
         let url = normalize_url(&opts.url)?;
         let sentinel = [("redis+sentinel://", false), ("rediss+sentinel://", true)]
@@ -240,32 +237,6 @@ impl Client {
         }
         .map_err(|e| Error::InvalidArgument(format!("invalid Redis URL {}: {e}", redact(&url))))?;
         Ok(Client::from_target(Target::Direct(redis), display, opts))
-    }
-
-    /// A client of independent masters (`opts.urls`), each its own `Client`.
-    fn new_quorum(opts: ClientOptions) -> Result<Client> {
-        let mut members: Vec<Client> = Vec::new();
-        for url in &opts.urls {
-            let member = Client::new(ClientOptions { url: url.clone(), urls: Vec::new(), ..opts.clone() })?;
-            if member.is_cluster() {
-                return Err(Error::InvalidArgument(format!(
-                    "{} is a Redis Cluster: the masters of a quorum are independent servers (or Sentinel \
-                     services), each holding every lock; give one URL per server",
-                    member.describe()
-                )));
-            }
-            if members.iter().any(|m| m.describe() == member.describe()) {
-                return Err(Error::InvalidArgument(format!(
-                    "{} is given twice: the masters of a quorum must be distinct servers",
-                    member.describe()
-                )));
-            }
-            members.push(member);
-        }
-        let list: Vec<&str> = members.iter().map(Client::describe).collect();
-        let display = format!("quorum of {}: {}", members.len(), list.join(", "));
-        let target = Target::Quorum(Quorum::new(members, opts.command_timeout));
-        Ok(Client::from_target(target, display, opts))
     }
 
     fn from_target(target: Target, display: String, opts: ClientOptions) -> Client {
@@ -341,11 +312,6 @@ impl Client {
         F: Fn(Conn) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
-        if self.quorum().is_some() {
-            return Err(Error::InvalidArgument(
-                "this step runs on one server, and the client is a quorum of masters".into(),
-            ));
-        }
         let err = match op(self.call_conn().await?).await {
             Ok(v) => return Ok((v, false)),
             Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::BusyLoading) => {
@@ -410,20 +376,16 @@ impl Client {
     }
 
     /// While a waiter waits on its subscription, sending no command: in
-    /// Sentinel mode (or a quorum with Sentinel members) asks the Sentinels
+    /// Sentinel mode asks the Sentinels
     /// every `sentinel::RECHECK` whether the master moved, as `conn` does
     /// for a client in use, so the subscription follows a failover and the
     /// waiter's next attempt goes to the new master. Never returns.
     pub(crate) async fn follow_master(&self) {
-        match &self.inner.target {
-            Target::Sentinel(_) => loop {
+        if matches!(self.inner.target, Target::Sentinel(_)) {
+            loop {
                 tokio::time::sleep(crate::sentinel::RECHECK).await;
                 self.recheck_sentinels();
-            },
-            Target::Quorum(q) => {
-                futures_util::future::join_all(q.members().iter().map(Client::follow_master)).await;
             }
-            Target::Direct(_) | Target::Cluster(_) => {}
         }
         std::future::pending::<()>().await;
     }
@@ -445,31 +407,6 @@ impl Client {
 
     pub fn keys(&self) -> &KeySpace {
         &self.inner.keys
-    }
-
-    /// The masters of a quorum client (Redlock), or `None` for one deployment.
-    pub(crate) fn quorum(&self) -> Option<&Quorum> {
-        match &self.inner.target {
-            Target::Quorum(q) => Some(q),
-            _ => None,
-        }
-    }
-
-    /// How many independent masters this client locks on (1 unless a quorum).
-    pub fn masters(&self) -> usize {
-        self.quorum().map_or(1, |q| q.members().len())
-    }
-
-    /// Fails on a quorum client, naming `what` and what a quorum supports.
-    pub(crate) fn single(&self, what: &str) -> Result<()> {
-        if self.quorum().is_none() {
-            return Ok(());
-        }
-        Err(Error::InvalidArgument(format!(
-            "{what} is not available on a quorum of independent masters (Redlock), which supports Lock \
-             (not fair), multi_lock and RWMutex (not fair): its state lives on one server. Use a client \
-             of one deployment (one URL, a Sentinel service or a Cluster) for it"
-        )))
     }
 
     /// Whether this is a Redis Cluster client (sharded pub/sub, one slot per script).
@@ -542,9 +479,6 @@ impl Client {
                     let cluster = cluster.connect(timeout, command_timeout).await;
                     return cluster.map(Conn::Cluster).map_err(|e| self.connect_error(e));
                 }
-                Target::Quorum(_) => {
-                    return Err(Error::InvalidArgument("a quorum has no one connection".into()))
-                }
             };
             let manager = ConnectionManager::new_with_config(redis, config).await;
             manager.map(Conn::Node).map_err(|e| self.connect_error(e))
@@ -567,9 +501,6 @@ impl Client {
         reader: bool,
         token: &str,
     ) -> Result<Waits> {
-        if let Target::Quorum(q) = &self.inner.target {
-            return q.register_waiter(channels, reader, token).await;
-        }
         Ok(Waits::new(vec![self.register_one(channels, reader, token).await?]))
     }
 
@@ -578,7 +509,7 @@ impl Client {
         channels: &[String],
         reader: bool,
         token: &str,
-    ) -> Result<crate::wakeups::Registration> {
+    ) -> Result<Registration> {
         let (timeout, command_timeout) = (self.inner.opts.connect_timeout, self.inner.opts.command_timeout);
         let connect = async {
             let subscribe = async {
@@ -588,9 +519,6 @@ impl Client {
                     Target::Cluster(cluster) => {
                         let (conn, pushes) = cluster.subscriber(timeout, command_timeout).await?;
                         return Ok(Feed::sharded(conn, pushes));
-                    }
-                    Target::Quorum(_) => {
-                        return Err(Error::InvalidArgument("a quorum subscribes on each master".into()))
                     }
                 };
                 Ok::<_, Error>(Feed::plain(redis.get_async_pubsub().await?))
@@ -612,20 +540,15 @@ impl Client {
     }
 
     /// Waits until no clean-up of this process is in flight (undoing an
-    /// interrupted acquire, unsubscribing a waiter that left); on a quorum,
-    /// its own and those of a majority of its masters.
+    /// interrupted acquire, unsubscribing a waiter that left).
     pub async fn settle(&self) {
         let cleanups = self.local().cleanups.clone();
         cleanups.settle().await;
-        if let Target::Quorum(q) = &self.inner.target {
-            q.settle().await;
-        }
     }
 }
 
 /// How long a diagnostic probe after a failed connect may take.
 const PROBE_LIMIT: Duration = Duration::from_secs(1);
-pub(crate) const CREDENTIALS_REFUSED: &str = "refused the credentials";
 
 /// Connect-time diagnosis: what went wrong, said with the fix.
 impl Client {
@@ -742,7 +665,7 @@ impl Client {
         let redis = match &self.inner.target {
             Target::Direct(redis) => redis,
             Target::Sentinel(sentinel) => return sentinel.mode_mismatch(limit).await,
-            Target::Cluster(_) | Target::Quorum(_) => return None,
+            Target::Cluster(_) => return None,
         };
         let info = redis.get_connection_info();
         let ConnectionAddr::TcpTls { host, port, .. } = info.addr() else { return None };
@@ -770,19 +693,6 @@ impl Client {
             _ => None,
         }
     }
-}
-
-/// PING over a fresh connection made with `info`; `None` when it took longer than `limit`.
-pub(crate) async fn ping_probe(
-    info: redis::ConnectionInfo,
-    limit: Duration,
-) -> Option<redis::RedisResult<String>> {
-    let probe = async {
-        let client = redis::Client::open(info)?;
-        let mut conn = client.get_multiplexed_async_connection().await?;
-        redis::cmd("PING").query_async::<String>(&mut conn).await
-    };
-    tokio::time::timeout(limit, probe).await.ok()
 }
 
 fn read_ca_file(path: &std::path::Path) -> Result<Vec<u8>> {

@@ -10,6 +10,7 @@
 use std::time::Duration;
 
 use crate::client::Client;
+use crate::deployment::Deployment;
 use crate::error::{Error, Result};
 use crate::keys::FairKeys;
 use crate::lock::{check_name, validate, Lock, LockOptions};
@@ -35,9 +36,9 @@ pub struct Leader {
 }
 
 impl Election {
-    pub fn new(client: Client, name: String) -> Result<Election> {
+    pub fn new(client: &Deployment, name: String) -> Result<Election> {
         check_name(&name)?;
-        client.single("an election")?;
+        let client = client.single("an election")?.clone();
         let keys = client.keys().election(&name);
         Ok(Election { client, name, keys })
     }
@@ -55,7 +56,7 @@ impl Election {
         let names = vec![self.name.clone()];
         validate(&names, &opts, token.as_deref())?;
         let mode = Mode::Fair { keys: self.keys.clone(), patience: patience(opts.ttl) };
-        Ok(Lock::with_mode(self.client.clone(), names, mode, opts, token))
+        Ok(Lock::with_mode(self.client.clone().into(), names, mode, opts, token))
     }
 
     /// The current leader, or `None` when nobody leads.

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use futures_util::StreamExt;
 
-use crate::client::Client;
+use crate::deployment::Deployment;
 use crate::error::{Error, Result};
 use crate::keys::{Glob, Kind};
 use crate::lock::check_name;
@@ -53,13 +53,13 @@ impl State {
 /// The most names described at once while listing.
 const CONCURRENCY: usize = 32;
 
-impl Client {
+impl Deployment {
     /// Every lock and RWMutex of this client's prefix whose name matches the
     /// glob `pattern` (`*`, `?`, `[a-z]`, a backslash escapes), held or
     /// waited for, sorted by name then kind. Found with SCAN, so the server
     /// never blocks (names created or deleted meanwhile may or may not show).
     pub async fn scan(&self, pattern: &str) -> Result<Vec<State>> {
-        self.single("scan (listing locks)")?;
+        let client = self.single("scan (listing locks)")?;
         if pattern.is_empty() {
             return Err(Error::InvalidArgument(
                 "the name pattern is empty; use \"*\" to list every name".into(),
@@ -67,7 +67,7 @@ impl Client {
         }
         let glob = Glob::new(pattern);
         let matching = self.keys().scan_pattern(&glob);
-        let found = self
+        let found = client
             .call(|mut c| {
                 let matching = matching.clone();
                 async move { c.scan_match(&matching).await }
@@ -93,9 +93,9 @@ impl Client {
     /// each only if held or waited for (so an empty list for a free name).
     pub async fn state_of(&self, name: &str) -> Result<Vec<State>> {
         check_name(name)?;
-        self.single("describe")?;
+        let client = self.single("describe")?;
         let (lock, rw) = (self.keys().fair(name), self.keys().rw(name));
-        let d = scripts::describe(self, &lock, &rw).await?;
+        let d = scripts::describe(client, &lock, &rw).await?;
         let lock = State {
             name: name.to_string(),
             kind: Kind::Lock,
@@ -124,8 +124,8 @@ impl RwMutex {
     /// with `token`, only that writer's hold or that reader's lease.
     /// Returns whether a writer held, and how many live readers were removed.
     pub async fn force_release(&self, token: Option<&str>) -> Result<(bool, u64)> {
-        self.client().single("RWMutex.force_release")?;
+        let client = self.client().single("RWMutex.force_release")?;
         token.map_or(Ok(()), crate::token::check_token)?;
-        scripts::rw_force_release(self.client(), self.keys(), token.unwrap_or("")).await
+        scripts::rw_force_release(client, self.keys(), token.unwrap_or("")).await
     }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::client::Client;
+use crate::deployment::Deployment;
 use crate::error::{Error, Result};
 use crate::events::{self, AcquireProbe, Event, LossCause, Outcome, ReplicaStep, Subject, Wakeup};
 use crate::keys::one_slot;
@@ -16,6 +16,7 @@ use crate::mode::{patience, Mode};
 use crate::replication::{self, Policy, Shortfall};
 use crate::retry::Retry;
 use crate::scripts::{Obtain, Record};
+use crate::steps::{Obtaining, Steps};
 use crate::token::new_token;
 use crate::wakeups::{Handed, Waits};
 use crate::watchdog::{Renewal, Watchdog};
@@ -23,7 +24,7 @@ use crate::watchdog::{Renewal, Watchdog};
 /// Longest accepted name, metadata and token, in bytes.
 pub const MAX_NAME: usize = 4096;
 pub const MAX_METADATA: usize = 65536;
-pub const MAX_TOKEN: usize = 512;
+pub use crate::token::MAX_TOKEN;
 /// Shortest and longest accepted ttl.
 pub const MIN_TTL: Duration = Duration::from_millis(1);
 pub const MAX_TTL: Duration = Duration::from_secs(366 * 24 * 3600);
@@ -82,7 +83,7 @@ impl Wait {
 }
 
 pub struct Lock {
-    client: Client,
+    client: Deployment,
     names: Vec<String>,
     mode: Mode,
     opts: LockOptions,
@@ -122,7 +123,12 @@ impl Lock {
     /// A handle on the lock `names` (one name, or several taken all-or-nothing).
     /// With `token`, the handle starts out holding the lock that token owns
     /// (restored in another process): it can release it, or acquire to adopt it.
-    pub fn new(client: Client, names: Vec<String>, opts: LockOptions, token: Option<String>) -> Result<Lock> {
+    pub fn new(
+        client: Deployment,
+        names: Vec<String>,
+        opts: LockOptions,
+        token: Option<String>,
+    ) -> Result<Lock> {
         validate(&names, &opts, token.as_deref())?;
         let mode = if opts.fair {
             client.single("a fair Lock")?;
@@ -146,7 +152,7 @@ impl Lock {
 
     /// A handle taking `mode` (already validated) under the label `names`.
     pub(crate) fn with_mode(
-        client: Client,
+        client: Deployment,
         names: Vec<String>,
         mode: Mode,
         opts: LockOptions,
@@ -179,7 +185,7 @@ impl Lock {
         &self.names
     }
 
-    pub fn client(&self) -> &Client {
+    pub fn client(&self) -> &Deployment {
         &self.client
     }
 
@@ -245,8 +251,8 @@ impl Lock {
             undo.pending = true;
             let will_wait = wait != Wait::No;
             let number = attempts.next();
-            let obtain =
-                self.mode.obtain(&self.client, &token, self.opts.ttl, metadata, will_wait, number, ours);
+            let ask = Obtaining { token: &token, ttl: self.opts.ttl, metadata, will_wait, attempt: number };
+            let obtain = self.client.obtain(&self.mode, &ask, ours);
             let (answer, unacknowledged) = replication::noting(obtain).await;
             let answer = match answer {
                 Ok(answer) => {
@@ -295,7 +301,7 @@ impl Lock {
                                 // Still pending while the withdrawal is under way: if
                                 // it fails, or this future is dropped meanwhile, the
                                 // guard's clean-up withdraws again.
-                                self.mode.withdraw(&self.client, &token, ours).await?;
+                                self.client.withdraw(&self.mode, &token, ours).await?;
                                 undo.pending = false;
                             }
                             return Ok(false);
@@ -476,7 +482,7 @@ impl Lock {
             drop(state);
             let (client, mode) = (self.client.clone(), self.mode.clone());
             self.client.spawn_cleanup(async move {
-                let _ = mode.release(&client, &lost.token).await;
+                let _ = client.release(&mode, &lost.token).await;
             });
         }
     }
@@ -546,7 +552,7 @@ impl Lock {
         drop(watchdog);
         let valid = lease.valid_until().is_some_and(|t| Instant::now() < t) && !lease.is_marked_lost();
         lease.mark_released();
-        let released = self.mode.release(&self.client, &token).await?;
+        let released = self.client.release(&self.mode, &token).await?;
         // Sent twice after a dropped connection, and the second found nothing:
         // while the hold was still surely valid, nobody but this release can
         // have ended it, so the first sending did.
@@ -583,7 +589,7 @@ impl Lock {
         }
         let sent = Instant::now();
         let (renewed, unacknowledged) =
-            replication::noting(self.mode.refresh(&self.client, &token, ttl)).await;
+            replication::noting(self.client.refresh(&self.mode, &token, ttl)).await;
         if renewed? {
             if let Some(shortfall) = unacknowledged {
                 let kept = self.client.options().replication.policy == Policy::Warn;
@@ -616,7 +622,7 @@ impl Lock {
 
     /// The holder of each key, as Redis sees it now.
     pub async fn inspect(&self) -> Result<Vec<Option<Record>>> {
-        self.mode.inspect(&self.client).await
+        self.client.holders(&self.mode).await
     }
 
     /// Held by anyone (any of the names, for a multi-lock).
@@ -722,7 +728,7 @@ impl Outage {
     }
 
     /// The pause before trying again after `e`, or `None` to give up with it.
-    fn ride(&mut self, e: &Error, client: &Client, wait: Wait) -> Option<Duration> {
+    fn ride(&mut self, e: &Error, client: &Deployment, wait: Wait) -> Option<Duration> {
         let rides = client.is_cluster() || client.masters() > 1;
         if !rides || !matches!(e, Error::Connection(_)) {
             return None;
@@ -753,7 +759,7 @@ impl Outage {
 
 /// Undoes, in the background, what a dropped acquire may have left in Redis.
 struct Undo {
-    client: Client,
+    client: Deployment,
     mode: Mode,
     token: String,
     /// False for a restored token: its hold belongs to its owner.
@@ -871,14 +877,14 @@ mod tests {
     use super::*;
     use crate::client::ClientOptions;
 
-    fn client(url: &str) -> Client {
+    fn client(url: &str) -> Deployment {
         let opts = ClientOptions {
             url: url.into(),
             connect_timeout: Duration::from_millis(100),
             command_timeout: Duration::from_millis(100),
             ..ClientOptions::default()
         };
-        Client::new(opts).unwrap()
+        Deployment::new(opts).unwrap()
     }
 
     #[test]

@@ -20,31 +20,99 @@ use std::time::Duration;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 
-use crate::client::Client;
+use crate::cleanup::ProcessCleanups;
+use crate::client::{Client, ClientOptions};
 use crate::conn::multiplexed;
 use crate::error::{Error, Result};
-use crate::mode::{Mode, Released};
+use crate::keys::KeySpace;
 use crate::quorum_members;
+use crate::replication::{Throttle, REPLICA_WARNINGS_EVERY};
 use crate::scripts::{Obtain, Record};
+use crate::steps::{Obtaining, Released, Steps};
 use crate::wakeups::Waits;
 
-/// The masters of one quorum client.
+/// The masters of one quorum, each a `Client` of its own.
 pub(crate) struct Quorum {
     members: Vec<Client>,
     /// How long a step may wait for masters that have not answered.
     command_timeout: Duration,
+    opts: ClientOptions,
+    keys: KeySpace,
+    display: String,
+    /// The undo of interrupted acquires on the quorum, this process's.
+    cleanups: ProcessCleanups,
+    /// Warnings of steps the replicas did not acknowledge, throttled per quorum.
+    replica_warnings: Throttle,
 }
 
 /// One master's answer: `None` when it gave none within the step's limit.
 type Answers<T> = Vec<Option<Result<T>>>;
 
 impl Quorum {
-    pub(crate) fn new(members: Vec<Client>, command_timeout: Duration) -> Quorum {
-        Quorum { members, command_timeout }
+    /// A quorum of the masters `opts.urls`, validated without connecting.
+    pub(crate) fn new(opts: ClientOptions) -> Result<Quorum> {
+        let mut members: Vec<Client> = Vec::new();
+        for url in &opts.urls {
+            let member = Client::new(ClientOptions { url: url.clone(), urls: Vec::new(), ..opts.clone() })?;
+            if member.is_cluster() {
+                return Err(Error::InvalidArgument(format!(
+                    "{} is a Redis Cluster: the masters of a quorum are independent servers (or Sentinel \
+                     services), each holding every lock; give one URL per server",
+                    member.describe()
+                )));
+            }
+            if members.iter().any(|m| m.describe() == member.describe()) {
+                return Err(Error::InvalidArgument(format!(
+                    "{} is given twice: the masters of a quorum must be distinct servers",
+                    member.describe()
+                )));
+            }
+            members.push(member);
+        }
+        let list: Vec<&str> = members.iter().map(Client::describe).collect();
+        Ok(Quorum {
+            display: format!("quorum of {}: {}", members.len(), list.join(", ")),
+            members,
+            command_timeout: opts.command_timeout,
+            keys: KeySpace::new(&opts.prefix),
+            opts,
+            cleanups: ProcessCleanups::default(),
+            replica_warnings: Throttle::new(REPLICA_WARNINGS_EVERY),
+        })
+    }
+
+    pub(crate) fn options(&self) -> &ClientOptions {
+        &self.opts
+    }
+
+    pub(crate) fn keys(&self) -> &KeySpace {
+        &self.keys
+    }
+
+    pub(crate) fn describe(&self) -> &str {
+        &self.display
+    }
+
+    pub(crate) fn replica_warnings(&self) -> &Throttle {
+        &self.replica_warnings
+    }
+
+    /// Runs an undo detached from its caller, counted so `settle` waits for it.
+    pub(crate) fn spawn_cleanup<F>(&self, fut: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.cleanups.get().spawn(fut);
     }
 
     pub(crate) fn members(&self) -> &[Client] {
         &self.members
+    }
+
+    /// While a waiter waits: each Sentinel master is followed through a
+    /// failover (see `Client::follow_master`). Never returns.
+    pub(crate) async fn follow_master(&self) {
+        futures_util::future::join_all(self.members.iter().map(Client::follow_master)).await;
     }
 
     /// How many masters make a majority.
@@ -127,11 +195,12 @@ impl Quorum {
     /// ready: a stopped master does not hold up the others. A master whose
     /// settings do not fit it (a wrong password, not Redis), or two URLs of
     /// one server, fail it all.
-    pub(crate) async fn verify(&self, limit: Duration) -> Result<()> {
+    pub(crate) async fn verify(&self) -> Result<()> {
+        let limit = self.opts.connect_timeout;
         quorum_members::distinct_addresses(&self.members).await?;
         let need = self.needed();
         let check = |m| async move {
-            Client::verify_one(m).await?;
+            Client::verify(m).await?;
             quorum_members::run_id(m).await
         };
         let answers = self
@@ -161,6 +230,7 @@ impl Quorum {
     /// master's unsubscribe is not waited for), and the others' a short
     /// grace more (`gather`).
     pub(crate) async fn settle(&self) {
+        self.cleanups.get().settle().await;
         self.on_majority(|m| async move {
             m.settle().await;
             Ok(())
@@ -245,23 +315,13 @@ impl Quorum {
     /// carries); otherwise every grant is given back (when `ours`: a
     /// restored token's holds are its owner's) and the longest hold found
     /// is reported, or an error when a majority could not be asked.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn obtain(
-        &self,
-        mode: &Mode,
-        token: &str,
-        ttl: Duration,
-        metadata: Option<&str>,
-        will_wait: bool,
-        attempt: u64,
-        ours: bool,
-    ) -> Result<Obtain> {
-        let (n, need) = (self.members.len(), self.needed());
-        let limit = self.limit(ttl);
+    pub(crate) async fn obtain(&self, mode: &impl Steps, ask: &Obtaining<'_>, ours: bool) -> Result<Obtain> {
+        let (n, need, token) = (self.members.len(), self.needed(), ask.token);
+        let limit = self.limit(ask.ttl);
         let answers = self
             .on_all(
                 limit,
-                |m| mode.obtain_on(m, token, ttl, metadata, will_wait, attempt, true),
+                |m| mode.obtain_on(m, ask, true),
                 |a| {
                     let granted = answered(a, |o| matches!(o, Obtain::Taken { .. }));
                     let refused =
@@ -309,7 +369,7 @@ impl Quorum {
     /// `None` when too few could be raised.
     async fn settle_fence(
         &self,
-        mode: &Mode,
+        mode: &impl Steps,
         token: &str,
         granted: &[(usize, i64)],
         limit: Duration,
@@ -338,7 +398,7 @@ impl Quorum {
 
     /// A renewal: `true` when a majority renewed, `false` when a majority can
     /// no longer (the hold is lost), an error when too few answered to say.
-    pub(crate) async fn refresh(&self, mode: &Mode, token: &str, ttl: Duration) -> Result<bool> {
+    pub(crate) async fn refresh(&self, mode: &impl Steps, token: &str, ttl: Duration) -> Result<bool> {
         let (n, need) = (self.members.len(), self.needed());
         let answers = self
             .on_all(
@@ -376,7 +436,7 @@ impl Quorum {
     /// Releases on every master. It was held when no majority said it was
     /// not (masters that did not answer may still have it: they release it
     /// when their command runs, or it expires).
-    pub(crate) async fn release(&self, mode: &Mode, token: &str) -> Result<Released> {
+    pub(crate) async fn release(&self, mode: &impl Steps, token: &str) -> Result<Released> {
         let need = self.needed();
         let answers = self.on_majority(|m| mode.release_on(m, token)).await;
         let held = answered(&answers, |r| r.held);
@@ -420,7 +480,7 @@ impl Quorum {
     /// of masters name, with the highest fence among them and the time left
     /// on the majority (the `need`-th longest). `None` where no token has a
     /// majority.
-    pub(crate) async fn inspect(&self, mode: &Mode) -> Result<Vec<Option<Record>>> {
+    pub(crate) async fn inspect(&self, mode: &impl Steps) -> Result<Vec<Option<Record>>> {
         let need = self.needed();
         let answers = self.on_majority(|m| mode.inspect_on(m)).await;
         let seen: Vec<&Vec<Option<Record>>> =

@@ -425,7 +425,7 @@ impl SentinelTarget {
                 ConnectionAddr::TcpTls { host: host.clone(), port: *port, insecure: true, tls_params: None }
             };
             let probe = sentinel.get_connection_info().clone().set_addr(other);
-            match crate::client::ping_probe(probe, limit).await {
+            match crate::probe::ping_probe(probe, limit).await {
                 Some(Ok(_)) => Some(addr),
                 Some(Err(p)) if p.code().is_some() => Some(addr),
                 _ => None,
@@ -488,7 +488,7 @@ fn master_error(at: &str, e: redis::RedisError) -> Error {
             "the master {at} the Sentinels named {} the data nodes' credentials: the user name or password \
              before the '@' in the URL is wrong, or the user is disabled; check them (the node's requirepass, \
              or ACL LIST)",
-            crate::client::CREDENTIALS_REFUSED
+            crate::probe::CREDENTIALS_REFUSED
         ));
     }
     if e.code() == Some("NOAUTH") {

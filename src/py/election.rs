@@ -48,7 +48,7 @@ impl PyLeader {
 #[pyclass(name = "ElectionObserver", module = "ferrolock._ferrolock", frozen)]
 pub struct PyObserver {
     inner: Arc<tokio::sync::Mutex<Observer>>,
-    client: crate::client::Client,
+    client: crate::deployment::Deployment,
 }
 
 #[pymethods]
@@ -72,7 +72,7 @@ impl PyObserver {
 impl PyElection {
     #[new]
     fn new(client: &Bound<'_, PyClient>, name: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let core = Election::new(client.get().core.clone(), args::name(name)?)?;
+        let core = Election::new(&client.get().core, args::name(name)?)?;
         Ok(PyElection { core, client: client.clone().unbind() })
     }
 
@@ -135,7 +135,7 @@ impl PyElection {
 }
 
 impl PyElection {
-    fn client_core(&self) -> crate::client::Client {
+    fn client_core(&self) -> crate::deployment::Deployment {
         Python::attach(|py| self.client.bind(py).get().core.clone())
     }
 }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use ferrolock::{Client, ClientOptions, Lock, LockOptions};
+use ferrolock::{ClientOptions, Deployment, Lock, LockOptions};
 
 pub struct Server {
     url: String,
@@ -54,17 +54,17 @@ pub fn server_url() -> &'static str {
         .url
 }
 
-pub async fn client() -> Client {
+pub async fn client() -> Deployment {
     let n = PREFIX.fetch_add(1, Ordering::SeqCst);
     let opts = ClientOptions {
         url: server_url().to_string(),
         prefix: format!("core:{}:{n}:", std::process::id()),
         ..ClientOptions::default()
     };
-    Client::connect(opts).await.unwrap()
+    Deployment::connect(opts).await.unwrap()
 }
 
-pub fn lock(client: &Client, name: &str, opts: LockOptions) -> Lock {
+pub fn lock(client: &Deployment, name: &str, opts: LockOptions) -> Lock {
     Lock::new(client.clone(), vec![name.to_string()], opts, None).unwrap()
 }
 
