@@ -23,6 +23,6 @@ impl Deployment {
     /// majority of masters name).
     pub async fn inspect(&self, name: &str) -> Result<Option<Record>> {
         let keys: std::sync::Arc<[String]> = std::sync::Arc::from([self.keys().lock(name)]);
-        Ok(self.holders(&Mode::Exclusive(keys)).await?.pop().flatten())
+        Ok(self.holders(&Mode::exclusive(keys)).await?.pop().flatten())
     }
 }

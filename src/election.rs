@@ -55,7 +55,7 @@ impl Election {
         let opts = LockOptions { metadata: Some(value), fair: true, ..opts };
         let names = vec![self.name.clone()];
         validate(&names, &opts, token.as_deref())?;
-        let mode = Mode::Fair { keys: self.keys.clone(), patience: patience(opts.ttl) };
+        let mode = Mode::fair(self.keys.clone(), patience(opts.ttl));
         Ok(Lock::with_mode(self.client.clone().into(), names, mode, opts, token))
     }
 

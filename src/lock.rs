@@ -14,6 +14,7 @@ use crate::lease::Lease;
 use crate::mode::{patience, Mode};
 use crate::replication::{self, Policy};
 use crate::scripts::Record;
+use crate::steps::Steps;
 use crate::watchdog::{Renewal, Watchdog};
 
 mod acquire;
@@ -81,7 +82,7 @@ impl Lock {
             if names.len() != 1 {
                 return Err(Error::InvalidArgument("fair mode takes one name, not a multi-lock".into()));
             }
-            Mode::Fair { keys: client.keys().fair(&names[0]), patience: patience(opts.ttl) }
+            Mode::fair(client.keys().fair(&names[0]), patience(opts.ttl))
         } else {
             let keys: Arc<[String]> = names.iter().map(|n| client.keys().lock(n)).collect();
             if client.is_cluster() && !one_slot(&keys) {
@@ -91,7 +92,7 @@ impl Lock {
                         .into(),
                 ));
             }
-            Mode::Exclusive(keys)
+            Mode::exclusive(keys)
         };
         Ok(Lock::with_mode(client, names, mode, opts, token))
     }

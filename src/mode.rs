@@ -1,6 +1,7 @@
-//! What a handle takes: an exclusive hold on one or more names, or one side
-//! of an RWMutex. `Lock` (waiting, holding, the watchdog, cancellation) is the
-//! same for all three; only these atomic steps differ.
+//! What a handle takes: an exclusive hold on one or more names, a fair
+//! lock, one side of an RWMutex (plain or fair), or a semaphore's permit.
+//! `Lock` (waiting, holding, the watchdog, cancellation) is the same for
+//! all; each primitive's atomic steps are its own (`Steps`, one file each).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,25 +9,36 @@ use std::time::Duration;
 use crate::client::Client;
 use crate::deployment::Deployment;
 use crate::error::Result;
-use crate::keys::{wake_channel, FairKeys, RwKeys, SemKeys};
+use crate::keys::{FairKeys, RwKeys, SemKeys};
 use crate::scripts::{self, Attempt, Obtain, Record};
 use crate::steps::{Obtaining, Released, Steps};
+
+mod exclusive;
+mod fair;
+mod permit;
+mod rw;
+mod rw_fair;
+
+pub use exclusive::Exclusive;
+pub use fair::Fair;
+pub use permit::Permit;
+pub use rw::{Read, Write};
+pub use rw_fair::FairRw;
 
 #[derive(Debug, Clone)]
 pub enum Mode {
     /// One hash per name, all taken or none.
-    Exclusive(Arc<[String]>),
+    Exclusive(Exclusive),
     /// One name, taken in arrival order; a release hands it to the next waiter.
-    /// `patience`: how long a waiter that stops re-asserting itself keeps its place.
-    Fair { keys: FairKeys, patience: Duration },
-    /// A shared hold among the readers, each with its own expiry.
-    Read { keys: RwKeys, order: RwOrder },
+    Fair(Fair),
+    /// A shared hold among the readers of an RWMutex, each with its own expiry.
+    Read(Read),
     /// The exclusive side of an RWMutex.
-    Write { keys: RwKeys, order: RwOrder },
-    /// One of a semaphore's `permits`, each its own lease (a Lock is a
-    /// semaphore of one, with its own specialised steps); in arrival order
-    /// when it has a `patience`.
-    Permit { keys: SemKeys, permits: u32, patience: Option<Duration> },
+    Write(Write),
+    /// Either side of a fair RWMutex.
+    FairRw(FairRw),
+    /// One of a semaphore's permits.
+    Permit(Permit),
 }
 
 /// Who goes first at an RWMutex.
@@ -48,7 +60,36 @@ pub(crate) fn patience(ttl: Duration) -> Duration {
     ttl.min(Duration::from_secs(2))
 }
 
+/// A fair attempt as its script takes it.
+fn attempt(ask: &Obtaining<'_>, patience: Duration) -> Attempt {
+    Attempt { number: ask.attempt, patience_ms: patience.as_millis() as u64, will_wait: ask.will_wait }
+}
+
 impl Mode {
+    /// One hold on every name of `keys`.
+    pub(crate) fn exclusive(keys: Arc<[String]>) -> Mode {
+        Mode::Exclusive(Exclusive { keys })
+    }
+
+    pub(crate) fn fair(keys: FairKeys, patience: Duration) -> Mode {
+        Mode::Fair(Fair { keys, patience })
+    }
+
+    /// One side (`writer`, or a reader) of an RWMutex ordered by `order`.
+    pub(crate) fn rw(keys: RwKeys, order: RwOrder, writer: bool) -> Mode {
+        match order {
+            RwOrder::Preference(writer_preference) if writer => {
+                Mode::Write(Write { keys, writer_preference })
+            }
+            RwOrder::Preference(writer_preference) => Mode::Read(Read { keys, writer_preference }),
+            RwOrder::Fair { patience } => Mode::FairRw(FairRw { keys, patience, writer }),
+        }
+    }
+
+    pub(crate) fn permit(keys: SemKeys, permits: u32, patience: Option<Duration>) -> Mode {
+        Mode::Permit(Permit { keys, permits, patience })
+    }
+
     /// Undoes what an interrupted acquire may have left: the hold when `ours`
     /// (never a restored token's: it is its owner's), and a writer's intent
     /// or a place in a queue. A fair withdrawal releases as it leaves the
@@ -62,12 +103,12 @@ impl Mode {
 
     /// Time left on `token`'s hold, or `None` when it holds nothing.
     pub(crate) async fn remaining(&self, d: &Deployment, token: &str) -> Result<Option<Duration>> {
-        if let Mode::Permit { keys, .. } = self {
+        if let Mode::Permit(Permit { keys, .. }) = self {
             let state = scripts::sem_inspect(d.single("a semaphore")?, keys).await?;
             let mine = state.holders.iter().find(|r| r.token == token);
             return Ok(mine.map(|r| Duration::from_millis(r.pttl_ms.max(0) as u64)));
         }
-        if let Mode::Read { keys, .. } = self {
+        if let Some(keys) = self.reader_keys() {
             let reader = |m| async move { Ok(scripts::rw_inspect(m, keys, token).await?.reader_pttl_ms) };
             let pttl_ms = d.majority_value("inspecting a reader", reader).await?;
             return Ok((pttl_ms >= 0).then(|| Duration::from_millis(pttl_ms as u64)));
@@ -87,10 +128,12 @@ impl Mode {
     /// Held by anyone: for an RWMutex, a writer or any live reader.
     pub(crate) async fn locked(&self, d: &Deployment) -> Result<bool> {
         match self {
-            Mode::Exclusive(_) | Mode::Fair { .. } | Mode::Permit { .. } => {
+            Mode::Exclusive(_) | Mode::Fair(_) | Mode::Permit(_) => {
                 Ok(d.holders(self).await?.iter().any(Option::is_some))
             }
-            Mode::Read { keys, .. } | Mode::Write { keys, .. } => {
+            Mode::Read(Read { keys, .. })
+            | Mode::Write(Write { keys, .. })
+            | Mode::FairRw(FairRw { keys, .. }) => {
                 let held = |c| async move {
                     let state = scripts::rw_inspect(c, keys, "").await?;
                     Ok(i64::from(state.writer || state.readers > 0))
@@ -100,174 +143,75 @@ impl Mode {
         }
     }
 
-    /// The longest pause between a waiter's attempts that keeps its intent or
-    /// its place in the queue alive.
-    pub(crate) fn keep_alive(&self, ttl: Duration) -> Option<Duration> {
+    /// A reader's keys (of either order).
+    fn reader_keys(&self) -> Option<&RwKeys> {
         match self {
-            Mode::Write { order: RwOrder::Preference(true), .. } => Some(ttl / 3),
-            _ => self.patience().map(|p| p / 3),
-        }
-    }
-
-    /// Fair modes: how long a lock handed to a waiter stays its own unclaimed.
-    pub(crate) fn patience(&self) -> Option<Duration> {
-        match self {
-            Mode::Fair { patience, .. }
-            | Mode::Read { order: RwOrder::Fair { patience }, .. }
-            | Mode::Write { order: RwOrder::Fair { patience }, .. }
-            | Mode::Permit { patience: Some(patience), .. } => Some(*patience),
+            Mode::Read(Read { keys, .. }) | Mode::FairRw(FairRw { keys, writer: false, .. }) => Some(keys),
             _ => None,
         }
     }
+}
 
-    /// The channels on which a release that may let this handle in is announced.
-    pub(crate) fn channels(&self) -> Vec<String> {
-        match self {
-            Mode::Exclusive(keys) => keys.iter().map(|k| wake_channel(k)).collect(),
-            Mode::Fair { keys, .. } => vec![keys.channel.clone()],
-            Mode::Read { keys, .. } | Mode::Write { keys, .. } => vec![keys.channel.clone()],
-            Mode::Permit { keys, .. } => vec![keys.channel.clone()],
+/// Runs `$call` on the primitive inside a `Mode`.
+macro_rules! on_primitive {
+    ($mode:expr, $p:ident => $call:expr) => {
+        match $mode {
+            Mode::Exclusive($p) => $call,
+            Mode::Fair($p) => $call,
+            Mode::Read($p) => $call,
+            Mode::Write($p) => $call,
+            Mode::FairRw($p) => $call,
+            Mode::Permit($p) => $call,
         }
-    }
-
-    /// `"lock"`, `"read"` or `"write"`.
-    pub(crate) fn kind(&self) -> &'static str {
-        match self {
-            Mode::Exclusive(_) | Mode::Fair { .. } => "lock",
-            Mode::Read { .. } => "read",
-            Mode::Write { .. } => "write",
-            Mode::Permit { .. } => "permit",
-        }
-    }
-
-    pub(crate) fn is_reader(&self) -> bool {
-        matches!(self, Mode::Read { .. })
-    }
+    };
 }
 
 impl Steps for Mode {
     async fn obtain_on(&self, c: &Client, ask: &Obtaining<'_>, quorum: bool) -> Result<Obtain> {
-        let Obtaining { token, ttl, metadata, will_wait, attempt } = *ask;
-        let ttl_ms = ttl.as_millis() as u64;
-        let tagged = |patience: &Duration| Attempt {
-            number: attempt,
-            patience_ms: patience.as_millis() as u64,
-            will_wait,
-        };
-        match self {
-            Mode::Exclusive(keys) => scripts::obtain(c, keys, token, ttl_ms, metadata, quorum).await,
-            Mode::Fair { keys, patience } => {
-                scripts::fair_obtain(c, keys, token, ttl_ms, metadata, tagged(patience)).await
-            }
-            Mode::Read { keys, order: RwOrder::Preference(writer_preference) } => {
-                scripts::rw_read(c, keys, token, ttl_ms, *writer_preference).await
-            }
-            Mode::Write { keys, order: RwOrder::Preference(writer_preference) } => {
-                let writer_preference = *writer_preference && will_wait;
-                scripts::rw_write(c, keys, token, ttl_ms, metadata, writer_preference, quorum).await
-            }
-            Mode::Read { keys, order: RwOrder::Fair { patience } } => {
-                scripts::rw_fair_obtain(c, keys, token, ttl_ms, None, tagged(patience)).await
-            }
-            Mode::Write { keys, order: RwOrder::Fair { patience } } => {
-                scripts::rw_fair_obtain(c, keys, token, ttl_ms, Some(metadata), tagged(patience)).await
-            }
-            Mode::Permit { keys, permits, patience } => {
-                let attempt = tagged(&patience.unwrap_or_default());
-                scripts::sem_obtain(c, keys, token, ttl_ms, metadata, *permits, patience.is_some(), attempt)
-                    .await
-            }
-        }
+        on_primitive!(self, p => p.obtain_on(c, ask, quorum).await)
     }
 
     async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<bool> {
-        let ttl_ms = ttl.as_millis() as u64;
-        match self {
-            Mode::Exclusive(keys) => scripts::refresh(c, keys, token, ttl_ms).await,
-            Mode::Fair { keys, .. } => {
-                scripts::refresh(c, std::slice::from_ref(&keys.lock), token, ttl_ms).await
-            }
-            Mode::Read { keys, .. } => scripts::lease_refresh(c, &[&keys.readers], token, ttl_ms).await,
-            Mode::Permit { keys, .. } => {
-                scripts::lease_refresh(c, &[&keys.holders, &keys.data], token, ttl_ms).await
-            }
-            Mode::Write { keys, .. } => {
-                scripts::refresh(c, std::slice::from_ref(&keys.writer), token, ttl_ms).await
-            }
-        }
+        on_primitive!(self, p => p.refresh_on(c, token, ttl).await)
     }
 
     async fn release_on(&self, c: &Client, token: &str) -> Result<Released> {
-        let once = |held: bool| Released { held, retried: false };
-        Ok(match self {
-            Mode::Exclusive(keys) => {
-                let (n, retried) = scripts::release_noting_retry(c, keys, token, false, "").await?;
-                Released { held: n > 0, retried }
-            }
-            Mode::Write { keys, order: RwOrder::Preference(_) } => {
-                let writer = std::slice::from_ref(&keys.writer);
-                let (n, retried) =
-                    scripts::release_noting_retry(c, writer, token, false, &keys.channel).await?;
-                Released { held: n > 0, retried }
-            }
-            Mode::Read { keys, order: RwOrder::Preference(_) } => {
-                once(scripts::rw_read_release(c, keys, token).await?)
-            }
-            Mode::Fair { keys, .. } => once(scripts::fair_release(c, keys, token, true).await?),
-            Mode::Permit { keys, .. } => once(scripts::sem_release(c, keys, token, true).await?),
-            Mode::Read { keys, .. } | Mode::Write { keys, .. } => {
-                once(scripts::rw_fair_release(c, keys, token, !self.is_reader(), true).await?)
-            }
-        })
+        on_primitive!(self, p => p.release_on(c, token).await)
     }
 
     async fn withdraw_on(&self, c: &Client, token: &str, ours: bool) -> Result<()> {
-        match self {
-            Mode::Fair { keys, .. } => scripts::fair_release(c, keys, token, ours).await.map(drop),
-            Mode::Read { keys, order: RwOrder::Fair { .. } }
-            | Mode::Write { keys, order: RwOrder::Fair { .. } } => {
-                scripts::rw_fair_release(c, keys, token, !self.is_reader(), ours).await.map(drop)
-            }
-            Mode::Write { keys, order: RwOrder::Preference(true) } => {
-                scripts::rw_withdraw(c, keys, token).await
-            }
-            Mode::Permit { keys, patience: Some(_), .. } => {
-                scripts::sem_release(c, keys, token, ours).await.map(drop)
-            }
-            _ => Ok(()),
-        }
+        on_primitive!(self, p => p.withdraw_on(c, token, ours).await)
     }
 
     async fn inspect_on(&self, c: &Client) -> Result<Vec<Option<Record>>> {
-        match self {
-            Mode::Exclusive(keys) => scripts::inspect(c, keys).await,
-            Mode::Fair { keys, .. } => scripts::inspect(c, std::slice::from_ref(&keys.lock)).await,
-            Mode::Read { keys, .. } | Mode::Write { keys, .. } => {
-                scripts::inspect(c, std::slice::from_ref(&keys.writer)).await
-            }
-            Mode::Permit { keys, .. } => {
-                Ok(scripts::sem_inspect(c, keys).await?.holders.into_iter().map(Some).collect())
-            }
-        }
+        on_primitive!(self, p => p.inspect_on(c).await)
     }
 
     async fn fence_raise_on(&self, c: &Client, token: &str, fence: i64) -> Result<bool> {
-        match self {
-            Mode::Exclusive(keys) => scripts::fence_raise(c, keys, token, fence).await,
-            Mode::Write { keys, .. } => {
-                scripts::fence_raise(c, std::slice::from_ref(&keys.writer), token, fence).await
-            }
-            _ => Ok(true),
-        }
+        on_primitive!(self, p => p.fence_raise_on(c, token, fence).await)
     }
 
-    /// Readers get no fence: they exclude nobody but writers.
+    fn kind(&self) -> &'static str {
+        on_primitive!(self, p => p.kind())
+    }
+
+    fn channels(&self) -> Vec<String> {
+        on_primitive!(self, p => p.channels())
+    }
+
+    fn patience(&self) -> Option<Duration> {
+        on_primitive!(self, p => p.patience())
+    }
+
+    fn keep_alive(&self, ttl: Duration) -> Option<Duration> {
+        on_primitive!(self, p => p.keep_alive(ttl))
+    }
+
+    fn is_reader(&self) -> bool {
+        on_primitive!(self, p => p.is_reader())
+    }
+
     fn fenced(&self) -> bool {
-        !matches!(self, Mode::Read { .. })
-    }
-
-    /// A writer's intent, a place in a fair queue.
-    fn leaves_intent(&self) -> bool {
-        self.keep_alive(Duration::MAX).is_some()
+        on_primitive!(self, p => p.fenced())
     }
 }

@@ -79,7 +79,7 @@ impl RwMutex {
             RwOrder::Preference(self.writer_preference)
         };
         let keys = self.keys.clone();
-        let mode = if write { Mode::Write { keys, order } } else { Mode::Read { keys, order } };
+        let mode = Mode::rw(keys, order, write);
         Ok(Lock::with_mode(self.client.clone(), names, mode, opts, token))
     }
 
@@ -92,7 +92,7 @@ impl RwMutex {
 
     /// Held by a writer or by any live reader.
     pub async fn locked(&self) -> Result<bool> {
-        Mode::Read { keys: self.keys.clone(), order: RwOrder::Preference(self.writer_preference) }
+        Mode::rw(self.keys.clone(), RwOrder::Preference(self.writer_preference), false)
             .locked(&self.client)
             .await
     }

@@ -32,7 +32,7 @@ pub fn permit(
     let names = vec![name];
     validate(&names, &opts, token.as_deref())?;
     let keys = client.keys().semaphore(&names[0]);
-    let mode = Mode::Permit { keys, permits, patience: opts.fair.then(|| patience(opts.ttl)) };
+    let mode = Mode::permit(keys, permits, opts.fair.then(|| patience(opts.ttl)));
     Ok(Lock::with_mode(client, names, mode, opts, token))
 }
 

@@ -51,24 +51,61 @@ pub(crate) trait Steps: Sync {
     fn release_on(&self, c: &Client, token: &str) -> impl Future<Output = Result<Released>> + Send;
 
     /// Takes back what waiting left: a writer's intent, a place in a fair
-    /// queue (and, when `ours`, a grant that reached it meanwhile).
-    fn withdraw_on(&self, c: &Client, token: &str, ours: bool) -> impl Future<Output = Result<()>> + Send;
+    /// queue (and, when `ours`, a grant that reached it meanwhile). A
+    /// waiter of a primitive that leaves nothing has nothing to take back.
+    fn withdraw_on(&self, c: &Client, token: &str, ours: bool) -> impl Future<Output = Result<()>> + Send {
+        let _ = (c, token, ours);
+        std::future::ready(Ok(()))
+    }
 
     /// The exclusive holder of each key (for either side of an RWMutex: its writer).
     fn inspect_on(&self, c: &Client) -> impl Future<Output = Result<Vec<Option<Record>>>> + Send;
 
     /// A quorum's hold settles its fence: on this master, `token`'s hold
-    /// gets at least `fence`. False when it no longer holds here.
+    /// gets at least `fence`. False when it no longer holds here. Nothing
+    /// to raise for a primitive whose holds a quorum does not fence.
     fn fence_raise_on(
         &self,
         c: &Client,
         token: &str,
         fence: i64,
-    ) -> impl Future<Output = Result<bool>> + Send;
+    ) -> impl Future<Output = Result<bool>> + Send {
+        let _ = (c, token, fence);
+        std::future::ready(Ok(true))
+    }
+
+    /// `"lock"`, `"read"`, `"write"` or `"permit"`.
+    fn kind(&self) -> &'static str;
+
+    /// The channels on which a release that may let this handle in is announced.
+    fn channels(&self) -> Vec<String>;
+
+    /// Fair primitives: how long a hold handed to a waiter stays its own
+    /// unclaimed, and how long a waiter that stops re-asserting itself keeps its place.
+    fn patience(&self) -> Option<Duration> {
+        None
+    }
+
+    /// The longest pause between a waiter's attempts that keeps its intent
+    /// or its place in the queue alive.
+    fn keep_alive(&self, ttl: Duration) -> Option<Duration> {
+        let _ = ttl;
+        self.patience().map(|p| p / 3)
+    }
+
+    /// Whether a hold is shared (a reader's).
+    fn is_reader(&self) -> bool {
+        false
+    }
 
     /// Whether a hold gets a fence (readers exclude nobody but writers: none).
-    fn fenced(&self) -> bool;
+    fn fenced(&self) -> bool {
+        true
+    }
 
-    /// Whether an acquire that had to wait left something to undo.
-    fn leaves_intent(&self) -> bool;
+    /// Whether an acquire that had to wait left something to undo (a
+    /// writer's intent, a place in a fair queue).
+    fn leaves_intent(&self) -> bool {
+        self.keep_alive(Duration::MAX).is_some()
+    }
 }
