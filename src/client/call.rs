@@ -25,6 +25,7 @@ impl Client {
     {
         self.call_noting_retry(op).await.map(|(v, _)| v)
     }
+
     /// `call`, and whether the operation was sent a second time (after a
     /// dropped connection, its first sending may or may not have run).
     pub(crate) async fn call_noting_retry<T, F, Fut>(&self, op: F) -> Result<(T, bool)>
@@ -53,6 +54,7 @@ impl Client {
             e.into()
         })
     }
+
     /// A server that restarted answers LOADING while it reads its data back:
     /// nothing ran, so try again until it is done, within the command timeout.
     async fn when_loaded<T, F, Fut>(&self, op: &F) -> Result<T>
@@ -73,6 +75,7 @@ impl Client {
             }
         }
     }
+
     /// What an operation runs on: the multiplexed connection, or, inside
     /// `conn::inline` and for a plain (not TLS) single-node target, a pooled
     /// connection used on the calling thread.
@@ -86,6 +89,7 @@ impl Client {
         }
         self.conn().await
     }
+
     /// An idle inline connection, or a new one; `None` when none can be
     /// opened at once (the multiplexed connection then carries the call,
     /// with its own reconnecting and its own errors).
@@ -104,6 +108,7 @@ impl Client {
         };
         Some(Conn::Inline(Arc::new(Inline::new(conn, local.inline.clone()))))
     }
+
     /// The multiplexed, self-reconnecting connection of this process.
     pub(crate) async fn conn(&self) -> Result<Conn> {
         let local = self.local();

@@ -25,6 +25,7 @@ impl Client {
             }
         });
     }
+
     /// While a waiter waits on its subscription, sending no command: in
     /// Sentinel mode asks the Sentinels
     /// every `sentinel::RECHECK` whether the master moved, as `conn` does
@@ -39,11 +40,13 @@ impl Client {
         }
         std::future::pending::<()>().await;
     }
+
     pub(super) fn forget_connection(&self) {
         if matches!(self.inner.target, Target::Sentinel(_)) {
             self.local().conn.store(None);
         }
     }
+
     /// Joins the waiters on `channels`, subscribed before it returns.
     pub(crate) async fn register_waiter(
         &self,
@@ -53,6 +56,7 @@ impl Client {
     ) -> Result<Waits> {
         Ok(Waits::new(vec![self.register_one(channels, reader, token).await?]))
     }
+
     pub(crate) async fn register_one(
         &self,
         channels: &[String],
