@@ -284,3 +284,19 @@ local function sem_serve(holders, data, queue, alive, tags, us, channel)
   end
   return false
 end
+
+-- The operator's tools (describe.lua, force_release.lua): KEYS are every
+-- part of one name and ARGV[i] is KEYS[i]'s '<kind> <role>' (from the key
+-- layout table). Returns kind -> {role -> key}, and the kinds in order.
+local function parts_by_kind()
+  local kinds, order = {}, {}
+  for i, key in ipairs(KEYS) do
+    local kind, role = string.match(ARGV[i], '^(%S+) (%S+)$')
+    if not kinds[kind] then
+      kinds[kind] = {}
+      order[#order + 1] = kind
+    end
+    kinds[kind][role] = key
+  end
+  return kinds, order
+end

@@ -1,21 +1,29 @@
--- describe.lua: everything stored under one name, as a Lock and as an
--- RWMutex (for listing and inspecting by an operator; changes nothing).
--- KEYS: [lock hash, fair queue, fair liveness,
---        rw writer hash, rw readers zset (token -> expiry, server ms), rw intent,
---        rw queued readers, rw queued writers, rw liveness]
--- ARGV: none
--- Returns {lock holder, fair waiters, writer, readers, intent pttl,
---          queued readers, queued writers}:
---   holder and writer as inspect.lua's entries ({} when free);
---   readers: {token, ms left, token, ms left, ...}, live ones only;
---   waiters: queued ones still alive (whose liveness has not run out);
+-- describe.lua: everything stored under one name, every kind of primitive
+-- alike (for listing and inspecting by an operator; changes nothing). What
+-- each key is comes from the key layout table (src/keys/layout.rs), so a
+-- kind added there is described without a change here.
+-- KEYS: every part of one name, of every kind (channels too: never read)
+-- ARGV: for each key, '<kind> <role>'; roles: hold (a hash: token, meta,
+--       fence), readers / permits (a zset: token -> expiry, server ms),
+--       data (a hash: permits, f:<token>, m:<token>), intent, queue / rqueue
+--       (fair queues of writers / readers), alive (their liveness), tags,
+--       wake, watch
+-- Returns one entry per kind, in the order of its first key:
+--   {kind, holders, queued writers, queued readers, limit, intent pttl}
+--   holders: {role, token, meta, fence, ms left} each: the hold first, then
+--     the live readers and permits, earliest expiry first (meta '' and
+--     fence 0 where the kind keeps none);
+--   queued: waiters still alive (whose liveness has not run out);
+--   limit: the data's `permits` (-1: none stored);
 --   intent pttl: a waiting writer's intent (-2: none).
-local lock, queue, alive = KEYS[1], KEYS[2], KEYS[3]
-local writer, readers, intent, qr, qw, rw_alive = KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local kinds, order = parts_by_kind()
 local now = now_ms()
 
 local function live(waiting, liveness)
   local n = 0
+  if not waiting or not liveness then
+    return n
+  end
   for _, token in ipairs(redis.call('ZRANGE', waiting, 0, -1)) do
     local until_ms = tonumber(redis.call('ZSCORE', liveness, token))
     if until_ms and until_ms > now then
@@ -25,14 +33,26 @@ local function live(waiting, liveness)
   return n
 end
 
-local reading = {}
-local found = redis.call('ZRANGEBYSCORE', readers, '(' .. now, '+inf', 'WITHSCORES')
-for i = 1, #found, 2 do
-  reading[#reading + 1] = found[i]
-  reading[#reading + 1] = tonumber(found[i + 1]) - now
+local out = {}
+for _, kind in ipairs(order) do
+  local k = kinds[kind]
+  local holders = {}
+  local held = k.hold and holder(k.hold) or {}
+  if held[1] then
+    holders[1] = {'hold', held[1], held[2], held[3], held[4]}
+  end
+  for _, role in ipairs({'readers', 'permits'}) do
+    local found = k[role] and redis.call('ZRANGEBYSCORE', k[role], '(' .. now, '+inf', 'WITHSCORES') or {}
+    for i = 1, #found, 2 do
+      local token, rec = found[i], {}
+      if k.data then
+        rec = redis.call('HMGET', k.data, 'm:' .. token, 'f:' .. token)
+      end
+      holders[#holders + 1] = {role, token, rec[1] or '', tonumber(rec[2]) or 0, tonumber(found[i + 1]) - now}
+    end
+  end
+  local limit = k.data and tonumber(redis.call('HGET', k.data, 'permits')) or -1
+  local intent = k.intent and redis.call('PTTL', k.intent) or -2
+  out[#out + 1] = {kind, holders, live(k.queue, k.alive), live(k.rqueue, k.alive), limit, intent}
 end
-
-return {
-  holder(lock), live(queue, alive), holder(writer), reading, redis.call('PTTL', intent),
-  live(qr, rw_alive), live(qw, rw_alive),
-}
+return out

@@ -68,13 +68,20 @@ impl Deployment {
     /// The one deployment, or, on a quorum, an error naming `what` and what
     /// a quorum supports: for what is made on one server's state.
     pub fn single(&self, what: &str) -> Result<&Client> {
-        match &self.0 {
-            On::One(client) => Ok(client),
-            On::Quorum(_) => Err(Error::InvalidArgument(format!(
+        self.one().ok_or_else(|| {
+            Error::InvalidArgument(format!(
                 "{what} is not available on a quorum of independent masters (Redlock), which supports Lock \
                  (not fair), multi_lock and RWMutex (not fair): its state lives on one server. Use a client \
                  of one deployment (one URL, a Sentinel service or a Cluster) for it"
-            ))),
+            ))
+        })
+    }
+
+    /// The one deployment; `None` on a quorum.
+    pub(crate) fn one(&self) -> Option<&Client> {
+        match &self.0 {
+            On::One(client) => Some(client),
+            On::Quorum(_) => None,
         }
     }
 

@@ -36,9 +36,9 @@ pub struct Leader {
 }
 
 impl Election {
-    pub fn new(client: &Deployment, name: String) -> Result<Election> {
+    pub fn new(client: impl Into<Deployment>, name: String) -> Result<Election> {
         check_name(&name)?;
-        let client = client.single("an election")?.clone();
+        let client = client.into().single("an election")?.clone();
         let keys = client.keys().election(&name);
         Ok(Election { client, name, keys })
     }

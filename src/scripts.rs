@@ -67,6 +67,7 @@ lua!(SEM_INSPECT, "sem_inspect.lua");
 lua!(EL_PROCLAIM, "el_proclaim.lua");
 lua!(RW_FORCE_RELEASE, "rw_force_release.lua");
 lua!(DESCRIBE, "describe.lua");
+lua!(FORCE_RELEASE, "force_release.lua");
 lua!(FENCE_RAISE, "fence_raise.lua");
 
 /// What `obtain.lua` answered.
@@ -397,59 +398,22 @@ pub async fn rw_force_release(client: &Client, k: &RwKeys, token: &str) -> Resul
     Ok((wrote == 1, read.max(0) as u64))
 }
 
-/// Everything stored under one name, as `describe.lua` reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Described {
-    pub holder: Option<Record>,
-    /// Live waiters in a fair Lock's queue.
-    pub waiters: u64,
-    pub writer: Option<Record>,
-    /// Live readers: token and milliseconds left.
-    pub readers: Vec<(String, i64)>,
-    /// Milliseconds left on a waiting writer's intent; negative when none.
-    pub intent_pttl_ms: i64,
-    pub queued_readers: u64,
-    pub queued_writers: u64,
-}
-
-/// `describe.lua`'s answer: holder, waiters, writer, readers, intent, queued readers and writers.
-type DescribeReply = (Vec<Value>, i64, Vec<Value>, Vec<Value>, i64, i64, i64);
-
-pub async fn describe(client: &Client, lock: &FairKeys, rw: &RwKeys) -> Result<Described> {
-    let keys = [
-        &lock.lock,
-        &lock.queue,
-        &lock.alive,
-        &rw.writer,
-        &rw.readers,
-        &rw.intent,
-        &rw.queued_readers,
-        &rw.queued_writers,
-        &rw.alive,
-    ];
-    let (holder, waiters, writer, readers, intent_pttl_ms, queued_readers, queued_writers): DescribeReply =
-        run(client, &DESCRIBE.on(client).key(&keys)).await?;
-    let bad = |e: redis::ParsingError| Error::Redis(format!("unexpected reply from describe.lua: {e}"));
-    let readers = readers
-        .chunks(2)
-        .map(|pair| match pair {
-            [token, pttl] => Ok((
-                redis::from_redis_value_ref::<String>(token).map_err(bad)?,
-                redis::from_redis_value_ref::<i64>(pttl).map_err(bad)?,
-            )),
-            _ => Err(Error::Redis("unexpected reply from describe.lua: an odd list of readers".into())),
-        })
-        .collect::<Result<_>>()?;
-    let count = |n: i64| n.max(0) as u64;
-    Ok(Described {
-        holder: parse_record(holder)?,
-        waiters: count(waiters),
-        writer: parse_record(writer)?,
-        readers,
-        intent_pttl_ms,
-        queued_readers: count(queued_readers),
-        queued_writers: count(queued_writers),
-    })
+/// `describe.lua`, or with `token` `force_release.lua` ('' = every hold),
+/// over every part of one name: `keys` with `roles` ('<kind> <role>' each,
+/// from the layout table). Parsed by `listing.rs`.
+pub async fn by_parts<T: redis::FromRedisValue>(
+    client: &Client,
+    keys: &[String],
+    roles: &[String],
+    token: Option<&str>,
+) -> Result<T> {
+    let script = if token.is_some() { &FORCE_RELEASE } else { &DESCRIBE };
+    let mut invocation = script.on(client).key(keys);
+    invocation.arg(roles);
+    if let Some(token) = token {
+        invocation.arg(token);
+    }
+    run(client, &invocation).await
 }
 
 async fn run<T: redis::FromRedisValue>(client: &Client, invocation: &ScriptInvocation<'_>) -> Result<T> {

@@ -98,3 +98,59 @@ async fn a_free_name_has_no_state() {
     assert!(c.state_of("free").await.unwrap().is_empty());
     assert!(c.scan("*").await.unwrap().is_empty());
 }
+
+/// Every kind is read from the key layout table: a semaphore's permits and
+/// an election's leader are described, inspected and force-released as a
+/// Lock is.
+#[tokio::test]
+async fn semaphores_and_elections_are_listed_inspected_and_force_released() {
+    let c = client().await;
+    let meta = |m: &str| LockOptions { metadata: Some(m.into()), ..quick(30_000) };
+    let permits: Vec<Lock> = ["worker-0", "worker-1"]
+        .into_iter()
+        .map(|m| ferrolock::semaphore::permit(c.clone(), "partner-api".into(), 3, meta(m), None).unwrap())
+        .collect();
+    for p in &permits {
+        assert!(p.acquire(Wait::No).await.unwrap());
+    }
+    let election = ferrolock::election::Election::new(c.clone(), "leader-x".into()).unwrap();
+    let term = election.candidate("host-a".into(), quick(30_000), None).unwrap();
+    assert!(term.acquire(Wait::No).await.unwrap());
+
+    let all = c.scan("*").await.unwrap();
+    let seen: Vec<(&str, Kind)> = all.iter().map(|s| (s.name.as_str(), s.kind)).collect();
+    assert_eq!(seen, [("leader-x", Kind::Election), ("partner-api", Kind::Semaphore)]);
+    let (el, sem) = (&all[0], &all[1]);
+    let leader = el.holder.as_ref().unwrap();
+    assert_eq!(
+        (leader.token.as_str(), leader.metadata.as_deref(), leader.fence),
+        (term.token().unwrap().as_str(), Some("host-a"), term.fence().unwrap())
+    );
+    assert_eq!(sem.limit, Some(3));
+    assert!(sem.holder.is_none() && sem.readers.is_empty());
+    let mut held: Vec<(String, Option<String>)> =
+        sem.holders.iter().map(|h| (h.token.clone(), h.metadata.clone())).collect();
+    held.sort();
+    let mut expected: Vec<(String, Option<String>)> = permits
+        .iter()
+        .zip(["worker-0", "worker-1"])
+        .map(|(p, m)| (p.token().unwrap(), Some(m.into())))
+        .collect();
+    expected.sort();
+    assert_eq!(held, expected);
+    assert!(c.inspect("partner-api").await.unwrap().is_some());
+    assert_eq!(c.inspect("leader-x").await.unwrap().map(|r| r.token), term.token());
+
+    let first = permits[0].token().unwrap();
+    assert!(!c.force_release("partner-api", Some("not-a-holder")).await.unwrap());
+    assert_eq!(
+        c.force_release_kinds("partner-api", Some(&first)).await.unwrap().iter().map(|k| k.1).sum::<u64>(),
+        1
+    );
+    assert_eq!(c.state_of("partner-api").await.unwrap()[0].holders.len(), 1);
+    assert!(c.force_release("partner-api", None).await.unwrap());
+    assert!(c.state_of("partner-api").await.unwrap().is_empty());
+    assert!(c.force_release("leader-x", term.token().as_deref()).await.unwrap());
+    assert!(election.leader().await.unwrap().is_none());
+    assert!(c.scan("*").await.unwrap().is_empty());
+}

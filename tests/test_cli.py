@@ -168,13 +168,15 @@ def read_until(fd: int, text: str, limit: float = 30) -> str:
     return seen.decode()
 
 
-@pytest.mark.parametrize("kind", ["lock", "fair", "writer", "reader"])
+@pytest.mark.parametrize("kind", ["lock", "fair", "writer", "reader", "permit"])
 def test_release_removes_only_the_hold_it_showed(redis_url, prefix, client, kind):
     """The holder shown at the prompt releases and another takes the name
     before the operator answers yes: the new hold stays, exit 3 says so."""
     def take():
         if kind in ("lock", "fair"):
             handle = client.lock("stuck", fair=kind == "fair", metadata="shown")
+        elif kind == "permit":
+            handle = client.semaphore("stuck", 2, metadata="shown")
         else:
             rw = client.rwmutex("stuck")
             handle = rw.write(metadata="shown") if kind == "writer" else rw.read()
@@ -359,6 +361,70 @@ def test_wait_blocks_until_free(redis_url, prefix, client):
     assert waiting.returncode == 0, err
     assert json.loads(out) == {"name": "job", "free": True}
     assert run(redis_url, prefix, "wait", "never-held").returncode == 0
+
+
+def hold_semaphore_and_election(client):
+    """Two permits of `partner-api` and the election `leader-x`, held."""
+    permits = [client.semaphore("partner-api", 3, metadata=f"worker-{i}") for i in range(2)]
+    for p in permits:
+        assert p.acquire(blocking=False)
+    term = client.election("leader-x", ttl=30).campaign("host-a")
+    return permits, term
+
+
+def test_ls_and_inspect_show_semaphores_and_elections(redis_url, prefix, client):
+    permits, term = hold_semaphore_and_election(client)
+    table = run(redis_url, prefix, "ls")
+    assert table.returncode == 0, table.stderr
+    rows = {line.split()[0]: line for line in table.stdout.splitlines()[1:]}
+    assert set(rows) == {"partner-api", "leader-x"}
+    assert "semaphore" in rows["partner-api"] and "2 holders of 3" in rows["partner-api"]
+    assert "election" in rows["leader-x"] and term.token in rows["leader-x"] and "host-a" in rows["leader-x"]
+    listed = {s["name"]: s for s in json.loads(run(redis_url, prefix, "ls", "--json").stdout)}
+    assert {h["token"] for h in listed["partner-api"]["holders"]} == {p.token for p in permits}
+    assert listed["partner-api"]["limit"] == 3
+    assert listed["leader-x"]["holder"]["fence"] == term.number
+
+    shown = run(redis_url, prefix, "inspect", "partner-api")
+    assert shown.returncode == 0, shown.stdout
+    assert "partner-api (semaphore)" in shown.stdout and "holders:  2 of 3" in shown.stdout
+    assert all(p.token in shown.stdout for p in permits) and "worker-1" in shown.stdout
+    leader = run(redis_url, prefix, "inspect", "leader-x")
+    assert leader.returncode == 0 and "leader-x (election)" in leader.stdout
+    assert f"leader:   {term.token}" in leader.stdout and f"term:    {term.number}" in leader.stdout
+    as_json = json.loads(run(redis_url, prefix, "inspect", "leader-x", "--json").stdout)
+    assert as_json[0]["kind"] == "election" and as_json[0]["holder"]["metadata"] == "host-a"
+    term.resign()
+
+
+def test_release_force_removes_permits_and_deposes_a_leader(redis_url, prefix, client):
+    permits, term = hold_semaphore_and_election(client)
+    out = run(redis_url, prefix, "release", "partner-api", "--force", "--yes", "--json")
+    assert out.returncode == 0, out.stderr
+    released = json.loads(out.stdout)["released"]
+    assert {h["token"] for h in released[0]["holders"]} == {p.token for p in permits}
+    assert all(p.token in out.stderr for p in permits) and "worker-0" in out.stderr
+    assert client.describe("partner-api") == []
+    deposed = run(redis_url, prefix, "release", "leader-x", "--force", "--yes")
+    assert deposed.returncode == 0, deposed.stderr
+    assert f"leader {term.token}" in deposed.stderr
+    assert client.election("leader-x").leader() is None
+    again = run(redis_url, prefix, "release", "leader-x", "--force", "--yes")
+    assert again.returncode == cli.NOT_FOUND and "not held" in again.stdout
+
+
+def test_wait_blocks_while_a_permit_or_a_leader_holds(redis_url, prefix, client):
+    permits, term = hold_semaphore_and_election(client)
+    for name in ("partner-api", "leader-x"):
+        assert run(redis_url, prefix, "wait", name, "--timeout", "0.1").returncode == cli.TIMED_OUT
+    waiting = start(redis_url, prefix, "wait", "partner-api", "--timeout", "60", "--json")
+    for p in permits:
+        p.release()
+    out, err = waiting.communicate(timeout=60)
+    assert waiting.returncode == 0, err
+    assert json.loads(out) == {"name": "partner-api", "free": True}
+    term.resign()
+    assert run(redis_url, prefix, "wait", "leader-x", "--timeout", "0").returncode == 0
 
 
 def test_bad_patterns_and_names_say_what_to_do(client):

@@ -273,3 +273,23 @@ def test_ls_finds_names_on_every_master(cclient, cluster, prefix):
     assert set(listed) == set(names) | {"doc"}
     assert all(listed[n]["holder"]["token"] == lock.token for n, lock in zip(names, held))
     assert [r["token"] for r in listed["doc"]["readers"]] == [reader.token]
+
+
+def test_semaphores_and_elections_are_listed_and_force_released_on_every_master(cclient, cluster, prefix):
+    """Every key of a name shares its hash tag, so one script reads (or
+    clears) a semaphore's or an election's keys wherever the slot lives."""
+    names = [f"pool:{i}" for i in range(9)]
+    assert {cluster.node_port_for(f"{prefix}{{{n}}}") for n in names} == set(cluster.ports)
+    permits = [cclient.semaphore(n, 2, metadata=n) for n in names]
+    for p in permits:
+        assert p.acquire(blocking=False)
+    term = cclient.election("leader-x", ttl=30).campaign("host-a")
+    listed = {s.name: s for s in cclient.scan("*")}
+    assert set(listed) == set(names) | {"leader-x"}
+    assert all([h.token for h in listed[n].holders] == [p.token] for n, p in zip(names, permits))
+    assert listed["leader-x"].kind == "election" and listed["leader-x"].holder.token == term.token
+    for n, p in zip(names, permits):
+        assert cclient.force_release(n, token=p.token) is True
+    assert cclient.force_release("leader-x") is True
+    assert cclient.scan("*") == []
+    assert cclient.election("leader-x").leader() is None

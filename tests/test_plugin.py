@@ -197,3 +197,30 @@ def test_a_helper_that_needs_one_server_says_so(url, prefix):
     with pytest.raises(ValueError, match="pause_server talks to one server"):
         with helpers.pause_server():
             pass
+
+
+def test_helpers_assert_held_or_free_and_release_all_of_every_kind(client, redis_url, prefix):
+    """`assert_held`, `assert_free` and `release_all` read every kind from
+    the key layout: a Lock, an RWMutex's reader, a semaphore's permit and an
+    election's leader alike."""
+    helpers = Helpers(redis_url, prefix)
+    lock, reader = client.lock("job"), client.rwmutex("doc").read()
+    permit = client.semaphore("partner-api", 2, metadata="worker")
+    for handle in (lock, reader, permit):
+        assert handle.acquire(blocking=False)
+    term = client.election("leader-x", ttl=30).campaign("host-a")
+    assert helpers.assert_held("partner-api", kind="semaphore", token=permit.token).limit == 2
+    assert helpers.assert_held("leader-x").holder.token == term.token
+    helpers.assert_held("doc", kind="rwmutex", token=reader.token)
+    with pytest.raises(AssertionError, match="'partner-api' as a lock is not held"):
+        helpers.assert_held("partner-api", kind="lock")
+    with pytest.raises(AssertionError, match="'leader-x' is held"):
+        helpers.assert_free("leader-x")
+    assert helpers.release_all("[pl]*") == 2  # the permit and the leader
+    helpers.assert_free("partner-api")
+    helpers.assert_free("leader-x")
+    assert client.election("leader-x").leader() is None
+    assert helpers.release_all() == 2  # the lock and the reader
+    for name in ("job", "doc"):
+        helpers.assert_free(name)
+    assert lock.owned() is False and reader.owned() is False

@@ -173,8 +173,9 @@ class LockState:
     """One name used as one kind of primitive, as :meth:`Client.scan` or
     :meth:`Client.describe` found it in Redis.
 
-    A read-only snapshot. A name may be used both as a Lock and as an
-    RWMutex (their keys never overlap): then it has one state of each kind.
+    A read-only snapshot. A name may be used as several kinds of primitive
+    at once (a Lock, an RWMutex, a semaphore, an election: their keys never
+    overlap): then it has one state of each kind.
     Instances are made by ferrolock only; two snapshots are equal when every
     field is.
     """
@@ -192,16 +193,32 @@ class LockState:
         """The name (without the client's prefix)."""
 
     @property
-    def kind(self) -> Literal["lock", "rwmutex"]:
-        """``"lock"`` (a :class:`Lock`, fair or not) or ``"rwmutex"``."""
+    def kind(self) -> Literal["lock", "rwmutex", "semaphore", "election"]:
+        """``"lock"`` (a :class:`Lock`, fair or not), ``"rwmutex"``,
+        ``"semaphore"`` or ``"election"``."""
 
     @property
     def holder(self) -> LockInfo | None:
-        """A Lock's holder, or an RWMutex's writer; ``None`` when there is none."""
+        """A Lock's holder, an RWMutex's writer, or an election's leader (its
+        value as ``metadata``, its term number as ``fence``); ``None`` when
+        there is none (a semaphore's holders are in :attr:`holders`)."""
 
     @property
     def readers(self) -> list[tuple[str, float]]:
         """An RWMutex's live readers: (token, seconds left) each."""
+
+    @property
+    def holders(self) -> list[LockInfo]:
+        """Every live hold, whatever the kind: :attr:`holder` first, then an
+        RWMutex's readers (``metadata`` ``None``, ``fence`` 0) and a
+        semaphore's permit holders (token, metadata, fence, seconds left),
+        earliest expiry first. Remove one with
+        ``Client.force_release(name, token=...)``."""
+
+    @property
+    def limit(self) -> int | None:
+        """How many may hold at once where Redis stores it (a semaphore's
+        permits, while any is held), else ``None``."""
 
     @property
     def queued_readers(self) -> int:
@@ -209,7 +226,8 @@ class LockState:
 
     @property
     def queued_writers(self) -> int:
-        """Writers waiting in a fair queue (a fair Lock's waiters count here)."""
+        """Writers waiting in a fair queue (a fair Lock's, a fair semaphore's
+        waiters and an election's campaigners count here)."""
 
     @property
     def writer_intent(self) -> float | None:

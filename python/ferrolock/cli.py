@@ -33,7 +33,7 @@ NOT_FOUND_CMD = 127
 
 EPILOG = """\
 examples:
-  ferrolock ls                          every lock and RWMutex under the prefix
+  ferrolock ls                          every lock, RWMutex, semaphore and election under the prefix
   ferrolock ls 'reports:*' --json       those whose name matches, as JSON
   ferrolock inspect reports:nightly     who holds it, for how long, who waits
   ferrolock release reports:nightly --force
@@ -117,7 +117,7 @@ def parser() -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help, description=help, parents=[common], epilog=EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
 
-    ls = command("ls", "list every lock and RWMutex whose name matches PATTERN (found with SCAN)")
+    ls = command("ls", "list every lock, RWMutex, semaphore and election whose name matches PATTERN (found with SCAN)")
     ls.add_argument("pattern", nargs="?", default="*", metavar="PATTERN",
                     help="a glob over names: *, ?, [a-z]; a backslash escapes (default: *)")
 
@@ -137,7 +137,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--grace", type=seconds, default=10.0, help="seconds between SIGTERM and SIGKILL when the lock is lost (default 10)")
     run.add_argument("--metadata", default=None, help="stored with the hold, shown by ls and inspect (default: host, pid and CMD)")
 
-    wait = command("wait", "block until NAME is free (no holder, no reader)")
+    wait = command("wait", "block until NAME is free (no holder, reader, permit holder or leader)")
     wait.add_argument("name", metavar="NAME")
     wait.add_argument("--timeout", type=seconds, default=None, help="most seconds to wait (default: forever)")
     return p
@@ -188,18 +188,23 @@ def fail(code: int, message: str) -> int:
 
 # -- looking ------------------------------------------------------------------
 
+# What the one-token hold of a kind is called (a Lock's is its "holder").
+HOLD_NAMES = {"rwmutex": "writer", "election": "leader"}
+
+
+def hold_dict(h: Any) -> Dict[str, Any]:
+    return {"token": h.token, "metadata": h.metadata, "fence": h.fence, "ttl": h.ttl}
+
 
 def state_dict(s: Any) -> Dict[str, Any]:
     """A `ferrolock.LockState` (or the part of one `Shown` names) as JSON."""
-    holder = None
-    if s.holder is not None:
-        h = s.holder
-        holder = {"token": h.token, "metadata": h.metadata, "fence": h.fence, "ttl": h.ttl}
     return {
         "name": s.name,
         "kind": s.kind,
-        "holder": holder,
+        "holder": None if s.holder is None else hold_dict(s.holder),
         "readers": [{"token": t, "ttl": ttl} for t, ttl in s.readers],
+        "holders": [hold_dict(h) for h in s.holders],
+        "limit": s.limit,
         "waiters": s.waiters,
         "queued_readers": s.queued_readers,
         "queued_writers": s.queued_writers,
@@ -211,11 +216,25 @@ def ttl_text(ttl: Optional[float]) -> str:
     return "-" if ttl is None else f"{ttl:.1f}s"
 
 
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
+def others(s: Any) -> List[Any]:
+    """The holds of `s` that are neither its one-token hold nor a reader
+    (a semaphore's permit holders)."""
+    readers = {t for t, _ in s.readers}
+    return [h for h in s.holders if h != s.holder and h.token not in readers]
+
+
 def holder_text(s: ferrolock.LockState) -> str:
     if s.holder is not None:
         return s.holder.token
     if s.readers:
-        return f"{len(s.readers)} reader{'s' if len(s.readers) > 1 else ''}"
+        return plural(len(s.readers), "reader")
+    if s.holders:
+        held = plural(len(s.holders), "holder")
+        return held if s.limit is None else f"{held} of {s.limit}"
     return "(free)"
 
 
@@ -234,11 +253,11 @@ def cmd_ls(client: ferrolock.Client, args: argparse.Namespace, as_json: bool) ->
         return OK
     rows = [["NAME", "KIND", "HOLDER", "TTL", "FENCE", "WAITERS", "METADATA"]]
     for s in states:
-        h = s.holder
-        ttl = h.ttl if h else (min(t for _, t in s.readers) if s.readers else None)
+        h = s.holder if s.holder is not None else (s.holders[0] if len(s.holders) == 1 else None)
+        ttls = [x.ttl for x in s.holders if x.ttl is not None]
         rows.append([
-            s.name, s.kind, holder_text(s), ttl_text(ttl), str(h.fence) if h else "-", str(s.waiters),
-            (h.metadata or "") if h else "",
+            s.name, s.kind, holder_text(s), ttl_text(h.ttl if h else min(ttls, default=None)),
+            str(h.fence) if h and h.fence else "-", str(s.waiters), (h.metadata or "") if h else "",
         ])
     print(table(rows))
     return OK
@@ -247,14 +266,20 @@ def cmd_ls(client: ferrolock.Client, args: argparse.Namespace, as_json: bool) ->
 def describe_text(s: ferrolock.LockState) -> str:
     lines = [f"{s.name} ({s.kind})"]
     h = s.holder
-    who = "holder" if s.kind == "lock" else "writer"
+    who = HOLD_NAMES.get(s.kind, "holder")
     if h is not None:
         lines.append(f"  {who}:   {h.token}")
-        lines.append(f"  fence:    {h.fence}")
+        lines.append(f"  {'term' if s.kind == 'election' else 'fence'}:    {h.fence}")
         lines.append(f"  ttl:      {ttl_text(h.ttl)}")
-        lines.append(f"  metadata: {h.metadata if h.metadata is not None else '-'}")
-    else:
+        lines.append(f"  {'value' if s.kind == 'election' else 'metadata'}: {h.metadata if h.metadata is not None else '-'}")
+    elif not s.holders or s.kind == "rwmutex":
         lines.append(f"  {who}:   none")
+    held = others(s)
+    if held:
+        limit = "" if s.limit is None else f" of {s.limit}"
+        lines.append(f"  holders:  {len(held)}{limit}")
+        for x in held:
+            lines.append(f"    {x.token}  {ttl_text(x.ttl)}  fence {x.fence}  {x.metadata or '-'}")
     if s.kind == "rwmutex":
         lines.append(f"  readers:  {len(s.readers)}")
         for token, ttl in s.readers:
@@ -288,7 +313,7 @@ def cmd_release(client: ferrolock.Client, args: argparse.Namespace, as_json: boo
             "release takes whatever holds the name away from its holder, who is not asked: "
             "pass --force to do so (a holder releases its own lock by leaving its `with` block)",
         )
-    held = [s for s in client.describe(args.name) if s.holder is not None or s.readers]
+    held = [s for s in client.describe(args.name) if s.holders]
     if not held:
         if as_json:
             print(json.dumps({"released": []}))
@@ -304,10 +329,10 @@ def cmd_release(client: ferrolock.Client, args: argparse.Namespace, as_json: boo
     released, changed = [], []
     for s in held:
         removed, gone = remove_shown(client, args.name, s)
-        if removed.holder is not None or removed.readers:
+        if removed.holders:
             released.append(removed)
             log.warning("force-released %s %r: removed %s", s.kind, args.name, holds_text(removed))
-        if gone.holder is not None or gone.readers:
+        if gone.holders:
             changed.append(gone)
     if as_json:
         print(json.dumps({"released": [state_dict(s) for s in released],
@@ -323,35 +348,36 @@ def cmd_release(client: ferrolock.Client, args: argparse.Namespace, as_json: boo
 
 
 class Shown:
-    """Part of a state that was shown: its holder (or None) and readers."""
+    """Part of a state that was shown: those of its holds whose tokens are in `tokens`."""
 
-    def __init__(self, s: ferrolock.LockState, holder: Any, readers: List[Any]):
-        self.name, self.kind, self.holder, self.readers = s.name, s.kind, holder, readers
+    def __init__(self, s: ferrolock.LockState, tokens: "set[str]"):
+        self.name, self.kind, self.limit = s.name, s.kind, s.limit
+        self.holder = s.holder if s.holder is not None and s.holder.token in tokens else None
+        self.readers = [r for r in s.readers if r[0] in tokens]
+        self.holders = [h for h in s.holders if h.token in tokens]
         self.waiters, self.queued_readers, self.queued_writers = s.waiters, s.queued_readers, s.queued_writers
         self.writer_intent = s.writer_intent
 
 
 def remove_shown(client: ferrolock.Client, name: str, s: ferrolock.LockState) -> "tuple[Shown, Shown]":
-    """Removes each hold of `s` by its token (compare-and-delete in Redis, so
-    a hold taken since by someone else stays). Returns what was removed and
-    what had changed."""
-    rw = client.rwmutex(name) if s.kind == "rwmutex" else None
-
-    def by_token(token: str) -> bool:
-        return rw.force_release(token) if rw else client.force_release(name, token=token)
-
-    holder_removed = s.holder is not None and by_token(s.holder.token)
-    readers = [(r, by_token(r[0])) for r in s.readers]
-    removed = Shown(s, s.holder if holder_removed else None, [r for r, ok in readers if ok])
-    gone = Shown(s, s.holder if s.holder is not None and not holder_removed else None,
-                 [r for r, ok in readers if not ok])
-    return removed, gone
+    """Removes each hold of `s` by its token, whatever the kind
+    (compare-and-delete in Redis, so a hold taken since by someone else
+    stays). Returns what was removed and what had changed."""
+    done = {h.token: client.force_release(name, token=h.token) for h in s.holders}
+    return (Shown(s, {t for t, ok in done.items() if ok}),
+            Shown(s, {t for t, ok in done.items() if not ok}))
 
 
 def holds_text(s: Any) -> str:
-    h = s.holder
-    holds = [f"holder {h.token} (fence {h.fence}, metadata {h.metadata!r})"] if h else []
-    return ", ".join(holds + [f"reader {token}" for token, _ in s.readers])
+    readers = {t for t, _ in s.readers}
+    holds = []
+    for h in s.holders:
+        if h.token in readers:
+            holds.append(f"reader {h.token}")
+        else:
+            who = HOLD_NAMES.get(s.kind, "holder") if s.holder is not None and h.token == s.holder.token else "holder"
+            holds.append(f"{who} {h.token} (fence {h.fence}, metadata {h.metadata!r})")
+    return ", ".join(holds)
 
 
 def cmd_wait(client: ferrolock.Client, args: argparse.Namespace, as_json: bool) -> int:
@@ -360,7 +386,7 @@ def cmd_wait(client: ferrolock.Client, args: argparse.Namespace, as_json: bool) 
     pause = 0.01
     with Signals():
         while True:
-            busy = [s for s in client.describe(args.name) if s.holder is not None or s.readers]
+            busy = [s for s in client.describe(args.name) if s.holders]
             if not busy:
                 if as_json:
                     print(json.dumps({"name": args.name, "free": True}))
@@ -370,8 +396,7 @@ def cmd_wait(client: ferrolock.Client, args: argparse.Namespace, as_json: bool) 
                 if as_json:
                     print(json.dumps({"name": args.name, "free": False}))
                 return fail(TIMED_OUT, f"{args.name!r} was still held after {args.timeout} s")
-            ttls = [s.holder.ttl for s in busy if s.holder and s.holder.ttl is not None]
-            ttls += [t for s in busy for _, t in s.readers]
+            ttls = [h.ttl for s in busy for h in s.holders if h.ttl is not None]
             pause = min(pause * 2, 0.5)
             nap = min([pause] + ttls + ([left] if left is not None else []))
             time.sleep(max(nap, 0.001))  # no notice comes when a hold expires: look again

@@ -27,14 +27,14 @@ class Term:
         self._election = election
         self._hold = hold
         self.value = value
+        # The term's identity: kept, so it stays readable once the term ends.
+        self._number: int = hold.fence or 0
 
     @property
     def number(self) -> int:
-        """The term number: greater than every earlier leader's."""
-        number = self._hold.fence
-        if number is None:
-            raise LockNotAcquired(f"election {self._election.name!r}: this term has ended")
-        return number
+        """The term number: greater than every earlier leader's. It stays
+        readable after the term ended (resigned or lost)."""
+        return self._number
 
     @property
     def lost(self) -> bool:
@@ -78,7 +78,7 @@ class Term:
         return await self._hold.__aexit__(*exc)
 
     def __repr__(self) -> str:
-        return f"<ferrolock.Term {self._election.name!r} value={self.value!r} number={self._hold.fence}>"
+        return f"<ferrolock.Term {self._election.name!r} value={self.value!r} number={self._number}>"
 
 
 class Election:

@@ -10,7 +10,9 @@ entry point ``ferrolock``); ``-p no:ferrolock`` turns it off. It brings:
 * ``ferrolock_client``: a :class:`ferrolock.Client` under that prefix; every
   key under it is deleted when the test ends;
 * ``ferrolock_helpers``: a :class:`Helpers` to make a held lock expire now,
-  hold a name from another process, or pause the server;
+  hold a name from another process, pause the server, assert that a name is
+  held or free or end every hold left (any kind: Lock, RWMutex, semaphore,
+  election);
 * ``ferrolock_private_server``: a ``redis-server`` of the test's own, which
   it may stop, kill and restart (:class:`RedisServer`).
 
@@ -376,6 +378,7 @@ class Helpers:
         self.prefix = prefix
         self.ca_file = ca_file
         self._raw: Optional[Raw] = None
+        self._client: Optional[ferrolock.Client] = None
 
     def server(self, what: str) -> Raw:
         """The test's server, for a helper that needs one (`what`)."""
@@ -503,6 +506,51 @@ class Helpers:
         for i in range(0, len(keys), 500):
             raw("DEL", *keys[i:i + 500])
         return len(keys)
+
+    # -- what is held, whatever the kind (read from the key layout, as
+    # `ferrolock ls` does: a Lock, an RWMutex, a semaphore, an election) ----
+
+    def client(self) -> "ferrolock.Client":
+        """A :class:`ferrolock.Client` of the test's server, under its prefix."""
+        if self._client is None:
+            self._client = ferrolock.Client(self.url, prefix=self.prefix, ca_file=self.ca_file)
+        return self._client
+
+    def assert_held(self, name: str, *, kind: Optional[str] = None, token: Optional[str] = None) -> Any:
+        """Assert that ``name`` is held (as ``kind``: ``"lock"``, ``"rwmutex"``,
+        ``"semaphore"`` or ``"election"``; any, when ``None``), by ``token``
+        among its holders when given. Returns its :class:`ferrolock.LockState`
+        (of that kind, else the first held).
+
+        Raises:
+            AssertionError: it is not, saying what is stored under the name.
+        """
+        states = [s for s in self.client().describe(name) if s.holders and kind in (None, s.kind)]
+        held = [s for s in states if token is None or any(h.token == token for h in s.holders)]
+        what = f"{name!r}" + (f" as a {kind}" if kind else "") + (f" by {token}" if token else "")
+        assert held, f"{what} is not held; stored under it: {self.client().describe(name)!r}"
+        return held[0]
+
+    def assert_free(self, name: str) -> None:
+        """Assert that nothing holds ``name``, as any kind of primitive
+        (waiters may still queue).
+
+        Raises:
+            AssertionError: something does, saying what.
+        """
+        held = [s for s in self.client().describe(name) if s.holders]
+        assert not held, f"{name!r} is held: {held!r}"
+
+    def release_all(self, pattern: str = "*") -> int:
+        """End every hold under the prefix whose name matches ``pattern``,
+        whatever its kind (as ``ferrolock release --force`` does: waiters are
+        woken, an election's watchers told); returns how many holds went.
+        Works on one server and a Cluster (not a quorum, which
+        :meth:`ferrolock.Client.scan` refuses)."""
+        client = self.client()
+        return sum(
+            client.force_release(s.name, token=h.token) for s in client.scan(pattern) for h in s.holders
+        )
 
 
 @pytest.fixture(scope="session")

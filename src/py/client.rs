@@ -151,12 +151,16 @@ impl LockInfo {
 #[derive(PartialEq)]
 pub struct LockState {
     name: String,
-    /// `"lock"` or `"rwmutex"`.
+    /// `"lock"`, `"rwmutex"`, `"semaphore"` or `"election"` (from the key layout table).
     kind: &'static str,
-    /// A Lock's holder, or an RWMutex's writer.
+    /// A Lock's holder, an RWMutex's writer, or an election's leader.
     holder: Option<LockInfo>,
     /// An RWMutex's live readers: (token, seconds left).
     readers: Vec<(String, f64)>,
+    /// Every live hold: `holder` first, then readers and permit holders.
+    holders: Vec<LockInfo>,
+    /// How many may hold at once, where stored (a semaphore's permits).
+    limit: Option<u64>,
     queued_readers: u64,
     queued_writers: u64,
     /// Seconds left on a waiting writer's intent, or None.
@@ -167,11 +171,14 @@ pub struct LockState {
 impl LockState {
     fn new(s: State) -> Self {
         let seconds = |ms: i64| ms as f64 / 1000.0;
+        let info = |r| LockInfo::new(s.name.clone(), r);
         LockState {
             waiters: s.waiters(),
             kind: s.kind.as_str(),
-            holder: s.holder.map(|r| LockInfo::new(s.name.clone(), r)),
+            holder: s.holder.map(info),
             readers: s.readers.into_iter().map(|r| (r.token, seconds(r.pttl_ms))).collect(),
+            holders: s.holders.into_iter().map(info).collect(),
+            limit: s.limit,
             queued_readers: s.queued_readers,
             queued_writers: s.queued_writers,
             writer_intent: s.intent_pttl_ms.map(seconds),
@@ -193,10 +200,11 @@ impl LockState {
         };
         let r = |v: Bound<'_, PyAny>| v.repr().map(|r| r.to_string());
         Ok(format!(
-            "LockState(name={}, kind={}, holder={holder}, readers={}, waiters={})",
+            "LockState(name={}, kind={}, holder={holder}, readers={}, holders={}, waiters={})",
             r(self.name.clone().into_pyobject(py)?.into_any())?,
             r(self.kind.into_pyobject(py)?.into_any())?,
             self.readers.len(),
+            self.holders.len(),
             self.waiters
         ))
     }
@@ -286,26 +294,29 @@ impl PyClient {
         self.core.masters()
     }
 
-    /// Delete the lock ``name`` whoever holds it; with ``token``, only if
-    /// that token holds it.
+    /// End the holds of ``name`` whoever holds them; with ``token``, only
+    /// the hold of that token.
     ///
     /// For recovery by an operator: the holder is not told until its next
-    /// renewal finds the lock gone (then its hold is lost). With ``token``
-    /// (the holder's, as :meth:`inspect` or :meth:`describe` showed it) the
-    /// check and the delete are one atomic step in Redis, so a hold taken
-    /// since by someone else is never removed. On a quorum, every master's
-    /// copy of the hold goes (of that token's hold only, when given). Works
-    /// for a plain and a fair Lock (an RWMutex has
-    /// :meth:`RWMutex.force_release`). The GIL is released while waiting for
-    /// Redis.
+    /// renewal finds its hold gone (then its hold is lost). Every kind of
+    /// primitive stored under the name is covered: a Lock (plain or fair),
+    /// an RWMutex's writer and readers, a semaphore's permit holders, an
+    /// election's term (its leader is deposed). With ``token`` (the
+    /// holder's, as :meth:`inspect` or :meth:`describe` showed it) the check
+    /// and the delete are one atomic step in Redis, so a hold taken since by
+    /// someone else is never removed. Waiters are woken (the next in line
+    /// proceeds) and an election's watchers are told, as by a release. On a
+    /// quorum (Locks only), every master's copy of the hold goes (of that
+    /// token's hold only, when given). The GIL is released while waiting
+    /// for Redis.
     ///
     /// Args:
     ///     name: the lock name.
     ///     token: remove only this holder's hold (``None``: whoever holds).
     ///
     /// Returns:
-    ///     ``True`` if a hold was removed; ``False`` if the lock was free, or
-    ///     (with ``token``) held by another token.
+    ///     ``True`` if a hold was removed; ``False`` if nothing was held, or
+    ///     (with ``token``) no hold of that token was.
     ///
     /// Raises:
     ///     LockConnectionError: Redis could not be reached in time.
@@ -356,7 +367,12 @@ impl PyClient {
 
     /// Who holds the lock ``name``, as Redis sees it now.
     ///
-    /// The GIL is released while waiting for Redis.
+    /// On one server, a name not held as a Lock gives its first hold as
+    /// another kind: an RWMutex's writer (else its first reader), a
+    /// semaphore's permit holder (the earliest to expire), an election's
+    /// leader (its value as ``metadata``, its term as ``fence``);
+    /// :meth:`describe` shows every hold. The GIL is released while waiting
+    /// for Redis.
     ///
     /// Args:
     ///     name: the lock name.
@@ -398,7 +414,9 @@ impl PyClient {
         })
     }
 
-    /// Every lock and RWMutex whose name matches the glob `pattern`.
+    /// Every name whose name matches the glob ``pattern``, held or waited
+    /// for as any kind of primitive (Lock, RWMutex, semaphore, election):
+    /// one :class:`LockState` per name and kind.
     #[pyo3(signature = (pattern=None))]
     fn scan(&self, py: Python<'_>, pattern: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<LockState>> {
         let (client, pattern) = (self.core.clone(), glob(pattern)?);
@@ -414,7 +432,8 @@ impl PyClient {
         })
     }
 
-    /// Everything stored under `name`, as a Lock and as an RWMutex.
+    /// Everything stored under ``name``: one :class:`LockState` per kind of
+    /// primitive held or waited for (Lock, RWMutex, semaphore, election).
     fn describe(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<Vec<LockState>> {
         let (client, name) = (self.core.clone(), checked(name)?);
         wait(py, async move { Ok(LockState::all(client.state_of(&name).await?)) })

@@ -72,7 +72,7 @@ impl PyObserver {
 impl PyElection {
     #[new]
     fn new(client: &Bound<'_, PyClient>, name: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let core = Election::new(&client.get().core, args::name(name)?)?;
+        let core = Election::new(client.get().core.clone(), args::name(name)?)?;
         Ok(PyElection { core, client: client.clone().unbind() })
     }
 
