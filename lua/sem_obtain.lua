@@ -8,7 +8,7 @@
 -- claimed after a hand-over, or adopted), or {0, wait_ms}: until the first
 -- holder's lease runs out, or -1 when a permit is free but others are first
 -- in line (fair mode: they are let in now).
--- Refuses with FERROLOCK_PERMITS (src/scripts/refusal.rs) when permits
+-- Refuses with FERROLOCK_PERMITS (src/error/refusal.rs) when permits
 -- differs from what the semaphore has while any permit is held (while none
 -- is, the newest count applies).
 local holders, data, queue, alive, tags = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]

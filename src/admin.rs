@@ -1,7 +1,7 @@
 //! What a client does to a name, whoever holds it (outside `client.rs`,
 //! which the scripts build on): an operator's look and recovery.
 
-use crate::client::Client;
+use crate::deployment::Deployment;
 use crate::error::Result;
 use crate::keys::Kind;
 use crate::listing::kind_named;
@@ -9,7 +9,7 @@ use crate::mode::Mode;
 use crate::scripts::{self, Record};
 use crate::token::check_token;
 
-impl Client {
+impl Deployment {
     /// Ends the holds of `name` whoever holds them, as every kind of
     /// primitive (a Lock's hold, an RWMutex's writer and readers, a
     /// semaphore's permits, an election's term, which deposes its leader);
@@ -26,16 +26,16 @@ impl Client {
     pub async fn force_release_kinds(&self, name: &str, token: Option<&str>) -> Result<Vec<(Kind, u64)>> {
         token.map_or(Ok(()), check_token)?;
         crate::lock::check_name(name)?;
-        let Some(q) = self.quorum() else {
+        if let Some(client) = self.one() {
             let (keys, roles) = self.parts_of(name);
             let removed: Vec<(String, i64)> =
-                scripts::by_parts(self, &keys, &roles, Some(token.unwrap_or(""))).await?;
+                scripts::by_parts(client, &keys, &roles, Some(token.unwrap_or(""))).await?;
             return removed.into_iter().map(|(kind, n)| Ok((kind_named(&kind)?, n.max(0) as u64))).collect();
-        };
+        }
         let keys = &[self.keys().lock(name)];
         let (token, force) = token.map_or(("", true), |t| (t, false));
         let release = |c| async move { Ok(scripts::release(c, keys, token, force, "").await? > 0) };
-        let released = q.any("force_release", release).await?;
+        let released = self.any("force_release", release).await?;
         Ok(vec![(Kind::Lock, u64::from(released))])
     }
 
@@ -46,8 +46,8 @@ impl Client {
     /// `state_of` for every one.
     pub async fn inspect(&self, name: &str) -> Result<Option<Record>> {
         let keys: std::sync::Arc<[String]> = std::sync::Arc::from([self.keys().lock(name)]);
-        let lock = Mode::Exclusive(keys).inspect(self).await?.pop().flatten();
-        if lock.is_some() || self.quorum().is_some() {
+        let lock = self.holders(&Mode::exclusive(keys)).await?.pop().flatten();
+        if lock.is_some() || self.one().is_none() {
             return Ok(lock);
         }
         Ok(self.state_of(name).await?.into_iter().find_map(|s| s.holders.into_iter().next()))

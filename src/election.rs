@@ -10,6 +10,7 @@
 use std::time::Duration;
 
 use crate::client::Client;
+use crate::deployment::Deployment;
 use crate::error::{Error, Result};
 use crate::keys::FairKeys;
 use crate::lock::{check_name, validate, Lock, LockOptions};
@@ -35,9 +36,9 @@ pub struct Leader {
 }
 
 impl Election {
-    pub fn new(client: Client, name: String) -> Result<Election> {
+    pub fn new(client: impl Into<Deployment>, name: String) -> Result<Election> {
         check_name(&name)?;
-        client.single("an election")?;
+        let client = client.into().single("an election")?.clone();
         let keys = client.keys().election(&name);
         Ok(Election { client, name, keys })
     }
@@ -54,8 +55,8 @@ impl Election {
         let opts = LockOptions { metadata: Some(value), fair: true, ..opts };
         let names = vec![self.name.clone()];
         validate(&names, &opts, token.as_deref())?;
-        let mode = Mode::Fair { keys: self.keys.clone(), patience: patience(opts.ttl) };
-        Ok(Lock::with_mode(self.client.clone(), names, mode, opts, token))
+        let mode = Mode::fair(self.keys.clone(), patience(opts.ttl));
+        Ok(Lock::with_mode(self.client.clone().into(), names, mode, opts, token))
     }
 
     /// The current leader, or `None` when nobody leads.

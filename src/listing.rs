@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 use futures_util::StreamExt;
 
-use crate::client::Client;
+use crate::deployment::Deployment;
 use crate::error::{Error, Result};
 use crate::keys::{Glob, Kind, Role};
 use crate::lock::check_name;
@@ -68,13 +68,13 @@ type KindReply = (String, Vec<HoldReply>, i64, i64, i64, i64);
 /// The most names described at once while listing.
 const CONCURRENCY: usize = 32;
 
-impl Client {
+impl Deployment {
     /// Every name of this client's prefix matching the glob `pattern` (`*`,
     /// `?`, `[a-z]`, a backslash escapes), held or waited for as any kind of
     /// primitive, sorted by name then kind. Found with SCAN, so the server
     /// never blocks (names created or deleted meanwhile may or may not show).
     pub async fn scan(&self, pattern: &str) -> Result<Vec<State>> {
-        self.single("scan (listing locks)")?;
+        let client = self.single("scan (listing locks)")?;
         if pattern.is_empty() {
             return Err(Error::InvalidArgument(
                 "the name pattern is empty; use \"*\" to list every name".into(),
@@ -82,7 +82,7 @@ impl Client {
         }
         let glob = Glob::new(pattern);
         let matching = self.keys().scan_pattern(&glob);
-        let found = self
+        let found = client
             .call(|mut c| {
                 let matching = matching.clone();
                 async move { c.scan_match(&matching).await }
@@ -108,9 +108,9 @@ impl Client {
     /// each only if held or waited for (so an empty list for a free name).
     pub async fn state_of(&self, name: &str) -> Result<Vec<State>> {
         check_name(name)?;
-        self.single("describe")?;
+        let client = self.single("describe")?;
         let (keys, roles) = self.parts_of(name);
-        let reply: Vec<KindReply> = scripts::by_parts(self, &keys, &roles, None).await?;
+        let reply: Vec<KindReply> = scripts::by_parts(client, &keys, &roles, None).await?;
         let mut states = reply.into_iter().map(|k| state(name, k)).collect::<Result<Vec<_>>>()?;
         states.retain(|s| !s.idle());
         states.sort_by_key(|s| s.kind);
@@ -169,8 +169,8 @@ impl RwMutex {
     /// with `token`, only that writer's hold or that reader's lease.
     /// Returns whether a writer held, and how many live readers were removed.
     pub async fn force_release(&self, token: Option<&str>) -> Result<(bool, u64)> {
-        self.client().single("RWMutex.force_release")?;
+        let client = self.client().single("RWMutex.force_release")?;
         token.map_or(Ok(()), crate::token::check_token)?;
-        scripts::rw_force_release(self.client(), self.keys(), token.unwrap_or("")).await
+        scripts::rw_force_release(client, self.keys(), token.unwrap_or("")).await
     }
 }

@@ -1,30 +1,44 @@
-//! What a handle takes: an exclusive hold on one or more names, or one side
-//! of an RWMutex. `Lock` (waiting, holding, the watchdog, cancellation) is the
-//! same for all three; only these atomic steps differ.
+//! What a handle takes: an exclusive hold on one or more names, a fair
+//! lock, one side of an RWMutex (plain or fair), or a semaphore's permit.
+//! `Lock` (waiting, holding, the watchdog, cancellation) is the same for
+//! all; each primitive's atomic steps are its own (`Steps`, one file each).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::Client;
+use crate::deployment::Deployment;
 use crate::error::Result;
-use crate::keys::{wake_channel, FairKeys, RwKeys, SemKeys};
+use crate::keys::{FairKeys, RwKeys, SemKeys};
 use crate::scripts::{self, Attempt, Obtain, Record};
+use crate::steps::{Obtaining, Released, Steps};
+
+mod exclusive;
+mod fair;
+mod permit;
+mod rw;
+mod rw_fair;
+
+pub use exclusive::Exclusive;
+pub use fair::Fair;
+pub use permit::Permit;
+pub use rw::{Read, Write};
+pub use rw_fair::FairRw;
 
 #[derive(Debug, Clone)]
 pub enum Mode {
     /// One hash per name, all taken or none.
-    Exclusive(Arc<[String]>),
+    Exclusive(Exclusive),
     /// One name, taken in arrival order; a release hands it to the next waiter.
-    /// `patience`: how long a waiter that stops re-asserting itself keeps its place.
-    Fair { keys: FairKeys, patience: Duration },
-    /// A shared hold among the readers, each with its own expiry.
-    Read { keys: RwKeys, order: RwOrder },
+    Fair(Fair),
+    /// A shared hold among the readers of an RWMutex, each with its own expiry.
+    Read(Read),
     /// The exclusive side of an RWMutex.
-    Write { keys: RwKeys, order: RwOrder },
-    /// One of a semaphore's `permits`, each its own lease (a Lock is a
-    /// semaphore of one, with its own specialised steps); in arrival order
-    /// when it has a `patience`.
-    Permit { keys: SemKeys, permits: u32, patience: Option<Duration> },
+    Write(Write),
+    /// Either side of a fair RWMutex.
+    FairRw(FairRw),
+    /// One of a semaphore's permits.
+    Permit(Permit),
 }
 
 /// Who goes first at an RWMutex.
@@ -46,205 +60,61 @@ pub(crate) fn patience(ttl: Duration) -> Duration {
     ttl.min(Duration::from_secs(2))
 }
 
-/// What a release found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Released {
-    /// The token still held (and holds no more).
-    pub held: bool,
-    /// It was sent twice (the connection dropped): if the second found
-    /// nothing, the first may have released it.
-    pub retried: bool,
+/// A fair attempt as its script takes it.
+fn attempt(ask: &Obtaining<'_>, patience: Duration) -> Attempt {
+    Attempt { number: ask.attempt, patience_ms: patience.as_millis() as u64, will_wait: ask.will_wait }
 }
 
 impl Mode {
-    /// One attempt, number `attempt` of this acquire. A writer that
-    /// `will_wait` leaves its intent when readers hold (writer preference); a
-    /// one-shot attempt (try_write) never does; a fair waiter that will wait
-    /// queues. `metadata`: `None` keeps what a re-entered hold has stored.
-    /// `ours`: the token is this acquire's own (not restored), so what a
-    /// quorum's failed attempt took is given back.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn obtain(
-        &self,
-        c: &Client,
-        token: &str,
-        ttl: Duration,
-        metadata: Option<&str>,
-        will_wait: bool,
-        attempt: u64,
-        ours: bool,
-    ) -> Result<Obtain> {
-        if let Some(q) = c.quorum() {
-            return q.obtain(self, token, ttl, metadata, will_wait, attempt, ours).await;
-        }
-        self.obtain_on(c, token, ttl, metadata, will_wait, attempt, false).await
+    /// One hold on every name of `keys`.
+    pub(crate) fn exclusive(keys: Arc<[String]>) -> Mode {
+        Mode::Exclusive(Exclusive { keys })
     }
 
-    /// `obtain` on one server; `quorum`: that server is a quorum's master
-    /// (a new hold's fence is also above the fence records a raise left).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn obtain_on(
-        &self,
-        c: &Client,
-        token: &str,
-        ttl: Duration,
-        metadata: Option<&str>,
-        will_wait: bool,
-        attempt: u64,
-        quorum: bool,
-    ) -> Result<Obtain> {
-        let ttl_ms = ttl.as_millis() as u64;
-        let tagged = |patience: &Duration| Attempt {
-            number: attempt,
-            patience_ms: patience.as_millis() as u64,
-            will_wait,
-        };
-        match self {
-            Mode::Exclusive(keys) => scripts::obtain(c, keys, token, ttl_ms, metadata, quorum).await,
-            Mode::Fair { keys, patience } => {
-                scripts::fair_obtain(c, keys, token, ttl_ms, metadata, tagged(patience)).await
+    pub(crate) fn fair(keys: FairKeys, patience: Duration) -> Mode {
+        Mode::Fair(Fair { keys, patience })
+    }
+
+    /// One side (`writer`, or a reader) of an RWMutex ordered by `order`.
+    pub(crate) fn rw(keys: RwKeys, order: RwOrder, writer: bool) -> Mode {
+        match order {
+            RwOrder::Preference(writer_preference) if writer => {
+                Mode::Write(Write { keys, writer_preference })
             }
-            Mode::Read { keys, order: RwOrder::Preference(writer_preference) } => {
-                scripts::rw_read(c, keys, token, ttl_ms, *writer_preference).await
-            }
-            Mode::Write { keys, order: RwOrder::Preference(writer_preference) } => {
-                let writer_preference = *writer_preference && will_wait;
-                scripts::rw_write(c, keys, token, ttl_ms, metadata, writer_preference, quorum).await
-            }
-            Mode::Read { keys, order: RwOrder::Fair { patience } } => {
-                scripts::rw_fair_obtain(c, keys, token, ttl_ms, None, tagged(patience)).await
-            }
-            Mode::Write { keys, order: RwOrder::Fair { patience } } => {
-                scripts::rw_fair_obtain(c, keys, token, ttl_ms, Some(metadata), tagged(patience)).await
-            }
-            Mode::Permit { keys, permits, patience } => {
-                let attempt = tagged(&patience.unwrap_or_default());
-                scripts::sem_obtain(c, keys, token, ttl_ms, metadata, *permits, patience.is_some(), attempt)
-                    .await
-            }
+            RwOrder::Preference(writer_preference) => Mode::Read(Read { keys, writer_preference }),
+            RwOrder::Fair { patience } => Mode::FairRw(FairRw { keys, patience, writer }),
         }
     }
 
-    /// Whether `token` still held, and now holds for `ttl` more.
-    pub(crate) async fn refresh(&self, c: &Client, token: &str, ttl: Duration) -> Result<bool> {
-        match c.quorum() {
-            Some(q) => q.refresh(self, token, ttl).await,
-            None => self.refresh_on(c, token, ttl).await,
-        }
-    }
-
-    pub(crate) async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<bool> {
-        let ttl_ms = ttl.as_millis() as u64;
-        match self {
-            Mode::Exclusive(keys) => scripts::refresh(c, keys, token, ttl_ms).await,
-            Mode::Fair { keys, .. } => {
-                scripts::refresh(c, std::slice::from_ref(&keys.lock), token, ttl_ms).await
-            }
-            Mode::Read { keys, .. } => scripts::lease_refresh(c, &[&keys.readers], token, ttl_ms).await,
-            Mode::Permit { keys, .. } => {
-                scripts::lease_refresh(c, &[&keys.holders, &keys.data], token, ttl_ms).await
-            }
-            Mode::Write { keys, .. } => {
-                scripts::refresh(c, std::slice::from_ref(&keys.writer), token, ttl_ms).await
-            }
-        }
-    }
-
-    /// Releases `token`'s hold (a fair one goes to the next in line).
-    pub(crate) async fn release(&self, c: &Client, token: &str) -> Result<Released> {
-        match c.quorum() {
-            Some(q) => q.release(self, token).await,
-            None => self.release_on(c, token).await,
-        }
-    }
-
-    pub(crate) async fn release_on(&self, c: &Client, token: &str) -> Result<Released> {
-        let once = |held: bool| Released { held, retried: false };
-        Ok(match self {
-            Mode::Exclusive(keys) => {
-                let (n, retried) = scripts::release_noting_retry(c, keys, token, false, "").await?;
-                Released { held: n > 0, retried }
-            }
-            Mode::Write { keys, order: RwOrder::Preference(_) } => {
-                let writer = std::slice::from_ref(&keys.writer);
-                let (n, retried) =
-                    scripts::release_noting_retry(c, writer, token, false, &keys.channel).await?;
-                Released { held: n > 0, retried }
-            }
-            Mode::Read { keys, order: RwOrder::Preference(_) } => {
-                once(scripts::rw_read_release(c, keys, token).await?)
-            }
-            Mode::Fair { keys, .. } => once(scripts::fair_release(c, keys, token, true).await?),
-            Mode::Permit { keys, .. } => once(scripts::sem_release(c, keys, token, true).await?),
-            Mode::Read { keys, .. } | Mode::Write { keys, .. } => {
-                once(scripts::rw_fair_release(c, keys, token, !self.is_reader(), true).await?)
-            }
-        })
-    }
-
-    /// A waiter that stops waiting takes back what its waiting left: a
-    /// writer's intent, or its place in a fair queue. In fair modes a grant
-    /// that reached it meanwhile is released too (passed on) when `ours`: a
-    /// fresh token's hold can only come from this acquire, while a restored
-    /// token's (an adopt) belongs to its owner and is never touched.
-    pub(crate) async fn withdraw(&self, c: &Client, token: &str, ours: bool) -> Result<()> {
-        match c.quorum() {
-            Some(q) if self.leaves_intent() => {
-                q.each("withdrawing a waiting writer", |m| self.withdraw_on(m, token, ours)).await
-            }
-            Some(_) => Ok(()),
-            None => self.withdraw_on(c, token, ours).await,
-        }
-    }
-
-    async fn withdraw_on(&self, c: &Client, token: &str, ours: bool) -> Result<()> {
-        match self {
-            Mode::Fair { keys, .. } => scripts::fair_release(c, keys, token, ours).await.map(drop),
-            Mode::Read { keys, order: RwOrder::Fair { .. } }
-            | Mode::Write { keys, order: RwOrder::Fair { .. } } => {
-                scripts::rw_fair_release(c, keys, token, !self.is_reader(), ours).await.map(drop)
-            }
-            Mode::Write { keys, order: RwOrder::Preference(true) } => {
-                scripts::rw_withdraw(c, keys, token).await
-            }
-            Mode::Permit { keys, patience: Some(_), .. } => {
-                scripts::sem_release(c, keys, token, ours).await.map(drop)
-            }
-            _ => Ok(()),
-        }
+    pub(crate) fn permit(keys: SemKeys, permits: u32, patience: Option<Duration>) -> Mode {
+        Mode::Permit(Permit { keys, permits, patience })
     }
 
     /// Undoes what an interrupted acquire may have left: the hold when `ours`
     /// (never a restored token's: it is its owner's), and a writer's intent
     /// or a place in a queue. A fair withdrawal releases as it leaves the
     /// queue, so nothing is sent twice.
-    pub(crate) async fn undo(&self, c: &Client, token: &str, ours: bool) -> Result<()> {
+    pub(crate) async fn undo(&self, d: &Deployment, token: &str, ours: bool) -> Result<()> {
         if ours && self.patience().is_none() {
-            self.release(c, token).await?;
+            d.release(self, token).await?;
         }
-        self.withdraw(c, token, ours).await
+        d.withdraw(self, token, ours).await
     }
 
     /// Time left on `token`'s hold, or `None` when it holds nothing.
-    pub(crate) async fn remaining(&self, c: &Client, token: &str) -> Result<Option<Duration>> {
-        if let Mode::Permit { keys, .. } = self {
-            let state = scripts::sem_inspect(c, keys).await?;
+    pub(crate) async fn remaining(&self, d: &Deployment, token: &str) -> Result<Option<Duration>> {
+        if let Mode::Permit(Permit { keys, .. }) = self {
+            let state = scripts::sem_inspect(d.single("a semaphore")?, keys).await?;
             let mine = state.holders.iter().find(|r| r.token == token);
             return Ok(mine.map(|r| Duration::from_millis(r.pttl_ms.max(0) as u64)));
         }
-        if let Mode::Read { keys, .. } = self {
-            let pttl_ms = match c.quorum() {
-                Some(q) => {
-                    let reader =
-                        |m| async move { Ok(scripts::rw_inspect(m, keys, token).await?.reader_pttl_ms) };
-                    q.majority_value("inspecting a reader", reader).await?
-                }
-                None => scripts::rw_inspect(c, keys, token).await?.reader_pttl_ms,
-            };
+        if let Some(keys) = self.reader_keys() {
+            let reader = |m| async move { Ok(scripts::rw_inspect(m, keys, token).await?.reader_pttl_ms) };
+            let pttl_ms = d.majority_value("inspecting a reader", reader).await?;
             return Ok((pttl_ms >= 0).then(|| Duration::from_millis(pttl_ms as u64)));
         }
         let mut least: Option<i64> = None;
-        for r in self.inspect(c).await? {
+        for r in d.holders(self).await? {
             match r {
                 Some(r) if r.token == token => {
                     least = Some(least.map_or(r.pttl_ms, |l| l.min(r.pttl_ms)));
@@ -255,110 +125,93 @@ impl Mode {
         Ok(least.map(|ms| Duration::from_millis(ms.max(0) as u64)))
     }
 
-    /// The exclusive holder of each key (for either side of an RWMutex: its writer).
-    pub(crate) async fn inspect(&self, c: &Client) -> Result<Vec<Option<Record>>> {
-        match c.quorum() {
-            Some(q) => q.inspect(self).await,
-            None => self.inspect_on(c).await,
-        }
-    }
-
-    pub(crate) async fn inspect_on(&self, c: &Client) -> Result<Vec<Option<Record>>> {
-        match self {
-            Mode::Exclusive(keys) => scripts::inspect(c, keys).await,
-            Mode::Fair { keys, .. } => scripts::inspect(c, std::slice::from_ref(&keys.lock)).await,
-            Mode::Read { keys, .. } | Mode::Write { keys, .. } => {
-                scripts::inspect(c, std::slice::from_ref(&keys.writer)).await
-            }
-            Mode::Permit { keys, .. } => {
-                Ok(scripts::sem_inspect(c, keys).await?.holders.into_iter().map(Some).collect())
-            }
-        }
-    }
-
     /// Held by anyone: for an RWMutex, a writer or any live reader.
-    pub(crate) async fn locked(&self, c: &Client) -> Result<bool> {
+    pub(crate) async fn locked(&self, d: &Deployment) -> Result<bool> {
         match self {
-            Mode::Exclusive(_) | Mode::Fair { .. } | Mode::Permit { .. } => {
-                Ok(self.inspect(c).await?.iter().any(Option::is_some))
+            Mode::Exclusive(_) | Mode::Fair(_) | Mode::Permit(_) => {
+                Ok(d.holders(self).await?.iter().any(Option::is_some))
             }
-            Mode::Read { keys, .. } | Mode::Write { keys, .. } => {
+            Mode::Read(Read { keys, .. })
+            | Mode::Write(Write { keys, .. })
+            | Mode::FairRw(FairRw { keys, .. }) => {
                 let held = |c| async move {
                     let state = scripts::rw_inspect(c, keys, "").await?;
                     Ok(i64::from(state.writer || state.readers > 0))
                 };
-                match c.quorum() {
-                    Some(q) => Ok(q.majority_value("inspecting the RWMutex", held).await? > 0),
-                    None => Ok(held(c).await? > 0),
-                }
+                Ok(d.majority_value("inspecting the RWMutex", held).await? > 0)
             }
         }
     }
 
-    /// A quorum's hold settles its fence: on this master, `token`'s hold gets
-    /// at least `fence`. False when it no longer holds here.
-    pub(crate) async fn fence_raise_on(&self, c: &Client, token: &str, fence: i64) -> Result<bool> {
+    /// A reader's keys (of either order).
+    fn reader_keys(&self) -> Option<&RwKeys> {
         match self {
-            Mode::Exclusive(keys) => scripts::fence_raise(c, keys, token, fence).await,
-            Mode::Write { keys, .. } => {
-                scripts::fence_raise(c, std::slice::from_ref(&keys.writer), token, fence).await
-            }
-            _ => Ok(true),
-        }
-    }
-
-    /// Whether an acquire that had to wait left something to undo (a writer's
-    /// intent, a place in a fair queue).
-    pub(crate) fn leaves_intent(&self) -> bool {
-        self.keep_alive(Duration::MAX).is_some()
-    }
-
-    /// The longest pause between a waiter's attempts that keeps its intent or
-    /// its place in the queue alive.
-    pub(crate) fn keep_alive(&self, ttl: Duration) -> Option<Duration> {
-        match self {
-            Mode::Write { order: RwOrder::Preference(true), .. } => Some(ttl / 3),
-            _ => self.patience().map(|p| p / 3),
-        }
-    }
-
-    /// Fair modes: how long a lock handed to a waiter stays its own unclaimed.
-    pub(crate) fn patience(&self) -> Option<Duration> {
-        match self {
-            Mode::Fair { patience, .. }
-            | Mode::Read { order: RwOrder::Fair { patience }, .. }
-            | Mode::Write { order: RwOrder::Fair { patience }, .. }
-            | Mode::Permit { patience: Some(patience), .. } => Some(*patience),
+            Mode::Read(Read { keys, .. }) | Mode::FairRw(FairRw { keys, writer: false, .. }) => Some(keys),
             _ => None,
         }
     }
+}
 
-    /// The channels on which a release that may let this handle in is announced.
-    pub(crate) fn channels(&self) -> Vec<String> {
-        match self {
-            Mode::Exclusive(keys) => keys.iter().map(|k| wake_channel(k)).collect(),
-            Mode::Fair { keys, .. } => vec![keys.channel.clone()],
-            Mode::Read { keys, .. } | Mode::Write { keys, .. } => vec![keys.channel.clone()],
-            Mode::Permit { keys, .. } => vec![keys.channel.clone()],
+/// Runs `$call` on the primitive inside a `Mode`.
+macro_rules! on_primitive {
+    ($mode:expr, $p:ident => $call:expr) => {
+        match $mode {
+            Mode::Exclusive($p) => $call,
+            Mode::Fair($p) => $call,
+            Mode::Read($p) => $call,
+            Mode::Write($p) => $call,
+            Mode::FairRw($p) => $call,
+            Mode::Permit($p) => $call,
         }
+    };
+}
+
+impl Steps for Mode {
+    async fn obtain_on(&self, c: &Client, ask: &Obtaining<'_>, quorum: bool) -> Result<Obtain> {
+        on_primitive!(self, p => p.obtain_on(c, ask, quorum).await)
     }
 
-    /// `"lock"`, `"read"` or `"write"`.
-    pub(crate) fn kind(&self) -> &'static str {
-        match self {
-            Mode::Exclusive(_) | Mode::Fair { .. } => "lock",
-            Mode::Read { .. } => "read",
-            Mode::Write { .. } => "write",
-            Mode::Permit { .. } => "permit",
-        }
+    async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<bool> {
+        on_primitive!(self, p => p.refresh_on(c, token, ttl).await)
     }
 
-    pub(crate) fn is_reader(&self) -> bool {
-        matches!(self, Mode::Read { .. })
+    async fn release_on(&self, c: &Client, token: &str) -> Result<Released> {
+        on_primitive!(self, p => p.release_on(c, token).await)
     }
 
-    /// Readers get no fence: they exclude nobody but writers.
-    pub(crate) fn fenced(&self) -> bool {
-        !matches!(self, Mode::Read { .. })
+    async fn withdraw_on(&self, c: &Client, token: &str, ours: bool) -> Result<()> {
+        on_primitive!(self, p => p.withdraw_on(c, token, ours).await)
+    }
+
+    async fn inspect_on(&self, c: &Client) -> Result<Vec<Option<Record>>> {
+        on_primitive!(self, p => p.inspect_on(c).await)
+    }
+
+    async fn fence_raise_on(&self, c: &Client, token: &str, fence: i64) -> Result<bool> {
+        on_primitive!(self, p => p.fence_raise_on(c, token, fence).await)
+    }
+
+    fn kind(&self) -> &'static str {
+        on_primitive!(self, p => p.kind())
+    }
+
+    fn channels(&self) -> Vec<String> {
+        on_primitive!(self, p => p.channels())
+    }
+
+    fn patience(&self) -> Option<Duration> {
+        on_primitive!(self, p => p.patience())
+    }
+
+    fn keep_alive(&self, ttl: Duration) -> Option<Duration> {
+        on_primitive!(self, p => p.keep_alive(ttl))
+    }
+
+    fn is_reader(&self) -> bool {
+        on_primitive!(self, p => p.is_reader())
+    }
+
+    fn fenced(&self) -> bool {
+        on_primitive!(self, p => p.fenced())
     }
 }

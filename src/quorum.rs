@@ -20,33 +20,35 @@ use std::time::Duration;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 
-use crate::client::Client;
+use crate::cleanup::ProcessCleanups;
+use crate::client::{Client, ClientOptions};
 use crate::conn::multiplexed;
 use crate::error::{Error, Result};
-use crate::mode::{Mode, Released};
-use crate::quorum_members;
+use crate::keys::KeySpace;
+use crate::replication::Throttle;
 use crate::scripts::{Obtain, Record};
-use crate::wakeups::Waits;
+use crate::steps::{Obtaining, Released, Steps};
 
-/// The masters of one quorum client.
+mod setup;
+
+/// The masters of one quorum, each a `Client` of its own.
 pub(crate) struct Quorum {
     members: Vec<Client>,
     /// How long a step may wait for masters that have not answered.
     command_timeout: Duration,
+    opts: ClientOptions,
+    keys: KeySpace,
+    display: String,
+    /// The undo of interrupted acquires on the quorum, this process's.
+    cleanups: ProcessCleanups,
+    /// Warnings of steps the replicas did not acknowledge, throttled per quorum.
+    replica_warnings: Throttle,
 }
 
 /// One master's answer: `None` when it gave none within the step's limit.
 type Answers<T> = Vec<Option<Result<T>>>;
 
 impl Quorum {
-    pub(crate) fn new(members: Vec<Client>, command_timeout: Duration) -> Quorum {
-        Quorum { members, command_timeout }
-    }
-
-    pub(crate) fn members(&self) -> &[Client] {
-        &self.members
-    }
-
     /// How many masters make a majority.
     pub(crate) fn needed(&self) -> usize {
         self.members.len() / 2 + 1
@@ -123,100 +125,6 @@ impl Quorum {
         self.gather(0..self.members.len(), limit, op, settled).await
     }
 
-    /// Connects to every master and checks it, done once a majority is
-    /// ready: a stopped master does not hold up the others. A master whose
-    /// settings do not fit it (a wrong password, not Redis), or two URLs of
-    /// one server, fail it all.
-    pub(crate) async fn verify(&self, limit: Duration) -> Result<()> {
-        quorum_members::distinct_addresses(&self.members).await?;
-        let need = self.needed();
-        let check = |m| async move {
-            Client::verify_one(m).await?;
-            quorum_members::run_id(m).await
-        };
-        let answers = self
-            .on_all(limit, check, |a| {
-                answered(a, |_| true) >= need
-                    || a.iter().any(|x| matches!(x, Some(Err(Error::Configuration(_)))))
-            })
-            .await;
-        for (answer, member) in answers.iter().zip(&self.members) {
-            match answer {
-                Some(Err(e @ Error::Configuration(_))) => return Err(e.clone()),
-                Some(Err(e)) => {
-                    log::warn!("master {} of the quorum is not reachable now: {e}", member.describe());
-                }
-                _ => {}
-            }
-        }
-        if answered(&answers, |_| true) < need {
-            return Err(self.unreachable("connecting", &answers));
-        }
-        let run_ids: Vec<Option<String>> =
-            answers.iter().map(|a| a.as_ref().and_then(|r| r.as_ref().ok()).cloned().flatten()).collect();
-        quorum_members::distinct_run_ids(&self.members, &run_ids)
-    }
-
-    /// Until the clean-ups of a majority of masters are done (a stopped
-    /// master's unsubscribe is not waited for), and the others' a short
-    /// grace more (`gather`).
-    pub(crate) async fn settle(&self) {
-        self.on_majority(|m| async move {
-            m.settle().await;
-            Ok(())
-        })
-        .await;
-    }
-
-    /// Joins the waiters on `channels` on every master, woken by whichever
-    /// publishes first. Returns once a majority subscribed (or, when too
-    /// many failed for that, once the others are done): a master that does
-    /// not answer is done without, and joins if it subscribes later.
-    pub(crate) async fn register_waiter(
-        &self,
-        channels: &[String],
-        reader: bool,
-        token: &str,
-    ) -> Result<Waits> {
-        let need = self.needed();
-        let mut pending: FuturesUnordered<_> = self
-            .members
-            .iter()
-            .map(|m| {
-                let (m, channels, token) = (m.clone(), channels.to_vec(), token.to_string());
-                async move { m.register_one(&channels, reader, &token).await }
-            })
-            .collect();
-        let (mut ok, mut first_error) = (Vec::new(), None);
-        multiplexed(async {
-            while ok.len() < need && (ok.is_empty() || ok.len() + pending.len() >= need) {
-                match pending.next().await {
-                    Some(Ok(part)) => ok.push(part),
-                    Some(Err(e)) => {
-                        first_error.get_or_insert(e);
-                    }
-                    None => break,
-                }
-            }
-        })
-        .await;
-        if ok.is_empty() {
-            return Err(first_error.unwrap_or_else(|| Error::Connection("no master to subscribe on".into())));
-        }
-        let waits = Waits::new(ok);
-        if !pending.is_empty() {
-            let joiner = waits.joiner();
-            tokio::spawn(async move {
-                while let Some(part) = pending.next().await {
-                    if let Ok(part) = part {
-                        joiner.join(part);
-                    }
-                }
-            });
-        }
-        Ok(waits)
-    }
-
     /// An error saying too few masters answered, naming each that failed.
     fn unreachable<T>(&self, what: &str, answers: &Answers<T>) -> Error {
         let ok = answered(answers, |_| true);
@@ -245,23 +153,13 @@ impl Quorum {
     /// carries); otherwise every grant is given back (when `ours`: a
     /// restored token's holds are its owner's) and the longest hold found
     /// is reported, or an error when a majority could not be asked.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn obtain(
-        &self,
-        mode: &Mode,
-        token: &str,
-        ttl: Duration,
-        metadata: Option<&str>,
-        will_wait: bool,
-        attempt: u64,
-        ours: bool,
-    ) -> Result<Obtain> {
-        let (n, need) = (self.members.len(), self.needed());
-        let limit = self.limit(ttl);
+    pub(crate) async fn obtain(&self, mode: &impl Steps, ask: &Obtaining<'_>, ours: bool) -> Result<Obtain> {
+        let (n, need, token) = (self.members.len(), self.needed(), ask.token);
+        let limit = self.limit(ask.ttl);
         let answers = self
             .on_all(
                 limit,
-                |m| mode.obtain_on(m, token, ttl, metadata, will_wait, attempt, true),
+                |m| mode.obtain_on(m, ask, true),
                 |a| {
                     let granted = answered(a, |o| matches!(o, Obtain::Taken { .. }));
                     let refused =
@@ -309,7 +207,7 @@ impl Quorum {
     /// `None` when too few could be raised.
     async fn settle_fence(
         &self,
-        mode: &Mode,
+        mode: &impl Steps,
         token: &str,
         granted: &[(usize, i64)],
         limit: Duration,
@@ -338,7 +236,7 @@ impl Quorum {
 
     /// A renewal: `true` when a majority renewed, `false` when a majority can
     /// no longer (the hold is lost), an error when too few answered to say.
-    pub(crate) async fn refresh(&self, mode: &Mode, token: &str, ttl: Duration) -> Result<bool> {
+    pub(crate) async fn refresh(&self, mode: &impl Steps, token: &str, ttl: Duration) -> Result<bool> {
         let (n, need) = (self.members.len(), self.needed());
         let answers = self
             .on_all(
@@ -376,7 +274,7 @@ impl Quorum {
     /// Releases on every master. It was held when no majority said it was
     /// not (masters that did not answer may still have it: they release it
     /// when their command runs, or it expires).
-    pub(crate) async fn release(&self, mode: &Mode, token: &str) -> Result<Released> {
+    pub(crate) async fn release(&self, mode: &impl Steps, token: &str) -> Result<Released> {
         let need = self.needed();
         let answers = self.on_majority(|m| mode.release_on(m, token)).await;
         let held = answered(&answers, |r| r.held);
@@ -420,7 +318,7 @@ impl Quorum {
     /// of masters name, with the highest fence among them and the time left
     /// on the majority (the `need`-th longest). `None` where no token has a
     /// majority.
-    pub(crate) async fn inspect(&self, mode: &Mode) -> Result<Vec<Option<Record>>> {
+    pub(crate) async fn inspect(&self, mode: &impl Steps) -> Result<Vec<Option<Record>>> {
         let need = self.needed();
         let answers = self.on_majority(|m| mode.inspect_on(m)).await;
         let seen: Vec<&Vec<Option<Record>>> =

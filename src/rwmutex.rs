@@ -2,7 +2,7 @@
 //! Its handles are ordinary `Lock`s taking a read or write `Mode`, so
 //! waiting, the watchdog, loss reporting and cancellation are the Lock's.
 
-use crate::client::Client;
+use crate::deployment::Deployment;
 use crate::error::Result;
 use crate::keys::RwKeys;
 use crate::lock::{check_name, validate, Lock, LockOptions};
@@ -11,7 +11,7 @@ use crate::scripts;
 
 #[derive(Debug, Clone)]
 pub struct RwMutex {
-    client: Client,
+    client: Deployment,
     name: String,
     keys: RwKeys,
     writer_preference: bool,
@@ -21,17 +21,17 @@ pub struct RwMutex {
 impl RwMutex {
     /// With `writer_preference`, a waiting writer holds new readers back, so
     /// a stream of readers cannot starve it; without, readers always join.
-    pub fn new(client: Client, name: String, writer_preference: bool) -> Result<RwMutex> {
+    pub fn new(client: Deployment, name: String, writer_preference: bool) -> Result<RwMutex> {
         Self::build(client, name, writer_preference, false)
     }
 
     /// Readers and writers take turns in arrival order, across processes: a
     /// release lets in the next writer, or every reader queued before it.
-    pub fn new_fair(client: Client, name: String) -> Result<RwMutex> {
+    pub fn new_fair(client: Deployment, name: String) -> Result<RwMutex> {
         Self::build(client, name, true, true)
     }
 
-    fn build(client: Client, name: String, writer_preference: bool, fair: bool) -> Result<RwMutex> {
+    fn build(client: Deployment, name: String, writer_preference: bool, fair: bool) -> Result<RwMutex> {
         check_name(&name)?;
         if fair {
             client.single("a fair RWMutex")?;
@@ -52,7 +52,7 @@ impl RwMutex {
         self.fair
     }
 
-    pub fn client(&self) -> &Client {
+    pub fn client(&self) -> &Deployment {
         &self.client
     }
 
@@ -79,23 +79,20 @@ impl RwMutex {
             RwOrder::Preference(self.writer_preference)
         };
         let keys = self.keys.clone();
-        let mode = if write { Mode::Write { keys, order } } else { Mode::Read { keys, order } };
+        let mode = Mode::rw(keys, order, write);
         Ok(Lock::with_mode(self.client.clone(), names, mode, opts, token))
     }
 
     /// Live readers now (each reader counts until its own expiry).
     pub async fn readers(&self) -> Result<u64> {
         let count = |c| async move { Ok(scripts::rw_inspect(c, &self.keys, "").await?.readers) };
-        let readers = match self.client.quorum() {
-            Some(q) => q.majority_value("counting readers", count).await?,
-            None => count(&self.client).await?,
-        };
+        let readers = self.client.majority_value("counting readers", count).await?;
         Ok(readers.max(0) as u64)
     }
 
     /// Held by a writer or by any live reader.
     pub async fn locked(&self) -> Result<bool> {
-        Mode::Read { keys: self.keys.clone(), order: RwOrder::Preference(self.writer_preference) }
+        Mode::rw(self.keys.clone(), RwOrder::Preference(self.writer_preference), false)
             .locked(&self.client)
             .await
     }

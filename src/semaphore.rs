@@ -4,7 +4,7 @@
 //! token and cancellation are the Lock's; only the atomic steps
 //! (`lua/sem_*.lua`, and the lease refresh the RWMutex's readers use) differ.
 
-use crate::client::Client;
+use crate::deployment::Deployment;
 use crate::error::{Error, Result};
 use crate::lock::{validate, Lock, LockOptions};
 use crate::mode::{patience, Mode};
@@ -17,7 +17,7 @@ pub const MAX_PERMITS: u32 = 1_000_000;
 /// it holds at most one at a time. `opts.fair`: permits go to waiters in
 /// arrival order across processes, handed over by the release.
 pub fn permit(
-    client: Client,
+    client: Deployment,
     name: String,
     permits: u32,
     opts: LockOptions,
@@ -32,14 +32,13 @@ pub fn permit(
     let names = vec![name];
     validate(&names, &opts, token.as_deref())?;
     let keys = client.keys().semaphore(&names[0]);
-    let mode = Mode::Permit { keys, permits, patience: opts.fair.then(|| patience(opts.ttl)) };
+    let mode = Mode::permit(keys, permits, opts.fair.then(|| patience(opts.ttl)));
     Ok(Lock::with_mode(client, names, mode, opts, token))
 }
 
 /// The permits in force, the fair queue's length and the live holders of the
 /// semaphore `name`.
-pub async fn state(client: &Client, name: &str) -> Result<SemState> {
+pub async fn state(client: &Deployment, name: &str) -> Result<SemState> {
     crate::lock::check_name(name)?;
-    client.single("a semaphore")?;
-    scripts::sem_inspect(client, &client.keys().semaphore(name)).await
+    scripts::sem_inspect(client.single("a semaphore")?, &client.keys().semaphore(name)).await
 }

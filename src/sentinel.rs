@@ -18,6 +18,11 @@ use redis::{AsyncConnectionConfig, ConnectionAddr, IntoConnectionInfo, RedisConn
 
 use crate::error::Error;
 
+mod diagnose;
+mod url;
+
+use diagnose::master_error;
+
 /// Between two rounds of asking while the master named cannot be used yet.
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
 
@@ -29,9 +34,6 @@ const SLICE: Duration = Duration::from_millis(500);
 
 /// How often a client in use asks the Sentinels whether the master moved.
 pub(crate) const RECHECK: Duration = Duration::from_secs(1);
-
-/// The query keys a Sentinel URL accepts.
-const QUERY_KEYS: &str = "sentinel_username, sentinel_password";
 
 pub(crate) struct SentinelTarget {
     /// `host:port` of each Sentinel (for messages), and how to reach it.
@@ -53,81 +55,6 @@ pub(crate) struct SentinelTarget {
 }
 
 impl SentinelTarget {
-    /// `[user:password@]host:port[,host:port…]/service[/db][?query]`, after the
-    /// scheme. Returns the target and its description (no credentials).
-    pub(crate) fn parse(
-        rest: &str,
-        tls: bool,
-        ca: Option<Vec<u8>>,
-    ) -> Result<(SentinelTarget, String), String> {
-        let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
-        let (auth, rest) = match rest.rfind('@') {
-            Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
-            None => (None, rest),
-        };
-        let (hosts, path) =
-            rest.split_once('/').ok_or("expected /service_name after the Sentinel addresses")?;
-        let mut path = path.split('/');
-        let service = path.next().filter(|s| !s.is_empty()).ok_or("the service (master) name is missing")?;
-        let db = match path.next() {
-            Some(db) if !db.is_empty() => {
-                db.parse::<i64>().map_err(|_| format!("bad database number {db:?}"))?
-            }
-            _ => 0,
-        };
-        if let Some(extra) = path.next() {
-            return Err(format!("unexpected {extra:?} after the database number"));
-        }
-        // The data nodes' credentials, decoded as redis-rs decodes any URL's.
-        let node = format!("redis://{}127.0.0.1/{db}", auth.map_or(String::new(), |a| format!("{a}@")))
-            .into_connection_info()
-            .map_err(|e| format!("bad credentials before the '@': {}", e.detail().unwrap_or("unparsable")))?
-            .redis_settings()
-            .clone();
-        let mut sentinel = RedisConnectionInfo::default();
-        let mut sentinel_auth = false;
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            let value = percent_decode(value).ok_or_else(|| format!("bad percent-encoding in {key}"))?;
-            match key {
-                "sentinel_username" => sentinel = sentinel.set_username(value),
-                "sentinel_password" => sentinel = sentinel.set_password(value),
-                _ => return Err(format!("unknown option {key:?} in the query (known: {QUERY_KEYS})")),
-            }
-            sentinel_auth = true;
-        }
-        let scheme = if tls { "rediss" } else { "redis" };
-        let sentinels = hosts
-            .split(',')
-            .filter(|h| !h.is_empty())
-            .map(|h| {
-                let info = format!("{scheme}://{h}")
-                    .into_connection_info()
-                    .map_err(|e| format!("bad Sentinel address {h:?}: {e}"))?
-                    .set_redis_settings(sentinel.clone());
-                let client =
-                    open(info, ca.as_deref()).map_err(|e| format!("bad Sentinel address {h:?}: {e}"))?;
-                Ok((h.to_string(), client))
-            })
-            .collect::<Result<Vec<_>, String>>()?;
-        if sentinels.is_empty() {
-            return Err("no Sentinel address given".into());
-        }
-        let display = format!("{scheme}+sentinel://{hosts}/{service}/{db}");
-        let target = SentinelTarget {
-            order: Mutex::new((0..sentinels.len()).collect()),
-            sentinels,
-            service: service.to_string(),
-            tls,
-            ca,
-            node,
-            sentinel_auth,
-            current: Mutex::default(),
-            next_check: Mutex::new(Instant::now()),
-        };
-        Ok((target, display))
-    }
-
     /// The master, within `timeout`. Every Sentinel is asked at once
     /// (`poll`), and the address most of them name is taken, so one Sentinel
     /// that lags behind a failover (a Sentinel stopped for a while enters
@@ -376,75 +303,6 @@ impl SentinelTarget {
             Err(_) => false,
         }
     }
-
-    /// What a Sentinel's refusal means, and what to change.
-    fn sentinel_error(&self, addr: &str, e: redis::RedisError) -> Error {
-        let given = if self.sentinel_auth { "the URL gives" } else { "the URL gives none" };
-        if e.kind() == redis::ErrorKind::AuthenticationFailed || matches!(e.code(), Some("WRONGPASS")) {
-            return Error::Configuration(format!(
-                "the Sentinel at {addr} refused the credentials ({given}): check sentinel_username and \
-                 sentinel_password in the URL's query (the Sentinel's requirepass, or its `user` lines); \
-                 the user name and password before the '@' are the data nodes', not the Sentinels'"
-            ));
-        }
-        if e.code() == Some("NOAUTH") {
-            return Error::Configuration(format!(
-                "the Sentinel at {addr} needs a password (NOAUTH Authentication required), and {given}: add \
-                 ?sentinel_password=PASSWORD to the URL (&sentinel_username=USER too for an ACL user); the \
-                 credentials before the '@' are the data nodes', not the Sentinels'"
-            ));
-        }
-        if e.code() == Some("NOPERM") {
-            return Error::Configuration(format!(
-                "the Sentinel at {addr} does not let this user ask for the master ({}): allow it \
-                 SENTINEL GET-MASTER-ADDR-BY-NAME (+sentinel|get-master-addr-by-name)",
-                e.detail().unwrap_or("NOPERM")
-            ));
-        }
-        match Error::from(e) {
-            Error::Connection(m) | Error::Redis(m) => {
-                Error::Connection(format!("{m} (the Sentinel at {addr})"))
-            }
-            other => other,
-        }
-    }
-
-    /// Whether a Sentinel answers in the other mode (TLS where the URL says
-    /// plain, or plain where it says TLS): the error naming that setting.
-    /// Every Sentinel is probed at once, all within `limit`.
-    pub(crate) async fn mode_mismatch(&self, limit: Duration) -> Option<Error> {
-        let probes = self.sentinels.iter().map(|(addr, sentinel)| async move {
-            let (ConnectionAddr::TcpTls { host, port, .. } | ConnectionAddr::Tcp(host, port)) =
-                sentinel.get_connection_info().addr()
-            else {
-                return None;
-            };
-            let other = if self.tls {
-                ConnectionAddr::Tcp(host.clone(), *port)
-            } else {
-                ConnectionAddr::TcpTls { host: host.clone(), port: *port, insecure: true, tls_params: None }
-            };
-            let probe = sentinel.get_connection_info().clone().set_addr(other);
-            match crate::client::ping_probe(probe, limit).await {
-                Some(Ok(_)) => Some(addr),
-                Some(Err(p)) if p.code().is_some() => Some(addr),
-                _ => None,
-            }
-        });
-        let answered = futures_util::future::join_all(probes).await;
-        let addr = answered.into_iter().flatten().next()?;
-        Some(Error::Configuration(if self.tls {
-            format!(
-                "the Sentinel at {addr} answers plain Redis, not TLS, so the TLS handshake failed: use \
-                 redis+sentinel:// for these Sentinels, or the port they serve TLS on (their tls-port)"
-            )
-        } else {
-            format!(
-                "the Sentinel at {addr} answers TLS only: use rediss+sentinel:// (with ca_file if its \
-                 certificate is signed by your own authority), or the Sentinel's plain port"
-            )
-        }))
-    }
 }
 
 /// Why one Sentinel gave no usable master.
@@ -481,28 +339,6 @@ impl Asked {
     }
 }
 
-/// The master refused or failed: its credentials are the URL's user info.
-fn master_error(at: &str, e: redis::RedisError) -> Error {
-    if e.kind() == redis::ErrorKind::AuthenticationFailed || matches!(e.code(), Some("WRONGPASS")) {
-        return Error::Configuration(format!(
-            "the master {at} the Sentinels named {} the data nodes' credentials: the user name or password \
-             before the '@' in the URL is wrong, or the user is disabled; check them (the node's requirepass, \
-             or ACL LIST)",
-            crate::client::CREDENTIALS_REFUSED
-        ));
-    }
-    if e.code() == Some("NOAUTH") {
-        return Error::Configuration(format!(
-            "the master {at} the Sentinels named needs a password (NOAUTH), and the URL gives none: put the \
-             data nodes' credentials before the '@', as redis+sentinel://USER:PASSWORD@host:port/service"
-        ));
-    }
-    match Error::from(e) {
-        Error::Connection(m) | Error::Redis(m) => Error::Connection(format!("{m} (the master {at})")),
-        other => other,
-    }
-}
-
 /// A redis-rs client for `info`, trusting `ca` for TLS when given.
 fn open(info: redis::ConnectionInfo, ca: Option<&[u8]>) -> redis::RedisResult<redis::Client> {
     match (ca, info.addr()) {
@@ -512,23 +348,6 @@ fn open(info: redis::ConnectionInfo, ca: Option<&[u8]>) -> redis::RedisResult<re
         ),
         _ => redis::Client::open(info),
     }
-}
-
-fn percent_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 #[cfg(test)]

@@ -2,6 +2,9 @@
 
 use crate::error::{Error, Result};
 
+/// Longest accepted token, in bytes.
+pub const MAX_TOKEN: usize = 512;
+
 pub fn new_token() -> Result<String> {
     let mut buf = [0u8; 16];
     getrandom::fill(&mut buf).map_err(|e| Error::Connection(format!("the OS random source failed: {e}")))?;
@@ -11,11 +14,8 @@ pub fn new_token() -> Result<String> {
 /// A token given by the caller (a restored hold's, an operator's release):
 /// 1 to `MAX_TOKEN` bytes.
 pub fn check_token(token: &str) -> Result<()> {
-    if token.is_empty() || token.len() > crate::lock::MAX_TOKEN {
-        return Err(Error::InvalidArgument(format!(
-            "token must be 1 to {} bytes long",
-            crate::lock::MAX_TOKEN
-        )));
+    if token.is_empty() || token.len() > MAX_TOKEN {
+        return Err(Error::InvalidArgument(format!("token must be 1 to {MAX_TOKEN} bytes long")));
     }
     Ok(())
 }

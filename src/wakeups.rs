@@ -12,102 +12,23 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
-use redis::aio::{PubSub, PubSubSink};
-use redis::cluster_async::ClusterConnection;
-use redis::{PushInfo, PushKind};
-use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::Notify;
 
 use crate::cleanup::Cleanups;
 use crate::error::{Error, Result};
-use crate::scripts::handover::Grant;
+use crate::handover::Grant;
 use crate::stats::WAITERS;
 
-/// A subscription connection: where to (un)subscribe, and what arrives.
-pub(crate) struct Feed {
-    sink: Sink,
-    /// (channel, payload) of each message; ends when the connection drops.
-    messages: BoxStream<'static, (String, String)>,
-}
+mod feed;
+mod waits;
 
-enum Sink {
-    /// SUBSCRIBE on one node.
-    Plain(PubSubSink),
-    /// SSUBSCRIBE on a Cluster: each channel on the node owning its slot;
-    /// with the channels being left on purpose (their SUNSUBSCRIBE is ours).
-    Sharded(ClusterConnection, Arc<Mutex<HashSet<String>>>),
-}
-
-impl Feed {
-    pub(crate) fn plain(pubsub: PubSub) -> Feed {
-        let (sink, stream) = pubsub.split();
-        let messages =
-            stream.map(|m| (m.get_channel_name().to_string(), m.get_payload().unwrap_or_default()));
-        Feed { sink: Sink::Plain(sink), messages: messages.boxed() }
-    }
-
-    /// A Cluster connection's pushes: sharded messages, until it reports a
-    /// disconnection, or the server drops a subscription we did not leave
-    /// (its slot moved to another node). A message may have been lost then:
-    /// the feed ends, so every waiter retries and a new feed is made, which
-    /// subscribes each channel on the node that owns it now.
-    pub(crate) fn sharded(conn: ClusterConnection, pushes: UnboundedReceiver<PushInfo>) -> Feed {
-        let leaving: Arc<Mutex<HashSet<String>>> = Arc::default();
-        let ours = leaving.clone();
-        let messages = futures_util::stream::unfold(pushes, move |mut pushes| {
-            let leaving = ours.clone();
-            async move {
-                let text = |v: &redis::Value| redis::from_redis_value_ref::<String>(v).unwrap_or_default();
-                loop {
-                    let push = pushes.recv().await?;
-                    let message = match (&push.kind, push.data.as_slice()) {
-                        (PushKind::SMessage, [channel, payload]) => Some((text(channel), text(payload))),
-                        (PushKind::SUnsubscribe, [channel, ..]) => {
-                            let channel = text(channel);
-                            if !leaving.lock().unwrap().remove(&channel) {
-                                log::info!(
-                                    "the server dropped the subscription to {channel}; subscribing anew"
-                                );
-                                return None;
-                            }
-                            None
-                        }
-                        (PushKind::Disconnection, _) => return None,
-                        _ => None, // subscription confirmations
-                    };
-                    if let Some(message) = message {
-                        return Some((message, pushes));
-                    }
-                }
-            }
-        });
-        Feed { sink: Sink::Sharded(conn, leaving), messages: messages.boxed() }
-    }
-}
-
-impl Sink {
-    async fn subscribe(&mut self, channel: &str) -> redis::RedisResult<()> {
-        match self {
-            Sink::Plain(s) => s.subscribe(channel).await,
-            Sink::Sharded(c, _) => c.ssubscribe(channel).await,
-        }
-    }
-
-    async fn unsubscribe(&mut self, channel: &str) -> redis::RedisResult<()> {
-        match self {
-            Sink::Plain(s) => s.unsubscribe(channel).await,
-            Sink::Sharded(c, leaving) => {
-                leaving.lock().unwrap().insert(channel.to_string());
-                c.sunsubscribe(channel).await
-            }
-        }
-    }
-}
+pub(crate) use feed::Feed;
+use feed::Sink;
+pub(crate) use waits::Waits;
 
 /// One waiting acquire.
 pub(crate) struct Waiter {
@@ -396,76 +317,6 @@ impl Drop for Registration {
                     wakeups.clone().forget(c).await;
                 }
             });
-        }
-    }
-}
-
-/// A waiter's places in line on each server it waits on: one, or the
-/// masters of a quorum, where a release is published on each and the first
-/// wake-up to arrive counts. A quorum's waiter starts with a majority's; a
-/// master that subscribes later joins (`Joiner`).
-pub(crate) struct Waits {
-    parts: Arc<Mutex<Vec<Registration>>>,
-    /// Told when a part joins, so that `woken` waits on it too.
-    joined: Arc<Notify>,
-}
-
-/// Where a registration that finished late joins its waiter's `Waits`; when
-/// the waiter is gone, it is dropped (and leaves the line).
-pub(crate) struct Joiner {
-    parts: Weak<Mutex<Vec<Registration>>>,
-    joined: Arc<Notify>,
-}
-
-impl Joiner {
-    pub(crate) fn join(&self, part: Registration) {
-        let Some(parts) = self.parts.upgrade() else { return };
-        parts.lock().unwrap().push(part);
-        self.joined.notify_one();
-    }
-}
-
-impl Waits {
-    pub(crate) fn new(parts: Vec<Registration>) -> Waits {
-        Waits { parts: Arc::new(Mutex::new(parts)), joined: Arc::default() }
-    }
-
-    pub(crate) fn joiner(&self) -> Joiner {
-        Joiner { parts: Arc::downgrade(&self.parts), joined: self.joined.clone() }
-    }
-
-    /// Until woken on any server (or forever: callers bound it with their
-    /// own timer).
-    pub(crate) async fn woken(&self) {
-        loop {
-            let waiters: Vec<Arc<Waiter>> =
-                self.parts.lock().unwrap().iter().map(|p| p.waiter.clone()).collect();
-            let each = waiters.iter().map(|w| Box::pin(w.notify.notified()));
-            tokio::select! {
-                _ = futures_util::future::select_all(each) => return,
-                () = self.joined.notified() => {}
-            }
-        }
-    }
-
-    pub(crate) fn take_handed(&self) -> Option<Handed> {
-        self.parts.lock().unwrap().iter().find_map(Registration::take_handed)
-    }
-
-    pub(crate) fn rearm(&self) {
-        for p in self.parts.lock().unwrap().iter() {
-            p.rearm();
-        }
-    }
-
-    /// Every subscription it relied on dropped: register again.
-    pub(crate) fn stale(&self) -> bool {
-        self.parts.lock().unwrap().iter().all(Registration::stale)
-    }
-
-    pub(crate) fn done(self) {
-        for p in std::mem::take(&mut *self.parts.lock().unwrap()) {
-            p.done();
         }
     }
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use tokio::time::{sleep, sleep_until};
 
-use crate::client::Client;
+use crate::deployment::Deployment;
 use crate::events::{self, Event, LossCause, ReplicaStep, Subject};
 use crate::lease::Lease;
 use crate::mode::Mode;
@@ -45,7 +45,7 @@ impl Drop for Watchdog {
 }
 
 pub(crate) struct Renewal {
-    pub client: Client,
+    pub client: Deployment,
     pub mode: Mode,
     pub token: String,
     pub lease: Arc<Lease>,
@@ -127,7 +127,7 @@ async fn renew_until_lost(r: Renewal) {
             };
             let ttl = r.lease.ttl();
             let sent = Instant::now();
-            let attempt = replication::noting(r.mode.refresh(&r.client, &r.token, ttl));
+            let attempt = replication::noting(r.client.refresh(&r.mode, &r.token, ttl));
             let (outcome, unacknowledged) = tokio::select! {
                 outcome = attempt => outcome,
                 () = sleep_until(deadline.into()) => {

@@ -14,7 +14,7 @@
 --          token: the waiter's token (no space in it); fence: its fence in
 --          decimal (fence_text), 0 for a reader; attempt: the waiter's
 --          attempt number the grant is valid for (from its tag, see
---          lib/queue.lua). Parsed by src/scripts/handover.rs (`Grant`).
+--          lib/queue.lua). Parsed by src/handover.rs (`Grant`).
 
 -- Announces on `channel` (under the keys' hash tag, so in their slot).
 local function publish(channel, message)

@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 
-use crate::client::{Client, ClientOptions};
+use crate::client::ClientOptions;
+use crate::deployment::Deployment;
 use crate::listing::State;
 use crate::lock::check_name;
 use crate::replication::{Policy, Replication};
@@ -94,7 +95,7 @@ use super::runtime::wait;
 ///     TypeError: an argument has the wrong type.
 #[pyclass(name = "Client", module = "ferrolock", subclass, frozen, weakref)]
 pub struct PyClient {
-    pub(crate) core: Client,
+    pub(crate) core: Deployment,
 }
 
 /// Who holds a lock, as ``Client.inspect`` or ``Lock.inspect`` found it.
@@ -282,7 +283,7 @@ impl PyClient {
                 fsync: replica_fsync,
             },
         };
-        let core = wait(py, Client::connect(opts))?;
+        let core = wait(py, Deployment::connect(opts))?;
         Ok(PyClient { core })
     }
 

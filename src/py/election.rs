@@ -48,7 +48,7 @@ impl PyLeader {
 #[pyclass(name = "ElectionObserver", module = "ferrolock._ferrolock", frozen)]
 pub struct PyObserver {
     inner: Arc<tokio::sync::Mutex<Observer>>,
-    client: crate::client::Client,
+    client: crate::deployment::Deployment,
 }
 
 #[pymethods]
@@ -136,7 +136,7 @@ impl PyElection {
 }
 
 impl PyElection {
-    fn client_core(&self) -> crate::client::Client {
+    fn client_core(&self) -> crate::deployment::Deployment {
         Python::attach(|py| self.client.bind(py).get().core.clone())
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use tokio::runtime::Runtime;
 
-use crate::client::Client;
+use crate::deployment::Deployment;
 use crate::error::Result;
 
 use super::errors::internal_error;
@@ -65,7 +65,7 @@ where
 /// start undoing what it did in Redis (a hold granted in flight, a writer's
 /// intent, a place in a queue, the wake-up subscription), and waits for those
 /// clean-ups (at most the command timeout) before the exception is raised.
-pub fn wait_interruptible<F, T>(py: Python<'_>, client: &Client, fut: F) -> PyResult<T>
+pub fn wait_interruptible<F, T>(py: Python<'_>, client: &Deployment, fut: F) -> PyResult<T>
 where
     F: Future<Output = Result<T>> + Send,
     T: Send,

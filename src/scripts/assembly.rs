@@ -27,8 +27,9 @@ macro_rules! libs {
 
 type Lib = (&'static str, &'static str);
 
-const LIBS: &[Lib] =
-    libs!["clock", "fence", "records", "hold", "wake", "queue", "handover", "leases", "rw_fair", "sem", "parts"];
+const LIBS: &[Lib] = libs![
+    "clock", "fence", "records", "hold", "wake", "queue", "handover", "leases", "rw_fair", "sem", "parts"
+];
 
 const INCLUDE: &str = "-- include:";
 

@@ -3,8 +3,9 @@
 //! `Script` sends EVALSHA and falls back to loading the script on NOSCRIPT.
 //! The call wrappers are grouped by what they act on: a Lock's hash
 //! (`lock`), an RWMutex (`rw`), a semaphore (`sem`), a name as a whole
-//! (`describe`); `handover` and `refusal` are the two things the scripts
-//! say that Rust reads back: grants on a wake-up channel, and errors.
+//! (`describe`). What the scripts say that Rust reads back lives beside the
+//! readers: grants on a wake-up channel in `crate::handover`, refusals in
+//! `crate::error::refusal`.
 
 use std::sync::OnceLock;
 
@@ -46,9 +47,7 @@ macro_rules! lua {
 
 mod assembly;
 mod describe;
-pub(crate) mod handover;
 mod lock;
-pub(crate) mod refusal;
 mod rw;
 mod sem;
 

@@ -1,7 +1,7 @@
 //! The errors the scripts return on purpose, told apart by code, never by
 //! their text. A script refuses with `redis.error_reply('<CODE> <detail>')`;
 //! Redis sends `-<CODE> <detail>`, redis-rs reads the code word, and
-//! `Error::from` (src/error.rs) turns a code listed here into its error.
+//! `Error::from` (src/error/mod.rs) turns a code listed here into its error.
 
 use crate::error::Error;
 

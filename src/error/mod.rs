@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+mod refusal;
+
 /// Every failure of the core, kept small so each maps to one Python exception.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Error {
@@ -44,7 +46,7 @@ impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Self {
         // RedisError's text never carries the URL, so no password can leak through it.
         let code = e.code().unwrap_or("");
-        if let Some(refusal) = crate::scripts::refusal::Refusal::from_code(code) {
+        if let Some(refusal) = refusal::Refusal::from_code(code) {
             return refusal.error(e.detail().unwrap_or(""));
         }
         if e.kind() == redis::ErrorKind::AuthenticationFailed || code == "NOAUTH" || code == "WRONGPASS" {

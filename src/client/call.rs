@@ -1,0 +1,153 @@
+//! The call path: what a command runs on (the multiplexed connection, or
+//! an inline one on the calling thread), and its one retry after a dropped
+//! connection.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use super::{Client, Target};
+use crate::conn::{inline_active, Conn, Inline};
+use crate::error::{Error, Result};
+
+impl Client {
+    /// Runs one operation on the connection. When the connection turns out to
+    /// be dropped (a server restart, `CLIENT KILL`, a failover) it runs once
+    /// more on a fresh one: every script is safe to repeat with the same token.
+    /// In Sentinel mode a dropped connection is forgotten, so the next one goes
+    /// to whichever node the Sentinels name master now.
+    pub(crate) async fn call<T, F, Fut>(&self, op: F) -> Result<T>
+    where
+        F: Fn(Conn) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        self.call_noting_retry(op).await.map(|(v, _)| v)
+    }
+
+    /// `call`, and whether the operation was sent a second time (after a
+    /// dropped connection, its first sending may or may not have run).
+    pub(crate) async fn call_noting_retry<T, F, Fut>(&self, op: F) -> Result<(T, bool)>
+    where
+        F: Fn(Conn) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        let err = match op(self.call_conn().await?).await {
+            Ok(v) => return Ok((v, false)),
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::BusyLoading) => {
+                return self.when_loaded(&op).await.map(|v| (v, false));
+            }
+            Err(e) => e,
+        };
+        let dropped = err.is_connection_dropped()
+            || err.is_connection_refusal()
+            || err.is_unrecoverable_error()
+            || matches!(err.code(), Some("READONLY" | "MASTERDOWN"));
+        if !dropped || err.is_timeout() {
+            return Err(err.into());
+        }
+        self.forget_connection();
+        log::info!("connection to {} dropped ({err}); retrying once", self.inner.display);
+        op(self.call_conn().await?).await.map(|v| (v, true)).map_err(|e| {
+            self.forget_connection();
+            e.into()
+        })
+    }
+
+    /// A server that restarted answers LOADING while it reads its data back:
+    /// nothing ran, so try again until it is done, within the command timeout.
+    async fn when_loaded<T, F, Fut>(&self, op: &F) -> Result<T>
+    where
+        F: Fn(Conn) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        let deadline = tokio::time::Instant::now() + self.inner.opts.command_timeout;
+        let mut pause = Duration::from_millis(5);
+        loop {
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(100));
+            match op(self.conn().await?).await {
+                Err(e)
+                    if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::BusyLoading)
+                        && tokio::time::Instant::now() + pause < deadline => {}
+                other => return other.map_err(Error::from),
+            }
+        }
+    }
+
+    /// What an operation runs on: the multiplexed connection, or, inside
+    /// `conn::inline` and for a plain (not TLS) single-node target, a pooled
+    /// connection used on the calling thread.
+    async fn call_conn(&self) -> Result<Conn> {
+        if let Target::Direct(redis) = &self.inner.target {
+            if inline_active() && !self.inner.tls {
+                if let Some(conn) = self.inline_conn(redis) {
+                    return Ok(conn);
+                }
+            }
+        }
+        self.conn().await
+    }
+
+    /// An idle inline connection, or a new one; `None` when none can be
+    /// opened at once (the multiplexed connection then carries the call,
+    /// with its own reconnecting and its own errors).
+    fn inline_conn(&self, redis: &redis::Client) -> Option<Conn> {
+        let local = self.local();
+        let idle = local.inline.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
+        let conn = if let Some(conn) = idle {
+            conn
+        } else {
+            let opts = &self.inner.opts;
+            let limit = opts.connect_timeout.min(opts.command_timeout);
+            let conn = redis.get_connection_with_timeout(limit).ok()?;
+            conn.set_read_timeout(Some(opts.command_timeout)).ok()?;
+            conn.set_write_timeout(Some(opts.command_timeout)).ok()?;
+            conn
+        };
+        Some(Conn::Inline(Arc::new(Inline::new(conn, local.inline.clone()))))
+    }
+
+    /// The multiplexed, self-reconnecting connection of this process.
+    pub(crate) async fn conn(&self) -> Result<Conn> {
+        let local = self.local();
+        if let Some(conn) = &*local.conn.load() {
+            self.recheck_sentinels();
+            return Ok(Conn::clone(conn));
+        }
+        let _one_at_a_time = local.connecting.lock().await;
+        if let Some(conn) = &*local.conn.load() {
+            return Ok(Conn::clone(conn));
+        }
+        let (timeout, command_timeout) = (self.inner.opts.connect_timeout, self.inner.opts.command_timeout);
+        // No retries inside the manager: a failed command triggers the next
+        // reconnect, and callers (the watchdog, acquire loops) retry on their own
+        // schedule, so a dead server is reported at once.
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(Some(command_timeout))
+            .set_number_of_retries(0);
+        let connect = async {
+            let redis = match &self.inner.target {
+                Target::Direct(redis) => redis.clone(),
+                Target::Sentinel(sentinel) => sentinel.master(timeout).await?,
+                Target::Cluster(cluster) => {
+                    let cluster = cluster.connect(timeout, command_timeout).await;
+                    return cluster.map(Conn::Cluster).map_err(|e| self.connect_error(e));
+                }
+            };
+            let manager = ConnectionManager::new_with_config(redis, config).await;
+            manager.map(Conn::Node).map_err(|e| self.connect_error(e))
+        };
+        let conn = tokio::time::timeout(timeout, connect).await.map_err(|_| {
+            Error::Connection(format!(
+                "cannot reach Redis at {}: no answer within {:.3} s",
+                self.inner.display,
+                timeout.as_secs_f64()
+            ))
+        })??;
+        local.conn.store(Some(Arc::new(conn.clone())));
+        Ok(conn)
+    }
+}

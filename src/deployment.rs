@@ -1,0 +1,253 @@
+//! What the primitives stand on: one Redis deployment (a `Client`: one
+//! server, a Sentinel service or a Cluster) or a quorum of independent
+//! masters (Redlock). A primitive's step (`Steps`) runs here on that one
+//! deployment, or on every master of the quorum, decided by a majority.
+//! What a quorum cannot do (a primitive whose state lives on one server) is
+//! refused when the primitive is made (`single`), never at a step.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::client::{Client, ClientOptions};
+use crate::error::{Error, Result};
+use crate::keys::KeySpace;
+use crate::quorum::Quorum;
+use crate::replication::Throttle;
+use crate::scripts::{Obtain, Record};
+use crate::steps::{Obtaining, Released, Steps};
+use crate::wakeups::Waits;
+
+/// One deployment or a quorum of them, shared by every lock made from it.
+#[derive(Clone)]
+pub struct Deployment(On);
+
+#[derive(Clone)]
+enum On {
+    One(Client),
+    Quorum(Arc<Quorum>),
+}
+
+impl From<Client> for Deployment {
+    fn from(client: Client) -> Deployment {
+        Deployment(On::One(client))
+    }
+}
+
+impl std::fmt::Debug for Deployment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Deployment({})", self.describe())
+    }
+}
+
+impl Deployment {
+    /// Validates the options and connects: one deployment (`url`, or a
+    /// single entry of `urls`) as `Client::connect` does, or every master of
+    /// a quorum at once (a majority must answer, and none may be misconfigured).
+    pub async fn connect(opts: ClientOptions) -> Result<Deployment> {
+        let deployment = Deployment::new(opts)?;
+        match &deployment.0 {
+            On::One(client) => client.verify().await?,
+            On::Quorum(quorum) => quorum.verify().await?,
+        }
+        Ok(deployment)
+    }
+
+    /// Validates the options without connecting; the first command connects.
+    pub fn new(opts: ClientOptions) -> Result<Deployment> {
+        if opts.urls.len() < 2 {
+            return Client::new(opts).map(Deployment::from);
+        }
+        if opts.connect_timeout.is_zero() || opts.command_timeout.is_zero() {
+            return Err(Error::InvalidArgument("timeouts must be positive".into()));
+        }
+        opts.replication.validate(opts.command_timeout)?;
+        Ok(Deployment(On::Quorum(Arc::new(Quorum::new(opts)?))))
+    }
+
+    /// The one deployment, or, on a quorum, an error naming `what` and what
+    /// a quorum supports: for what is made on one server's state.
+    pub fn single(&self, what: &str) -> Result<&Client> {
+        self.one().ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "{what} is not available on a quorum of independent masters (Redlock), which supports Lock \
+                 (not fair), multi_lock and RWMutex (not fair): its state lives on one server. Use a client \
+                 of one deployment (one URL, a Sentinel service or a Cluster) for it"
+            ))
+        })
+    }
+
+    /// The one deployment; `None` on a quorum.
+    pub(crate) fn one(&self) -> Option<&Client> {
+        match &self.0 {
+            On::One(client) => Some(client),
+            On::Quorum(_) => None,
+        }
+    }
+
+    pub fn options(&self) -> &ClientOptions {
+        match &self.0 {
+            On::One(c) => c.options(),
+            On::Quorum(q) => q.options(),
+        }
+    }
+
+    pub fn keys(&self) -> &KeySpace {
+        match &self.0 {
+            On::One(c) => c.keys(),
+            On::Quorum(q) => q.keys(),
+        }
+    }
+
+    /// The servers without credentials, for messages and repr.
+    pub fn describe(&self) -> &str {
+        match &self.0 {
+            On::One(c) => c.describe(),
+            On::Quorum(q) => q.describe(),
+        }
+    }
+
+    /// How many independent masters this locks on (1 unless a quorum).
+    pub fn masters(&self) -> usize {
+        match &self.0 {
+            On::One(_) => 1,
+            On::Quorum(q) => q.members().len(),
+        }
+    }
+
+    /// Whether this is a Redis Cluster (sharded pub/sub, one slot per script).
+    pub fn is_cluster(&self) -> bool {
+        matches!(&self.0, On::One(c) if c.is_cluster())
+    }
+
+    /// At most one warning per 10 s of steps its replicas did not acknowledge.
+    pub(crate) fn replica_warnings(&self) -> &Throttle {
+        match &self.0 {
+            On::One(c) => c.replica_warnings(),
+            On::Quorum(q) => q.replica_warnings(),
+        }
+    }
+
+    /// Runs a clean-up (the undo of an interrupted acquire) detached from
+    /// its caller, counted so `settle` can wait for it.
+    pub(crate) fn spawn_cleanup<F>(&self, fut: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        match &self.0 {
+            On::One(c) => c.spawn_cleanup(fut),
+            On::Quorum(q) => q.spawn_cleanup(fut),
+        }
+    }
+
+    /// Waits until no clean-up of this process is in flight; on a quorum,
+    /// its own and those of a majority of its masters.
+    pub async fn settle(&self) {
+        match &self.0 {
+            On::One(c) => c.settle().await,
+            On::Quorum(q) => q.settle().await,
+        }
+    }
+
+    /// Joins the waiters on `channels` (on a quorum: on every master, woken
+    /// by whichever publishes first), subscribed before it returns.
+    pub(crate) async fn register_waiter(
+        &self,
+        channels: &[String],
+        reader: bool,
+        token: &str,
+    ) -> Result<Waits> {
+        match &self.0 {
+            On::One(c) => c.register_waiter(channels, reader, token).await,
+            On::Quorum(q) => q.register_waiter(channels, reader, token).await,
+        }
+    }
+
+    /// While a waiter waits: follows a Sentinel master through a failover
+    /// (each master's, on a quorum). Never returns.
+    pub(crate) async fn follow_master(&self) {
+        match &self.0 {
+            On::One(c) => c.follow_master().await,
+            On::Quorum(q) => q.follow_master().await,
+        }
+    }
+
+    /// One attempt. `ours`: the token is this acquire's own (not restored),
+    /// so what a quorum's failed attempt took is given back.
+    pub(crate) async fn obtain(&self, steps: &impl Steps, ask: &Obtaining<'_>, ours: bool) -> Result<Obtain> {
+        match &self.0 {
+            On::One(c) => steps.obtain_on(c, ask, false).await,
+            On::Quorum(q) => q.obtain(steps, ask, ours).await,
+        }
+    }
+
+    /// Whether `token` still held, and now holds for `ttl` more.
+    pub(crate) async fn refresh(&self, steps: &impl Steps, token: &str, ttl: Duration) -> Result<bool> {
+        match &self.0 {
+            On::One(c) => steps.refresh_on(c, token, ttl).await,
+            On::Quorum(q) => q.refresh(steps, token, ttl).await,
+        }
+    }
+
+    /// Releases `token`'s hold.
+    pub(crate) async fn release(&self, steps: &impl Steps, token: &str) -> Result<Released> {
+        match &self.0 {
+            On::One(c) => steps.release_on(c, token).await,
+            On::Quorum(q) => q.release(steps, token).await,
+        }
+    }
+
+    /// Takes back what waiting left (see `Steps::withdraw_on`).
+    pub(crate) async fn withdraw(&self, steps: &impl Steps, token: &str, ours: bool) -> Result<()> {
+        if !steps.leaves_intent() {
+            return Ok(());
+        }
+        let withdraw = |m| steps.withdraw_on(m, token, ours);
+        self.each("withdrawing a waiting writer", withdraw).await
+    }
+
+    /// The exclusive holder of each key (on a quorum: as a majority sees it).
+    pub(crate) async fn holders(&self, steps: &impl Steps) -> Result<Vec<Option<Record>>> {
+        match &self.0 {
+            On::One(c) => steps.inspect_on(c).await,
+            On::Quorum(q) => q.inspect(steps).await,
+        }
+    }
+
+    /// Runs `op` for its side effects; on a quorum, on every master, done
+    /// when a majority did it.
+    pub(crate) async fn each<'a, F, Fut>(&'a self, what: &str, op: F) -> Result<()>
+    where
+        F: Fn(&'a Client) -> Fut,
+        Fut: Future<Output = Result<()>> + 'a,
+    {
+        match &self.0 {
+            On::One(c) => op(c).await,
+            On::Quorum(q) => q.each(what, op).await,
+        }
+    }
+
+    /// Whether `op` answered true (on a quorum: on any master, a majority answering).
+    pub(crate) async fn any<'a, F, Fut>(&'a self, what: &str, op: F) -> Result<bool>
+    where
+        F: Fn(&'a Client) -> Fut,
+        Fut: Future<Output = Result<bool>> + 'a,
+    {
+        match &self.0 {
+            On::One(c) => op(c).await,
+            On::Quorum(q) => q.any(what, op).await,
+        }
+    }
+
+    /// A count `probe` takes (on a quorum: as a majority sees it, the `need`-th largest).
+    pub(crate) async fn majority_value<'a, F, Fut>(&'a self, what: &str, probe: F) -> Result<i64>
+    where
+        F: Fn(&'a Client) -> Fut,
+        Fut: Future<Output = Result<i64>> + 'a,
+    {
+        match &self.0 {
+            On::One(c) => probe(c).await,
+            On::Quorum(q) => q.majority_value(what, probe).await,
+        }
+    }
+}
