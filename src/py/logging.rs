@@ -78,7 +78,7 @@ impl Log for Forwarder {
         }
         let queued = Queued {
             level: record.level(),
-            target: record.target().to_string(),
+            target: logger_target(record.target()),
             message: record.args().to_string(),
             module_path: record.module_path().map(str::to_string),
             file: record.file().map(str::to_string),
@@ -90,6 +90,18 @@ impl Log for Forwarder {
     }
 
     fn flush(&self) {}
+}
+
+/// The logger a record goes to: `ferrolock.<module>` for the core's
+/// top-level module, whichever of its files logged, so a module split into
+/// files keeps the one logger name users configure (`ferrolock.client`,
+/// `ferrolock.lock`, `ferrolock.watchdog`, ...).
+fn logger_target(target: &str) -> String {
+    let mut parts = target.splitn(3, "::");
+    match (parts.next(), parts.next()) {
+        (Some(krate), Some(module)) => format!("{krate}::{module}"),
+        _ => target.to_string(),
+    }
 }
 
 /// Routes the core's `log` records to Python's `logging`.
