@@ -54,7 +54,9 @@ class RLock:
 
     def __init__(self, client: Client, name: _Names, **options: Unpack[_LockOptions]):
         if options.get("token") is not None:
-            raise ValueError("an RLock takes no token: restore a hold taken elsewhere with client.lock(name, token=...)")
+            raise ValueError(
+                "an RLock takes no token: restore a hold taken elsewhere with client.lock(name, token=...)"
+            )
         self._client = client
         self._options = options
         # Checks the name and options now; answers locked() and checks timeouts.
