@@ -125,6 +125,34 @@ def test_another_thread_waits_until_the_count_is_zero(client):
     assert client.inspect("job") is None
 
 
+def test_threads_sharing_one_rlock_exclude_each_other(client):
+    rl = client.rlock("job")
+    inside, most, errors = [0], [0], []
+    start = threading.Barrier(4)
+
+    def worker():
+        try:
+            start.wait(30)
+            for _ in range(5):
+                with rl:
+                    with rl:
+                        inside[0] += 1
+                        most[0] = max(most[0], inside[0])
+                        assert rl.owned() and rl.count == 2
+                        inside[0] -= 1
+        except BaseException as e:  # noqa: BLE001 - checked below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads)
+    assert errors == [] and most[0] == 1
+    assert rl.count == 0 and client.inspect("job") is None
+
+
 def test_another_process_cannot_take_it_meanwhile(client, redis_url, prefix):
     other = ferrolock.Client(redis_url, prefix=prefix)
     rl = client.rlock("job")
