@@ -51,6 +51,7 @@ __all__ = [
     "LockNotOwned",
     "LockNotReplicated",
     "LockState",
+    "RLock",
     "RWMutex",
     "Retry",
     "Term",
@@ -61,6 +62,7 @@ __all__ = [
 ]
 
 from .election import Election, Leader, Term  # noqa: E402  (needs the extension loaded above)
+from .rlock import RLock  # noqa: E402  (needs the extension loaded above)
 
 if TYPE_CHECKING:  # the keyword arguments, typed: generated into the stub from src/py/options.rs
     from typing_extensions import Unpack
@@ -139,6 +141,21 @@ class Client(_Client):
         """
         return Lock(self, name, **options)
 
+    def rlock(self, name: str | list[str] | tuple[str, ...], **options: Unpack[_LockOptions]) -> RLock:
+        """A new :class:`RLock` on ``name``: a lock its owner (thread or
+        asyncio task) may take again, held in Redis until every take is
+        released. The same as ``RLock(self, name, ...)``.
+
+        Keyword arguments are the handle options of :class:`Lock`, but
+        ``token``. Nothing is sent to Redis until it is acquired.
+
+        Raises:
+            TypeError: an argument has the wrong type, or a keyword is unknown.
+            ValueError: an argument is out of range (see :class:`Lock`), or
+                ``token`` is given.
+        """
+        return RLock(self, name, **options)
+
     def multi_lock(self, names: Iterable[str], **options: Unpack[_LockOptions]) -> Lock:
         """One :class:`Lock` over every name in ``names``, taken all-or-nothing.
 
@@ -210,6 +227,7 @@ def _signature(native: Any, first: str) -> inspect.Signature:
 for _method, _native, _first in (
     (Client.synchronized, Lock, "name"),
     (Client.lock, Lock, "name"),
+    (Client.rlock, Lock, "name"),
     (Client.multi_lock, Lock, "names"),
     (Client.semaphore, _semaphore, "name"),
     (Client.rwmutex, RWMutex, "name"),
