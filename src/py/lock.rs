@@ -14,10 +14,11 @@ use pyo3::types::{PyDict, PyString, PyTuple};
 use crate::lock::Lock;
 
 use super::args;
-use super::client::{LockInfo, PyClient};
+use super::client::PyClient;
 use super::coro::{coroutine, undoable, Cancel, Operation};
 use super::options::{args_doc, keywords, HandleOptions, Kind};
 use super::runtime::wait;
+use super::state::LockInfo;
 use docs::{aenter_doc, aexit_doc, asyncio_twin, awaited_raises, enter_doc, exit_doc, redis_raises};
 use hold::{acquire_blocking, finish, names_of, undo_acquire};
 use scope::LossScope;

@@ -13,6 +13,7 @@ pub mod retry;
 pub mod runtime;
 pub mod rwmutex;
 pub mod semaphore;
+mod state;
 
 use pyo3::prelude::*;
 
@@ -44,7 +45,7 @@ pub mod _ferrolock {
     use pyo3::prelude::*;
 
     #[pymodule_export]
-    use super::client::{LockInfo, LockState, PyClient};
+    use super::client::PyClient;
     #[pymodule_export]
     use super::election::{PyElection, PyLeader, PyObserver};
     #[pymodule_export]
@@ -55,6 +56,8 @@ pub mod _ferrolock {
     use super::retry::PyRetry;
     #[pymodule_export]
     use super::rwmutex::PyRwMutex;
+    #[pymodule_export]
+    use super::state::{LockInfo, LockState};
 
     #[pymodule_export]
     use super::coro::Operation;

@@ -1,0 +1,119 @@
+//! What the operator's reads return to Python: `LockInfo` (one hold) and
+//! `LockState` (everything stored under one name, of one kind).
+
+use pyo3::prelude::*;
+
+use crate::listing::State;
+use crate::scripts::Record;
+
+/// Who holds a lock, as ``Client.inspect`` or ``Lock.inspect`` found it.
+///
+/// A read-only snapshot taken from Redis at the time of the call; it does not
+/// follow later changes. Instances are made by ferrolock only (``LockInfo()``
+/// raises ``TypeError``); two snapshots are equal when every field is.
+#[pyclass(name = "LockInfo", module = "ferrolock", frozen, get_all, eq)]
+#[derive(PartialEq, Clone)]
+pub struct LockInfo {
+    /// The lock name (without the client's prefix).
+    name: String,
+    /// The holder's owner token (32 hex digits for tokens ferrolock made).
+    token: String,
+    /// The ``metadata`` the holder gave its ``Lock``, or ``None`` (none, or empty).
+    metadata: Option<String>,
+    /// The fencing token of the hold (see :attr:`Lock.fence`).
+    fence: i64,
+    /// Seconds left before the hold expires (millisecond precision), or
+    /// ``None`` when the key has no expiry set.
+    ttl: Option<f64>,
+}
+
+impl LockInfo {
+    pub(crate) fn new(name: String, r: Record) -> Self {
+        let ttl = (r.pttl_ms >= 0).then(|| r.pttl_ms as f64 / 1000.0);
+        LockInfo { name, token: r.token, metadata: r.metadata, fence: r.fence, ttl }
+    }
+}
+
+#[pymethods]
+impl LockInfo {
+    #[new]
+    #[pyo3(signature = (name, token, metadata=None, fence=0, ttl=None))]
+    fn py_new(name: String, token: String, metadata: Option<String>, fence: i64, ttl: Option<f64>) -> Self {
+        LockInfo { name, token, metadata, fence, ttl }
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let r = |v: Bound<'_, PyAny>| v.repr().map(|r| r.to_string());
+        Ok(format!(
+            "LockInfo(name={}, token={}, metadata={}, fence={}, ttl={})",
+            r(self.name.clone().into_pyobject(py)?.into_any())?,
+            r(self.token.clone().into_pyobject(py)?.into_any())?,
+            r(self.metadata.clone().into_pyobject(py)?.into_any())?,
+            self.fence,
+            r(self.ttl.into_pyobject(py)?.into_any())?,
+        ))
+    }
+}
+
+#[pyclass(name = "LockState", module = "ferrolock", frozen, get_all, eq)]
+#[derive(PartialEq)]
+pub struct LockState {
+    name: String,
+    /// `"lock"`, `"rwmutex"`, `"semaphore"` or `"election"` (from the key layout table).
+    kind: &'static str,
+    /// A Lock's holder, an RWMutex's writer, or an election's leader.
+    holder: Option<LockInfo>,
+    /// An RWMutex's live readers: (token, seconds left).
+    readers: Vec<(String, f64)>,
+    /// Every live hold: `holder` first, then readers and permit holders.
+    holders: Vec<LockInfo>,
+    /// How many may hold at once, where stored (a semaphore's permits).
+    limit: Option<u64>,
+    queued_readers: u64,
+    queued_writers: u64,
+    /// Seconds left on a waiting writer's intent, or None.
+    writer_intent: Option<f64>,
+    waiters: u64,
+}
+
+impl LockState {
+    fn new(s: State) -> Self {
+        let seconds = |ms: i64| ms as f64 / 1000.0;
+        let info = |r| LockInfo::new(s.name.clone(), r);
+        LockState {
+            waiters: s.waiters(),
+            kind: s.kind.as_str(),
+            holder: s.holder.map(info),
+            readers: s.readers.into_iter().map(|r| (r.token, seconds(r.pttl_ms))).collect(),
+            holders: s.holders.into_iter().map(info).collect(),
+            limit: s.limit,
+            queued_readers: s.queued_readers,
+            queued_writers: s.queued_writers,
+            writer_intent: s.intent_pttl_ms.map(seconds),
+            name: s.name,
+        }
+    }
+
+    pub(crate) fn all(states: Vec<State>) -> Vec<LockState> {
+        states.into_iter().map(LockState::new).collect()
+    }
+}
+
+#[pymethods]
+impl LockState {
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let holder = match &self.holder {
+            Some(h) => h.__repr__(py)?,
+            None => "None".into(),
+        };
+        let r = |v: Bound<'_, PyAny>| v.repr().map(|r| r.to_string());
+        Ok(format!(
+            "LockState(name={}, kind={}, holder={holder}, readers={}, holders={}, waiters={})",
+            r(self.name.clone().into_pyobject(py)?.into_any())?,
+            r(self.kind.into_pyobject(py)?.into_any())?,
+            self.readers.len(),
+            self.holders.len(),
+            self.waiters
+        ))
+    }
+}
