@@ -13,7 +13,7 @@ import threading
 import pytest
 
 import ferrolock
-from helpers import wait_for
+from helpers import script_calls, wait_for
 
 
 def permits(client, name="partner-api", n=3, count=2, **kw):
@@ -185,3 +185,18 @@ async def test_a_terms_number_stays_readable_after_aresign(client):
     number = term.number
     await term.aresign()
     assert term.number == number > 0
+
+
+def test_inspect_reads_a_name_in_one_script(server, prefix):
+    """On one server `Client.inspect` reads every kind at once: one script
+    whether the name is free, held as a Lock or held as another kind."""
+    client = ferrolock.Client(f"redis://127.0.0.1:{server.port}/0", prefix=prefix)
+    lock = client.lock("job", ttl=30)
+    assert lock.acquire(blocking=False)
+    [permit] = permits(client, count=1)
+    client.inspect("warm-up")  # the server loads the script (EVALSHA, NOSCRIPT, EVALSHA) once
+    for name, token in (("free", None), ("job", lock.token), ("partner-api", permit.token)):
+        before = script_calls(server)
+        found = client.inspect(name)
+        assert (found and found.token) == token
+        assert script_calls(server) - before == 1, name

@@ -112,10 +112,11 @@ class RLock:
             ``True`` once held; ``False`` when ``timeout`` passed (or, with
             ``blocking=False``, another holder has it).
         """
-        self._check(blocking, timeout)
         me = _caller()
-        if self._reenter(me):
-            return True
+        if self._owner == me and self._count:  # only ``me`` changes that: nobody else can take it from me
+            self._check(blocking, timeout)  # a first take's Lock.acquire checks them itself
+            if self._reenter(me):
+                return True
         hold = self._fresh()
         if not hold.acquire(blocking, timeout):
             return False
