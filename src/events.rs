@@ -11,7 +11,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-
 /// The lock an event is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Subject {

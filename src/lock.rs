@@ -112,8 +112,14 @@ impl Lock {
             Arc::new(Subject { names: names.clone(), kind: mode.kind(), fair: mode.patience().is_some() });
         if let Some(token) = token {
             state.gate.try_acquire().expect("a new gate has its permit").forget();
-            let terms =
-                Terms { token, fence: None, subject: subject.clone(), sent: None, ttl: opts.ttl, max_hold: None };
+            let terms = Terms {
+                token,
+                fence: None,
+                subject: subject.clone(),
+                sent: None,
+                ttl: opts.ttl,
+                max_hold: None,
+            };
             let lease = Arc::new(Lease::new(terms));
             state.last = Some(lease.clone());
             state.hold = Some(lease);
@@ -223,7 +229,10 @@ impl Lock {
             )));
         }
         let Some(ttl) = lease.renewable(ttl) else {
-            return Err(Error::NotOwned(format!("{} is at its max_hold: it cannot be extended", self.label())));
+            return Err(Error::NotOwned(format!(
+                "{} is at its max_hold: it cannot be extended",
+                self.label()
+            )));
         };
         let token = lease.token();
         let sent = Instant::now();

@@ -234,7 +234,11 @@ impl Failing {
                 log::debug!("renewing {} failed again, retrying: {e}", lease.label());
             }
             Some(_) => {
-                log::warn!("renewing {} still fails after {} attempts, retrying: {e}", lease.label(), self.count);
+                log::warn!(
+                    "renewing {} still fails after {} attempts, retrying: {e}",
+                    lease.label(),
+                    self.count
+                );
                 self.told = Some(Instant::now());
             }
             None => {
