@@ -202,10 +202,12 @@ class Client(_Client):
         """
         return _semaphore(self, name, permits, **options)
 
-    def election(self, name: str, *, ttl: float = 30.0) -> Election:
+    def election(self, name: str, *, ttl: float = 30.0, max_hold: float | None = None) -> Election:
         """The leader election ``name``: a leader's term lasts ``ttl`` seconds
-        unless renewed (the watchdog renews it while the leader lives)."""
-        return Election(self, name, ttl=ttl)
+        unless renewed (the watchdog renews it while the leader lives). With
+        ``max_hold``, a term ends that many seconds after it began, however
+        long its leader lives (renewal stops; the term is reported lost)."""
+        return Election(self, name, ttl=ttl, max_hold=max_hold)
 
     def rwmutex(self, name: str, **options: Unpack[_RWMutexOptions]) -> RWMutex:
         """An :class:`RWMutex` on ``name``: the same as ``RWMutex(self, name, ...)``.

@@ -63,6 +63,7 @@ class _CommonOptions(TypedDict, total=False):
     retry: Retry | None
     metadata: str | None
     on_lost: Callable[[], object] | None
+    max_hold: _Seconds | None
 
 class _LockOptions(_CommonOptions, total=False):
     """The keyword arguments of ``Lock(...)``, ``Client.lock``, ``multi_lock``, ``semaphore``, ``synchronized``."""

@@ -1,4 +1,4 @@
-"""Leader election: ``client.election(name, ttl=...)``.
+"""Leader election: ``client.election(name, ttl=..., max_hold=...)``.
 
 Campaigners queue in arrival order for one term; the leader holds it like a
 lock (renewed by the watchdog, reported lost like one), and its term number
@@ -85,14 +85,15 @@ class Election:
     """One election: ``campaign`` to lead, ``leader`` to see who does,
     ``observe`` / ``aobserve`` to follow every change."""
 
-    def __init__(self, client: Any, name: str, *, ttl: float = 30.0):
+    def __init__(self, client: Any, name: str, *, ttl: float = 30.0, max_hold: Optional[float] = None):
         self._core = _Election(client, name)
         self._ttl = ttl
+        self._max_hold = max_hold
         self.name = name
         self._term: Optional[Term] = None
 
     def _candidate(self, value: str, on_lost: Optional[Callable[[], object]]) -> "Lock":
-        return self._core.candidate(value, ttl=self._ttl, on_lost=on_lost)
+        return self._core.candidate(value, ttl=self._ttl, max_hold=self._max_hold, on_lost=on_lost)
 
     def campaign(self, value: str, timeout: Optional[float] = None,
                  on_lost: Optional[Callable[[], object]] = None) -> Term:
