@@ -1,7 +1,13 @@
 //! The core's events, handed to Python listeners (`ferrolock.add_listener`)
 //! on a thread of their own: the core never waits for Python. The core is
 //! observed only while at least one listener is registered.
+//!
+//! A future run for a Python call (an acquire, sync or async) carries the
+//! caller's `contextvars.Context` while anyone observes (`in_caller_context`),
+//! and the events it emits hand it on (`LockEvent.context`): a listener such
+//! as `ferrolock.otel` reads the caller's span there.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, LazyLock, Mutex};
@@ -10,6 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
+use tokio::task::futures::TaskLocalFuture;
 
 use crate::events::{self, Event, Observer, Outcome};
 
@@ -23,6 +30,28 @@ const QUEUE: usize = 65536;
 /// and the most it delivers at once.
 const BATCH: Duration = Duration::from_millis(2);
 const MAX_BATCH: usize = 4096;
+
+/// A Python `contextvars.Context`, shared by the events of one call.
+type CallerContext = Option<Arc<Py<PyAny>>>;
+
+tokio::task_local! {
+    /// The context of the Python call the running future serves.
+    static CALLER: CallerContext;
+}
+
+/// `fut`, carrying the calling thread's (or task's) `contextvars.Context`
+/// to the events it emits; nothing is captured while nobody observes.
+pub(crate) fn in_caller_context<F: Future>(py: Python<'_>, fut: F) -> TaskLocalFuture<CallerContext, F> {
+    let context = if events::observed() {
+        py.import("contextvars")
+            .and_then(|m| m.call_method0("copy_context"))
+            .ok()
+            .map(|c| Arc::new(c.unbind()))
+    } else {
+        None
+    };
+    CALLER.scope(context, fut)
+}
 
 /// One thing that happened to a lock of this process.
 #[pyclass(name = "LockEvent", module = "ferrolock", frozen)]
@@ -51,6 +80,7 @@ pub struct LockEvent {
     #[pyo3(get)]
     time: f64,
     names: Vec<String>,
+    context: CallerContext,
 }
 
 #[pymethods]
@@ -59,6 +89,14 @@ impl LockEvent {
     #[getter]
     fn names<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, &self.names)
+    }
+
+    /// The :class:`contextvars.Context` of the call the event came from (an
+    /// acquire's, sync or async, as it was when the call was made), or
+    /// ``None`` (a renewal, a loss found by the watchdog).
+    #[getter]
+    fn context(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.context.as_deref().map(|c| c.clone_ref(py))
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
@@ -88,6 +126,7 @@ impl LockEvent {
             hold: None,
             time,
             names: subject.names.clone(),
+            context: CALLER.try_with(Clone::clone).ok().flatten(),
         };
         match *event {
             Event::Acquire { outcome, wait, blocking, hold, .. } => {
