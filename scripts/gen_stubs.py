@@ -35,11 +35,12 @@ def runtime_doc(owner: object, name: str) -> Optional[str]:
     doc = getattr(obj, "__doc__", None)
     if not isinstance(doc, str) or not doc.strip():
         return None
+    # a slot nobody documented has the docstring Python gives it (``__eq__``: "Return self==value.")
     inherited = {getattr(getattr(base, name, None), "__doc__", None) for base in (object, type, BaseException)}
-    if isinstance(owner, type) and name != "__doc__" and doc in inherited:
+    if isinstance(owner, type) and doc in inherited:
         return None
-    if isinstance(obj, type) and obj.__doc__ == getattr(obj.__base__, "__doc__", None) and obj is not native:
-        return None  # an exception class without its own docstring inherits its base's
+    if isinstance(obj, type) and doc == getattr(obj.__base__, "__doc__", None):
+        return None  # an exception class without a docstring of its own shows its base's
     return inspect.cleandoc(doc)
 
 
