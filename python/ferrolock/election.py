@@ -43,6 +43,7 @@ class Term:
 
     @property
     def token(self) -> Optional[str]:
+        """The term's owner token; None once it ended."""
         return self._hold.token
 
     def proclaim(self, value: str) -> None:
@@ -51,6 +52,7 @@ class Term:
         self.value = value
 
     async def aproclaim(self, value: str) -> None:
+        """Asyncio version of :meth:`proclaim`."""
         await self._election._core.aproclaim(self._hold, value)
         self.value = value
 
@@ -59,6 +61,7 @@ class Term:
         self._hold.release()
 
     async def aresign(self) -> None:
+        """Asyncio version of :meth:`resign`."""
         await self._hold.arelease()
 
     async def wait_lost(self) -> bool:
@@ -107,6 +110,7 @@ class Election:
 
     async def acampaign(self, value: str, timeout: Optional[float] = None,
                         on_lost: Optional[Callable[[], object]] = None) -> Term:
+        """Asyncio version of :meth:`campaign`."""
         hold = self._candidate(value, on_lost)
         if not await hold.aacquire(timeout=timeout):
             raise LockNotAcquired(f"election {self.name!r}: not elected within {timeout} s")
@@ -124,6 +128,7 @@ class Election:
         self._leading().proclaim(value)
 
     async def aproclaim(self, value: str) -> None:
+        """Asyncio version of :meth:`proclaim`."""
         await self._leading().aproclaim(value)
 
     def resign(self) -> None:
@@ -131,6 +136,7 @@ class Election:
         self._leading().resign()
 
     async def aresign(self) -> None:
+        """Asyncio version of :meth:`resign`."""
         await self._leading().aresign()
 
     def leader(self) -> Optional[Leader]:
@@ -138,6 +144,7 @@ class Election:
         return self._core.leader()
 
     async def aleader(self) -> Optional[Leader]:
+        """Asyncio version of :meth:`leader`."""
         return await self._core.aleader()
 
     def observe(self) -> Iterator[Optional[Leader]]:
@@ -148,6 +155,7 @@ class Election:
             yield watcher.next()
 
     async def aobserve(self) -> AsyncIterator[Optional[Leader]]:
+        """Asyncio version of :meth:`observe`."""
         watcher = self._core.observer()
         while True:
             yield await watcher.anext()

@@ -196,6 +196,7 @@ class RLock:
 
     @property
     def name(self) -> Union[str, tuple[str, ...]]:
+        """The lock name (a tuple of names for a multi-lock)."""
         return self._probe.name
 
     @property
@@ -214,6 +215,7 @@ class RLock:
         return self._probe.locked()
 
     async def alocked(self) -> bool:
+        """Asyncio version of :meth:`locked`."""
         return await self._probe.alocked()
 
     @property

@@ -14,6 +14,7 @@ use super::lock::PyLock;
 use super::options::{keywords, HandleOptions, Kind};
 use super::runtime::{wait, wait_interruptible};
 
+/// The core of :class:`ferrolock.Election` (use ``client.election(name)``).
 #[pyclass(name = "Election", module = "ferrolock._ferrolock", frozen)]
 pub struct PyElection {
     core: Election,
@@ -26,8 +27,11 @@ pub struct PyElection {
 #[pyclass(name = "Leader", module = "ferrolock", frozen, get_all, eq)]
 #[derive(PartialEq)]
 pub struct PyLeader {
+    /// The value the leader campaigned with, or proclaimed since.
     value: String,
+    /// The term number: strictly greater than every earlier leader's.
     term: i64,
+    /// Seconds left on the term unless renewed (None: no expiry).
     ttl: Option<f64>,
 }
 
@@ -44,7 +48,8 @@ impl PyLeader {
     }
 }
 
-/// Each `next` / `anext` returns the leader (or None) once it changed.
+/// Follows an election: each ``next`` / ``anext`` returns the leader (or
+/// None) once it changed.
 #[pyclass(name = "ElectionObserver", module = "ferrolock._ferrolock", frozen)]
 pub struct PyObserver {
     inner: Arc<tokio::sync::Mutex<Observer>>,
@@ -53,6 +58,7 @@ pub struct PyObserver {
 
 #[pymethods]
 impl PyObserver {
+    /// Waits for the next change (the current leader the first time).
     fn next(&self, py: Python<'_>) -> PyResult<Option<PyLeader>> {
         let inner = self.inner.clone();
         wait_interruptible(py, &self.client, async move {
@@ -60,6 +66,7 @@ impl PyObserver {
         })
     }
 
+    /// Asyncio version of :meth:`next`.
     fn anext(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
         let inner = self.inner.clone();
         coroutine(py, "ElectionObserver.anext", Cancel::Drop, async move {
@@ -98,6 +105,7 @@ impl PyElection {
         wait(py, async move { Ok(core.leader().await?.map(PyLeader::from)) })
     }
 
+    /// Asyncio version of :meth:`leader`.
     fn aleader(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
         let core = self.core.clone();
         coroutine(py, "Election.aleader", Cancel::Drop, async move {
@@ -111,6 +119,7 @@ impl PyElection {
         wait(py, async move { core.proclaim(&term, &value).await })
     }
 
+    /// Asyncio version of :meth:`proclaim`.
     fn aproclaim(
         &self,
         py: Python<'_>,
@@ -129,6 +138,7 @@ impl PyElection {
         }
     }
 
+    /// The election's name (without the client's prefix).
     #[getter]
     fn name(&self) -> &str {
         self.core.name()

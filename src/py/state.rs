@@ -55,24 +55,48 @@ impl LockInfo {
     }
 }
 
+/// One name used as one kind of primitive, as :meth:`Client.scan` or
+/// :meth:`Client.describe` found it in Redis.
+///
+/// A read-only snapshot. A name may be used as several kinds of primitive
+/// at once (a Lock, an RWMutex, a semaphore, an election: their keys never
+/// overlap): then it has one state of each kind.
+/// Instances are made by ferrolock only; two snapshots are equal when every
+/// field is.
 #[pyclass(name = "LockState", module = "ferrolock", frozen, get_all, eq)]
 #[derive(PartialEq)]
 pub struct LockState {
+    /// The name (without the client's prefix).
     name: String,
-    /// `"lock"`, `"rwmutex"`, `"semaphore"` or `"election"` (from the key layout table).
+    /// ``"lock"`` (a :class:`Lock`, fair or not), ``"rwmutex"``,
+    /// ``"semaphore"`` or ``"election"`` (from the key layout table).
     kind: &'static str,
-    /// A Lock's holder, an RWMutex's writer, or an election's leader.
+    /// A Lock's holder, an RWMutex's writer, or an election's leader (its
+    /// value as ``metadata``, its term number as ``fence``); ``None`` when
+    /// there is none (a semaphore's holders are in :attr:`holders`).
     holder: Option<LockInfo>,
-    /// An RWMutex's live readers: (token, seconds left).
+    /// An RWMutex's live readers: (token, seconds left) each.
     readers: Vec<(String, f64)>,
-    /// Every live hold: `holder` first, then readers and permit holders.
+    /// Every live hold, whatever the kind: :attr:`holder` first, then an
+    /// RWMutex's readers (``metadata`` ``None``, ``fence`` 0) and a
+    /// semaphore's permit holders (token, metadata, fence, seconds left),
+    /// earliest expiry first. Remove one with
+    /// ``Client.force_release(name, token=...)``.
     holders: Vec<LockInfo>,
-    /// How many may hold at once, where stored (a semaphore's permits).
+    /// How many may hold at once where Redis stores it (a semaphore's
+    /// permits, while any is held), else ``None``.
     limit: Option<u64>,
+    /// Readers waiting in a fair RWMutex's queue (live ones).
     queued_readers: u64,
+    /// Writers waiting in a fair queue (a fair Lock's, a fair semaphore's
+    /// waiters and an election's campaigners count here).
     queued_writers: u64,
-    /// Seconds left on a waiting writer's intent, or None.
+    /// Seconds left on a waiting writer's intent (an RWMutex with writer
+    /// preference holding new readers back), or ``None``.
     writer_intent: Option<f64>,
+    /// Waiters Redis knows of: both fair queues, plus one for a writer's
+    /// intent. Waiters of a non-fair Lock are not stored in Redis and do not
+    /// count.
     waiters: u64,
 }
 

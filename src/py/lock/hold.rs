@@ -14,6 +14,7 @@ use super::super::args;
 use super::super::client::PyClient;
 use super::super::errors::LockLost;
 use super::super::errors::LockNotAcquired;
+use super::super::events::in_caller_context;
 use super::super::runtime::{runtime, wait, wait_interruptible};
 use super::PyLock;
 
@@ -30,12 +31,13 @@ pub(super) fn names_of(name: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
 
 /// A blocking acquire that Ctrl-C interrupts, leaving no lock behind. One
 /// attempt without waiting is bounded by the command timeout, as any other
-/// call: it runs inline (see `wait`).
+/// call: it runs inline (see `wait`). Its events carry the caller's context.
 pub(super) fn acquire_blocking(py: Python<'_>, core: &Arc<Lock>, wait_for: Wait) -> PyResult<bool> {
+    let acquire = in_caller_context(py, core.acquire(wait_for));
     if wait_for == Wait::No {
-        return wait(py, core.acquire(wait_for));
+        return wait(py, acquire);
     }
-    wait_interruptible(py, core.client(), core.acquire(wait_for))
+    wait_interruptible(py, core.client(), acquire)
 }
 
 /// Gives back a hold whose acquire nobody received (its awaiter was cancelled).
