@@ -7,11 +7,13 @@ ferrolock._ferrolock`` checks this stub against the built module.
 
 import asyncio
 import os
+import types
 from collections.abc import Callable, Coroutine, Generator, Sequence
 from types import TracebackType
-from typing import Any, ClassVar, Literal, TypeVar, final
+from typing import Any, ClassVar, Generic, Literal, TypeVar, final, overload
 
 from typing_extensions import Self, TypeAlias, TypedDict, Unpack, disjoint_base
+from typing_extensions import TypeVar as _DefaultTypeVar
 
 __version__: str
 """The version of the ferrolock package (from ``Cargo.toml``)."""
@@ -452,24 +454,44 @@ class Operation(Coroutine[Any, Any, _T_co]):
 # ---------------------------------------------------------------------------
 # Lock
 
+_NameT_co = _DefaultTypeVar("_NameT_co", bound=_Names, default=_Names, covariant=True)
+"""What a Lock was made on: ``str`` for one name (``Lock[str]``, whose
+:attr:`Lock.name` is a ``str``), a list or tuple for a multi-lock."""
+
+_NameArg = TypeVar("_NameArg", bound=_Names)
+
 @final
-class Lock:
+class _LockName:
+    """:attr:`Lock.name`'s type: ``str`` on a ``Lock[str]``, else
+    ``str | tuple[str, ...]`` (a list of one name is a plain lock)."""
+
+    @overload
+    def __get__(self, instance: None, owner: type[Any], /) -> _LockName: ...
+    @overload
+    def __get__(self, instance: Lock[str], owner: type[Any], /) -> str: ...
+    @overload
+    def __get__(self, instance: Lock[Any], owner: type[Any], /) -> str | tuple[str, ...]: ...
+
+@final
+class Lock(Generic[_NameT_co]):
     ...
 
     def __new__(
         cls,
         client: Client,
-        name: _Names,
+        name: _NameArg,
         **options: Unpack[_LockOptions],
-    ) -> Self:
+    ) -> Lock[_NameArg]:
         ...
 
     # -- acquire / release --------------------------------------------------
 
-    def acquire(self, blocking: bool = True, timeout: _Seconds | None = None) -> bool:
+    def acquire(self, blocking: bool | Literal[0, 1] = True, timeout: _Seconds | None = None) -> bool:
         ...
 
-    def aacquire(self, blocking: bool = True, timeout: _Seconds | None = None) -> Operation[bool]:
+    def aacquire(
+        self, blocking: bool | Literal[0, 1] = True, timeout: _Seconds | None = None
+    ) -> Operation[bool]:
         ...
 
     def release(self) -> None:
@@ -512,9 +534,7 @@ class Lock:
 
     # -- local state (no call to Redis) -----------------------------------
 
-    @property
-    def name(self) -> str | tuple[str, ...]:
-        ...
+    name: _LockName
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -542,6 +562,7 @@ class Lock:
 
     # -- context managers ----------------------------------------------------
 
+    def __class_getitem__(cls, item: Any) -> types.GenericAlias: ...
     def __enter__(self) -> Self:
         ...
 
@@ -592,16 +613,16 @@ class RWMutex:
     def writer_preference(self) -> bool:
         ...
 
-    def read(self, **options: Unpack[_HandleOptions]) -> Lock:
+    def read(self, **options: Unpack[_HandleOptions]) -> Lock[str]:
         ...
 
-    def write(self, **options: Unpack[_HandleOptions]) -> Lock:
+    def write(self, **options: Unpack[_HandleOptions]) -> Lock[str]:
         ...
 
-    def try_read(self, **options: Unpack[_HandleOptions]) -> Lock | None:
+    def try_read(self, **options: Unpack[_HandleOptions]) -> Lock[str] | None:
         ...
 
-    def try_write(self, **options: Unpack[_HandleOptions]) -> Lock | None:
+    def try_write(self, **options: Unpack[_HandleOptions]) -> Lock[str] | None:
         ...
 
     def force_release(self, token: str | None = None) -> bool: ...
@@ -631,7 +652,7 @@ def _semaphore(
     name: str,
     permits: int,
     **options: Unpack[_LockOptions],
-) -> Lock: ...
+) -> Lock[str]: ...
 
 @final
 class Leader:
@@ -669,7 +690,7 @@ class Election:
         self,
         value: str,
         **options: Unpack[_LockOptions],
-    ) -> Lock:
+    ) -> Lock[str]:
         """A campaigner for ``value``: acquiring the handle campaigns, its fence is the term number."""
     def leader(self) -> Leader | None: ...
     def aleader(self) -> Operation[Leader | None]: ...
