@@ -40,7 +40,7 @@ if not rec[1] then
   local head = redis.call('ZRANGE', queue, 0, 0)[1]
   if not head or head == token then
     leave_queue(alive, tags, token, queue)
-    return held(hold(lock, token, meta or '', ttl, next_fence(last, us)))
+    return held(hold(lock, token, meta, ttl, next_fence(last, us)))
   end
 end
 

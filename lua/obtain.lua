@@ -8,7 +8,7 @@
 -- its own: the hold is re-entered, its fence kept, and its metadata too unless
 -- set_metadata is '1'), or {0, pttl} with the longest remaining hold among the
 -- other owners.
-local token, ttl, meta = ARGV[1], ARGV[2], ARGV[3]
+local token, ttl, meta = ARGV[1], ARGV[2], ARGV[4] == '1' and ARGV[3]
 local locks, records = KEYS, {}
 if ARGV[5] == '1' then
   locks, records = split_records(KEYS)
@@ -30,7 +30,7 @@ end
 
 if mine == #locks then
   for _, key in ipairs(locks) do
-    hold(key, token, ARGV[4] == '1' and meta, ttl, tonumber(redis.call('HGET', key, 'fence')) or last)
+    hold(key, token, meta, ttl, tonumber(redis.call('HGET', key, 'fence')) or last)
   end
   return {1, last}
 end

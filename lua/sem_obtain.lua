@@ -49,7 +49,7 @@ if can and fair then
 end
 if can then
   leave_queue(alive, tags, token, queue)
-  return {1, sem_take(holders, data, token, meta or '', ttl, us)}
+  return {1, sem_take(holders, data, token, meta, ttl, us)}
 end
 
 if fair and ARGV[8] == '1' then

@@ -26,11 +26,15 @@ local function sem_tidy(holders, data, us)
   end
 end
 
--- `token` holds a permit with a new fence for `ms` ms. Returns the fence.
+-- `token` holds a permit with a new fence for `ms` ms, and metadata `meta`
+-- (none stored when false). Returns the fence.
 local function sem_take(holders, data, token, meta, ms, us)
   local fence = next_fence(tonumber(redis.call('HGET', data, 'fence')) or 0, us)
   local f = fence_text(fence)
-  redis.call('HSET', data, 'fence', f, 'f:' .. token, f, 'm:' .. token, meta)
+  redis.call('HSET', data, 'fence', f, 'f:' .. token, f)
+  if meta then
+    redis.call('HSET', data, 'm:' .. token, meta)
+  end
   local now = math.floor(us / 1000)
   redis.call('ZADD', holders, now + ms, token)
   expire_with_last_reader(holders, now, data)

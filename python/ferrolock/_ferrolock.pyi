@@ -11,11 +11,13 @@ Edit a docstring in ``src/py/``, never here.
 import asyncio
 import contextvars
 import os
+import types
 from collections.abc import Callable, Coroutine, Generator, Sequence
 from types import TracebackType
-from typing import Any, ClassVar, Literal, TypeVar, final
+from typing import Any, ClassVar, Generic, Literal, TypeVar, final, overload
 
 from typing_extensions import Self, TypeAlias, TypedDict, Unpack, disjoint_base
+from typing_extensions import TypeVar as _DefaultTypeVar
 
 __version__: str
 """The version of the ferrolock package (from ``Cargo.toml``)."""
@@ -791,136 +793,45 @@ class Operation(Coroutine[Any, Any, _T_co]):
 # ---------------------------------------------------------------------------
 # Lock
 
+_NameT_co = _DefaultTypeVar("_NameT_co", bound=_Names, default=_Names, covariant=True)
+"""What a Lock was made on: ``str`` for one name (``Lock[str]``, whose
+:attr:`Lock.name` is a ``str``), a list or tuple for a multi-lock."""
+
+_NameArg = TypeVar("_NameArg", bound=_Names)
+
 @final
-class Lock:
-    """A handle on an exclusive lock over one name, or over several names taken
-    all-or-nothing.
+class _LockName:
+    """:attr:`Lock.name`'s type: ``str`` on a ``Lock[str]``, else
+    ``str | tuple[str, ...]`` (a list of one name is a plain lock)."""
 
-    Ownership belongs to the handle, not to a thread or task: any thread may
-    release a hold that another thread acquired through the same handle, and
-    a handle holds at most one hold at a time, so a second ``acquire`` on a
-    handle that holds (from any thread or task) waits until it is released,
-    like :class:`threading.Lock` (the lock is not re-entrant). Use one handle
-    per holder to exclude each other, e.g. one per thread or per call.
+    @overload
+    def __get__(self, instance: None, owner: type[Any], /) -> _LockName: ...
+    @overload
+    def __get__(self, instance: Lock[str], owner: type[Any], /) -> str: ...
+    @overload
+    def __get__(self, instance: Lock[Any], owner: type[Any], /) -> str | tuple[str, ...]: ...
 
-    While held, a background watchdog renews the hold every ``ttl / 3`` (with
-    ``auto_renew``) and reports it lost when it ends behind the holder's back:
-    :attr:`lost` turns ``True``, ``on_lost`` is called, and the enclosing
-    ``with`` / ``async with`` block ends in :class:`LockLost`.
-
-    Use as ``with lock:`` or ``async with lock:``: entering waits up to
-    ``blocking_timeout`` (forever by default) and raises
-    :class:`LockNotAcquired` when the lock was not taken; leaving releases it
-    and raises :class:`LockLost` if the hold was lost meanwhile.
-
-    Make a handle on the lock ``name``; nothing is sent to Redis yet.
-
-    Args:
-        client: the Redis connection to use.
-        name: the lock name; or a list or tuple of distinct names for a
-            multi-lock, taken all-or-nothing (a list of one name is a plain
-            lock).
-        ttl: seconds a hold lasts without renewal, between 0.001 and
-            366 days; ``None`` means 30 seconds.
-        auto_renew: when ``True`` (the default) the hold is renewed every
-            ``ttl / 3`` for as long as it is held; when ``False`` it
-            expires after ``ttl`` and is then reported lost.
-        blocking_timeout: the most seconds that ``with`` / ``async with``
-            wait to take the lock (non-negative and finite; 0 means a
-            single attempt); ``None`` (the default) waits forever. Does not
-            apply to :meth:`Lock.acquire`.
-        retry: how long to wait between attempts while the lock is busy;
-            ``None`` means ``Retry.exponential(0.002, 0.1)``.
-        metadata: text stored beside the owner token (at most 65536 bytes),
-            readable by anyone with :meth:`Lock.inspect`; ``None`` for none
-            (an RWMutex stores it with writers only).
-        token: the owner token of a hold taken elsewhere (another handle,
-            process or machine), 1 to 512 bytes. The new handle then
-            starts out holding it without any call to Redis: it can
-            :meth:`Lock.release` or :meth:`Lock.extend` it, and
-            :meth:`Lock.acquire` adopts the hold (keeping its fence) and starts
-            renewing it. A restored hold is not renewed, and ``on_lost`` is not
-            called for it, until it is adopted. ``None`` (the default) for a
-            handle that holds nothing.
-        on_lost: called once, with no arguments, when a hold of this
-            handle is lost. It runs on a background thread (neither the
-            caller's thread nor the event loop's), with the GIL; an
-            exception it raises goes to :func:`sys.unraisablehook`.
-        fair: take turns in arrival order, across processes. Waiters
-            queue in Redis. A release hands over straight to the oldest
-            live waiter (an RWMutex's: every reader queued before the next
-            writer), so no newcomer can barge in. A waiter that dies or gives
-            up loses its place; a dead waiter keeps it for at most
-            min(ttl, 2 s). Use it with one name, on every handle of that name
-            (an RWMutex takes it as a whole, not per handle).
-
-    Raises:
-        TypeError: an argument has the wrong type (for example a ``bool``
-            ttl, or an ``on_lost`` that is not callable).
-        ValueError: a name is empty, too long or repeated, an option is
-            out of range, or ``fair`` is asked of a multi-lock.
-    """
+@final
+class Lock(Generic[_NameT_co]):
+    ...
 
     def __new__(
         cls,
         client: Client,
-        name: _Names,
+        name: _NameArg,
         **options: Unpack[_LockOptions],
-    ) -> Self:
+    ) -> Lock[_NameArg]:
         ...
 
     # -- acquire / release --------------------------------------------------
 
-    def acquire(self, blocking: bool = True, timeout: _Seconds | None = None) -> bool:
-        """Take the lock, with the semantics of :meth:`threading.Lock.acquire`.
+    def acquire(self, blocking: bool | Literal[0, 1] = True, timeout: _Seconds | None = None) -> bool:
+        ...
 
-        The GIL is released while waiting; the wait wakes every 50 ms to check
-        for signals, so Ctrl-C raises ``KeyboardInterrupt`` promptly and leaves
-        no lock behind (a hold granted in the meantime is released first).
-
-        Args:
-            blocking: when ``False``, make one attempt and return at once.
-            timeout: the most seconds to wait when ``blocking``; ``-1`` or
-                ``None`` (the default) waits forever; ``0`` makes one attempt.
-                Must be ``None`` or ``-1`` when ``blocking`` is ``False``.
-
-        Returns:
-            ``True`` once the lock is taken; ``False`` when ``timeout`` passed,
-            ``blocking`` is ``False`` and the lock is busy, or the
-            :class:`Retry` strategy ran out of attempts.
-
-        Raises:
-            ValueError: a ``timeout`` with ``blocking=False``; a negative
-                ``timeout`` other than ``-1``; an infinite or NaN ``timeout``.
-            TypeError: ``blocking`` is not a ``bool``, or ``timeout`` is not
-                a number or ``None``.
-            LockConnectionError: Redis could not be reached in time.
-            LockError: Redis answered with an error.
-            KeyboardInterrupt: Ctrl-C while waiting (no lock is left behind).
-        """
-
-    def aacquire(self, blocking: bool = True, timeout: _Seconds | None = None) -> Operation[bool]:
-        """Asyncio version of :meth:`acquire`.
-
-        Cancelling the future (or the task awaiting it) leaves no lock behind,
-        even when Redis had already granted it.
-
-        Args:
-            blocking: when ``False``, make one attempt only.
-            timeout: as for :meth:`acquire`.
-
-        Returns:
-            A future of ``True`` once the lock is taken, or ``False`` (as for
-            :meth:`acquire`).
-
-        Raises:
-            RuntimeError: awaited with no event loop running.
-            ValueError: invalid ``timeout``, raised at the call (before any await).
-            TypeError: an argument has the wrong type, raised at the call (before any await).
-            LockConnectionError: Redis could not be reached in time (when
-                awaited).
-            LockError: Redis answered with an error (when awaited).
-        """
+    def aacquire(
+        self, blocking: bool | Literal[0, 1] = True, timeout: _Seconds | None = None
+    ) -> Operation[bool]:
+        ...
 
     def release(self) -> None:
         """Give the lock up and stop renewing it.
@@ -1101,11 +1012,7 @@ class Lock:
 
     # -- local state (no call to Redis) -----------------------------------
 
-    @property
-    def name(self) -> str | tuple[str, ...]:
-        """The lock name: a ``str`` for a single lock, a ``tuple`` of the
-        names for a multi-lock (one with two names or more).
-        """
+    name: _LockName
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -1154,6 +1061,7 @@ class Lock:
 
     # -- context managers ----------------------------------------------------
 
+    def __class_getitem__(cls, item: Any) -> types.GenericAlias: ...
     def __enter__(self) -> Self:
         """Take the lock, waiting up to ``blocking_timeout``.
 
@@ -1350,26 +1258,17 @@ class RWMutex:
     def writer_preference(self) -> bool:
         """Whether a waiting writer holds new readers back."""
 
-    def read(self, **options: Unpack[_HandleOptions]) -> Lock:
-        """A read handle, shared with other readers, not holding yet.
+    def read(self, **options: Unpack[_HandleOptions]) -> Lock[str]:
+        ...
 
-        Keyword arguments override the mutex's defaults for this handle.
-        """
+    def write(self, **options: Unpack[_HandleOptions]) -> Lock[str]:
+        ...
 
-    def write(self, **options: Unpack[_HandleOptions]) -> Lock:
-        """A write handle, exclusive against readers and writers, not holding yet.
+    def try_read(self, **options: Unpack[_HandleOptions]) -> Lock[str] | None:
+        ...
 
-        Keyword arguments override the mutex's defaults for this handle.
-        """
-
-    def try_read(self, **options: Unpack[_HandleOptions]) -> Lock | None:
-        """One attempt to read now: a read handle already holding, or ``None``.
-
-        The GIL is released during the single round trip.
-        """
-
-    def try_write(self, **options: Unpack[_HandleOptions]) -> Lock | None:
-        """One attempt to write now: a write handle already holding, or ``None``.
+    def try_write(self, **options: Unpack[_HandleOptions]) -> Lock[str] | None:
+        ...
 
         Leaves no intent behind when it fails.
         """
@@ -1419,8 +1318,7 @@ def _semaphore(
     name: str,
     permits: int,
     **options: Unpack[_LockOptions],
-) -> Lock:
-    """A handle on one permit of the semaphore ``name`` (see ``Client.semaphore``)."""
+) -> Lock[str]: ...
 
 @final
 class Leader:
@@ -1465,17 +1363,10 @@ class Election:
         self,
         value: str,
         **options: Unpack[_LockOptions],
-    ) -> Lock:
-        """A campaigner for `value`: a fair Lock on the election's term, whose
-        acquire campaigns and whose fence is the term number.
-        """
-    def leader(self) -> Leader | None:
-        """The leader now, or None."""
-    def aleader(self) -> Operation[Leader | None]:
-        """Asyncio version of :meth:`leader`."""
-    def proclaim(self, term: Lock, value: str) -> None:
-        """The leader holding `term` publishes `value`; LockNotOwned if it no longer leads."""
-    def aproclaim(self, term: Lock, value: str) -> Operation[None]:
-        """Asyncio version of :meth:`proclaim`."""
-    def observer(self) -> ElectionObserver:
-        """A watcher of this election's changes."""
+    ) -> Lock[str]:
+        """A campaigner for ``value``: acquiring the handle campaigns, its fence is the term number."""
+    def leader(self) -> Leader | None: ...
+    def aleader(self) -> Operation[Leader | None]: ...
+    def proclaim(self, term: Lock, value: str) -> None: ...
+    def aproclaim(self, term: Lock, value: str) -> Operation[None]: ...
+    def observer(self) -> ElectionObserver: ...

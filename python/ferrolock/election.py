@@ -8,7 +8,8 @@ are pushed to watchers (pub/sub), not polled.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterator, Optional
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterator, Optional, Type
 
 from ._ferrolock import Election as _Election
 from ._ferrolock import Leader, LockNotAcquired, LockNotOwned
@@ -23,7 +24,7 @@ class Term:
     """This process's term as leader: a context manager that resigns at exit
     (raising :class:`LockLost` there if the term was lost meanwhile)."""
 
-    def __init__(self, election: "Election", hold: "Lock", value: str):
+    def __init__(self, election: "Election", hold: "Lock[str]", value: str):
         self._election = election
         self._hold = hold
         self.value = value
@@ -71,14 +72,26 @@ class Term:
     def __enter__(self) -> "Term":
         return self
 
-    def __exit__(self, *exc: Any) -> bool:
-        return self._hold.__exit__(*exc)
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        # None, not bool: the block's exception is never swallowed, and type
+        # checkers know that code after a ``with`` that returns is unreachable.
+        self._hold.__exit__(exc_type, exc, tb)
 
     async def __aenter__(self) -> "Term":
         return self
 
-    async def __aexit__(self, *exc: Any) -> bool:
-        return await self._hold.__aexit__(*exc)
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException] = None,
+        tb: Optional[TracebackType] = None,
+    ) -> None:
+        await self._hold.__aexit__(exc_type, exc, tb)
 
     def __repr__(self) -> str:
         return f"<ferrolock.Term {self._election.name!r} value={self.value!r} number={self._number}>"
@@ -95,7 +108,7 @@ class Election:
         self.name = name
         self._term: Optional[Term] = None
 
-    def _candidate(self, value: str, on_lost: Optional[Callable[[], object]]) -> "Lock":
+    def _candidate(self, value: str, on_lost: Optional[Callable[[], object]]) -> "Lock[str]":
         return self._core.candidate(value, ttl=self._ttl, max_hold=self._max_hold, on_lost=on_lost)
 
     def campaign(self, value: str, timeout: Optional[float] = None,

@@ -3,9 +3,11 @@
 
 use std::sync::Arc;
 
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::election::{Election, Leader, Observer};
+use crate::lock::MAX_METADATA;
 
 use super::args;
 use super::client::PyClient;
@@ -13,6 +15,19 @@ use super::coro::{coroutine, Cancel, Operation};
 use super::lock::PyLock;
 use super::options::{keywords, HandleOptions, Kind};
 use super::runtime::{wait, wait_interruptible};
+use super::state::py_repr;
+
+/// A leader's value, stored as its hold's metadata: at most as long.
+fn leader_value(value: &Bound<'_, PyAny>) -> PyResult<String> {
+    let value = args::text("value", value)?;
+    if value.len() > MAX_METADATA {
+        return Err(PyValueError::new_err(format!(
+            "value is {} bytes long, longer than {MAX_METADATA} bytes (a leader's value is stored with its term)",
+            value.len()
+        )));
+    }
+    Ok(value)
+}
 
 /// The core of :class:`ferrolock.Election` (use ``client.election(name)``).
 #[pyclass(name = "Election", module = "ferrolock._ferrolock", frozen)]
@@ -43,8 +58,13 @@ impl From<Leader> for PyLeader {
 
 #[pymethods]
 impl PyLeader {
-    fn __repr__(&self) -> String {
-        format!("Leader(value={:?}, term={}, ttl={:?})", self.value, self.term, self.ttl)
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "Leader(value={}, term={}, ttl={})",
+            py_repr(py, &self.value)?,
+            self.term,
+            py_repr(py, self.ttl)?
+        ))
     }
 }
 
@@ -93,7 +113,7 @@ impl PyElection {
         value: &Bound<'_, PyAny>,
         options: Option<&Bound<'_, pyo3::types::PyDict>>,
     ) -> PyResult<PyLock> {
-        let value = args::text("value", value)?;
+        let value = leader_value(value)?;
         let o = HandleOptions::from_kwargs("Election.candidate()", Kind::Lock, None, options)?;
         let core = self.core.candidate(value, o.lock, o.token)?;
         Ok(PyLock::from_core(core, self.client.bind(py), o.blocking_timeout))
@@ -115,7 +135,7 @@ impl PyElection {
 
     /// The leader holding `term` publishes `value`; LockNotOwned if it no longer leads.
     fn proclaim(&self, py: Python<'_>, term: &Bound<'_, PyLock>, value: &Bound<'_, PyAny>) -> PyResult<()> {
-        let (core, term, value) = (self.core.clone(), term.get().core().clone(), args::text("value", value)?);
+        let (core, term, value) = (self.core.clone(), term.get().core().clone(), leader_value(value)?);
         wait(py, async move { core.proclaim(&term, &value).await })
     }
 
@@ -126,7 +146,7 @@ impl PyElection {
         term: &Bound<'_, PyLock>,
         value: &Bound<'_, PyAny>,
     ) -> PyResult<Py<Operation>> {
-        let (core, term, value) = (self.core.clone(), term.get().core().clone(), args::text("value", value)?);
+        let (core, term, value) = (self.core.clone(), term.get().core().clone(), leader_value(value)?);
         coroutine(py, "Election.aproclaim", Cancel::Drop, async move { core.proclaim(&term, &value).await })
     }
 

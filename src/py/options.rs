@@ -41,10 +41,10 @@ macro_rules! handle_options {
              ``ttl / 3`` for as long as it is held; when ``False`` it\n        \
              expires after ``ttl`` and is then reported lost.")
         (blocking_timeout, "_Seconds | None", "None", [lock rwmutex handle],
-            "the most seconds that ``with`` / ``async with``\n        \
-             wait to take the lock (non-negative and finite; 0 means a\n        \
-             single attempt); ``None`` (the default) waits forever. Does not\n        \
-             apply to :meth:`Lock.acquire`.")
+            "the most seconds that ``with`` / ``async with``, and\n        \
+             :meth:`Lock.acquire` / :meth:`Lock.aacquire` called without a\n        \
+             ``timeout``, wait to take the lock (non-negative and finite; 0\n        \
+             means a single attempt); ``None`` (the default) waits forever.")
         (retry, "Retry | None", "None", [lock rwmutex handle],
             "how long to wait between attempts while the lock is busy;\n        \
              ``None`` means ``Retry.exponential(0.002, 0.1)``.")
@@ -240,7 +240,7 @@ impl<'py> Kwargs<'_, 'py> {
 
 pub struct HandleOptions {
     pub lock: LockOptions,
-    /// How long `with` / `async with` wait (None: forever).
+    /// How long `with` / `async with` and `acquire()` without a timeout wait (None: forever).
     pub blocking_timeout: Option<Duration>,
     /// Restore a hold taken elsewhere.
     pub token: Option<String>,

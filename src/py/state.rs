@@ -2,9 +2,16 @@
 //! `LockState` (everything stored under one name, of one kind).
 
 use pyo3::prelude::*;
+use pyo3::IntoPyObjectExt;
 
 use crate::listing::State;
 use crate::scripts::Record;
+
+/// `repr(v)` as Python writes it (`'text'`, `None`, `29.999`), for the
+/// reprs of the snapshot classes.
+pub(crate) fn py_repr<'py, T: IntoPyObject<'py>>(py: Python<'py>, v: T) -> PyResult<String> {
+    Ok(v.into_bound_py_any(py)?.repr()?.to_string())
+}
 
 /// Who holds a lock, as ``Client.inspect`` or ``Lock.inspect`` found it.
 ///
@@ -18,7 +25,8 @@ pub struct LockInfo {
     name: String,
     /// The holder's owner token (32 hex digits for tokens ferrolock made).
     token: String,
-    /// The ``metadata`` the holder gave its ``Lock``, or ``None`` (none, or empty).
+    /// The ``metadata`` the holder gave its ``Lock`` (``""`` when it gave
+    /// ``""``), or ``None`` when it gave none.
     metadata: Option<String>,
     /// The fencing token of the hold (see :attr:`Lock.fence`).
     fence: i64,
@@ -43,14 +51,13 @@ impl LockInfo {
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let r = |v: Bound<'_, PyAny>| v.repr().map(|r| r.to_string());
         Ok(format!(
             "LockInfo(name={}, token={}, metadata={}, fence={}, ttl={})",
-            r(self.name.clone().into_pyobject(py)?.into_any())?,
-            r(self.token.clone().into_pyobject(py)?.into_any())?,
-            r(self.metadata.clone().into_pyobject(py)?.into_any())?,
+            py_repr(py, &self.name)?,
+            py_repr(py, &self.token)?,
+            py_repr(py, &self.metadata)?,
             self.fence,
-            r(self.ttl.into_pyobject(py)?.into_any())?,
+            py_repr(py, self.ttl)?,
         ))
     }
 }
@@ -130,11 +137,10 @@ impl LockState {
             Some(h) => h.__repr__(py)?,
             None => "None".into(),
         };
-        let r = |v: Bound<'_, PyAny>| v.repr().map(|r| r.to_string());
         Ok(format!(
             "LockState(name={}, kind={}, holder={holder}, readers={}, holders={}, waiters={})",
-            r(self.name.clone().into_pyobject(py)?.into_any())?,
-            r(self.kind.into_pyobject(py)?.into_any())?,
+            py_repr(py, &self.name)?,
+            py_repr(py, self.kind)?,
             self.readers.len(),
             self.holders.len(),
             self.waiters
