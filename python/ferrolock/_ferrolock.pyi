@@ -177,7 +177,8 @@ class Retry:
     Immutable. Made only with the static constructors :meth:`none`,
     :meth:`fixed`, :meth:`linear` and :meth:`exponential` (``Retry()`` raises
     ``TypeError``). Two ``Retry`` objects are equal when they describe the same
-    strategy; they are not hashable.
+    strategy, and equal ones hash alike, so a ``Retry`` can be a dict key or
+    a set member.
 
     Whatever the strategy, a wait never outlasts the remaining ttl of the
     current holder, nor the deadline of the acquire. A lock made without
@@ -191,7 +192,12 @@ class Retry:
 
     ``attempts`` counts every attempt, the first one included: when that many
     have failed the acquire gives up (``acquire`` returns ``False``, ``with``
-    raises :class:`LockNotAcquired`), even if its timeout has not passed.
+    raises :class:`LockNotAcquired` saying the retry gave up), even if its
+    timeout has not passed: the attempts and the wait are two limits, and the
+    first one reached ends the acquire. So ``Retry.none()`` (a single attempt)
+    with ``acquire(timeout=2)`` returns ``False`` at once on a busy lock; that
+    is what it asks for (a wait that should try again needs a strategy that
+    waits, such as :meth:`fixed`).
     """
 
     def __new__(cls) -> Self: ...
@@ -327,7 +333,9 @@ class LockInfo:
 
     @property
     def metadata(self) -> str | None:
-        """The ``metadata`` the holder gave its ``Lock``, or ``None`` (none, or empty)."""
+        """The ``metadata`` the holder gave its ``Lock`` (``""`` when it gave
+        ``""``), or ``None`` when it gave none.
+        """
 
     @property
     def fence(self) -> int:
@@ -813,7 +821,78 @@ class _LockName:
 
 @final
 class Lock(Generic[_NameT_co]):
-    ...
+    """A handle on an exclusive lock over one name, or over several names taken
+    all-or-nothing.
+
+    Ownership belongs to the handle, not to a thread or task: any thread may
+    release a hold that another thread acquired through the same handle, and
+    a handle holds at most one hold at a time, so a second ``acquire`` on a
+    handle that holds (from any thread or task) waits until it is released,
+    like :class:`threading.Lock` (the lock is not re-entrant). Use one handle
+    per holder to exclude each other, e.g. one per thread or per call.
+
+    While held, a background watchdog renews the hold every ``ttl / 3`` (with
+    ``auto_renew``) and reports it lost when it ends behind the holder's back:
+    :attr:`lost` turns ``True``, ``on_lost`` is called, and the enclosing
+    ``with`` / ``async with`` block ends in :class:`LockLost`.
+
+    Use as ``with lock:`` or ``async with lock:``: entering waits up to
+    ``blocking_timeout`` (forever by default) and raises
+    :class:`LockNotAcquired` when the lock was not taken; leaving releases it
+    and raises :class:`LockLost` if the hold was lost meanwhile.
+
+    Make a handle on the lock ``name``; nothing is sent to Redis yet.
+
+    Args:
+        client: the Redis connection to use.
+        name: the lock name; or a list or tuple of distinct names for a
+            multi-lock, taken all-or-nothing (a list of one name is a plain
+            lock).
+        ttl: seconds a hold lasts without renewal, between 0.001 and
+            366 days; ``None`` means 30 seconds.
+        auto_renew: when ``True`` (the default) the hold is renewed every
+            ``ttl / 3`` for as long as it is held; when ``False`` it
+            expires after ``ttl`` and is then reported lost.
+        blocking_timeout: the most seconds that ``with`` / ``async with``, and
+            :meth:`Lock.acquire` / :meth:`Lock.aacquire` called without a
+            ``timeout``, wait to take the lock (non-negative and finite; 0
+            means a single attempt); ``None`` (the default) waits forever.
+        retry: how long to wait between attempts while the lock is busy;
+            ``None`` means ``Retry.exponential(0.002, 0.1)``.
+        metadata: text stored beside the owner token (at most 65536 bytes),
+            readable by anyone with :meth:`Lock.inspect`; ``None`` for none
+            (an RWMutex stores it with writers only).
+        token: the owner token of a hold taken elsewhere (another handle,
+            process or machine), 1 to 512 bytes. The new handle then
+            starts out holding it without any call to Redis: it can
+            :meth:`Lock.release` or :meth:`Lock.extend` it, and
+            :meth:`Lock.acquire` adopts the hold (keeping its fence) and starts
+            renewing it. A restored hold is not renewed, and ``on_lost`` is not
+            called for it, until it is adopted. ``None`` (the default) for a
+            handle that holds nothing.
+        on_lost: called once, with no arguments, when a hold of this
+            handle is lost. It runs on a background thread (neither the
+            caller's thread nor the event loop's), with the GIL; an
+            exception it raises goes to :func:`sys.unraisablehook`.
+        max_hold: the most seconds a hold may last, however long its holder
+            keeps it (a stuck job): renewal stops this long after the hold
+            was taken, so it ends by then in Redis and is reported lost
+            like any loss (``on_lost``, :attr:`Lock.lost`); :meth:`Lock.extend`
+            cannot pass it. At least ``ttl``; ``None`` (the default): no limit.
+        fair: take turns in arrival order, across processes. Waiters
+            queue in Redis. A release hands over straight to the oldest
+            live waiter (an RWMutex's: every reader queued before the next
+            writer), so no newcomer can barge in. A waiter that dies or gives
+            up loses its place; a dead waiter keeps it for at most
+            min(ttl, 2 s). Use it with one name, on every handle of that name
+            (an RWMutex takes it as a whole, not per handle).
+
+    Raises:
+        TypeError: an argument has the wrong type (for example a ``bool``
+            ttl, or an ``on_lost`` that is not callable).
+        ValueError: a name is empty, too long or repeated, an option is
+            out of range, or ``fair`` is asked of a multi-lock.
+    """
 
     def __new__(
         cls,
@@ -826,12 +905,66 @@ class Lock(Generic[_NameT_co]):
     # -- acquire / release --------------------------------------------------
 
     def acquire(self, blocking: bool | Literal[0, 1] = True, timeout: _Seconds | None = None) -> bool:
-        ...
+        """Take the lock, with the semantics of :meth:`threading.Lock.acquire`.
+
+        The GIL is released while waiting; the wait wakes every 50 ms to check
+        for signals, so Ctrl-C raises ``KeyboardInterrupt`` promptly and leaves
+        no lock behind (a hold granted in the meantime is released first).
+
+        Args:
+            blocking: when ``False`` (or ``0``), make one attempt and return
+                at once.
+            timeout: the most seconds to wait when ``blocking``; ``None`` (the
+                default) waits up to the handle's ``blocking_timeout``, which
+                is forever unless it was set (as redis-py's ``Lock.acquire``);
+                ``-1`` waits forever whatever ``blocking_timeout`` says; ``0``
+                makes one attempt. Must be ``None`` or ``-1`` when
+                ``blocking`` is ``False``.
+
+        Returns:
+            ``True`` once the lock is taken; ``False`` when the wait passed,
+            ``blocking`` is ``False`` and the lock is busy, or the
+            :class:`Retry` strategy ran out of attempts. The retry's
+            ``attempts`` and the wait are two limits and the first one reached
+            ends the acquire: with ``retry=Retry.none()`` (one attempt) a busy
+            lock returns ``False`` at once, whatever ``timeout`` says.
+
+        Raises:
+            ValueError: a ``timeout`` with ``blocking=False``; a negative
+                ``timeout`` other than ``-1``; an infinite or NaN ``timeout``;
+                an int ``blocking`` other than ``0`` or ``1``.
+            TypeError: ``blocking`` is not a ``bool`` or an ``int``, or
+                ``timeout`` is not a number or ``None``.
+            LockConnectionError: Redis could not be reached in time.
+            LockError: Redis answered with an error.
+            KeyboardInterrupt: Ctrl-C while waiting (no lock is left behind).
+        """
 
     def aacquire(
         self, blocking: bool | Literal[0, 1] = True, timeout: _Seconds | None = None
     ) -> Operation[bool]:
-        ...
+        """Asyncio version of :meth:`acquire`.
+
+        Cancelling the future (or the task awaiting it) leaves no lock behind,
+        even when Redis had already granted it.
+
+        Args:
+            blocking: when ``False`` (or ``0``), make one attempt only.
+            timeout: as for :meth:`acquire` (``None``: the handle's
+                ``blocking_timeout``).
+
+        Returns:
+            A future of ``True`` once the lock is taken, or ``False`` (as for
+            :meth:`acquire`).
+
+        Raises:
+            RuntimeError: awaited with no event loop running.
+            ValueError: invalid ``timeout``, raised at the call (before any await).
+            TypeError: an argument has the wrong type, raised at the call (before any await).
+            LockConnectionError: Redis could not be reached in time (when
+                awaited).
+            LockError: Redis answered with an error (when awaited).
+        """
 
     def release(self) -> None:
         """Give the lock up and stop renewing it.
@@ -987,7 +1120,11 @@ class Lock(Generic[_NameT_co]):
         """
 
     def wait_lost(self) -> Operation[bool]:
-        """Resolve when the current hold ends (seed 003's ``Done()``).
+        """Resolve when the current hold ends, whether it was lost or released.
+
+        A holder can await it beside its work (for example in
+        :func:`asyncio.wait` with ``FIRST_COMPLETED``) to stop as soon as the
+        lock is no longer its own.
 
         Returns:
             ``True`` when the hold was lost (renewal failed, the ttl ran out, or
@@ -1061,7 +1198,8 @@ class Lock(Generic[_NameT_co]):
 
     # -- context managers ----------------------------------------------------
 
-    def __class_getitem__(cls, item: Any) -> types.GenericAlias: ...
+    def __class_getitem__(cls, item: Any) -> types.GenericAlias:
+        """``Lock[str]`` in an annotation: the type of a lock on one name."""
     def __enter__(self) -> Self:
         """Take the lock, waiting up to ``blocking_timeout``.
 
@@ -1207,10 +1345,10 @@ class RWMutex:
         auto_renew: when ``True`` (the default) the hold is renewed every
             ``ttl / 3`` for as long as it is held; when ``False`` it
             expires after ``ttl`` and is then reported lost.
-        blocking_timeout: the most seconds that ``with`` / ``async with``
-            wait to take the lock (non-negative and finite; 0 means a
-            single attempt); ``None`` (the default) waits forever. Does not
-            apply to :meth:`Lock.acquire`.
+        blocking_timeout: the most seconds that ``with`` / ``async with``, and
+            :meth:`Lock.acquire` / :meth:`Lock.aacquire` called without a
+            ``timeout``, wait to take the lock (non-negative and finite; 0
+            means a single attempt); ``None`` (the default) waits forever.
         retry: how long to wait between attempts while the lock is busy;
             ``None`` means ``Retry.exponential(0.002, 0.1)``.
         metadata: text stored beside the owner token (at most 65536 bytes),
@@ -1220,6 +1358,11 @@ class RWMutex:
             handle is lost. It runs on a background thread (neither the
             caller's thread nor the event loop's), with the GIL; an
             exception it raises goes to :func:`sys.unraisablehook`.
+        max_hold: the most seconds a hold may last, however long its holder
+            keeps it (a stuck job): renewal stops this long after the hold
+            was taken, so it ends by then in Redis and is reported lost
+            like any loss (``on_lost``, :attr:`Lock.lost`); :meth:`Lock.extend`
+            cannot pass it. At least ``ttl``; ``None`` (the default): no limit.
         fair: take turns in arrival order, across processes. Waiters
             queue in Redis. A release hands over straight to the oldest
             live waiter (an RWMutex's: every reader queued before the next
@@ -1259,19 +1402,29 @@ class RWMutex:
         """Whether a waiting writer holds new readers back."""
 
     def read(self, **options: Unpack[_HandleOptions]) -> Lock[str]:
-        ...
+        """A read handle, shared with other readers, not holding yet.
+
+        Keyword arguments override the mutex's defaults for this handle.
+        """
 
     def write(self, **options: Unpack[_HandleOptions]) -> Lock[str]:
-        ...
+        """A write handle, exclusive against readers and writers, not holding yet.
+
+        Keyword arguments override the mutex's defaults for this handle.
+        """
 
     def try_read(self, **options: Unpack[_HandleOptions]) -> Lock[str] | None:
-        ...
+        """One attempt to read now: a read handle already holding, or ``None``.
+
+        The GIL is released during the single round trip.
+        """
 
     def try_write(self, **options: Unpack[_HandleOptions]) -> Lock[str] | None:
-        ...
+        """One attempt to write now: a write handle already holding, or ``None``.
 
         Leaves no intent behind when it fails.
         """
+
 
     def force_release(self, token: str | None = None) -> bool:
         """Ends every hold (writer and readers) whoever holds it; with
@@ -1318,7 +1471,8 @@ def _semaphore(
     name: str,
     permits: int,
     **options: Unpack[_LockOptions],
-) -> Lock[str]: ...
+) -> Lock[str]:
+    """A handle on one permit of the semaphore ``name`` (see ``Client.semaphore``)."""
 
 @final
 class Leader:
@@ -1364,9 +1518,16 @@ class Election:
         value: str,
         **options: Unpack[_LockOptions],
     ) -> Lock[str]:
-        """A campaigner for ``value``: acquiring the handle campaigns, its fence is the term number."""
-    def leader(self) -> Leader | None: ...
-    def aleader(self) -> Operation[Leader | None]: ...
-    def proclaim(self, term: Lock, value: str) -> None: ...
-    def aproclaim(self, term: Lock, value: str) -> Operation[None]: ...
-    def observer(self) -> ElectionObserver: ...
+        """A campaigner for `value`: a fair Lock on the election's term, whose
+        acquire campaigns and whose fence is the term number.
+        """
+    def leader(self) -> Leader | None:
+        """The leader now, or None."""
+    def aleader(self) -> Operation[Leader | None]:
+        """Asyncio version of :meth:`leader`."""
+    def proclaim(self, term: Lock, value: str) -> None:
+        """The leader holding `term` publishes `value`; LockNotOwned if it no longer leads."""
+    def aproclaim(self, term: Lock, value: str) -> Operation[None]:
+        """Asyncio version of :meth:`proclaim`."""
+    def observer(self) -> ElectionObserver:
+        """A watcher of this election's changes."""
