@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::keys::KeySpace;
 use crate::quorum::Quorum;
 use crate::replication::Throttle;
-use crate::scripts::{Obtain, Record};
+use crate::scripts::{Obtain, Record, Refreshed};
 use crate::steps::{Obtaining, Released, Steps};
 use crate::wakeups::Waits;
 
@@ -173,7 +173,8 @@ impl Deployment {
     }
 
     /// One attempt. `ours`: the token is this acquire's own (not restored),
-    /// so what a quorum's failed attempt took is given back.
+    /// so what a quorum's failed attempt took is given back. A grant
+    /// carries the replicas' shortfall (on a quorum: the worst of its masters').
     pub(crate) async fn obtain(&self, steps: &impl Steps, ask: &Obtaining<'_>, ours: bool) -> Result<Obtain> {
         match &self.0 {
             On::One(c) => steps.obtain_on(c, ask, false).await,
@@ -181,8 +182,9 @@ impl Deployment {
         }
     }
 
-    /// Whether `token` still held, and now holds for `ttl` more.
-    pub(crate) async fn refresh(&self, steps: &impl Steps, token: &str, ttl: Duration) -> Result<bool> {
+    /// Whether `token` still held, and now holds for `ttl` more, with the
+    /// replicas' shortfall (on a quorum: the worst of its masters').
+    pub(crate) async fn refresh(&self, steps: &impl Steps, token: &str, ttl: Duration) -> Result<Refreshed> {
         match &self.0 {
             On::One(c) => steps.refresh_on(c, token, ttl).await,
             On::Quorum(q) => q.refresh(steps, token, ttl).await,

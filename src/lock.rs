@@ -13,7 +13,7 @@ use crate::keys::one_slot;
 use crate::lease::Lease;
 use crate::mode::{patience, Mode};
 use crate::replication::{self, Policy};
-use crate::scripts::Record;
+use crate::scripts::{Record, Refreshed};
 use crate::steps::Steps;
 use crate::watchdog::{Renewal, Watchdog};
 
@@ -215,8 +215,7 @@ impl Lock {
             )));
         }
         let sent = Instant::now();
-        let (renewed, unacknowledged) =
-            replication::noting(self.client.refresh(&self.mode, &token, ttl)).await;
+        let (renewed, unacknowledged) = Refreshed::split(self.client.refresh(&self.mode, &token, ttl).await);
         if renewed? {
             if let Some(shortfall) = unacknowledged {
                 let kept = self.client.options().replication.policy == Policy::Warn;

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::FutureExt;
 use tokio::task::JoinHandle;
 use tokio::time::{sleep, sleep_until};
 
@@ -14,6 +15,7 @@ use crate::events::{self, Event, LossCause, ReplicaStep, Subject};
 use crate::lease::Lease;
 use crate::mode::Mode;
 use crate::replication::{self, Policy};
+use crate::scripts::Refreshed;
 
 use crate::stats::WATCHDOGS;
 
@@ -127,7 +129,7 @@ async fn renew_until_lost(r: Renewal) {
             };
             let ttl = r.lease.ttl();
             let sent = Instant::now();
-            let attempt = replication::noting(r.client.refresh(&r.mode, &r.token, ttl));
+            let attempt = r.client.refresh(&r.mode, &r.token, ttl).map(Refreshed::split);
             let (outcome, unacknowledged) = tokio::select! {
                 outcome = attempt => outcome,
                 () = sleep_until(deadline.into()) => {

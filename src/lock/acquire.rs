@@ -88,9 +88,7 @@ impl Lock {
             let will_wait = wait != Wait::No;
             let number = attempts.next();
             let ask = Obtaining { token: &token, ttl: self.opts.ttl, metadata, will_wait, attempt: number };
-            let obtain = self.client.obtain(&self.mode, &ask, ours);
-            let (answer, unacknowledged) = replication::noting(obtain).await;
-            let answer = match answer {
+            let answer = match self.client.obtain(&self.mode, &ask, ours).await {
                 Ok(answer) => {
                     outage.over();
                     answer
@@ -105,7 +103,7 @@ impl Lock {
                 }
             };
             match answer {
-                Obtain::Taken { fence } => {
+                Obtain::Taken { fence, shortfall: unacknowledged } => {
                     let kept = self.client.options().replication.policy == Policy::Warn;
                     if let Some(shortfall) = unacknowledged.filter(|_| !kept) {
                         return Err(self.refuse_unreplicated(&mut undo, &token, ours, &shortfall).await);
