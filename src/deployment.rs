@@ -4,12 +4,15 @@
 //! deployment, or on every master of the quorum, decided by a majority.
 //! What a quorum cannot do (a primitive whose state lives on one server) is
 //! refused when the primitive is made (`single`), never at a step.
+//! `via(Io::Inline)` is a view whose steps on one deployment run on the
+//! calling thread (`conn`); a quorum's stay multiplexed.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::{Client, ClientOptions};
+use crate::conn::Io;
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
 use crate::quorum::Quorum;
@@ -63,6 +66,29 @@ impl Deployment {
         }
         opts.replication.validate(opts.command_timeout)?;
         Ok(Deployment(On::Quorum(Arc::new(Quorum::new(opts)?))))
+    }
+
+    /// This deployment with its steps' commands sent as `io` says: on one
+    /// deployment, its client's view (`Client::via`); a quorum sends each
+    /// step to its masters at once, on their multiplexed connections, under
+    /// any view.
+    #[must_use]
+    pub fn via(&self, io: Io) -> Deployment {
+        match &self.0 {
+            On::One(client) => Deployment(On::One(client.via(io))),
+            On::Quorum(_) => self.clone(),
+        }
+    }
+
+    /// This deployment, multiplexed: for what outlives a call (a handle's
+    /// renewal and clean-ups, an election's watchers).
+    pub(crate) fn into_multiplexed(self) -> Deployment {
+        match self.0 {
+            On::One(client) if client.io() != Io::Multiplexed => {
+                Deployment(On::One(client.via(Io::Multiplexed)))
+            }
+            on => Deployment(on),
+        }
     }
 
     /// The one deployment, or, on a quorum, an error naming `what` and what

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
 
+use crate::conn::Io;
 use crate::deployment::Deployment;
 use crate::error::{Error, Result};
 use crate::events::{self, Event, LossCause, ReplicaStep, Subject};
@@ -105,6 +106,8 @@ impl Lock {
         opts: LockOptions,
         token: Option<String>,
     ) -> Lock {
+        // Its renewal and clean-ups run on the runtime: never on a view's inline connections.
+        let client = client.into_multiplexed();
         let mut state = State::new();
         if let Some(token) = token {
             state.gate.try_acquire().expect("a new gate has its permit").forget();
@@ -167,6 +170,11 @@ impl Lock {
     /// Gives the lock up. `NotOwned` when this handle holds nothing, or Redis
     /// says its hold had already ended (then nobody else's hold is touched).
     pub async fn release(&self) -> Result<()> {
+        self.release_via(Io::Multiplexed).await
+    }
+
+    /// `release`, its commands sent as `io` says (see `conn`).
+    pub async fn release_via(&self, io: Io) -> Result<()> {
         let hold = {
             let mut state = self.state();
             let hold = state.hold.take().ok_or_else(|| self.not_owned())?;
@@ -179,7 +187,7 @@ impl Lock {
         drop(watchdog);
         let valid = lease.valid_until().is_some_and(|t| Instant::now() < t) && !lease.is_marked_lost();
         lease.mark_released();
-        let released = self.client.release(&self.mode, &token).await?;
+        let released = self.client.via(io).release(&self.mode, &token).await?;
         // Sent twice after a dropped connection, and the second found nothing:
         // while the hold was still surely valid, nobody but this release can
         // have ended it, so the first sending did.
@@ -204,6 +212,11 @@ impl Lock {
     /// Pushes the expiry to `ttl` (default: the handle's ttl) from now; later
     /// renewals keep that ttl.
     pub async fn extend(&self, ttl: Option<Duration>) -> Result<()> {
+        self.extend_via(ttl, Io::Multiplexed).await
+    }
+
+    /// `extend`, its commands sent as `io` says.
+    pub async fn extend_via(&self, ttl: Option<Duration>, io: Io) -> Result<()> {
         let ttl = ttl.unwrap_or(self.opts.ttl);
         check_ttl(ttl)?;
         let (token, lease) = self.current().ok_or_else(|| self.not_owned())?;
@@ -215,7 +228,8 @@ impl Lock {
             )));
         }
         let sent = Instant::now();
-        let (renewed, unacknowledged) = Refreshed::split(self.client.refresh(&self.mode, &token, ttl).await);
+        let refreshed = self.client.via(io).refresh(&self.mode, &token, ttl).await;
+        let (renewed, unacknowledged) = Refreshed::split(refreshed);
         if renewed? {
             if let Some(shortfall) = unacknowledged {
                 let kept = self.client.options().replication.policy == Policy::Warn;
@@ -248,23 +262,43 @@ impl Lock {
 
     /// The holder of each key, as Redis sees it now.
     pub async fn inspect(&self) -> Result<Vec<Option<Record>>> {
-        self.client.holders(&self.mode).await
+        self.inspect_via(Io::Multiplexed).await
+    }
+
+    /// `inspect`, its commands sent as `io` says.
+    pub async fn inspect_via(&self, io: Io) -> Result<Vec<Option<Record>>> {
+        self.client.via(io).holders(&self.mode).await
     }
 
     /// Held by anyone (any of the names, for a multi-lock).
     pub async fn locked(&self) -> Result<bool> {
-        self.mode.locked(&self.client).await
+        self.locked_via(Io::Multiplexed).await
+    }
+
+    /// `locked`, its commands sent as `io` says.
+    pub async fn locked_via(&self, io: Io) -> Result<bool> {
+        self.mode.locked(&self.client.via(io)).await
     }
 
     /// Held by this handle, as Redis sees it now.
     pub async fn owned(&self) -> Result<bool> {
-        Ok(self.remaining().await?.is_some())
+        self.owned_via(Io::Multiplexed).await
+    }
+
+    /// `owned`, its commands sent as `io` says.
+    pub async fn owned_via(&self, io: Io) -> Result<bool> {
+        Ok(self.remaining_via(io).await?.is_some())
     }
 
     /// Time left on this handle's hold, or `None` when it holds nothing.
     pub async fn remaining(&self) -> Result<Option<Duration>> {
+        self.remaining_via(Io::Multiplexed).await
+    }
+
+    /// `remaining`, its commands sent as `io` says.
+    pub async fn remaining_via(&self, io: Io) -> Result<Option<Duration>> {
         match self.current() {
-            Some((token, _)) => self.mode.remaining(&self.client, &token).await,
+            Some((token, _)) => self.mode.remaining(&self.client.via(io), &token).await,
             None => Ok(None),
         }
     }

@@ -22,7 +22,6 @@ use tokio::time::Instant;
 
 use crate::cleanup::ProcessCleanups;
 use crate::client::{Client, ClientOptions};
-use crate::conn::multiplexed;
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
 use crate::replication::{Shortfall, Throttle};
@@ -84,31 +83,28 @@ impl Quorum {
         let started = Instant::now();
         let mut deadline = started + limit;
         let mut lingering = false;
-        multiplexed(async {
-            let mut pending: FuturesUnordered<_> = which
-                .map(|i| {
-                    let step = op(&self.members[i]);
-                    async move { (i, step.await) }
-                })
-                .collect();
-            loop {
-                tokio::select! {
-                    next = pending.next() => match next {
-                        Some((i, answer)) => {
-                            answers[i] = Some(answer);
-                            if !lingering && settled(&answers) {
-                                lingering = true;
-                                let grace = started.elapsed() + Duration::from_millis(1);
-                                deadline = deadline.min(Instant::now() + grace);
-                            }
+        let mut pending: FuturesUnordered<_> = which
+            .map(|i| {
+                let step = op(&self.members[i]);
+                async move { (i, step.await) }
+            })
+            .collect();
+        loop {
+            tokio::select! {
+                next = pending.next() => match next {
+                    Some((i, answer)) => {
+                        answers[i] = Some(answer);
+                        if !lingering && settled(&answers) {
+                            lingering = true;
+                            let grace = started.elapsed() + Duration::from_millis(1);
+                            deadline = deadline.min(Instant::now() + grace);
                         }
-                        None => return,
-                    },
-                    () = tokio::time::sleep_until(deadline) => return,
-                }
+                    }
+                    None => break,
+                },
+                () = tokio::time::sleep_until(deadline) => break,
             }
-        })
-        .await;
+        }
         answers
     }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
 
+use crate::conn::Io;
 use crate::lock::{Lock, Wait};
 
 use super::super::args;
@@ -30,10 +31,11 @@ pub(super) fn names_of(name: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
 
 /// A blocking acquire that Ctrl-C interrupts, leaving no lock behind. One
 /// attempt without waiting is bounded by the command timeout, as any other
-/// call: it runs inline (see `wait`).
+/// call: it runs inline (`Io::Inline`, see `wait`); a waiting one goes
+/// through the runtime (`wait_interruptible`).
 pub(super) fn acquire_blocking(py: Python<'_>, core: &Arc<Lock>, wait_for: Wait) -> PyResult<bool> {
     if wait_for == Wait::No {
-        return wait(py, core.acquire(wait_for));
+        return wait(py, core.acquire_via(wait_for, Io::Inline));
     }
     wait_interruptible(py, core.client(), core.acquire(wait_for))
 }
