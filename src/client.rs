@@ -12,7 +12,7 @@ use redis::ConnectionAddr;
 
 use crate::cleanup::Cleanups;
 use crate::cluster::ClusterTarget;
-use crate::conn::{Conn, InlinePool};
+use crate::conn::{Conn, InlinePool, Io};
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
 use crate::replication::{Replication, Throttle, REPLICA_WARNINGS_EVERY};
@@ -64,9 +64,12 @@ impl Default for ClientOptions {
     }
 }
 
+/// Clones (and `via` views) share the connections and state.
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
+    /// How this view's calls send their commands (`client::call`).
+    io: Io,
 }
 
 /// Where the master is.
@@ -100,7 +103,7 @@ struct Local {
     pid: u32,
     conn: ArcSwapOption<Conn>,
     connecting: tokio::sync::Mutex<()>,
-    /// Idle connections for commands sent inline (see `conn::inline`).
+    /// Idle connections for commands sent inline (`Io::Inline`).
     inline: Arc<InlinePool>,
     cleanups: Arc<Cleanups>,
     wakeups: Arc<Wakeups>,
@@ -160,6 +163,7 @@ impl Client {
                 local: ArcSwapOption::empty(),
                 replica_warnings: Throttle::new(REPLICA_WARNINGS_EVERY),
             }),
+            io: Io::Multiplexed,
         }
     }
 

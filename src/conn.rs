@@ -2,8 +2,17 @@
 //! Cluster connection that routes each command to the node owning its first
 //! key's slot (every script's keys share one hash tag), or a connection used
 //! inline on the calling thread.
+//!
+//! Which one a call takes is said by the `Client` it is made on (`Io`, see
+//! `client::call`): `Io::Multiplexed` (every client, and everything spawned:
+//! renewals, clean-ups, wake-up listeners) or `Io::Inline`, a view for a
+//! caller that blocks its own thread on the call until it ends (the Python
+//! bindings' synchronous calls): `client.via(Io::Inline)`,
+//! `deployment.via(Io::Inline)`, and each `Lock` operation's `_via` form.
+//! A quorum's masters stay multiplexed under any view: a step goes to all
+//! of them at once, which a blocking connection per call would turn into one
+//! after another.
 
-use std::cell::Cell;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use redis::aio::{ConnectionLike, ConnectionManager};
@@ -19,38 +28,19 @@ pub(crate) enum Conn {
     Inline(Arc<Inline>),
 }
 
-thread_local! {
-    static INLINE: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Runs `f` (a caller blocked on a future of this crate until it ends) with
-/// the commands that future sends written, and their replies read, on this
-/// thread: no hop to a runtime thread and back for each round trip. Work the
-/// future spawns (renewal, clean-ups, wake-ups) stays on the runtime.
-pub fn inline<R>(f: impl FnOnce() -> R) -> R {
-    let was = INLINE.replace(true);
-    let result = f();
-    INLINE.set(was);
-    result
-}
-
-/// Runs `fut` with its commands on the multiplexed connections, even inside
-/// `inline`: a quorum sends one step to several masters at once, which a
-/// blocking connection per call would turn into one after another.
-pub(crate) async fn multiplexed<F: std::future::Future>(fut: F) -> F::Output {
-    let mut fut = std::pin::pin!(fut);
-    std::future::poll_fn(|cx| {
-        let was = INLINE.replace(false);
-        let polled = fut.as_mut().poll(cx);
-        INLINE.set(was);
-        polled
-    })
-    .await
-}
-
-/// Whether this thread is inside `inline`.
-pub(crate) fn inline_active() -> bool {
-    INLINE.get()
+/// How a call's commands go out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Io {
+    /// On the multiplexed connection, driven by the runtime: for async
+    /// callers and for everything spawned.
+    #[default]
+    Multiplexed,
+    /// Written, and their replies read, on the calling thread, on a blocking
+    /// connection from a per-process pool: for a caller blocked on the call
+    /// (`Runtime::block_on`), whose round trips then wake no runtime thread.
+    /// Only a single plain (not TLS) server is reached so; other targets,
+    /// and a call for which no connection opens at once, go multiplexed.
+    Inline,
 }
 
 /// Idle inline connections of one process, for any thread to take.

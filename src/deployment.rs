@@ -4,17 +4,20 @@
 //! deployment, or on every master of the quorum, decided by a majority.
 //! What a quorum cannot do (a primitive whose state lives on one server) is
 //! refused when the primitive is made (`single`), never at a step.
+//! `via(Io::Inline)` is a view whose steps on one deployment run on the
+//! calling thread (`conn`); a quorum's stay multiplexed.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::{Client, ClientOptions};
+use crate::conn::Io;
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
 use crate::quorum::Quorum;
 use crate::replication::Throttle;
-use crate::scripts::{Obtain, Record};
+use crate::scripts::{Obtain, Record, Refreshed};
 use crate::steps::{Obtaining, Released, Steps};
 use crate::wakeups::Waits;
 
@@ -63,6 +66,29 @@ impl Deployment {
         }
         opts.replication.validate(opts.command_timeout)?;
         Ok(Deployment(On::Quorum(Arc::new(Quorum::new(opts)?))))
+    }
+
+    /// This deployment with its steps' commands sent as `io` says: on one
+    /// deployment, its client's view (`Client::via`); a quorum sends each
+    /// step to its masters at once, on their multiplexed connections, under
+    /// any view.
+    #[must_use]
+    pub fn via(&self, io: Io) -> Deployment {
+        match &self.0 {
+            On::One(client) => Deployment(On::One(client.via(io))),
+            On::Quorum(_) => self.clone(),
+        }
+    }
+
+    /// This deployment, multiplexed: for what outlives a call (a handle's
+    /// renewal and clean-ups, an election's watchers).
+    pub(crate) fn into_multiplexed(self) -> Deployment {
+        match self.0 {
+            On::One(client) if client.io() != Io::Multiplexed => {
+                Deployment(On::One(client.via(Io::Multiplexed)))
+            }
+            on => Deployment(on),
+        }
     }
 
     /// The one deployment, or, on a quorum, an error naming `what` and what
@@ -173,7 +199,8 @@ impl Deployment {
     }
 
     /// One attempt. `ours`: the token is this acquire's own (not restored),
-    /// so what a quorum's failed attempt took is given back.
+    /// so what a quorum's failed attempt took is given back. A grant
+    /// carries the replicas' shortfall (on a quorum: the worst of its masters').
     pub(crate) async fn obtain(&self, steps: &impl Steps, ask: &Obtaining<'_>, ours: bool) -> Result<Obtain> {
         match &self.0 {
             On::One(c) => steps.obtain_on(c, ask, false).await,
@@ -181,8 +208,9 @@ impl Deployment {
         }
     }
 
-    /// Whether `token` still held, and now holds for `ttl` more.
-    pub(crate) async fn refresh(&self, steps: &impl Steps, token: &str, ttl: Duration) -> Result<bool> {
+    /// Whether `token` still held, and now holds for `ttl` more, with the
+    /// replicas' shortfall (on a quorum: the worst of its masters').
+    pub(crate) async fn refresh(&self, steps: &impl Steps, token: &str, ttl: Duration) -> Result<Refreshed> {
         match &self.0 {
             On::One(c) => steps.refresh_on(c, token, ttl).await,
             On::Quorum(q) => q.refresh(steps, token, ttl).await,

@@ -10,6 +10,7 @@
 use std::time::Duration;
 
 use crate::client::Client;
+use crate::conn::Io;
 use crate::deployment::Deployment;
 use crate::error::{Error, Result};
 use crate::keys::FairKeys;
@@ -38,7 +39,8 @@ pub struct Leader {
 impl Election {
     pub fn new(client: impl Into<Deployment>, name: String) -> Result<Election> {
         check_name(&name)?;
-        let client = client.into().single("an election")?.clone();
+        // Its watchers and terms run on the runtime: never on a view's inline connections.
+        let client = client.into().single("an election")?.via(Io::Multiplexed);
         let keys = client.keys().election(&name);
         Ok(Election { client, name, keys })
     }
@@ -61,8 +63,13 @@ impl Election {
 
     /// The current leader, or `None` when nobody leads.
     pub async fn leader(&self) -> Result<Option<Leader>> {
-        let record =
-            scripts::inspect(&self.client, std::slice::from_ref(&self.keys.lock)).await?.pop().flatten();
+        self.leader_via(Io::Multiplexed).await
+    }
+
+    /// `leader`, its command sent as `io` says (see `conn`).
+    pub async fn leader_via(&self, io: Io) -> Result<Option<Leader>> {
+        let lock = std::slice::from_ref(&self.keys.lock);
+        let record = scripts::inspect(&self.client.via(io), lock).await?.pop().flatten();
         Ok(record.map(|r| Leader {
             value: r.metadata.unwrap_or_default(),
             term: r.fence,
@@ -72,9 +79,14 @@ impl Election {
 
     /// The leader holding `term` publishes `value` without giving up its term.
     pub async fn proclaim(&self, term: &Lock, value: &str) -> Result<()> {
+        self.proclaim_via(term, value, Io::Multiplexed).await
+    }
+
+    /// `proclaim`, its command sent as `io` says.
+    pub async fn proclaim_via(&self, term: &Lock, value: &str, io: Io) -> Result<()> {
         let not_leading = || Error::NotOwned(format!("election {:?}: this term no longer leads", self.name));
         let token = term.token().ok_or_else(not_leading)?;
-        if scripts::el_proclaim(&self.client, &self.keys, &token, value).await? {
+        if scripts::el_proclaim(&self.client.via(io), &self.keys, &token, value).await? {
             Ok(())
         } else {
             Err(not_leading())

@@ -39,7 +39,7 @@ pub use stats::{live_watchdogs, waiters};
 mod py;
 
 pub use client::{Client, ClientOptions};
-pub use conn::inline;
+pub use conn::Io;
 pub use deployment::Deployment;
 pub use error::{Error, Result};
 pub use lease::Lease;

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
 
+use crate::conn::Io;
 use crate::deployment::Deployment;
 use crate::error::{Error, Result};
 use crate::events::{self, Event, LossCause, ReplicaStep, Subject};
@@ -13,7 +14,7 @@ use crate::keys::one_slot;
 use crate::lease::{Lease, Terms};
 use crate::mode::{patience, Mode};
 use crate::replication::{self, Policy};
-use crate::scripts::Record;
+use crate::scripts::{Record, Refreshed};
 use crate::steps::Steps;
 use crate::watchdog;
 
@@ -107,6 +108,8 @@ impl Lock {
         opts: LockOptions,
         token: Option<String>,
     ) -> Lock {
+        // Its renewal and clean-ups run on the runtime: never on a view's inline connections.
+        let client = client.into_multiplexed();
         let mut state = State::new();
         let subject =
             Arc::new(Subject { names: names.clone(), kind: mode.kind(), fair: mode.patience().is_some() });
@@ -183,6 +186,11 @@ impl Lock {
     /// Gives the lock up. `NotOwned` when this handle holds nothing, or Redis
     /// says its hold had already ended (then nobody else's hold is touched).
     pub async fn release(&self) -> Result<()> {
+        self.release_via(Io::Multiplexed).await
+    }
+
+    /// `release`, its commands sent as `io` says (see `conn`).
+    pub async fn release_via(&self, io: Io) -> Result<()> {
         let lease = {
             let mut state = self.state();
             let lease = state.hold.take().ok_or_else(|| self.not_owned())?;
@@ -193,7 +201,7 @@ impl Lock {
         let valid = lease.valid_until().is_some_and(|t| Instant::now() < t) && !lease.is_marked_lost();
         // Renewal stops before the release is sent.
         lease.mark_released();
-        let released = self.client.release(&self.mode, lease.token()).await?;
+        let released = self.client.via(io).release(&self.mode, lease.token()).await?;
         // Sent twice after a dropped connection, and the second found nothing:
         // while the hold was still surely valid, nobody but this release can
         // have ended it, so the first sending did.
@@ -218,6 +226,11 @@ impl Lock {
     /// Pushes the expiry to `ttl` (default: the handle's ttl) from now; later
     /// renewals keep that ttl.
     pub async fn extend(&self, ttl: Option<Duration>) -> Result<()> {
+        self.extend_via(ttl, Io::Multiplexed).await
+    }
+
+    /// `extend`, its commands sent as `io` says.
+    pub async fn extend_via(&self, ttl: Option<Duration>, io: Io) -> Result<()> {
         let ttl = ttl.unwrap_or(self.opts.ttl);
         check_ttl(ttl)?;
         let lease = self.current().ok_or_else(|| self.not_owned())?;
@@ -236,8 +249,8 @@ impl Lock {
         };
         let token = lease.token();
         let sent = Instant::now();
-        let (renewed, unacknowledged) =
-            replication::noting(self.client.refresh(&self.mode, token, ttl)).await;
+        let refreshed = self.client.via(io).refresh(&self.mode, token, ttl).await;
+        let (renewed, unacknowledged) = Refreshed::split(refreshed);
         if renewed? {
             if let Some(shortfall) = unacknowledged {
                 let kept = self.client.options().replication.policy == Policy::Warn;
@@ -270,23 +283,43 @@ impl Lock {
 
     /// The holder of each key, as Redis sees it now.
     pub async fn inspect(&self) -> Result<Vec<Option<Record>>> {
-        self.client.holders(&self.mode).await
+        self.inspect_via(Io::Multiplexed).await
+    }
+
+    /// `inspect`, its commands sent as `io` says.
+    pub async fn inspect_via(&self, io: Io) -> Result<Vec<Option<Record>>> {
+        self.client.via(io).holders(&self.mode).await
     }
 
     /// Held by anyone (any of the names, for a multi-lock).
     pub async fn locked(&self) -> Result<bool> {
-        self.mode.locked(&self.client).await
+        self.locked_via(Io::Multiplexed).await
+    }
+
+    /// `locked`, its commands sent as `io` says.
+    pub async fn locked_via(&self, io: Io) -> Result<bool> {
+        self.mode.locked(&self.client.via(io)).await
     }
 
     /// Held by this handle, as Redis sees it now.
     pub async fn owned(&self) -> Result<bool> {
-        Ok(self.remaining().await?.is_some())
+        self.owned_via(Io::Multiplexed).await
+    }
+
+    /// `owned`, its commands sent as `io` says.
+    pub async fn owned_via(&self, io: Io) -> Result<bool> {
+        Ok(self.remaining_via(io).await?.is_some())
     }
 
     /// Time left on this handle's hold, or `None` when it holds nothing.
     pub async fn remaining(&self) -> Result<Option<Duration>> {
+        self.remaining_via(Io::Multiplexed).await
+    }
+
+    /// `remaining`, its commands sent as `io` says.
+    pub async fn remaining_via(&self, io: Io) -> Result<Option<Duration>> {
         match self.current() {
-            Some(lease) => self.mode.remaining(&self.client, lease.token()).await,
+            Some(lease) => self.mode.remaining(&self.client.via(io), lease.token()).await,
             None => Ok(None),
         }
     }

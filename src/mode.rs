@@ -10,7 +10,7 @@ use crate::client::Client;
 use crate::deployment::Deployment;
 use crate::error::Result;
 use crate::keys::{FairKeys, RwKeys, SemKeys};
-use crate::scripts::{self, Attempt, Obtain, Record};
+use crate::scripts::{self, Attempt, Obtain, Record, Refreshed};
 use crate::steps::{Obtaining, Released, Steps};
 
 mod exclusive;
@@ -171,7 +171,7 @@ impl Steps for Mode {
         on_primitive!(self, p => p.obtain_on(c, ask, quorum).await)
     }
 
-    async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<bool> {
+    async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<Refreshed> {
         on_primitive!(self, p => p.refresh_on(c, token, ttl).await)
     }
 

@@ -22,11 +22,10 @@ use tokio::time::Instant;
 
 use crate::cleanup::ProcessCleanups;
 use crate::client::{Client, ClientOptions};
-use crate::conn::multiplexed;
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
-use crate::replication::Throttle;
-use crate::scripts::{Obtain, Record};
+use crate::replication::{Shortfall, Throttle};
+use crate::scripts::{Obtain, Record, Refreshed};
 use crate::steps::{Obtaining, Released, Steps};
 
 mod setup;
@@ -84,31 +83,28 @@ impl Quorum {
         let started = Instant::now();
         let mut deadline = started + limit;
         let mut lingering = false;
-        multiplexed(async {
-            let mut pending: FuturesUnordered<_> = which
-                .map(|i| {
-                    let step = op(&self.members[i]);
-                    async move { (i, step.await) }
-                })
-                .collect();
-            loop {
-                tokio::select! {
-                    next = pending.next() => match next {
-                        Some((i, answer)) => {
-                            answers[i] = Some(answer);
-                            if !lingering && settled(&answers) {
-                                lingering = true;
-                                let grace = started.elapsed() + Duration::from_millis(1);
-                                deadline = deadline.min(Instant::now() + grace);
-                            }
+        let mut pending: FuturesUnordered<_> = which
+            .map(|i| {
+                let step = op(&self.members[i]);
+                async move { (i, step.await) }
+            })
+            .collect();
+        loop {
+            tokio::select! {
+                next = pending.next() => match next {
+                    Some((i, answer)) => {
+                        answers[i] = Some(answer);
+                        if !lingering && settled(&answers) {
+                            lingering = true;
+                            let grace = started.elapsed() + Duration::from_millis(1);
+                            deadline = deadline.min(Instant::now() + grace);
                         }
-                        None => return,
-                    },
-                    () = tokio::time::sleep_until(deadline) => return,
-                }
+                    }
+                    None => break,
+                },
+                () = tokio::time::sleep_until(deadline) => break,
             }
-        })
-        .await;
+        }
         answers
     }
 
@@ -150,7 +146,7 @@ impl Quorum {
     }
 
     /// One attempt: taken when a majority grants it (with a fence a majority
-    /// carries); otherwise every grant is given back (when `ours`: a
+    /// carries, and the worst shortfall of the masters that granted it); otherwise every grant is given back (when `ours`: a
     /// restored token's holds are its owner's) and the longest hold found
     /// is reported, or an error when a majority could not be asked.
     pub(crate) async fn obtain(&self, mode: &impl Steps, ask: &Obtaining<'_>, ours: bool) -> Result<Obtain> {
@@ -172,13 +168,14 @@ impl Quorum {
             .iter()
             .enumerate()
             .filter_map(|(i, a)| match a {
-                Some(Ok(Obtain::Taken { fence })) => Some((i, *fence)),
+                Some(Ok(Obtain::Taken { fence, .. })) => Some((i, *fence)),
                 _ => None,
             })
             .collect();
         if granted.len() >= need {
             if let Some(fence) = self.settle_fence(mode, token, &granted, limit).await {
-                return Ok(Obtain::Taken { fence });
+                let shortfall = worst(&answers, Obtain::shortfall);
+                return Ok(Obtain::Taken { fence, shortfall });
             }
         }
         if ours && !granted.is_empty() {
@@ -234,27 +231,28 @@ impl Quorum {
         (agreeing + raised >= need).then_some(top)
     }
 
-    /// A renewal: `true` when a majority renewed, `false` when a majority can
-    /// no longer (the hold is lost), an error when too few answered to say.
-    pub(crate) async fn refresh(&self, mode: &impl Steps, token: &str, ttl: Duration) -> Result<bool> {
+    /// A renewal: held when a majority renewed (with the worst shortfall of
+    /// the masters that did), not when a majority can no longer (the hold is
+    /// lost), an error when too few answered to say.
+    pub(crate) async fn refresh(&self, mode: &impl Steps, token: &str, ttl: Duration) -> Result<Refreshed> {
         let (n, need) = (self.members.len(), self.needed());
         let answers = self
             .on_all(
                 self.limit(ttl),
                 |m| mode.refresh_on(m, token, ttl),
                 |a| {
-                    let renewed = answered(a, |ok| *ok);
-                    let refused = answered(a, |ok| !*ok);
+                    let renewed = answered(a, |r| r.held);
+                    let refused = answered(a, |r| !r.held);
                     renewed >= need || refused > n - need
                 },
             )
             .await;
-        let renewed = answered(&answers, |ok| *ok);
-        let refused = answered(&answers, |ok| !*ok);
+        let renewed = answered(&answers, |r| r.held);
+        let refused = answered(&answers, |r| !r.held);
         if renewed >= need {
-            Ok(true)
+            Ok(Refreshed { held: true, shortfall: worst(&answers, |r| r.shortfall) })
         } else if refused > n - need {
-            Ok(false)
+            Ok(Refreshed { held: false, shortfall: None })
         } else {
             Err(self.unreachable("renewing the lock", &answers))
         }
@@ -364,6 +362,17 @@ fn answered<T>(answers: &Answers<T>, is: impl Fn(&T) -> bool) -> usize {
     answers.iter().filter(|a| matches!(a, Some(Ok(v)) if is(v))).count()
 }
 
+/// The worst shortfall among the masters' answers (the fewest replicas
+/// acknowledged), as one server's step reports it: the hold is only as
+/// safe as its least replicated master.
+fn worst<T>(answers: &Answers<T>, shortfall: impl Fn(&T) -> Option<Shortfall>) -> Option<Shortfall> {
+    let each = answers.iter().filter_map(|a| match a {
+        Some(Ok(answer)) => shortfall(answer),
+        _ => None,
+    });
+    each.min_by_key(|s| s.acked)
+}
+
 /// The `need`-th largest of `values` (what a majority has at least), or -2
 /// when fewer.
 fn majority_pttl(mut values: Vec<i64>, need: usize) -> i64 {
@@ -380,5 +389,31 @@ mod tests {
         assert_eq!(majority_pttl(vec![100, 300, 200], 2), 200);
         assert_eq!(majority_pttl(vec![100, -2, 200, 50, 400], 3), 100);
         assert_eq!(majority_pttl(vec![100], 2), -2);
+    }
+
+    #[test]
+    fn the_worst_shortfall_of_the_masters_counts() {
+        let on = |replicas| crate::replication::Replication { replicas, ..Default::default() };
+        let renewed =
+            |acked: Option<u32>| Refreshed { held: true, shortfall: acked.map(|a| on(3).shortfall(a)) };
+        let answers: Answers<Refreshed> = vec![
+            Some(Ok(renewed(Some(2)))),
+            Some(Ok(renewed(Some(0)))),
+            None,
+            Some(Err(Error::Connection("down".into()))),
+            Some(Ok(renewed(Some(1)))),
+            Some(Ok(renewed(None))),
+        ];
+        assert_eq!(worst(&answers, |r| r.shortfall).map(|s| s.acked), Some(0));
+        let acknowledged: Answers<Refreshed> = vec![Some(Ok(renewed(None))), None];
+        assert_eq!(worst(&acknowledged, |r| r.shortfall), None);
+        // a tie keeps the first master's
+        let tie = on(2).shortfall(1);
+        let even: Answers<Obtain> = vec![
+            Some(Ok(Obtain::Taken { fence: 1, shortfall: Some(tie) })),
+            Some(Ok(Obtain::Busy { pttl_ms: 5 })),
+            Some(Ok(Obtain::Taken { fence: 2, shortfall: Some(on(3).shortfall(1)) })),
+        ];
+        assert_eq!(worst(&even, Obtain::shortfall), Some(tie));
     }
 }

@@ -6,12 +6,12 @@
 //! writes: a WAIT sent on another connection (or after a reconnect) would
 //! find nothing to wait for and succeed at once.
 //!
-//! Here is the mechanism and what a shortfall looks like; what a lock does
+//! Here is the mechanism and what a shortfall looks like. A step that makes
+//! or re-asserts a hold returns its shortfall with its answer
+//! (`scripts::run_held`; on a quorum, the worst of the masters'). What a lock does
 //! about one (undo the grant, not count the renewal, or warn) is the
 //! policy, applied where the lock's steps are (`lock.rs`, `watchdog.rs`).
 
-use std::cell::Cell;
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -173,32 +173,6 @@ impl Shortfall {
             self.timeout.as_secs_f64()
         )
     }
-}
-
-tokio::task_local! {
-    /// Where the steps of one lock operation note a shortfall for it.
-    static NOTED: Cell<Option<Shortfall>>;
-}
-
-/// Runs `step` (a lock's obtain, renewal or extend), and returns with its
-/// output the shortfall of a hold it made that the replicas did not
-/// acknowledge in time, if any (the worst, if it made several).
-pub(crate) async fn noting<F: Future>(step: F) -> (F::Output, Option<Shortfall>) {
-    NOTED
-        .scope(Cell::new(None), async move {
-            let output = step.await;
-            (output, NOTED.with(Cell::get))
-        })
-        .await
-}
-
-/// Tells the enclosing `noting` (if any) of a shortfall.
-pub(crate) fn note(shortfall: Shortfall) {
-    let _ = NOTED.try_with(|noted| {
-        if noted.get().is_none_or(|n| shortfall.acked < n.acked) {
-            noted.set(Some(shortfall));
-        }
-    });
 }
 
 /// Runs the script and then WAIT (or WAITAOF) in one pipeline on `conn`, and
@@ -363,21 +337,6 @@ mod tests {
         let s = on(2).shortfall(1);
         assert_eq!(s.describe(), "1 of 2 replicas acknowledged it within 0.1 s");
         assert!(aof.shortfall(0).describe().contains("append-only file"));
-    }
-
-    #[test]
-    fn a_noting_scope_keeps_the_worst_shortfall() {
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        let (out, noted) = rt.block_on(noting(async {
-            note(on(3).shortfall(2));
-            note(on(3).shortfall(0));
-            note(on(3).shortfall(1));
-            7
-        }));
-        assert_eq!((out, noted.map(|s| s.acked)), (7, Some(0)));
-        let ((), none) = rt.block_on(noting(async {}));
-        assert_eq!(none, None);
-        note(on(1).shortfall(0)); // outside any scope: ignored, no panic
     }
 
     #[test]

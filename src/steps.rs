@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::client::Client;
 use crate::error::Result;
-use crate::scripts::{Obtain, Record};
+use crate::scripts::{Obtain, Record, Refreshed};
 
 /// One attempt to take a hold, number `attempt` of its acquire. A writer
 /// that `will_wait` leaves its intent when readers hold (writer preference);
@@ -35,7 +35,8 @@ pub(crate) struct Released {
 /// A primitive's steps on one server.
 pub(crate) trait Steps: Sync {
     /// One attempt; `quorum`: that server is a quorum's master (a new
-    /// hold's fence is also above the fence records a raise left).
+    /// hold's fence is also above the fence records a raise left). A grant
+    /// carries the replicas' shortfall, when too few acknowledged it.
     fn obtain_on(
         &self,
         c: &Client,
@@ -43,9 +44,14 @@ pub(crate) trait Steps: Sync {
         quorum: bool,
     ) -> impl Future<Output = Result<Obtain>> + Send;
 
-    /// Whether `token` still held, and now holds for `ttl` more.
-    fn refresh_on(&self, c: &Client, token: &str, ttl: Duration)
-        -> impl Future<Output = Result<bool>> + Send;
+    /// Whether `token` still held, and now holds for `ttl` more (with the
+    /// replicas' shortfall, when too few acknowledged it).
+    fn refresh_on(
+        &self,
+        c: &Client,
+        token: &str,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<Refreshed>> + Send;
 
     /// Releases `token`'s hold (a fair one goes to the next in line).
     fn release_on(&self, c: &Client, token: &str) -> impl Future<Output = Result<Released>> + Send;

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::FutureExt;
 use tokio::time::{sleep, sleep_until};
 
 use crate::deployment::Deployment;
@@ -13,6 +14,7 @@ use crate::events::{self, Event, LossCause, ReplicaStep};
 use crate::lease::Lease;
 use crate::mode::Mode;
 use crate::replication::{self, Policy};
+use crate::scripts::Refreshed;
 
 use crate::stats::WATCHDOGS;
 
@@ -121,7 +123,7 @@ impl Keeper {
                     return expire_unless_extended(lease, &self.max_hold_reached()).await;
                 };
                 let sent = Instant::now();
-                let attempt = replication::noting(self.client.refresh(&self.steps, lease.token(), ttl));
+                let attempt = self.client.refresh(&self.steps, lease.token(), ttl).map(Refreshed::split);
                 let (outcome, unacknowledged) = tokio::select! {
                     outcome = attempt => outcome,
                     () = sleep_until(deadline.into()) => {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{client, lock, quick};
-use ferrolock::{Client, ClientOptions, Error, Lock, LockOptions, Retry, Wait};
+use ferrolock::{Client, ClientOptions, Error, Io, Lock, LockOptions, Retry, Wait};
 
 #[tokio::test]
 async fn obtain_release_and_fences_increase() {
@@ -194,32 +194,29 @@ async fn a_holder_expiring_any_moment_is_retried_at_once() {
 }
 
 /// A caller blocked on the core's futures (as the Python bindings' sync calls
-/// are) sends their commands on its own thread: the same results, each
-/// operation on a pooled connection, and work spawned meanwhile
-/// (renewal) still on the runtime.
+/// are) sends their commands on its own thread when it says so (`Io::Inline`):
+/// the same results, each operation on a pooled connection, and work spawned
+/// meanwhile (renewal) still on the runtime.
 #[test]
 fn inline_calls_take_release_and_renew_as_the_runtime_does() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let c = rt.block_on(client());
     let a = lock(&c, "inline", LockOptions { ttl: Duration::from_millis(300), ..quick(300) });
     let b = lock(&c, "inline", quick(5000));
-    ferrolock::inline(|| {
-        rt.block_on(async {
-            assert!(a.acquire(Wait::No).await.unwrap());
-            assert!(!b.acquire(Wait::No).await.unwrap());
-            assert_eq!(c.inspect("inline").await.unwrap().unwrap().token, a.token().unwrap());
-        });
+    let inline = c.via(Io::Inline);
+    rt.block_on(async {
+        assert!(a.acquire_via(Wait::No, Io::Inline).await.unwrap());
+        assert!(!b.acquire_via(Wait::No, Io::Inline).await.unwrap());
+        assert_eq!(inline.inspect("inline").await.unwrap().unwrap().token, a.token().unwrap());
     });
     // renewed by the runtime's watchdog past its 300 ms ttl
     std::thread::sleep(Duration::from_millis(700));
-    ferrolock::inline(|| {
-        rt.block_on(async {
-            assert!(!a.lost());
-            assert!(a.owned().await.unwrap());
-            a.release().await.unwrap();
-            assert!(c.inspect("inline").await.unwrap().is_none());
-            assert!(b.acquire(Wait::No).await.unwrap());
-            b.release().await.unwrap();
-        });
+    rt.block_on(async {
+        assert!(!a.lost());
+        assert!(a.owned_via(Io::Inline).await.unwrap());
+        a.release_via(Io::Inline).await.unwrap();
+        assert!(inline.inspect("inline").await.unwrap().is_none());
+        assert!(b.acquire_via(Wait::No, Io::Inline).await.unwrap());
+        b.release_via(Io::Inline).await.unwrap();
     });
 }

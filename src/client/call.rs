@@ -1,6 +1,12 @@
 //! The call path: what a command runs on (the multiplexed connection, or
 //! an inline one on the calling thread), and its one retry after a dropped
 //! connection.
+//!
+//! A `Client` says which by its `Io`: a client is multiplexed, and
+//! `client.via(Io::Inline)` is a view of it (the same connections, pools and
+//! state) whose calls run inline. Views are for the caller's own awaits:
+//! what is spawned (renewal, clean-ups, wake-up listeners) holds the
+//! multiplexed client it was made from, never a view.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -9,10 +15,21 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use super::{Client, Target};
-use crate::conn::{inline_active, Conn, Inline};
+use crate::conn::{Conn, Inline, Io};
 use crate::error::{Error, Result};
 
 impl Client {
+    /// This client with its calls' commands sent as `io` says.
+    #[must_use]
+    pub fn via(&self, io: Io) -> Client {
+        Client { inner: self.inner.clone(), io }
+    }
+
+    /// How this view's calls send their commands.
+    pub fn io(&self) -> Io {
+        self.io
+    }
+
     /// Runs one operation on the connection. When the connection turns out to
     /// be dropped (a server restart, `CLIENT KILL`, a failover) it runs once
     /// more on a fresh one: every script is safe to repeat with the same token.
@@ -76,12 +93,12 @@ impl Client {
         }
     }
 
-    /// What an operation runs on: the multiplexed connection, or, inside
-    /// `conn::inline` and for a plain (not TLS) single-node target, a pooled
+    /// What an operation runs on: the multiplexed connection, or, for an
+    /// `Io::Inline` view of a plain (not TLS) single-node target, a pooled
     /// connection used on the calling thread.
     async fn call_conn(&self) -> Result<Conn> {
         if let Target::Direct(redis) = &self.inner.target {
-            if inline_active() && !self.inner.tls {
+            if self.io == Io::Inline && !self.inner.tls {
                 if let Some(conn) = self.inline_conn(redis) {
                     return Ok(conn);
                 }

@@ -10,6 +10,8 @@ use tokio::sync::OwnedSemaphorePermit;
 use super::outage::Outage;
 use super::undo::Undo;
 use super::{Lock, Wait};
+use crate::conn::Io;
+use crate::deployment::Deployment;
 use crate::error::{Error, Result};
 use crate::events::{self, AcquireProbe, Event, Outcome, ReplicaStep, Wakeup};
 use crate::lease::Lease;
@@ -33,11 +35,18 @@ impl Lock {
     /// no lock (and no writer's intent or place in a queue) behind, and never
     /// touches a restored token's hold, which is its owner's.
     pub async fn acquire(&self, wait: Wait) -> Result<bool> {
+        self.acquire_via(wait, Io::Multiplexed).await
+    }
+
+    /// `acquire`, its attempts (and their undo when it gives up) sent as `io`
+    /// says (see `conn`). Its wake-up subscription, and the clean-up of an
+    /// acquire dropped part-way, are multiplexed whatever `io` is.
+    pub async fn acquire_via(&self, wait: Wait, io: Io) -> Result<bool> {
         // Boxed: the attempt nests each primitive's steps on one server or a
         // quorum's masters, deeper than rustc's default recursion limit lets
         // a caller's future be laid out (a crate awaiting `acquire` would
         // otherwise need `#![recursion_limit]`). One allocation an acquire.
-        let take = Box::pin(self.take(wait));
+        let take = Box::pin(self.take(wait, io));
         if !events::observed() {
             return take.await;
         }
@@ -54,7 +63,7 @@ impl Lock {
         taken
     }
 
-    async fn take(&self, wait: Wait) -> Result<bool> {
+    async fn take(&self, wait: Wait, io: Io) -> Result<bool> {
         self.forget_lost_hold();
         let adopted = self.adopted_token();
         let ours = adopted.is_none();
@@ -80,6 +89,9 @@ impl Lock {
             ours,
             pending: false,
         };
+        // The attempts go out as `io` says; what may outlive this future
+        // (the guard's clean-up, renewal) takes the handle's own deployment.
+        let client = self.client.via(io);
         let mut attempts = Attempts::default();
         let mut waiting = Waiting { registration: None, subscribe: wait != Wait::No };
         let mut outage = Outage::default();
@@ -88,9 +100,7 @@ impl Lock {
             let will_wait = wait != Wait::No;
             let number = attempts.next();
             let ask = Obtaining { token: &token, ttl: self.opts.ttl, metadata, will_wait, attempt: number };
-            let obtain = self.client.obtain(&self.mode, &ask, ours);
-            let (answer, unacknowledged) = replication::noting(obtain).await;
-            let answer = match answer {
+            let answer = match client.obtain(&self.mode, &ask, ours).await {
                 Ok(answer) => {
                     outage.over();
                     answer
@@ -105,10 +115,11 @@ impl Lock {
                 }
             };
             match answer {
-                Obtain::Taken { fence } => {
+                Obtain::Taken { fence, shortfall: unacknowledged } => {
                     let kept = self.client.options().replication.policy == Policy::Warn;
                     if let Some(shortfall) = unacknowledged.filter(|_| !kept) {
-                        return Err(self.refuse_unreplicated(&mut undo, &token, ours, &shortfall).await);
+                        let refused = self.refuse_unreplicated(&client, &mut undo, &token, ours, &shortfall);
+                        return Err(refused.await);
                     }
                     let lease = Lease::new(self.terms(token, fence, attempts.sent(number)));
                     self.granted(&mut undo, &mut waiting, permit, lease);
@@ -137,7 +148,7 @@ impl Lock {
                                 // Still pending while the withdrawal is under way: if
                                 // it fails, or this future is dropped meanwhile, the
                                 // guard's clean-up withdraws again.
-                                self.client.withdraw(&self.mode, &token, ours).await?;
+                                client.withdraw(&self.mode, &token, ours).await?;
                                 undo.pending = false;
                             }
                             return Ok(false);
@@ -163,6 +174,7 @@ impl Lock {
     /// finished by its clean-up.
     async fn refuse_unreplicated(
         &self,
+        client: &Deployment,
         undo: &mut Undo,
         token: &str,
         ours: bool,
@@ -177,7 +189,7 @@ impl Lock {
             false,
             None,
         );
-        match self.mode.undo(&self.client, token, ours).await {
+        match self.mode.undo(client, token, ours).await {
             Ok(()) => undo.pending = false,
             Err(e) => {
                 log::debug!("undoing an unacknowledged grant of {} failed, retrying: {e}", self.label());

@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::client::Client;
 use crate::error::Result;
 use crate::keys::wake_channel;
-use crate::scripts::{self, Obtain, Record};
+use crate::scripts::{self, Obtain, Record, Refreshed};
 use crate::steps::{Obtaining, Released, Steps};
 
 /// One hash per name.
@@ -21,7 +21,7 @@ impl Steps for Exclusive {
         scripts::obtain(c, &self.keys, ask.token, ttl_ms, ask.metadata, quorum).await
     }
 
-    async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<bool> {
+    async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<Refreshed> {
         scripts::refresh(c, &self.keys, token, ttl.as_millis() as u64).await
     }
 

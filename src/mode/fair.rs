@@ -7,7 +7,7 @@ use super::attempt;
 use crate::client::Client;
 use crate::error::Result;
 use crate::keys::FairKeys;
-use crate::scripts::{self, Obtain, Record};
+use crate::scripts::{self, Obtain, Record, Refreshed};
 use crate::steps::{Obtaining, Released, Steps};
 
 /// `patience`: how long a waiter that stops re-asserting itself keeps its place.
@@ -24,7 +24,7 @@ impl Steps for Fair {
             .await
     }
 
-    async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<bool> {
+    async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<Refreshed> {
         scripts::refresh(c, std::slice::from_ref(&self.keys.lock), token, ttl.as_millis() as u64).await
     }
 

@@ -8,7 +8,7 @@ use super::attempt;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys::SemKeys;
-use crate::scripts::{self, Obtain, Record};
+use crate::scripts::{self, Obtain, Record, Refreshed};
 use crate::steps::{Obtaining, Released, Steps};
 
 #[derive(Debug, Clone)]
@@ -34,7 +34,7 @@ impl Steps for Permit {
             })
     }
 
-    async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<bool> {
+    async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<Refreshed> {
         let keys = [&self.keys.holders, &self.keys.data];
         scripts::lease_refresh(c, &keys, token, ttl.as_millis() as u64).await
     }

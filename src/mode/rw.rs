@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::client::Client;
 use crate::error::Result;
 use crate::keys::RwKeys;
-use crate::scripts::{self, Obtain, Record};
+use crate::scripts::{self, Obtain, Record, Refreshed};
 use crate::steps::{Obtaining, Released, Steps};
 
 /// A shared hold among the readers, each with its own expiry.
@@ -29,7 +29,7 @@ impl Steps for Read {
         scripts::rw_read(c, &self.keys, ask.token, ttl_ms, self.writer_preference).await
     }
 
-    async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<bool> {
+    async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<Refreshed> {
         scripts::lease_refresh(c, &[&self.keys.readers], token, ttl.as_millis() as u64).await
     }
 
@@ -69,7 +69,7 @@ impl Steps for Write {
         scripts::rw_write(c, &self.keys, ask.token, ttl_ms, ask.metadata, writer_preference, quorum).await
     }
 
-    async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<bool> {
+    async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<Refreshed> {
         scripts::refresh(c, std::slice::from_ref(&self.keys.writer), token, ttl.as_millis() as u64).await
     }
 

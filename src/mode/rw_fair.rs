@@ -7,7 +7,7 @@ use super::attempt;
 use crate::client::Client;
 use crate::error::Result;
 use crate::keys::RwKeys;
-use crate::scripts::{self, Obtain, Record};
+use crate::scripts::{self, Obtain, Record, Refreshed};
 use crate::steps::{Obtaining, Released, Steps};
 
 #[derive(Debug, Clone)]
@@ -25,7 +25,7 @@ impl Steps for FairRw {
         scripts::rw_fair_obtain(c, &self.keys, ask.token, ttl_ms, metadata, attempt(ask, self.patience)).await
     }
 
-    async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<bool> {
+    async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<Refreshed> {
         let ttl_ms = ttl.as_millis() as u64;
         if self.writer {
             scripts::refresh(c, std::slice::from_ref(&self.keys.writer), token, ttl_ms).await

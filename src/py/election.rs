@@ -6,6 +6,7 @@ use std::sync::Arc;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
+use crate::conn::Io;
 use crate::election::{Election, Leader, Observer};
 use crate::lock::MAX_METADATA;
 
@@ -122,7 +123,7 @@ impl PyElection {
     /// The leader now, or None.
     fn leader(&self, py: Python<'_>) -> PyResult<Option<PyLeader>> {
         let core = self.core.clone();
-        wait(py, async move { Ok(core.leader().await?.map(PyLeader::from)) })
+        wait(py, async move { Ok(core.leader_via(Io::Inline).await?.map(PyLeader::from)) })
     }
 
     /// Asyncio version of :meth:`leader`.
@@ -136,7 +137,7 @@ impl PyElection {
     /// The leader holding `term` publishes `value`; LockNotOwned if it no longer leads.
     fn proclaim(&self, py: Python<'_>, term: &Bound<'_, PyLock>, value: &Bound<'_, PyAny>) -> PyResult<()> {
         let (core, term, value) = (self.core.clone(), term.get().core().clone(), leader_value(value)?);
-        wait(py, async move { core.proclaim(&term, &value).await })
+        wait(py, async move { core.proclaim_via(&term, &value, Io::Inline).await })
     }
 
     /// Asyncio version of :meth:`proclaim`.

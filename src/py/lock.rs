@@ -11,6 +11,7 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple, PyType};
 
+use crate::conn::Io;
 use crate::lock::Lock;
 
 use super::args;
@@ -145,7 +146,7 @@ impl PyLock {
     #[doc = redis_raises!()]
     fn release(&self, py: Python<'_>) -> PyResult<()> {
         let core = self.core.clone();
-        wait(py, async move { core.release().await })
+        wait(py, async move { core.release_via(Io::Inline).await })
     }
 
     /// Asyncio version of :meth:`release`.
@@ -186,7 +187,7 @@ impl PyLock {
     #[pyo3(signature = (ttl=None))]
     fn extend(&self, py: Python<'_>, ttl: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         let (core, ttl) = (self.core.clone(), args::optional_seconds("ttl", ttl)?);
-        wait(py, async move { core.extend(ttl).await })
+        wait(py, async move { core.extend_via(ttl, Io::Inline).await })
     }
 
     /// Asyncio version of :meth:`extend`.
@@ -220,7 +221,7 @@ impl PyLock {
     #[doc = redis_raises!()]
     fn locked(&self, py: Python<'_>) -> PyResult<bool> {
         let core = self.core.clone();
-        wait(py, async move { core.locked().await })
+        wait(py, async move { core.locked_via(Io::Inline).await })
     }
 
     #[doc = asyncio_twin!("locked", "A future of whether anyone holds the lock now.")]
@@ -240,7 +241,7 @@ impl PyLock {
     #[doc = redis_raises!()]
     fn owned(&self, py: Python<'_>) -> PyResult<bool> {
         let core = self.core.clone();
-        wait(py, async move { core.owned().await })
+        wait(py, async move { core.owned_via(Io::Inline).await })
     }
 
     #[doc = asyncio_twin!("owned", "A future of whether this handle holds the lock now.")]
@@ -262,7 +263,7 @@ impl PyLock {
     #[doc = redis_raises!()]
     fn ttl(&self, py: Python<'_>) -> PyResult<Option<f64>> {
         let core = self.core.clone();
-        wait(py, async move { Ok(core.remaining().await?.map(|d| d.as_secs_f64())) })
+        wait(py, async move { Ok(core.remaining_via(Io::Inline).await?.map(|d| d.as_secs_f64())) })
     }
 
     #[doc = asyncio_twin!("ttl", "A future of the seconds left on this handle's hold, or ``None``.")]
@@ -308,7 +309,7 @@ impl PyLock {
         let core = self.core.clone();
         wait(py, async move {
             // One record a name; a semaphore's permit handle: one a holder.
-            let records = core.inspect().await?;
+            let records = core.inspect_via(Io::Inline).await?;
             let names = core.names();
             Ok(records
                 .into_iter()
@@ -402,7 +403,7 @@ impl PyLock {
     #[pyo3(signature = (*exc))]
     fn __exit__(&self, py: Python<'_>, exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
         let core = self.core.clone();
-        let released = wait(py, async move { core.release().await });
+        let released = wait(py, async move { core.release_via(Io::Inline).await });
         let body_raised = exc.get_item(1).ok().filter(|e| !e.is_none()).map(Bound::unbind);
         finish(&self.core, released, body_raised)
     }

@@ -46,21 +46,23 @@ pub fn runtime() -> Arc<Runtime> {
 }
 
 /// Runs `fut` with the GIL released until it ends (use for steps bounded by
-/// the command timeout). The future is polled on the calling thread, and its
-/// commands go out and their replies come in on this thread too
-/// (`conn::inline`): a round trip costs one write and one read here, with no
-/// runtime thread woken in between.
+/// the command timeout). The future is polled on the calling thread, which
+/// blocks on it: made on an `Io::Inline` view (a `Lock`'s `_via` operations,
+/// `Deployment::via`), its commands go out and their replies come in on this
+/// thread too, a round trip costing one write and one read here, with no
+/// runtime thread woken in between. What it spawns runs on the runtime.
 pub fn wait<F, T>(py: Python<'_>, fut: F) -> PyResult<T>
 where
     F: Future<Output = Result<T>> + Send,
     T: Send,
 {
     let rt = runtime();
-    py.detach(|| crate::conn::inline(|| rt.block_on(contained(fut))))
+    py.detach(|| rt.block_on(contained(fut)))
 }
 
-/// Like `wait`, for waits of any length: looks for signals every 50 ms (its
-/// commands go through the runtime, so a reply held up never delays that). On
+/// Like `wait`, for waits of any length: looks for signals every 50 ms (give
+/// it a multiplexed future: its commands then go through the runtime, so a
+/// reply held up never delays that). On
 /// one (Ctrl-C) it drops `fut` inside the runtime, so the future's own guards
 /// start undoing what it did in Redis (a hold granted in flight, a writer's
 /// intent, a place in a queue, the wake-up subscription), and waits for those

@@ -8,7 +8,6 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use super::{answered, Quorum};
 use crate::cleanup::ProcessCleanups;
 use crate::client::{Client, ClientOptions};
-use crate::conn::multiplexed;
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
 use crate::quorum_members;
@@ -149,18 +148,15 @@ impl Quorum {
             })
             .collect();
         let (mut ok, mut first_error) = (Vec::new(), None);
-        multiplexed(async {
-            while ok.len() < need && (ok.is_empty() || ok.len() + pending.len() >= need) {
-                match pending.next().await {
-                    Some(Ok(part)) => ok.push(part),
-                    Some(Err(e)) => {
-                        first_error.get_or_insert(e);
-                    }
-                    None => break,
+        while ok.len() < need && (ok.is_empty() || ok.len() + pending.len() >= need) {
+            match pending.next().await {
+                Some(Ok(part)) => ok.push(part),
+                Some(Err(e)) => {
+                    first_error.get_or_insert(e);
                 }
+                None => break,
             }
-        })
-        .await;
+        }
         if ok.is_empty() {
             return Err(first_error.unwrap_or_else(|| Error::Connection("no master to subscribe on".into())));
         }

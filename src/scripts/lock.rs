@@ -7,7 +7,10 @@ use crate::keys::{with_fence_records, FairKeys};
 
 use redis::Value;
 
-use super::{flag, one, parse_record, run, run_held, taken, taken_or_busy, Attempt, Obtain, Record};
+use super::{
+    flag, one, parse_record, refreshed, run, run_held, taken, taken_or_busy, Attempt, Obtain, Record,
+    Refreshed,
+};
 
 lua!(OBTAIN, "obtain.lua");
 lua!(RELEASE, "release.lua");
@@ -73,10 +76,9 @@ pub async fn release_noting_retry(
     client.call_noting_retry(|mut c| async move { invocation.invoke_async(&mut c).await }).await
 }
 
-/// Returns whether `token` still held every key (and now holds it for `ttl_ms`).
-pub async fn refresh(client: &Client, keys: &[String], token: &str, ttl_ms: u64) -> Result<bool> {
-    let renewed: i64 = run_held(client, REFRESH.on(client).key(keys).arg(token).arg(ttl_ms), one).await?;
-    Ok(renewed == 1)
+/// Whether `token` still held every key (and now holds it for `ttl_ms`).
+pub async fn refresh(client: &Client, keys: &[String], token: &str, ttl_ms: u64) -> Result<Refreshed> {
+    run_held(client, REFRESH.on(client).key(keys).arg(token).arg(ttl_ms), one).await.map(refreshed)
 }
 
 pub async fn inspect(client: &Client, keys: &[String]) -> Result<Vec<Option<Record>>> {

@@ -13,7 +13,7 @@ use redis::{Script, ScriptInvocation, Value};
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::replication;
+use crate::replication::{self, Shortfall};
 
 /// One atomic step, in two builds: publishing with PUBLISH (one node) or
 /// SPUBLISH (a Cluster, where a plain PUBLISH would reach every node), each
@@ -65,13 +65,11 @@ pub use sem::{sem_inspect, sem_obtain, sem_release, SemState};
 /// What `obtain.lua` answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Obtain {
-    Taken {
-        fence: i64,
-    },
+    /// `shortfall`: fewer replicas than asked acknowledged the grant in
+    /// time (how many did); `None` when enough did, or none were asked.
+    Taken { fence: i64, shortfall: Option<Shortfall> },
     /// Held by another owner for `pttl_ms` more (-1: no expiry, -2: just gone).
-    Busy {
-        pttl_ms: i64,
-    },
+    Busy { pttl_ms: i64 },
 }
 
 /// The holder of one lock key, as stored in Redis.
@@ -93,12 +91,48 @@ pub struct Attempt {
     pub will_wait: bool,
 }
 
-pub(crate) fn taken_or_busy((taken, n): (i64, i64)) -> Obtain {
+impl Obtain {
+    /// A grant's shortfall (a refusal has none).
+    pub fn shortfall(&self) -> Option<Shortfall> {
+        match self {
+            Obtain::Taken { shortfall, .. } => *shortfall,
+            Obtain::Busy { .. } => None,
+        }
+    }
+}
+
+/// What a renewal found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refreshed {
+    /// The token still held (and now holds for the ttl asked).
+    pub held: bool,
+    /// It held, but fewer replicas than asked acknowledged the renewal in
+    /// time (how many did).
+    pub shortfall: Option<Shortfall>,
+}
+
+impl Refreshed {
+    /// Whether it held, and the shortfall apart: what a renewal's caller
+    /// reads (an error says neither).
+    pub fn split(refreshed: Result<Refreshed>) -> (Result<bool>, Option<Shortfall>) {
+        match refreshed {
+            Ok(r) => (Ok(r.held), r.shortfall),
+            Err(e) => (Err(e), None),
+        }
+    }
+}
+
+pub(crate) fn taken_or_busy(((taken, n), shortfall): ((i64, i64), Option<Shortfall>)) -> Obtain {
     if taken == 1 {
-        Obtain::Taken { fence: n }
+        Obtain::Taken { fence: n, shortfall }
     } else {
         Obtain::Busy { pttl_ms: n }
     }
+}
+
+/// A renewal's answer: `1` when the token still held.
+pub(crate) fn refreshed((renewed, shortfall): (i64, Option<Shortfall>)) -> Refreshed {
+    Refreshed { held: renewed == 1, shortfall }
 }
 
 pub(crate) fn flag(on: bool) -> &'static str {
@@ -118,17 +152,17 @@ pub(crate) async fn run<T: redis::FromRedisValue>(
 
 /// `run` for a step that makes or re-asserts a hold when `made` says so of
 /// its answer. With replica acknowledgement on, the script is followed by
-/// WAIT (or WAITAOF) in one pipeline on the same connection, and a hold made
-/// that fewer replicas than asked acknowledged is noted for the lock's
-/// policy (`replication::noting`).
+/// WAIT (or WAITAOF) in one pipeline on the same connection; the answer
+/// comes with the shortfall of a hold made that fewer replicas than asked
+/// acknowledged, for the lock's policy to judge.
 pub(crate) async fn run_held<T: redis::FromRedisValue>(
     client: &Client,
     invocation: &ScriptInvocation<'_>,
     made: fn(&T) -> bool,
-) -> Result<T> {
+) -> Result<(T, Option<Shortfall>)> {
     let replication = client.options().replication;
     if !replication.is_on() {
-        return run(client, invocation).await;
+        return Ok((run(client, invocation).await?, None));
     }
     let replication = &replication;
     let (reply, acked) = client
@@ -136,10 +170,8 @@ pub(crate) async fn run_held<T: redis::FromRedisValue>(
         .await?;
     let answer: T = redis::from_redis_value(reply)
         .map_err(|e| Error::Redis(format!("unexpected reply from a lock script: {e}")))?;
-    if acked < replication.replicas && made(&answer) {
-        replication::note(replication.shortfall(acked));
-    }
-    Ok(answer)
+    let shortfall = (acked < replication.replicas && made(&answer)).then(|| replication.shortfall(acked));
+    Ok((answer, shortfall))
 }
 
 /// A hold was taken (or re-entered): `{1, fence}`.

@@ -5,7 +5,7 @@ use crate::client::Client;
 use crate::error::Result;
 use crate::keys::{fence_record, RwKeys};
 
-use super::{flag, one, run, run_held, taken, taken_or_busy, Attempt, Obtain};
+use super::{flag, one, refreshed, run, run_held, taken, taken_or_busy, Attempt, Obtain, Refreshed};
 
 lua!(RW_READ, "rw_read.lua");
 lua!(RW_WRITE, "rw_write.lua");
@@ -52,10 +52,8 @@ pub async fn rw_write(
 
 /// Pushes the expiry of `token`'s lease in the zset `keys[0]` (the other
 /// keys live as long as its latest lease).
-pub async fn lease_refresh(client: &Client, keys: &[&String], token: &str, ttl_ms: u64) -> Result<bool> {
-    let renewed: i64 =
-        run_held(client, LEASE_REFRESH.on(client).key(keys).arg(token).arg(ttl_ms), one).await?;
-    Ok(renewed == 1)
+pub async fn lease_refresh(client: &Client, keys: &[&String], token: &str, ttl_ms: u64) -> Result<Refreshed> {
+    run_held(client, LEASE_REFRESH.on(client).key(keys).arg(token).arg(ttl_ms), one).await.map(refreshed)
 }
 
 pub async fn rw_read_release(client: &Client, k: &RwKeys, token: &str) -> Result<bool> {

@@ -9,6 +9,7 @@ use pyo3::exceptions::PyResourceWarning;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
 
+use crate::conn::Io;
 use crate::lock::{Lock, Wait};
 
 use super::super::args;
@@ -32,13 +33,13 @@ pub(super) fn names_of(name: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
 
 /// A blocking acquire that Ctrl-C interrupts, leaving no lock behind. One
 /// attempt without waiting is bounded by the command timeout, as any other
-/// call: it runs inline (see `wait`). Its events carry the caller's context.
+/// call: it runs inline (`Io::Inline`, see `wait`); a waiting one goes
+/// through the runtime (`wait_interruptible`). Its events carry the caller's context.
 pub(super) fn acquire_blocking(py: Python<'_>, core: &Arc<Lock>, wait_for: Wait) -> PyResult<bool> {
-    let acquire = in_caller_context(py, core.acquire(wait_for));
     if wait_for == Wait::No {
-        return wait(py, acquire);
+        return wait(py, in_caller_context(py, core.acquire_via(wait_for, Io::Inline)));
     }
-    wait_interruptible(py, core.client(), acquire)
+    wait_interruptible(py, core.client(), in_caller_context(py, core.acquire(wait_for)))
 }
 
 /// Gives back a hold whose acquire nobody received (its awaiter was cancelled).
