@@ -80,6 +80,7 @@ impl Client {
     /// `conn::inline` and for a plain (not TLS) single-node target, a pooled
     /// connection used on the calling thread.
     async fn call_conn(&self) -> Result<Conn> {
+        self.ready().await?;
         if let Target::Direct(redis) = &self.inner.target {
             if inline_active() && !self.inner.tls {
                 if let Some(conn) = self.inline_conn(redis) {

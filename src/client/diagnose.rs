@@ -16,7 +16,7 @@ const PROBE_LIMIT: Duration = Duration::from_secs(1);
 /// Connect-time diagnosis: what went wrong, said with the fix.
 impl Client {
     /// Connects and checks the server.
-    pub(crate) async fn verify(&self) -> Result<()> {
+    pub(super) async fn verify(&self) -> Result<()> {
         let client = self;
         let budget = client.inner.opts.connect_timeout;
         let started = std::time::Instant::now();
@@ -81,6 +81,10 @@ impl Client {
                      (ACL +select), or use database 0"
                 )
             });
+        }
+        let who = format!("the server at {at}");
+        if let Some(refused) = super::tls::certificate_error(&e, &who, self.inner.opts.ca_file.is_some()) {
+            return refused;
         }
         match Error::from(e) {
             Error::Connection(m) => Error::Connection(format!("{m} (at {at})")),
@@ -165,22 +169,40 @@ impl Client {
             Target::Cluster(_) => return None,
         };
         let info = redis.get_connection_info();
-        let ConnectionAddr::TcpTls { host, port, .. } = info.addr() else { return None };
-        let plain = info
-            .clone()
-            .set_addr(ConnectionAddr::Tcp(host.clone(), *port))
-            .set_redis_settings(redis::RedisConnectionInfo::default());
-        match ping_probe(plain, limit).await {
+        let (other, tls) = match info.addr() {
+            ConnectionAddr::TcpTls { host, port, .. } => (ConnectionAddr::Tcp(host.clone(), *port), true),
+            ConnectionAddr::Tcp(host, port) => {
+                super::url::install_crypto_provider();
+                let tls = ConnectionAddr::TcpTls {
+                    host: host.clone(),
+                    port: *port,
+                    insecure: true,
+                    tls_params: None,
+                };
+                (tls, false)
+            }
+            _ => return None,
+        };
+        let probe = info.clone().set_addr(other).set_redis_settings(redis::RedisConnectionInfo::default());
+        match ping_probe(probe, limit).await {
             // PONG, or an error only Redis would answer with (NOAUTH, DENIED …).
             Some(Ok(_)) => {}
             Some(Err(p)) if p.code().is_some() => {}
             _ => return None,
         }
-        Some(Error::Configuration(format!(
-            "the server at {} answers plain Redis, not TLS, so the TLS handshake failed: use redis:// for \
-             this port, or the port the server serves TLS on (its tls-port)",
-            self.inner.display
-        )))
+        let at = &self.inner.display;
+        Some(Error::Configuration(if tls {
+            format!(
+                "the server at {at} answers plain Redis, not TLS, so the TLS handshake failed: use redis:// for \
+                 this port, or the port the server serves TLS on (its tls-port)"
+            )
+        } else {
+            format!(
+                "the server at {at} answers TLS only (it closed the plain connection): use rediss:// for this \
+                 port (with ca_file=PATH if its certificate is signed by your own authority), or the server's \
+                 plain port"
+            )
+        }))
     }
 
     /// The database number of a direct connection.
