@@ -91,12 +91,20 @@ pub(super) fn target(mut opts: ClientOptions) -> Result<(Target, String, ClientO
         None => None,
     };
     let root_cert = opts.ca_file.as_deref().map(read_ca_file).transpose()?;
-    let redis = if root_cert.is_some() || client_tls.is_some() {
+    let bad =
+        |e: redis::RedisError| Error::InvalidArgument(format!("invalid Redis URL {}: {e}", redact(&url)));
+    let mut redis = if root_cert.is_some() || client_tls.is_some() {
         redis::Client::build_with_tls(info, redis::TlsCertificates { client_tls, root_cert })
     } else {
         redis::Client::open(info)
     }
-    .map_err(|e| Error::InvalidArgument(format!("invalid Redis URL {}: {e}", redact(&url))))?;
+    .map_err(bad)?;
+    if q.skip_hostname {
+        // Set on the certificates' parameters, which building with them makes anew.
+        let mut addr = redis.get_connection_info().addr().clone();
+        addr.set_danger_accept_invalid_hostnames(true);
+        redis = redis::Client::open(redis.get_connection_info().clone().set_addr(addr)).map_err(bad)?;
+    }
     Ok((Target::Direct(redis), display, opts))
 }
 
@@ -189,9 +197,6 @@ fn apply_query(
     let mut addr = info.addr().clone();
     if let ConnectionAddr::TcpTls { host, port, tls_params, insecure } = addr {
         addr = ConnectionAddr::TcpTls { host, port, insecure: insecure || q.skip_verify, tls_params };
-        if q.skip_hostname {
-            addr.set_danger_accept_invalid_hostnames(true);
-        }
     }
     Ok(info.set_addr(addr).set_redis_settings(settings))
 }
