@@ -29,7 +29,7 @@ impl Client {
         let outcome = if let Ok(done) = tokio::time::timeout(head_start, &mut connecting).await {
             done.map_err(|e| (e, None))
         } else {
-            let (done, mismatch) = tokio::join!(&mut connecting, client.mode_mismatch(limit));
+            let (done, mismatch) = tokio::join!(&mut connecting, client.mode_mismatch(limit, false));
             done.map_err(|e| (e, mismatch))
         };
         let mut conn = match outcome {
@@ -116,8 +116,11 @@ impl Client {
         if limit.is_zero() {
             return e;
         }
-        if matches!(e, Error::Connection(_)) {
-            return self.mode_mismatch(limit).await.unwrap_or(e);
+        if let Error::Connection(m) = &e {
+            // A plain connection the server closed (not refused: something
+            // listens there) may have reached a TLS port.
+            let closed = !m.contains("Connection refused");
+            return self.mode_mismatch(limit, closed).await.unwrap_or(e);
         }
         let Target::Direct(redis) = &self.inner.target else { return e };
         let info = redis.get_connection_info();
@@ -161,8 +164,9 @@ impl Client {
 
     /// Whether the server (or a Sentinel) answers, within `limit`, in the
     /// mode the URL did not ask for (plain Redis behind a `rediss://` URL, TLS
-    /// behind a plain Sentinel URL): the error naming that setting.
-    async fn mode_mismatch(&self, limit: Duration) -> Option<Error> {
+    /// behind a plain Sentinel URL, and, when `plain_closed`, TLS behind a
+    /// plain `redis://` URL): the error naming that setting.
+    async fn mode_mismatch(&self, limit: Duration, plain_closed: bool) -> Option<Error> {
         let redis = match &self.inner.target {
             Target::Direct(redis) => redis,
             Target::Sentinel(sentinel) => return sentinel.mode_mismatch(limit).await,
@@ -171,7 +175,7 @@ impl Client {
         let info = redis.get_connection_info();
         let (other, tls) = match info.addr() {
             ConnectionAddr::TcpTls { host, port, .. } => (ConnectionAddr::Tcp(host.clone(), *port), true),
-            ConnectionAddr::Tcp(host, port) => {
+            ConnectionAddr::Tcp(host, port) if plain_closed => {
                 super::url::install_crypto_provider();
                 let tls = ConnectionAddr::TcpTls {
                     host: host.clone(),

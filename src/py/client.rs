@@ -43,7 +43,11 @@ use super::state::{LockInfo, LockState};
 ///         ``redis+cluster://[user:password@]host:port[,host:port...]``
 ///         (a Redis Cluster, seeded by any of its nodes;
 ///         ``rediss+cluster://`` for TLS; wake-ups use sharded pub/sub), or
-///         ``[password@]host[:port]``. ``None`` (the default) means
+///         ``[password@]host[:port]``. A ``redis://``, ``rediss://`` or
+///         ``unix://`` URL's query takes redis-py's parameters (``db``,
+///         ``socket_timeout``, ``ssl_cert_reqs``, ...): each is honoured or
+///         refused by name, see "URL query parameters" in the API reference.
+///         ``None`` (the default) means
 ///         ``"redis://127.0.0.1:6379/0"``. A list of URLs of independent
 ///         masters (three or five, each a server or a Sentinel service)
 ///         makes a quorum: a lock is held while a majority of them hold it
