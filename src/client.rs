@@ -24,12 +24,9 @@ mod diagnose;
 mod follow;
 mod query;
 mod ready;
-mod tls;
 mod url;
 
-pub(crate) use query::percent_decode;
 pub(crate) use ready::Readiness;
-pub(crate) use tls::certificate_error;
 
 pub use url::redact;
 

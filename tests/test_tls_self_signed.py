@@ -13,7 +13,7 @@ import pytest
 
 import ferrolock
 from ferrolock import LockConfigurationError
-from tls_certs import OPENSSL, Certs, TlsRedisServer, make_certs, remove
+from tls_certs import OPENSSL, Certs, TlsRedisServer, make_certs
 
 
 def self_signed(dir: Path, *extra: str) -> Certs:
@@ -35,10 +35,9 @@ def self_signed_server(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def certs():
-    c = make_certs()
-    yield c
-    remove(c)
+def certs(tmp_path_factory) -> Certs:
+    """A CA and a server certificate it signed, in the module's own directory."""
+    return make_certs(tmp_path_factory.mktemp("ca-signed"))
 
 
 @pytest.fixture(scope="module")

@@ -83,7 +83,7 @@ impl Client {
             });
         }
         let who = format!("the server at {at}");
-        if let Some(refused) = super::tls::certificate_error(&e, &who, self.inner.opts.ca_file.is_some()) {
+        if let Some(refused) = crate::tls::certificate_error(&e, &who, self.inner.opts.ca_file.is_some()) {
             return refused;
         }
         match Error::from(e) {

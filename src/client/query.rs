@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::percent::percent_decode;
 
 /// What a URL's query asks for.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -167,24 +168,6 @@ fn to_bool(value: &str) -> Option<bool> {
         return None;
     }
     Some(!matches!(value.to_ascii_uppercase().as_str(), "0" | "F" | "FALSE" | "N" | "NO"))
-}
-
-/// `%XX` decoded (and nothing else: `+` stays); `None` when malformed or not UTF-8.
-pub(crate) fn percent_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 #[cfg(test)]

@@ -33,7 +33,7 @@ impl SentinelTarget {
             ));
         }
         let who = format!("the Sentinel at {addr}");
-        if let Some(refused) = crate::client::certificate_error(&e, &who, self.ca.is_some()) {
+        if let Some(refused) = crate::tls::certificate_error(&e, &who, self.ca.is_some()) {
             return refused;
         }
         match Error::from(e) {
@@ -100,7 +100,7 @@ pub(super) fn master_error(at: &str, e: redis::RedisError, ca_given: bool) -> Er
         ));
     }
     let who = format!("the master {at} the Sentinels named");
-    if let Some(refused) = crate::client::certificate_error(&e, &who, ca_given) {
+    if let Some(refused) = crate::tls::certificate_error(&e, &who, ca_given) {
         return refused;
     }
     match Error::from(e) {
