@@ -22,7 +22,11 @@ use crate::wakeups::Wakeups;
 mod call;
 mod diagnose;
 mod follow;
+mod query;
+mod ready;
 mod url;
+
+pub(crate) use ready::Readiness;
 
 pub use url::redact;
 
@@ -95,6 +99,9 @@ struct Inner {
     local: ArcSwapOption<Local>,
     /// Warnings of steps the replicas did not acknowledge, throttled per client.
     replica_warnings: Throttle,
+    /// Whether this process connected and checked the server, and whether
+    /// the client was closed.
+    ready: Readiness,
 }
 
 /// What belongs to one process: its connection (opened one at a time), its
@@ -117,22 +124,23 @@ impl std::fmt::Debug for Client {
 
 impl Client {
     /// Validates the options and connects (authentication and database
-    /// selection included), failing within `connect_timeout`. A server that
+    /// selection included), failing within `connect_timeout`: `new`, then
+    /// `ready`. A server that
     /// answers but does not fit the settings (not Redis, a password or
     /// database it does not have, plain TCP where TLS was asked, a version
     /// too old for the scripts) gives `Error::Configuration`, naming the fix.
     pub async fn connect(opts: ClientOptions) -> Result<Client> {
         let client = Client::new(opts)?;
-        client.verify().await?;
+        client.ready().await?;
         Ok(client)
     }
 
-    /// Validates the options without connecting; the first command connects.
+    /// Validates the options without any network I/O; the first command
+    /// connects and checks the server (`ready`).
     pub fn new(opts: ClientOptions) -> Result<Client> {
         if opts.connect_timeout.is_zero() || opts.command_timeout.is_zero() {
             return Err(Error::InvalidArgument("timeouts must be positive".into()));
         }
-        opts.replication.validate(opts.command_timeout)?;
         match opts.urls.as_slice() {
             [] => {}
             [one] => return Client::new(ClientOptions { url: one.clone(), urls: Vec::new(), ..opts }),
@@ -142,7 +150,8 @@ impl Client {
                 ))
             }
         }
-        let (target, display) = url::target(&opts)?;
+        let (target, display, opts) = url::target(opts)?;
+        opts.replication.validate(opts.command_timeout)?;
         Ok(Client::from_target(target, display, opts))
     }
 
@@ -162,6 +171,7 @@ impl Client {
                 display,
                 local: ArcSwapOption::empty(),
                 replica_warnings: Throttle::new(REPLICA_WARNINGS_EVERY),
+                ready: Readiness::default(),
             }),
             io: Io::Multiplexed,
         }
@@ -198,6 +208,29 @@ impl Client {
                 }
             }
         }
+    }
+
+    /// Connects and checks the server (`verify`) unless this process did
+    /// already: every command waits for it, so the first use raises what
+    /// connecting found. An error when the client was closed.
+    pub async fn ready(&self) -> Result<()> {
+        // Boxed: every command's future holds this one, seldom run.
+        self.inner.ready.ensure(|| Box::pin(self.verify())).await
+    }
+
+    /// Closes this process's connections (commands, inline, wake-ups) and
+    /// refuses every later use. Waiters still waiting are woken, and fail.
+    pub async fn close(&self) {
+        self.inner.ready.close();
+        let Some(local) = self.inner.local.swap(None) else { return };
+        if local.pid != crate::pid::current() {
+            // The parent's (see `local`).
+            std::mem::forget(local);
+            return;
+        }
+        local.conn.store(None);
+        local.inline.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
+        local.wakeups.clone().drop_subscription().await;
     }
 
     pub fn options(&self) -> &ClientOptions {

@@ -49,14 +49,29 @@ impl Deployment {
     /// a quorum at once (a majority must answer, and none may be misconfigured).
     pub async fn connect(opts: ClientOptions) -> Result<Deployment> {
         let deployment = Deployment::new(opts)?;
-        match &deployment.0 {
-            On::One(client) => client.verify().await?,
-            On::Quorum(quorum) => quorum.verify().await?,
-        }
+        deployment.ready().await?;
         Ok(deployment)
     }
 
-    /// Validates the options without connecting; the first command connects.
+    /// Connects and checks, unless this process did already (each step
+    /// waits for it, so the first use raises what connecting found). An
+    /// error when closed.
+    pub async fn ready(&self) -> Result<()> {
+        match &self.0 {
+            On::One(client) => client.ready().await,
+            On::Quorum(quorum) => quorum.ready().await,
+        }
+    }
+
+    /// Closes this process's connections, and refuses every later use.
+    pub async fn close(&self) {
+        match &self.0 {
+            On::One(client) => client.close().await,
+            On::Quorum(quorum) => quorum.close().await,
+        }
+    }
+
+    /// Validates the options without any network I/O; the first step connects.
     pub fn new(opts: ClientOptions) -> Result<Deployment> {
         if opts.urls.len() < 2 {
             return Client::new(opts).map(Deployment::from);
@@ -185,7 +200,10 @@ impl Deployment {
     ) -> Result<Waits> {
         match &self.0 {
             On::One(c) => c.register_waiter(channels, reader, token).await,
-            On::Quorum(q) => q.register_waiter(channels, reader, token).await,
+            On::Quorum(q) => {
+                q.ready().await?;
+                q.register_waiter(channels, reader, token).await
+            }
         }
     }
 
@@ -204,7 +222,10 @@ impl Deployment {
     pub(crate) async fn obtain(&self, steps: &impl Steps, ask: &Obtaining<'_>, ours: bool) -> Result<Obtain> {
         match &self.0 {
             On::One(c) => steps.obtain_on(c, ask, false).await,
-            On::Quorum(q) => q.obtain(steps, ask, ours).await,
+            On::Quorum(q) => {
+                q.ready().await?;
+                q.obtain(steps, ask, ours).await
+            }
         }
     }
 
@@ -213,7 +234,10 @@ impl Deployment {
     pub(crate) async fn refresh(&self, steps: &impl Steps, token: &str, ttl: Duration) -> Result<Refreshed> {
         match &self.0 {
             On::One(c) => steps.refresh_on(c, token, ttl).await,
-            On::Quorum(q) => q.refresh(steps, token, ttl).await,
+            On::Quorum(q) => {
+                q.ready().await?;
+                q.refresh(steps, token, ttl).await
+            }
         }
     }
 
@@ -221,7 +245,10 @@ impl Deployment {
     pub(crate) async fn release(&self, steps: &impl Steps, token: &str) -> Result<Released> {
         match &self.0 {
             On::One(c) => steps.release_on(c, token).await,
-            On::Quorum(q) => q.release(steps, token).await,
+            On::Quorum(q) => {
+                q.ready().await?;
+                q.release(steps, token).await
+            }
         }
     }
 
@@ -238,7 +265,10 @@ impl Deployment {
     pub(crate) async fn holders(&self, steps: &impl Steps) -> Result<Vec<Option<Record>>> {
         match &self.0 {
             On::One(c) => steps.inspect_on(c).await,
-            On::Quorum(q) => q.inspect(steps).await,
+            On::Quorum(q) => {
+                q.ready().await?;
+                q.inspect(steps).await
+            }
         }
     }
 
@@ -251,7 +281,10 @@ impl Deployment {
     {
         match &self.0 {
             On::One(c) => op(c).await,
-            On::Quorum(q) => q.each(what, op).await,
+            On::Quorum(q) => {
+                q.ready().await?;
+                q.each(what, op).await
+            }
         }
     }
 
@@ -263,7 +296,10 @@ impl Deployment {
     {
         match &self.0 {
             On::One(c) => op(c).await,
-            On::Quorum(q) => q.any(what, op).await,
+            On::Quorum(q) => {
+                q.ready().await?;
+                q.any(what, op).await
+            }
         }
     }
 
@@ -275,7 +311,10 @@ impl Deployment {
     {
         match &self.0 {
             On::One(c) => probe(c).await,
-            On::Quorum(q) => q.majority_value(what, probe).await,
+            On::Quorum(q) => {
+                q.ready().await?;
+                q.majority_value(what, probe).await
+            }
         }
     }
 }

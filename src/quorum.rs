@@ -21,7 +21,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 
 use crate::cleanup::ProcessCleanups;
-use crate::client::{Client, ClientOptions};
+use crate::client::{Client, ClientOptions, Readiness};
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
 use crate::replication::{Shortfall, Throttle};
@@ -42,6 +42,8 @@ pub(crate) struct Quorum {
     cleanups: ProcessCleanups,
     /// Warnings of steps the replicas did not acknowledge, throttled per quorum.
     replica_warnings: Throttle,
+    /// Whether this process connected the quorum (`setup`), and whether it was closed.
+    ready: Readiness,
 }
 
 /// One master's answer: `None` when it gave none within the step's limit.

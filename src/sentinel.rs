@@ -259,11 +259,11 @@ impl SentinelTarget {
         let mut conn = master
             .get_multiplexed_async_connection_with_config(config)
             .await
-            .map_err(|e| Asked::from_master(master_error(at, e)))?;
+            .map_err(|e| Asked::from_master(master_error(at, e, self.ca.is_some())))?;
         let role: Vec<redis::Value> = redis::cmd("ROLE")
             .query_async(&mut conn)
             .await
-            .map_err(|e| Asked::from_master(master_error(at, e)))?;
+            .map_err(|e| Asked::from_master(master_error(at, e, self.ca.is_some())))?;
         match role.first().map(redis::from_redis_value_ref::<String>) {
             Some(Ok(r)) if r == "master" => {
                 *self.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(at.to_string());

@@ -88,7 +88,7 @@ def test_tls_without_ca_file_rejects_untrusted_certificate_quickly(tls_server, p
     well before the connect timeout, with a message that says why."""
     start = time.monotonic()
     with pytest.raises(LockConnectionError) as info:
-        ferrolock.Client(f"rediss://127.0.0.1:{tls_server.port}/0", prefix=prefix, connect_timeout=5)
+        ferrolock.Client(f"rediss://127.0.0.1:{tls_server.port}/0", prefix=prefix, connect_timeout=5).connect()
     assert time.monotonic() - start < 2
     msg = str(info.value)
     assert "certificate" in msg and "UnknownIssuer" in msg, msg
@@ -119,7 +119,7 @@ def test_tls_wrong_ca_file_is_not_trusted(tls_server, certs, prefix, tmp_path, w
 def test_tls_host_name_mismatch_rejected(tls_server, certs, prefix):
     """The server listens on 127.0.0.2 too, but its certificate does not name it."""
     with pytest.raises(LockConnectionError) as info:
-        ferrolock.Client(f"rediss://127.0.0.2:{tls_server.port}/0", ca_file=certs.ca, prefix=prefix, connect_timeout=2)
+        ferrolock.Client(f"rediss://127.0.0.2:{tls_server.port}/0", ca_file=certs.ca, prefix=prefix, connect_timeout=2).connect()
     msg = str(info.value)
     assert "not valid for name" in msg and "127.0.0.2" in msg, msg
 
@@ -164,7 +164,7 @@ def test_tls_to_plain_port_fails_within_connect_timeout(server, certs, prefix):
                     (f"rediss://127.0.0.1:{server.port}/0#insecure", None)):
         start = time.monotonic()
         with pytest.raises(LockConnectionError) as info:
-            ferrolock.Client(url, ca_file=ca, prefix=prefix, connect_timeout=0.5, command_timeout=0.5)
+            ferrolock.Client(url, ca_file=ca, prefix=prefix, connect_timeout=0.5, command_timeout=0.5).connect()
         elapsed = time.monotonic() - start
         assert elapsed < 0.5 + 1.0, elapsed
         assert f"127.0.0.1:{server.port}" in str(info.value)
@@ -263,7 +263,7 @@ def test_acl_user_with_password(acl_server, prefix):
 def test_acl_wrong_credentials(acl_server, prefix, user, password):
     setuser(acl_server, "locker", "on", ">s3cr3t-pw", "~*", "+@all")
     with pytest.raises(LockConnectionError) as info:
-        ferrolock.Client(f"redis://{user}:{password}@127.0.0.1:{acl_server.port}/0", prefix=prefix, connect_timeout=2)
+        ferrolock.Client(f"redis://{user}:{password}@127.0.0.1:{acl_server.port}/0", prefix=prefix, connect_timeout=2).connect()
     msg = str(info.value)
     assert "credentials" in msg, msg
     assert password not in msg and password not in repr(info.value)
@@ -272,7 +272,7 @@ def test_acl_wrong_credentials(acl_server, prefix, user, password):
 def test_acl_disabled_user_is_refused(acl_server, prefix):
     setuser(acl_server, "sleeper", "off", ">s3cr3t-pw", "~*", "+@all")
     with pytest.raises(LockConnectionError, match="credentials"):
-        ferrolock.Client(f"redis://sleeper:s3cr3t-pw@127.0.0.1:{acl_server.port}/0", prefix=prefix)
+        ferrolock.Client(f"redis://sleeper:s3cr3t-pw@127.0.0.1:{acl_server.port}/0", prefix=prefix).connect()
 
 
 def test_acl_key_permission_denied_is_clear(acl_server, prefix):
@@ -328,7 +328,7 @@ def test_acl_rwmutex_command_set(acl_server, prefix):
 def test_acl_select_needed_for_other_databases(acl_server, prefix):
     setuser(acl_server, "db1", "on", ">pw", f"~{prefix}*", f"&{prefix}*", "-@all", *("+" + c for c in LOCK_COMMANDS))
     with pytest.raises(LockError, match="select"):
-        ferrolock.Client(f"redis://db1:pw@127.0.0.1:{acl_server.port}/1", prefix=prefix)
+        ferrolock.Client(f"redis://db1:pw@127.0.0.1:{acl_server.port}/1", prefix=prefix).connect()
     setuser(acl_server, "db1", "on", ">pw", f"~{prefix}*", f"&{prefix}*", "-@all", "+select", *("+" + c for c in LOCK_COMMANDS))
     round_trip(ferrolock.Client(f"redis://db1:pw@127.0.0.1:{acl_server.port}/1", prefix=prefix), "db1")
 
@@ -337,7 +337,7 @@ def test_missing_password_is_reported_at_construction(prefix):
     s = RedisServer(password="s3cr3t-pw").start()
     try:
         with pytest.raises(LockConnectionError, match="credentials|NOAUTH"):
-            ferrolock.Client(f"redis://127.0.0.1:{s.port}/0", prefix=prefix, connect_timeout=2)
+            ferrolock.Client(f"redis://127.0.0.1:{s.port}/0", prefix=prefix, connect_timeout=2).connect()
     finally:
         s.close()
 
@@ -394,6 +394,7 @@ def connect(url, **kw):
     kw.setdefault("connect_timeout", 1); kw.setdefault("command_timeout", 1)
     c = ferrolock.Client(url, prefix="test:leak:", **kw)
     texts.append(repr(c)); texts.append(str(c))
+    c.connect()
     return c
 
 def hold_through(client, name, disturb):
@@ -500,14 +501,14 @@ def test_secrets_never_leak(tmp_path):
         "restart": "ok",
         "after_restart": "ok",
         "server_gone": "LockConnectionError",
-        "tls_no_ca": "LockConnectionError",
-        "tls_wrong_ca": "LockConnectionError",
+        "tls_no_ca": "LockConfigurationError",  # a certificate or scheme to fix, said so
+        "tls_wrong_ca": "LockConfigurationError",  # a certificate or scheme to fix, said so
         "tls_wrong_password": "LockConfigurationError",
         "tls_wrong_password_insecure": "LockConfigurationError",
         "tls_unencoded": "ValueError",
         "tls_ca_missing": "ValueError",
         "tls_ca_plain_url": "ValueError",
-        "plain_to_tls_port": "LockConnectionError",
+        "plain_to_tls_port": "LockConfigurationError",  # a certificate or scheme to fix, said so
         "tls_silent_port": "LockConnectionError",
         "tls_client_kill": "ok",
         "tls_insecure": "ok",
@@ -540,7 +541,7 @@ def test_password_at_host_form_without_colon_not_leaked():
         assert pw not in repr(client)
         round_trip(client, "pw-at-host")
         with pytest.raises(LockConnectionError) as info:
-            ferrolock.Client(f"{pw}x@127.0.0.1:{s.port}", prefix="test:pw-at-host:")
+            ferrolock.Client(f"{pw}x@127.0.0.1:{s.port}", prefix="test:pw-at-host:").connect()
         assert "ss/w0" not in str(info.value) and "ss%2Fw0" not in str(info.value)
     finally:
         s.close()

@@ -218,7 +218,7 @@ def test_connect_to_dead_port_fails_fast():
     port = free_port()
     start = time.monotonic()
     with pytest.raises(LockConnectionError) as info:
-        ferrolock.Client(f"redis://127.0.0.1:{port}/0", connect_timeout=0.5)
+        ferrolock.Client(f"redis://127.0.0.1:{port}/0", connect_timeout=0.5).connect()
     assert time.monotonic() - start < 1.0
     assert isinstance(info.value, ConnectionError)
     assert isinstance(info.value, LockError)
@@ -390,7 +390,7 @@ def test_wrong_password_is_refused_without_echoing_it(auth_server, prefix):
     ):
         start = time.monotonic()
         with pytest.raises(LockConnectionError) as info:
-            ferrolock.Client(url, prefix=prefix)
+            ferrolock.Client(url, prefix=prefix).connect()
         assert time.monotonic() - start < 2.0
         assert isinstance(info.value, ConnectionError)
         text = " ".join([str(info.value), repr(info.value), *getattr(info.value, "__notes__", ())])
@@ -593,7 +593,7 @@ def test_a_server_that_may_evict_locks_is_warned_about(prefix):
     logging.getLogger("ferrolock").addHandler(handler)
     s = RedisServer(extra=("--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru")).start()
     try:
-        ferrolock.Client(s.url, prefix=prefix)
+        ferrolock.Client(s.url, prefix=prefix).connect()
         assert warned.wait(5), "no warning about the eviction policy"
         message = seen[0].getMessage()
         assert "allkeys-lru" in message and "noeviction" in message and str(s.port) in message

@@ -234,7 +234,7 @@ def test_exception_tree():
 def test_connection_errors_are_both_lock_and_connection_errors():
     port = free_port()
     with pytest.raises(LockConnectionError) as info:
-        ferrolock.Client(f"redis://127.0.0.1:{port}/0", connect_timeout=0.5)
+        ferrolock.Client(f"redis://127.0.0.1:{port}/0", connect_timeout=0.5).connect()
     assert isinstance(info.value, ConnectionError)
     assert isinstance(info.value, LockError)
 
@@ -254,7 +254,7 @@ SECRET = "s3cretpw"
 def test_password_not_in_connection_error(url):
     port = free_port()
     with pytest.raises(LockConnectionError) as info:
-        ferrolock.Client(url.format(port=port), connect_timeout=0.5)
+        ferrolock.Client(url.format(port=port), connect_timeout=0.5).connect()
     assert SECRET not in text_of(info.value)
     assert SECRET not in repr(info.value)
     assert str(port) in str(info.value)  # the address is named, just not the password
@@ -271,7 +271,7 @@ def test_password_not_in_connection_error(url):
 )
 def test_password_not_in_invalid_url_error(url):
     with pytest.raises(ValueError) as info:
-        ferrolock.Client(url, connect_timeout=0.5)
+        ferrolock.Client(url, connect_timeout=0.5).connect()
     assert SECRET not in text_of(info.value)
     assert SECRET not in repr(info.value)
 

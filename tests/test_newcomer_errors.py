@@ -24,7 +24,7 @@ SECRET = "s3cret-Pa55"
 def connect_error(url: str, **options) -> str:
     """Client(url) must fail with LockConfigurationError; returns its message."""
     with pytest.raises(LockConfigurationError) as info:
-        ferrolock.Client(url, **options)
+        ferrolock.Client(url, **options).connect()
     err = info.value
     assert isinstance(err, LockConnectionError) and isinstance(err, LockError) and isinstance(err, ConnectionError)
     text = " ".join([str(err), repr(err)])
@@ -175,7 +175,7 @@ def test_tls_to_a_port_where_nothing_answers_stays_a_connection_error():
         blackhole.listen(16)
         port = blackhole.getsockname()[1]
         with pytest.raises(LockConnectionError) as info:
-            ferrolock.Client(f"rediss://127.0.0.1:{port}/0", connect_timeout=0.3)
+            ferrolock.Client(f"rediss://127.0.0.1:{port}/0", connect_timeout=0.3).connect()
     assert not isinstance(info.value, LockConfigurationError), info.value
     assert f"127.0.0.1:{port}" in str(info.value)
 
@@ -228,4 +228,4 @@ def test_redis_too_old_seen_by_a_user_who_may_not_ask_for_info(old_server):
 def test_current_redis_passes_the_version_check(open_server):
     version = open_server.command("INFO", "server").split(b"redis_version:")[1].split(b"\r\n")[0].decode()
     assert tuple(int(x) for x in version.split(".")[:2]) >= (6, 2)
-    ferrolock.Client(f"redis://127.0.0.1:{open_server.port}/0")
+    ferrolock.Client(f"redis://127.0.0.1:{open_server.port}/0").connect()

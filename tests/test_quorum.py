@@ -126,10 +126,12 @@ def test_a_minority_killed_the_lock_still_works(prefix, n, down):
 
 def test_connecting_needs_a_majority(masters):
     masters.servers[0].kill()
-    assert masters.client(connect_timeout=1).masters == 3  # two of three: fine
+    two_of_three = masters.client(connect_timeout=1)
+    two_of_three.connect()
+    assert two_of_three.masters == 3  # two of three: fine
     masters.servers[1].kill()
     with pytest.raises(ferrolock.LockConnectionError, match="connecting needs 2 of 3 masters, and only 1 answered"):
-        masters.client(connect_timeout=1)
+        masters.client(connect_timeout=1).connect()
 
 
 def test_a_paused_master_neither_stalls_acquire_nor_breaks_the_holder(masters):
@@ -557,12 +559,12 @@ def test_two_urls_of_one_server_are_refused(masters):
     one server would count twice towards the majority."""
     base = masters.urls[0]
     with pytest.raises(ferrolock.LockConfigurationError, match="are the same server"):
-        ferrolock.Client([base, base.rsplit("/", 1)[0] + "/1", masters.urls[1]])
+        ferrolock.Client([base, base.rsplit("/", 1)[0] + "/1", masters.urls[1]]).connect()
     twice = RedisServer(extra=("--bind", "127.0.0.1", "127.0.0.2")).start()
     try:
         other_name = twice.url.replace("127.0.0.1", "127.0.0.2")
         with pytest.raises(ferrolock.LockConfigurationError, match="are the same server .run_id"):
-            ferrolock.Client([twice.url, other_name, masters.urls[1]])
+            ferrolock.Client([twice.url, other_name, masters.urls[1]]).connect()
     finally:
         twice.close()
     assert masters.client().masters == 3  # three distinct servers are fine

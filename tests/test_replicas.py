@@ -310,6 +310,7 @@ def test_without_replicas_no_wait_is_sent(pair, prefix):
 def test_more_replicas_than_there_are_never_acknowledge(pair, prefix):
     with warnings_with("1 connected replica(s), and replicas=2") as warned:
         client = client_of(pair, prefix, replicas=2)
+        client.connect()
         assert warned.came.wait(5), "no warning at connect about too few replicas"
     with pytest.raises(ferrolock.LockNotReplicated, match="1 of 2 replicas"):
         client.lock("two").acquire()
@@ -450,7 +451,7 @@ def test_replica_fsync_on_a_server_without_waitaof_is_refused(redis_url):
     if tuple(int(x) for x in version.split(".")[:2]) >= (7, 2):
         pytest.skip(f"the server is {version}, which has WAITAOF")
     with pytest.raises(ferrolock.LockConfigurationError) as refused:
-        ferrolock.Client(redis_url, replicas=1, replica_fsync=True)
+        ferrolock.Client(redis_url, replicas=1, replica_fsync=True).connect()
     msg = str(refused.value)
     assert f"version {version}" in msg and "7.2 or newer" in msg and "WAITAOF" in msg, msg
     assert "replica_fsync=False" in msg, msg

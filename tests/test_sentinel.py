@@ -100,6 +100,7 @@ def test_a_hold_lost_in_an_asynchronous_failover_is_reported(topology, prefix):
     client = ferrolock.Client(
         f"redis+sentinel://127.0.0.1:{sentinel.port}/mymaster/0", prefix=prefix, connect_timeout=2
     )
+    client.connect()  # before the password: the connection open stays authenticated
     lost = []
     master.command("CONFIG", "SET", "requirepass", "cut-the-replica")
     master.password = "cut-the-replica"

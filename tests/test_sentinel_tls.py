@@ -42,7 +42,7 @@ def refusal(url: str, **kw) -> str:
     """The message of the LockConfigurationError that Client(url) raises, checked for secrets."""
     start = time.monotonic()
     with pytest.raises(LockConfigurationError) as info:
-        ferrolock.Client(url, connect_timeout=kw.pop("connect_timeout", 2), **kw)
+        ferrolock.Client(url, connect_timeout=kw.pop("connect_timeout", 2), **kw).connect()
     assert time.monotonic() - start < 4
     msg = str(info.value)
     for secret in SECRETS:
@@ -151,7 +151,7 @@ def test_a_ca_that_did_not_sign_the_certificates(secure):
 
     other = make_ca(secure.tls_dir, "unrelated")[0]
     with pytest.raises(LockConnectionError) as info:
-        ferrolock.Client(secure.url(), ca_file=str(other), connect_timeout=1)
+        ferrolock.Client(secure.url(), ca_file=str(other), connect_timeout=1).connect()
     assert "Sentinel at 127.0.0.1:" in str(info.value)
 
 

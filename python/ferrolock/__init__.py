@@ -81,8 +81,11 @@ class Client(_Client):
 
     ``Client(url=None, *, connect_timeout=None, command_timeout=None,
     prefix=None, ca_file=None, replicas=None, replica_timeout=None,
-    replica_policy=None, replica_fsync=False)`` checks the options and
-    connects at once. A server that answers but does not fit the settings
+    replica_policy=None, replica_fsync=False)`` checks the options and does no
+    network I/O: the first use connects (or :meth:`connect` /
+    :meth:`aconnect`, to check at once), and ``close()`` / ``aclose()`` or a
+    ``with`` / ``async with`` block closes its connections. Connecting, a
+    server that answers but does not fit the settings
     (not Redis, a password or database it lacks, plain TCP where ``rediss://``
     asks for TLS, a Redis older than 6.2, or older than 7.2 with
     ``replica_fsync=True``) raises :class:`LockConfigurationError` saying what

@@ -659,10 +659,27 @@ class Client:
         """The prefix of every key this client uses (as given, unescaped)."""
 
     @property
-    def masters(self) -> int:
-        """How many independent masters this client locks on: 1, or the length
-        of the list of URLs it was given (a quorum).
-        """
+    def masters(self) -> int: ...
+    def connect(self) -> None: ...
+    def aconnect(self) -> Operation[None]: ...
+    def close(self) -> None: ...
+    def aclose(self) -> Operation[None]: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+        /,
+    ) -> Literal[False]: ...
+    def __aenter__(self) -> Operation[Self]: ...
+    def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+        /,
+    ) -> Operation[Literal[False]]: ...
     def force_release(self, name: str, token: str | None = None) -> bool:
         """End the holds of ``name`` whoever holds them; with ``token``, only
         the hold of that token.

@@ -97,6 +97,7 @@ impl Client {
     /// `Io::Inline` view of a plain (not TLS) single-node target, a pooled
     /// connection used on the calling thread.
     async fn call_conn(&self) -> Result<Conn> {
+        self.ready().await?;
         if let Target::Direct(redis) = &self.inner.target {
             if self.io == Io::Inline && !self.inner.tls {
                 if let Some(conn) = self.inline_conn(redis) {

@@ -16,7 +16,7 @@ const PROBE_LIMIT: Duration = Duration::from_secs(1);
 /// Connect-time diagnosis: what went wrong, said with the fix.
 impl Client {
     /// Connects and checks the server.
-    pub(crate) async fn verify(&self) -> Result<()> {
+    pub(super) async fn verify(&self) -> Result<()> {
         let client = self;
         let budget = client.inner.opts.connect_timeout;
         let started = std::time::Instant::now();
@@ -29,7 +29,7 @@ impl Client {
         let outcome = if let Ok(done) = tokio::time::timeout(head_start, &mut connecting).await {
             done.map_err(|e| (e, None))
         } else {
-            let (done, mismatch) = tokio::join!(&mut connecting, client.mode_mismatch(limit));
+            let (done, mismatch) = tokio::join!(&mut connecting, client.mode_mismatch(limit, false));
             done.map_err(|e| (e, mismatch))
         };
         let mut conn = match outcome {
@@ -82,6 +82,10 @@ impl Client {
                 )
             });
         }
+        let who = format!("the server at {at}");
+        if let Some(refused) = crate::tls::certificate_error(&e, &who, self.inner.opts.ca_file.is_some()) {
+            return refused;
+        }
         match Error::from(e) {
             Error::Connection(m) => Error::Connection(format!("{m} (at {at})")),
             other => other,
@@ -112,8 +116,11 @@ impl Client {
         if limit.is_zero() {
             return e;
         }
-        if matches!(e, Error::Connection(_)) {
-            return self.mode_mismatch(limit).await.unwrap_or(e);
+        if let Error::Connection(m) = &e {
+            // A plain connection the server closed (not refused: something
+            // listens there) may have reached a TLS port.
+            let closed = !m.contains("Connection refused");
+            return self.mode_mismatch(limit, closed).await.unwrap_or(e);
         }
         let Target::Direct(redis) = &self.inner.target else { return e };
         let info = redis.get_connection_info();
@@ -157,30 +164,49 @@ impl Client {
 
     /// Whether the server (or a Sentinel) answers, within `limit`, in the
     /// mode the URL did not ask for (plain Redis behind a `rediss://` URL, TLS
-    /// behind a plain Sentinel URL): the error naming that setting.
-    async fn mode_mismatch(&self, limit: Duration) -> Option<Error> {
+    /// behind a plain Sentinel URL, and, when `plain_closed`, TLS behind a
+    /// plain `redis://` URL): the error naming that setting.
+    async fn mode_mismatch(&self, limit: Duration, plain_closed: bool) -> Option<Error> {
         let redis = match &self.inner.target {
             Target::Direct(redis) => redis,
             Target::Sentinel(sentinel) => return sentinel.mode_mismatch(limit).await,
             Target::Cluster(_) => return None,
         };
         let info = redis.get_connection_info();
-        let ConnectionAddr::TcpTls { host, port, .. } = info.addr() else { return None };
-        let plain = info
-            .clone()
-            .set_addr(ConnectionAddr::Tcp(host.clone(), *port))
-            .set_redis_settings(redis::RedisConnectionInfo::default());
-        match ping_probe(plain, limit).await {
+        let (other, tls) = match info.addr() {
+            ConnectionAddr::TcpTls { host, port, .. } => (ConnectionAddr::Tcp(host.clone(), *port), true),
+            ConnectionAddr::Tcp(host, port) if plain_closed => {
+                super::url::install_crypto_provider();
+                let tls = ConnectionAddr::TcpTls {
+                    host: host.clone(),
+                    port: *port,
+                    insecure: true,
+                    tls_params: None,
+                };
+                (tls, false)
+            }
+            _ => return None,
+        };
+        let probe = info.clone().set_addr(other).set_redis_settings(redis::RedisConnectionInfo::default());
+        match ping_probe(probe, limit).await {
             // PONG, or an error only Redis would answer with (NOAUTH, DENIED …).
             Some(Ok(_)) => {}
             Some(Err(p)) if p.code().is_some() => {}
             _ => return None,
         }
-        Some(Error::Configuration(format!(
-            "the server at {} answers plain Redis, not TLS, so the TLS handshake failed: use redis:// for \
-             this port, or the port the server serves TLS on (its tls-port)",
-            self.inner.display
-        )))
+        let at = &self.inner.display;
+        Some(Error::Configuration(if tls {
+            format!(
+                "the server at {at} answers plain Redis, not TLS, so the TLS handshake failed: use redis:// for \
+                 this port, or the port the server serves TLS on (its tls-port)"
+            )
+        } else {
+            format!(
+                "the server at {at} answers TLS only (it closed the plain connection): use rediss:// for this \
+                 port (with ca_file=PATH if its certificate is signed by your own authority), or the server's \
+                 plain port"
+            )
+        }))
     }
 
     /// The database number of a direct connection.

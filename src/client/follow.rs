@@ -63,6 +63,7 @@ impl Client {
         reader: bool,
         token: &str,
     ) -> Result<Registration> {
+        self.ready().await?;
         let (timeout, command_timeout) = (self.inner.opts.connect_timeout, self.inner.opts.command_timeout);
         let connect = async {
             let subscribe = async {

@@ -3,14 +3,38 @@
 
 use redis::{ConnectionAddr, IntoConnectionInfo};
 
-use super::{ClientOptions, Target};
+use super::{query, ClientOptions, Target};
 use crate::cluster::ClusterTarget;
 use crate::error::{Error, Result};
 use crate::sentinel::SentinelTarget;
 
-/// Where `opts.url` points, and how it is shown (without credentials).
-pub(super) fn target(opts: &ClientOptions) -> Result<(Target, String)> {
+/// The schemes a URL may have (redis-rs's `valkey` spellings too).
+const SCHEMES: &[&str] = &[
+    "redis",
+    "rediss",
+    "unix",
+    "redis+unix",
+    "valkey",
+    "valkeys",
+    "valkey+unix",
+    "redis+sentinel",
+    "rediss+sentinel",
+    "redis+cluster",
+    "rediss+cluster",
+];
+
+/// Where `opts.url` points, how it is shown (without credentials), and the
+/// options with what the URL's query sets (see `query`).
+pub(super) fn target(mut opts: ClientOptions) -> Result<(Target, String, ClientOptions)> {
     let url = normalize_url(&opts.url)?;
+    let scheme = url.split_once("://").map_or("", |(scheme, _)| scheme);
+    if !SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()) {
+        return Err(Error::InvalidArgument(format!(
+            "unsupported scheme {scheme}:// in the Redis URL {}: use redis://, rediss:// (TLS), unix://, \
+             redis+sentinel://, rediss+sentinel://, redis+cluster:// or rediss+cluster://",
+            redact(&url)
+        )));
+    }
     let sentinel = [("redis+sentinel://", false), ("rediss+sentinel://", true)]
         .into_iter()
         .find_map(|(scheme, tls)| url.strip_prefix(scheme).map(|rest| (rest, tls)));
@@ -30,62 +54,208 @@ pub(super) fn target(opts: &ClientOptions) -> Result<(Target, String)> {
         let (target, display) = SentinelTarget::parse(rest, tls, ca).map_err(|e| {
             Error::InvalidArgument(format!("invalid Redis Sentinel URL {}: {e}", redact(&url)))
         })?;
-        return Ok((Target::Sentinel(target), display));
+        return Ok((Target::Sentinel(target), display, opts));
     }
+    let (base, query, fragment) = query::split(&url);
     let cluster = [("redis+cluster://", false), ("rediss+cluster://", true)]
         .into_iter()
-        .find_map(|(scheme, tls)| url.strip_prefix(scheme).map(|rest| (rest, tls)));
+        .find_map(|(scheme, tls)| base.strip_prefix(scheme).map(|rest| (rest, tls)));
     if let Some((rest, tls)) = cluster {
-        let (mut target, display) = ClusterTarget::parse(rest, tls).map_err(|e| {
-            Error::InvalidArgument(format!("invalid Redis Cluster URL {}: {e}", redact(&url)))
-        })?;
-        match (&opts.ca_file, tls) {
-            (Some(_), false) => {
-                return Err(Error::InvalidArgument("ca_file needs a rediss+cluster:// URL".into()))
-            }
-            (Some(path), true) => target = target.with_ca(read_ca_file(path)?),
-            (None, _) => {}
-        }
-        if tls {
-            install_crypto_provider();
-        }
-        return Ok((Target::Cluster(target), display));
+        return cluster_target(rest, tls, (query, fragment), opts, &url);
     }
-    let info = url.as_str().into_connection_info().map_err(|e| {
+    let unix = scheme.ends_with("unix");
+    let q = query::parse(query, unix)?;
+    let info = format!("{base}{fragment}").into_connection_info().map_err(|e| {
         Error::InvalidArgument(format!(
             "invalid Redis URL {}: {}",
             redact(&url),
             e.detail().unwrap_or("unparsable")
         ))
     })?;
+    let info = apply_query(info, &q, !unix && path_names_db(base))?;
+    opts = merge_query(opts, &q)?;
     let display = describe(&info);
-    let redis = match (&opts.ca_file, info.addr()) {
-        (Some(path), ConnectionAddr::TcpTls { .. }) => {
-            let pem = read_ca_file(path)?;
-            install_crypto_provider();
-            let certs = redis::TlsCertificates { client_tls: None, root_cert: Some(pem) };
-            redis::Client::build_with_tls(info, certs)
+    let tls = matches!(info.addr(), ConnectionAddr::TcpTls { .. });
+    if !tls && (opts.ca_file.is_some() || q.tls_asked) {
+        let what = if q.tls_asked { "ssl_* query parameters need" } else { "ca_file needs" };
+        return Err(Error::InvalidArgument(format!("{what} a rediss:// URL")));
+    }
+    if tls {
+        install_crypto_provider();
+    }
+    let client_tls = match &q.client_cert {
+        Some((cert, key)) => Some(redis::ClientTlsConfig {
+            client_cert: read_pem("ssl_certfile", cert)?,
+            client_key: read_pem("ssl_keyfile", key)?,
+        }),
+        None => None,
+    };
+    let root_cert = opts.ca_file.as_deref().map(read_ca_file).transpose()?;
+    let bad =
+        |e: redis::RedisError| Error::InvalidArgument(format!("invalid Redis URL {}: {e}", redact(&url)));
+    let mut redis = if root_cert.is_some() || client_tls.is_some() {
+        redis::Client::build_with_tls(info, redis::TlsCertificates { client_tls, root_cert })
+    } else {
+        redis::Client::open(info)
+    }
+    .map_err(bad)?;
+    if q.skip_hostname {
+        // Set on the certificates' parameters, which building with them makes anew.
+        let mut addr = redis.get_connection_info().addr().clone();
+        addr.set_danger_accept_invalid_hostnames(true);
+        redis = redis::Client::open(redis.get_connection_info().clone().set_addr(addr)).map_err(bad)?;
+    }
+    Ok((Target::Direct(redis), display, opts))
+}
+
+/// A `redis+cluster://` or `rediss+cluster://` URL (`rest`: after the
+/// scheme, without its query): the query takes the timeouts and the CA only.
+fn cluster_target(
+    rest: &str,
+    tls: bool,
+    (query, fragment): (&str, &str),
+    mut opts: ClientOptions,
+    url: &str,
+) -> Result<(Target, String, ClientOptions)> {
+    let q = query::parse(query, false)?;
+    if !fragment.is_empty() {
+        return Err(Error::InvalidArgument(format!(
+            "a Redis Cluster URL takes no {fragment} fragment: its certificates are always checked"
+        )));
+    }
+    let (mut target, display) = ClusterTarget::parse(rest, tls)
+        .map_err(|e| Error::InvalidArgument(format!("invalid Redis Cluster URL {}: {e}", redact(url))))?;
+    let taken = query::Query {
+        connect_timeout: None,
+        command_timeout: None,
+        ca_file: None,
+        tls_asked: q.tls_asked && q.ca_file.is_some() && q.client_cert.is_none(),
+        db: q.db.filter(|db| *db != 0),
+        ..q.clone()
+    };
+    if taken != query::Query::default() {
+        return Err(Error::InvalidArgument(format!(
+            "the query of a Redis Cluster URL takes socket_timeout, socket_connect_timeout and \
+             ssl_ca_certs only (and db=0): {query:?} asks for more"
+        )));
+    }
+    opts = merge_query(opts, &q)?;
+    match (&opts.ca_file, tls) {
+        (Some(_), false) => {
+            return Err(Error::InvalidArgument("ca_file needs a rediss+cluster:// URL".into()))
         }
-        (Some(_), _) => {
-            return Err(Error::InvalidArgument("ca_file needs a rediss:// URL".into()));
+        (Some(path), true) => target = target.with_ca(read_ca_file(path)?),
+        (None, _) => {}
+    }
+    if tls {
+        install_crypto_provider();
+    }
+    Ok((Target::Cluster(target), display, opts))
+}
+
+/// Whether the URL (without its query) names a database in its path.
+fn path_names_db(base: &str) -> bool {
+    let after = base.split_once("://").map_or(base, |(_, rest)| rest);
+    let host = after.rsplit_once('@').map_or(after, |(_, host)| host);
+    host.split_once('/').is_some_and(|(_, path)| !path.trim_matches('/').is_empty())
+}
+
+/// The query's database, credentials and certificate checks, set on `info`;
+/// a query that contradicts the rest of the URL is refused.
+fn apply_query(
+    info: redis::ConnectionInfo,
+    q: &query::Query,
+    path_db: bool,
+) -> Result<redis::ConnectionInfo> {
+    let mut settings = info.redis_settings().clone();
+    if let Some(db) = q.db {
+        if path_db && settings.db() != db {
+            return Err(Error::InvalidArgument(format!(
+                "the Redis URL names two databases, {} in its path and {db} in ?db=: give one",
+                settings.db()
+            )));
         }
-        (None, addr) => {
-            if matches!(addr, ConnectionAddr::TcpTls { .. }) {
-                install_crypto_provider();
+        settings = settings.set_db(db);
+    }
+    for (name, given, had) in
+        [("username", &q.username, settings.username()), ("password", &q.password, settings.password())]
+    {
+        if let (Some(given), Some(had)) = (given, had) {
+            if given != had {
+                return Err(Error::InvalidArgument(format!(
+                    "the Redis URL gives two {name}s, one before the '@' and one in ?{name}=: give one"
+                )));
             }
-            redis::Client::open(info)
         }
     }
-    .map_err(|e| Error::InvalidArgument(format!("invalid Redis URL {}: {e}", redact(&url))))?;
-    Ok((Target::Direct(redis), display))
+    if let Some(user) = &q.username {
+        settings = settings.set_username(user);
+    }
+    if let Some(password) = &q.password {
+        settings = settings.set_password(password);
+    }
+    let mut addr = info.addr().clone();
+    if let ConnectionAddr::TcpTls { host, port, tls_params, insecure } = addr {
+        addr = ConnectionAddr::TcpTls { host, port, insecure: insecure || q.skip_verify, tls_params };
+    }
+    Ok(info.set_addr(addr).set_redis_settings(settings))
+}
+
+/// The options with the query's timeouts and certificate authorities; a
+/// keyword argument that says otherwise is refused.
+fn merge_query(mut opts: ClientOptions, q: &query::Query) -> Result<ClientOptions> {
+    let defaults = ClientOptions::default();
+    for (given, kept, default, keyword, param) in [
+        (
+            q.connect_timeout,
+            &mut opts.connect_timeout,
+            defaults.connect_timeout,
+            "connect_timeout",
+            "socket_connect_timeout",
+        ),
+        (
+            q.command_timeout,
+            &mut opts.command_timeout,
+            defaults.command_timeout,
+            "command_timeout",
+            "socket_timeout",
+        ),
+    ] {
+        let Some(given) = given else { continue };
+        if *kept != default && *kept != given {
+            return Err(conflict(keyword, param));
+        }
+        *kept = given;
+    }
+    if let Some(ca) = &q.ca_file {
+        if opts.ca_file.as_ref().is_some_and(|had| had != ca) {
+            return Err(conflict("ca_file", "ssl_ca_certs"));
+        }
+        opts.ca_file = Some(ca.clone());
+    }
+    if q.skip_verify && opts.ca_file.is_some() {
+        return Err(Error::InvalidArgument(
+            "ssl_cert_reqs=none skips the certificate check that ca_file (or ssl_ca_certs) is for: give one"
+                .into(),
+        ));
+    }
+    Ok(opts)
+}
+
+fn conflict(keyword: &str, param: &str) -> Error {
+    Error::InvalidArgument(format!("{keyword}= and the Redis URL's ?{param}= disagree: give one of them"))
+}
+
+fn read_pem(what: &str, path: &std::path::Path) -> Result<Vec<u8>> {
+    std::fs::read(path)
+        .map_err(|e| Error::InvalidArgument(format!("cannot read {what} {}: {e}", path.display())))
 }
 
 fn read_ca_file(path: &std::path::Path) -> Result<Vec<u8>> {
-    std::fs::read(path)
-        .map_err(|e| Error::InvalidArgument(format!("cannot read ca_file {}: {e}", path.display())))
+    read_pem("ca_file", path)
 }
 
-fn install_crypto_provider() {
+pub(super) fn install_crypto_provider() {
     // Fails only when a provider is installed already, which is what we want.
     let _ = rustls::crypto::ring::default_provider().install_default();
 }

@@ -22,10 +22,13 @@ use super::state::{LockInfo, LockState};
 /// tasks and locks. :class:`ferrolock.Client` subclasses this class and adds
 /// ``synchronized``.
 ///
-/// Check the options and connect to Redis now.
+/// Check the options; no network I/O.
 ///
-/// The GIL is released while connecting, which takes at most
-/// ``connect_timeout``.
+/// Making a client never connects, so one can be built at import (a Django
+/// settings module, a Celery app) while Redis is down. The first use
+/// connects and checks the server, and raises what that found (the errors
+/// below); :meth:`connect` does that now. :meth:`close` (or the end of a
+/// ``with`` / ``async with`` block) closes its connections.
 ///
 /// Args:
 ///     url: where Redis is: ``redis://[user:password@]host[:port][/db]``,
@@ -41,7 +44,11 @@ use super::state::{LockInfo, LockState};
 ///         ``redis+cluster://[user:password@]host:port[,host:port...]``
 ///         (a Redis Cluster, seeded by any of its nodes;
 ///         ``rediss+cluster://`` for TLS; wake-ups use sharded pub/sub), or
-///         ``[password@]host[:port]``. ``None`` (the default) means
+///         ``[password@]host[:port]``. A ``redis://``, ``rediss://`` or
+///         ``unix://`` URL's query takes redis-py's parameters (``db``,
+///         ``socket_timeout``, ``ssl_cert_reqs``, ...): each is honoured or
+///         refused by name, see "URL query parameters" in the API reference.
+///         ``None`` (the default) means
 ///         ``"redis://127.0.0.1:6379/0"``. A list of URLs of independent
 ///         masters (three or five, each a server or a Sentinel service)
 ///         makes a quorum: a lock is held while a majority of them hold it
@@ -81,11 +88,6 @@ use super::state::{LockInfo, LockState};
 ///         of 1 or more.
 ///
 /// Raises:
-///     LockConnectionError: Redis cannot be reached within
-///         ``connect_timeout``, or it refused the credentials.
-///     LockConfigurationError: the server answered but does not fit the
-///         settings (see its documentation), including ``replica_fsync=True``
-///         on a server older than Redis 7.2.
 ///     ValueError: the URL or an option is invalid, ``ca_file`` cannot be
 ///         read, or ``ca_file`` is given without a ``rediss://`` URL;
 ///         ``replicas`` is negative, ``replica_timeout`` is under 0.001 s or
@@ -132,7 +134,6 @@ impl PyClient {
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
-        py: Python<'_>,
         url: Option<&Bound<'_, PyAny>>,
         connect_timeout: Option<&Bound<'_, PyAny>>,
         command_timeout: Option<&Bound<'_, PyAny>>,
@@ -171,8 +172,95 @@ impl PyClient {
                 fsync: replica_fsync,
             },
         };
-        let core = wait(py, Deployment::connect(opts))?;
-        Ok(PyClient { core })
+        Ok(PyClient { core: Deployment::new(opts)? })
+    }
+
+    /// Connect to Redis and check the server now, rather than at the first
+    /// use; nothing is done when this process has connected already.
+    ///
+    /// The GIL is released while connecting, which takes at most
+    /// ``connect_timeout`` (a quorum: until a majority of its masters are
+    /// connected).
+    ///
+    /// Raises:
+    ///     LockConnectionError: Redis cannot be reached within
+    ///         ``connect_timeout``, or it refused the credentials.
+    ///     LockConfigurationError: the server answered but does not fit the
+    ///         settings (see its documentation), including
+    ///         ``replica_fsync=True`` on a server older than Redis 7.2, or two
+    ///         URLs of one server in a quorum.
+    ///     ValueError: the client is closed.
+    fn connect(&self, py: Python<'_>) -> PyResult<()> {
+        let client = self.core.clone();
+        wait(py, async move { client.ready().await })
+    }
+
+    /// Asyncio version of :meth:`connect`.
+    ///
+    /// Returns:
+    ///     A future of ``None``, done once connected.
+    ///
+    /// Raises:
+    ///     RuntimeError: awaited with no event loop running.
+    ///     LockConnectionError: as :meth:`connect` (when awaited).
+    ///     LockConfigurationError: as :meth:`connect` (when awaited).
+    ///     ValueError: the client is closed (when awaited).
+    fn aconnect(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
+        let client = self.core.clone();
+        coroutine(py, "Client.aconnect", Cancel::Drop, async move { client.ready().await.map(|()| NONE) })
+    }
+
+    /// Close this client's connections (commands, wake-ups) now, rather
+    /// than when it is garbage-collected; every later use raises
+    /// ``ValueError``. Closing twice does nothing more.
+    ///
+    /// Holds taken through this client are not released: their renewals
+    /// fail from then on, so they end at their ttl.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let client = self.core.clone();
+        wait(py, async move {
+            client.close().await;
+            Ok(())
+        })
+    }
+
+    /// Asyncio version of :meth:`close`.
+    ///
+    /// Returns:
+    ///     A future of ``None``, done once closed.
+    fn aclose(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
+        let client = self.core.clone();
+        coroutine(py, "Client.aclose", Cancel::Finish, async move {
+            client.close().await;
+            Ok(NONE)
+        })
+    }
+
+    /// Returns the client; the end of the ``with`` block closes it (:meth:`close`).
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    /// Closes the client (:meth:`close`); an exception of the block propagates.
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+
+    /// Returns the client; the end of the ``async with`` block closes it (:meth:`aclose`).
+    fn __aenter__(slf: Py<Self>, py: Python<'_>) -> PyResult<Py<Operation>> {
+        coroutine(py, "Client.__aenter__", Cancel::Drop, async move { Ok(slf) })
+    }
+
+    /// Closes the client (:meth:`aclose`); an exception of the block propagates.
+    #[pyo3(signature = (*_exc))]
+    fn __aexit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<Py<Operation>> {
+        let client = self.core.clone();
+        coroutine(py, "Client.__aexit__", Cancel::Finish, async move {
+            client.close().await;
+            Ok(false)
+        })
     }
 
     /// How many independent masters this client locks on: 1, or the length
@@ -346,6 +434,9 @@ impl PyClient {
         format!("Client({:?}, prefix={:?})", self.core.describe(), self.core.options().prefix)
     }
 }
+
+/// What a coroutine of no result gives: Python's `None` (a Rust `()` would be an empty tuple).
+const NONE: Option<bool> = None;
 
 fn glob(pattern: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
     match pattern {

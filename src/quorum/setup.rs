@@ -7,7 +7,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use super::{answered, Quorum};
 use crate::cleanup::ProcessCleanups;
-use crate::client::{Client, ClientOptions};
+use crate::client::{Client, ClientOptions, Readiness};
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
 use crate::quorum_members;
@@ -44,6 +44,7 @@ impl Quorum {
             opts,
             cleanups: ProcessCleanups::default(),
             replica_warnings: Throttle::new(REPLICA_WARNINGS_EVERY),
+            ready: Readiness::default(),
         })
     }
 
@@ -81,16 +82,28 @@ impl Quorum {
         futures_util::future::join_all(self.members.iter().map(Client::follow_master)).await;
     }
 
+    /// Connects the quorum (`verify`) unless this process did already:
+    /// every step waits for it. An error when the quorum was closed.
+    pub(crate) async fn ready(&self) -> Result<()> {
+        self.ready.ensure(|| Box::pin(self.verify())).await
+    }
+
+    /// Closes every master's connections and refuses every later use.
+    pub(crate) async fn close(&self) {
+        self.ready.close();
+        futures_util::future::join_all(self.members.iter().map(Client::close)).await;
+    }
+
     /// Connects to every master and checks it, done once a majority is
     /// ready: a stopped master does not hold up the others. A master whose
     /// settings do not fit it (a wrong password, not Redis), or two URLs of
     /// one server, fail it all.
-    pub(crate) async fn verify(&self) -> Result<()> {
+    async fn verify(&self) -> Result<()> {
         let limit = self.opts.connect_timeout;
         quorum_members::distinct_addresses(&self.members).await?;
         let need = self.needed();
         let check = |m| async move {
-            Client::verify(m).await?;
+            Client::ready(m).await?;
             quorum_members::run_id(m).await
         };
         let answers = self

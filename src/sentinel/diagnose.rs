@@ -32,6 +32,10 @@ impl SentinelTarget {
                 e.detail().unwrap_or("NOPERM")
             ));
         }
+        let who = format!("the Sentinel at {addr}");
+        if let Some(refused) = crate::tls::certificate_error(&e, &who, self.ca.is_some()) {
+            return refused;
+        }
         match Error::from(e) {
             Error::Connection(m) | Error::Redis(m) => {
                 Error::Connection(format!("{m} (the Sentinel at {addr})"))
@@ -79,7 +83,8 @@ impl SentinelTarget {
 }
 
 /// The master refused or failed: its credentials are the URL's user info.
-pub(super) fn master_error(at: &str, e: redis::RedisError) -> Error {
+/// `ca_given`: the URL came with a `ca_file`.
+pub(super) fn master_error(at: &str, e: redis::RedisError, ca_given: bool) -> Error {
     if e.kind() == redis::ErrorKind::AuthenticationFailed || matches!(e.code(), Some("WRONGPASS")) {
         return Error::Configuration(format!(
             "the master {at} the Sentinels named {} the data nodes' credentials: the user name or password \
@@ -93,6 +98,10 @@ pub(super) fn master_error(at: &str, e: redis::RedisError) -> Error {
             "the master {at} the Sentinels named needs a password (NOAUTH), and the URL gives none: put the \
              data nodes' credentials before the '@', as redis+sentinel://USER:PASSWORD@host:port/service"
         ));
+    }
+    let who = format!("the master {at} the Sentinels named");
+    if let Some(refused) = crate::tls::certificate_error(&e, &who, ca_given) {
+        return refused;
     }
     match Error::from(e) {
         Error::Connection(m) | Error::Redis(m) => Error::Connection(format!("{m} (the master {at})")),

@@ -7,6 +7,7 @@ use std::time::Instant;
 use redis::{IntoConnectionInfo, RedisConnectionInfo};
 
 use super::{open, SentinelTarget};
+use crate::percent::percent_decode;
 
 /// The query keys a Sentinel URL accepts.
 const QUERY_KEYS: &str = "sentinel_username, sentinel_password";
@@ -86,21 +87,4 @@ impl SentinelTarget {
         };
         Ok((target, display))
     }
-}
-
-fn percent_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
