@@ -6,6 +6,7 @@ pub mod coro;
 pub mod election;
 pub mod errors;
 pub mod events;
+mod green;
 pub mod lock;
 pub mod logging;
 pub mod options;
