@@ -59,9 +59,9 @@ pub(super) fn hub_wait(py: Python<'_>) -> PyResult<Option<Bound<'_, PyAny>>> {
 }
 
 /// `runtime::wait` for a greenlet: `fut` runs to its end whatever the hub
-/// raises meanwhile (after a first exception, the rest of it blocks the
-/// thread: it is bounded by the command timeout), and that exception is
-/// raised then.
+/// raises meanwhile (still cooperatively after a first exception; after a
+/// second, blocking the thread: it is bounded by the command timeout), and
+/// the first exception is raised then.
 pub(super) fn wait<F, T>(py: Python<'_>, hub: &Bound<'_, PyAny>, fut: F) -> PyResult<T>
 where
     F: Future<Output = Result<T>> + Send,
@@ -69,13 +69,15 @@ where
 {
     let rt = runtime();
     let mut fut = Box::pin(contained(fut));
-    match drive(py, hub, &rt, fut.as_mut()) {
-        Ok(result) => result,
-        Err(raised) => {
-            let _ = py.detach(|| rt.block_on(fut));
-            Err(raised)
+    let mut raised = None;
+    let outcome = loop {
+        match drive(py, hub, &rt, fut.as_mut()) {
+            Ok(outcome) => break outcome,
+            Err(e) if raised.is_none() => raised = Some(e),
+            Err(_) => break py.detach(|| rt.block_on(fut.as_mut())),
         }
-    }
+    };
+    raised.map_or(outcome, Err)
 }
 
 /// `runtime::wait_interruptible` for a greenlet: what the hub raises into the
@@ -113,15 +115,10 @@ where
 /// ready, letting the hub run other greenlets between polls until the
 /// future's waker rings. `Err`: what the hub raised into the wait, with `fut`
 /// still pending.
-fn drive<F: Future>(
-    py: Python<'_>,
-    hub: &Bound<'_, PyAny>,
-    rt: &Runtime,
-    mut fut: Pin<&mut F>,
-) -> PyResult<F::Output>
+fn drive<F>(py: Python<'_>, hub: &Bound<'_, PyAny>, rt: &Runtime, mut fut: Pin<&mut F>) -> PyResult<F::Output>
 where
+    F: Future + Send,
     F::Output: Send,
-    F: Send,
 {
     let (bell, rx) = Bell::new()?;
     let waker = Waker::from(bell.clone());
