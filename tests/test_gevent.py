@@ -189,6 +189,19 @@ CHILD = textwrap.dedent(
         except KeyboardInterrupt:
             say(outcome="interrupted", gap=ticker.stop())
 
+    elif scenario == "observe":
+        # an election observer waits for the next change of leader
+        ticker = Ticker()
+        election = client.election("e")
+        changes = election.observe()
+        first = next(changes)
+        watcher = spawn(next, changes)
+        ticker.served(20)  # the watcher waits meanwhile
+        term = election.campaign("one")
+        leader = result(watcher)
+        term.resign()
+        say(first=first, leader=leader.value, gap=ticker.stop())
+
     elif scenario == "slow-reply":
         # release and inspect while their replies are held back; a release
         # killed meanwhile completes all the same
@@ -300,6 +313,12 @@ def test_acquire_timeout_holds_and_the_hub_runs_meanwhile(child, kind):
     said = child("acquire-timeout", kind).said()
     assert said["acquired"] is False
     assert said["ticks"] > 0 and said["gap"] < MAX_GAP, f"{kind}: the hub was blocked ({said})"
+
+
+def test_an_election_observer_waits_cooperatively(child):
+    said = child("observe").said()
+    assert said["first"] is None and said["leader"] == "one", said
+    assert said["gap"] < MAX_GAP, f"the hub served no greenlet for {said['gap']:.3f} s"
 
 
 def waiting_in_redis(raw, prefix, kind) -> int:
