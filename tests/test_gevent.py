@@ -382,3 +382,71 @@ def test_calls_whose_reply_is_late_let_the_hub_run(child, redis_url, call):
         assert said["released"] == (call != "inspect") and said["killed"] == (call == "killed-release")
     finally:
         proxy.close()
+
+
+APP = textwrap.dedent(
+    """
+    import os
+    import ferrolock
+
+    client = ferrolock.Client(os.environ["FERROLOCK_TEST_URL"], prefix=os.environ["FERROLOCK_TEST_PREFIX"])
+
+
+    def app(environ, start_response):
+        body = b"pong"
+        if environ["PATH_INFO"] == "/wait":
+            with client.lock("l"):
+                body = b"got it"
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [body]
+    """
+)
+
+
+def test_a_gunicorn_gevent_worker_answers_while_a_request_waits(client, raw, redis_url, prefix, tmp_path):
+    """gunicorn -k gevent, one worker: while one request waits on a held
+    lock, /ping keeps answering; the release lets the waiting request in."""
+    pytest.importorskip("gunicorn")
+    from urllib.request import urlopen
+
+    from ferrolock.testing import free_port
+
+    (tmp_path / "app.py").write_text(APP)
+    port = free_port()
+    holder = client.lock("l")
+    assert holder.acquire()
+    env = {**os.environ, "FERROLOCK_TEST_URL": redis_url, "FERROLOCK_TEST_PREFIX": prefix}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "-k", "gevent", "-w", "1", "-b", f"127.0.0.1:{port}",
+         "--chdir", str(tmp_path), "app:app"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+
+    def get(path: str, limit: float) -> bytes:
+        with urlopen(base + path, timeout=limit) as reply:
+            return reply.read()
+
+    def up() -> bool:
+        try:
+            return get("/ping", 5) == b"pong"
+        except OSError:
+            return False
+
+    waited: list = []
+    try:
+        wait_for(up, 30, "gunicorn answering")
+        waiter = threading.Thread(target=lambda: waited.append(get("/wait", 60)))
+        waiter.start()
+        wait_for(lambda: raw("PUBSUB", "NUMSUB", f"{key(prefix, 'l')}:wake")[1] == 1, 10, "the request waiting")
+        assert [get("/ping", 5) for _ in range(5)] == [b"pong"] * 5, "the worker answers while a request waits"
+        holder.release()
+        waiter.join(60)
+        assert waited == [b"got it"]
+    finally:
+        server.terminate()
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:  # a worker stuck in a blocked hub ignores SIGTERM
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
