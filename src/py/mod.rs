@@ -6,6 +6,7 @@ pub mod coro;
 pub mod election;
 pub mod errors;
 pub mod events;
+mod green;
 pub mod lock;
 pub mod logging;
 pub mod options;
@@ -32,6 +33,10 @@ use pyo3::prelude::*;
 ///   ``KeyboardInterrupt`` there and leaves no lock behind. Other synchronous
 ///   calls are not interruptible but are bounded by the client's
 ///   ``connect_timeout`` and ``command_timeout``.
+/// * Once gevent or eventlet has monkey-patched the process, every blocking
+///   call waits in the hub instead, so other greenlets keep running; killing
+///   the waiting greenlet (``kill()``, a ``Timeout``) undoes what an acquire
+///   did in Redis, as Ctrl-C does.
 /// * The ``a``-prefixed methods (and ``wait_lost``, ``async with``) are the
 ///   asyncio versions. Each returns a coroutine (``asyncio.iscoroutine`` is
 ///   true) that does nothing until awaited, or run by a task; one never

@@ -1,5 +1,6 @@
 //! The tokio runtime behind every call, and how a blocking call waits on it
-//! (an asyncio call is a coroutine: see `coro`).
+//! (an asyncio call is a coroutine: see `coro`; under gevent or eventlet, a
+//! greenlet waits in the hub: see `green`).
 //! One runtime per process: after `os.fork()` the child builds its own (the
 //! parent's worker threads do not exist there).
 
@@ -56,6 +57,9 @@ where
     F: Future<Output = Result<T>> + Send,
     T: Send,
 {
+    if let Some(hub) = super::green::hub_wait(py)? {
+        return super::green::wait(py, &hub, fut);
+    }
     let rt = runtime();
     py.detach(|| rt.block_on(contained(fut)))
 }
@@ -72,6 +76,9 @@ where
     F: Future<Output = Result<T>> + Send,
     T: Send,
 {
+    if let Some(hub) = super::green::hub_wait(py)? {
+        return super::green::wait_interruptible(py, &hub, client, fut);
+    }
     let rt = runtime();
     let mut fut = Box::pin(contained(fut));
     let interrupted = loop {
