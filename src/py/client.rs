@@ -5,14 +5,13 @@ use std::path::PathBuf;
 use pyo3::prelude::*;
 
 use crate::client::ClientOptions;
-use crate::conn::Io;
 use crate::deployment::Deployment;
 use crate::lock::check_name;
 use crate::replication::{Policy, Replication};
 
 use super::args;
 use super::coro::{coroutine, Cancel, Operation};
-use super::runtime::wait;
+use super::runtime::{blocking_io, wait};
 use super::state::{LockInfo, LockState};
 
 /// A connection to one Redis deployment, shared by every lock made from it.
@@ -307,7 +306,7 @@ impl PyClient {
         token: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
         let (client, name, token) =
-            (self.core.via(Io::Inline), checked(name)?, args::optional_text("token", token)?);
+            (self.core.via(blocking_io(py)), checked(name)?, args::optional_text("token", token)?);
         wait(py, async move { client.force_release(&name, token.as_deref()).await })
     }
 
@@ -364,7 +363,7 @@ impl PyClient {
     ///     TypeError: ``name`` is not a ``str``.
     ///     ValueError: ``name`` is empty or too long.
     fn inspect(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<Option<LockInfo>> {
-        let (client, name) = (self.core.via(Io::Inline), checked(name)?);
+        let (client, name) = (self.core.via(blocking_io(py)), checked(name)?);
         wait(py, async move { Ok(client.inspect(&name).await?.map(|r| LockInfo::new(name, r))) })
     }
 
@@ -396,7 +395,7 @@ impl PyClient {
     /// one :class:`LockState` per name and kind.
     #[pyo3(signature = (pattern=None))]
     fn scan(&self, py: Python<'_>, pattern: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<LockState>> {
-        let (client, pattern) = (self.core.via(Io::Inline), glob(pattern)?);
+        let (client, pattern) = (self.core.via(blocking_io(py)), glob(pattern)?);
         wait(py, async move { Ok(LockState::all(client.scan(&pattern).await?)) })
     }
 
@@ -412,7 +411,7 @@ impl PyClient {
     /// Everything stored under ``name``: one :class:`LockState` per kind of
     /// primitive held or waited for (Lock, RWMutex, semaphore, election).
     fn describe(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<Vec<LockState>> {
-        let (client, name) = (self.core.via(Io::Inline), checked(name)?);
+        let (client, name) = (self.core.via(blocking_io(py)), checked(name)?);
         wait(py, async move { Ok(LockState::all(client.state_of(&name).await?)) })
     }
 

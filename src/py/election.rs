@@ -6,7 +6,6 @@ use std::sync::Arc;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use crate::conn::Io;
 use crate::election::{Election, Leader, Observer};
 use crate::lock::MAX_METADATA;
 
@@ -15,7 +14,7 @@ use super::client::PyClient;
 use super::coro::{coroutine, Cancel, Operation};
 use super::lock::PyLock;
 use super::options::{keywords, HandleOptions, Kind};
-use super::runtime::{wait, wait_interruptible};
+use super::runtime::{blocking_io, wait, wait_interruptible};
 use super::state::py_repr;
 
 /// A leader's value, stored as its hold's metadata: at most as long.
@@ -123,7 +122,8 @@ impl PyElection {
     /// The leader now, or None.
     fn leader(&self, py: Python<'_>) -> PyResult<Option<PyLeader>> {
         let core = self.core.clone();
-        wait(py, async move { Ok(core.leader_via(Io::Inline).await?.map(PyLeader::from)) })
+        let io = blocking_io(py);
+        wait(py, async move { Ok(core.leader_via(io).await?.map(PyLeader::from)) })
     }
 
     /// Asyncio version of :meth:`leader`.
@@ -137,7 +137,8 @@ impl PyElection {
     /// The leader holding `term` publishes `value`; LockNotOwned if it no longer leads.
     fn proclaim(&self, py: Python<'_>, term: &Bound<'_, PyLock>, value: &Bound<'_, PyAny>) -> PyResult<()> {
         let (core, term, value) = (self.core.clone(), term.get().core().clone(), leader_value(value)?);
-        wait(py, async move { core.proclaim_via(&term, &value, Io::Inline).await })
+        let io = blocking_io(py);
+        wait(py, async move { core.proclaim_via(&term, &value, io).await })
     }
 
     /// Asyncio version of :meth:`proclaim`.

@@ -11,14 +11,13 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple, PyType};
 
-use crate::conn::Io;
 use crate::lock::Lock;
 
 use super::args;
 use super::client::PyClient;
 use super::coro::{coroutine, undoable, Cancel, Operation};
 use super::options::{args_doc, keywords, HandleOptions, Kind};
-use super::runtime::wait;
+use super::runtime::{blocking_io, wait};
 use super::state::LockInfo;
 use docs::{
     acquire_doc, aenter_doc, aexit_doc, asyncio_twin, awaited_raises, enter_doc, exit_doc, redis_raises,
@@ -146,7 +145,8 @@ impl PyLock {
     #[doc = redis_raises!()]
     fn release(&self, py: Python<'_>) -> PyResult<()> {
         let core = self.core.clone();
-        wait(py, async move { core.release_via(Io::Inline).await })
+        let io = blocking_io(py);
+        wait(py, async move { core.release_via(io).await })
     }
 
     /// Asyncio version of :meth:`release`.
@@ -187,7 +187,8 @@ impl PyLock {
     #[pyo3(signature = (ttl=None))]
     fn extend(&self, py: Python<'_>, ttl: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         let (core, ttl) = (self.core.clone(), args::optional_seconds("ttl", ttl)?);
-        wait(py, async move { core.extend_via(ttl, Io::Inline).await })
+        let io = blocking_io(py);
+        wait(py, async move { core.extend_via(ttl, io).await })
     }
 
     /// Asyncio version of :meth:`extend`.
@@ -221,7 +222,8 @@ impl PyLock {
     #[doc = redis_raises!()]
     fn locked(&self, py: Python<'_>) -> PyResult<bool> {
         let core = self.core.clone();
-        wait(py, async move { core.locked_via(Io::Inline).await })
+        let io = blocking_io(py);
+        wait(py, async move { core.locked_via(io).await })
     }
 
     #[doc = asyncio_twin!("locked", "A future of whether anyone holds the lock now.")]
@@ -241,7 +243,8 @@ impl PyLock {
     #[doc = redis_raises!()]
     fn owned(&self, py: Python<'_>) -> PyResult<bool> {
         let core = self.core.clone();
-        wait(py, async move { core.owned_via(Io::Inline).await })
+        let io = blocking_io(py);
+        wait(py, async move { core.owned_via(io).await })
     }
 
     #[doc = asyncio_twin!("owned", "A future of whether this handle holds the lock now.")]
@@ -263,7 +266,8 @@ impl PyLock {
     #[doc = redis_raises!()]
     fn ttl(&self, py: Python<'_>) -> PyResult<Option<f64>> {
         let core = self.core.clone();
-        wait(py, async move { Ok(core.remaining_via(Io::Inline).await?.map(|d| d.as_secs_f64())) })
+        let io = blocking_io(py);
+        wait(py, async move { Ok(core.remaining_via(io).await?.map(|d| d.as_secs_f64())) })
     }
 
     #[doc = asyncio_twin!("ttl", "A future of the seconds left on this handle's hold, or ``None``.")]
@@ -306,10 +310,10 @@ impl PyLock {
     /// Raises:
     #[doc = redis_raises!()]
     fn inspect(&self, py: Python<'_>) -> PyResult<Vec<Option<LockInfo>>> {
-        let core = self.core.clone();
+        let (core, io) = (self.core.clone(), blocking_io(py));
         wait(py, async move {
             // One record a name; a semaphore's permit handle: one a holder.
-            let records = core.inspect_via(Io::Inline).await?;
+            let records = core.inspect_via(io).await?;
             let names = core.names();
             Ok(records
                 .into_iter()
@@ -403,7 +407,8 @@ impl PyLock {
     #[pyo3(signature = (*exc))]
     fn __exit__(&self, py: Python<'_>, exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
         let core = self.core.clone();
-        let released = wait(py, async move { core.release_via(Io::Inline).await });
+        let io = blocking_io(py);
+        let released = wait(py, async move { core.release_via(io).await });
         let body_raised = exc.get_item(1).ok().filter(|e| !e.is_none()).map(Bound::unbind);
         finish(&self.core, released, body_raised)
     }

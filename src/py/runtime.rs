@@ -12,6 +12,7 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use tokio::runtime::Runtime;
 
+use crate::conn::Io;
 use crate::deployment::Deployment;
 use crate::error::Result;
 
@@ -44,6 +45,17 @@ pub fn runtime() -> Arc<Runtime> {
     );
     *slot = Some((pid, rt.clone()));
     rt
+}
+
+/// The I/O of a blocking call made now: inline on the calling thread
+/// (`Io::Inline`, see `wait`), except where gevent or eventlet patched the
+/// process: a greenlet's commands go through the runtime, so the hub keeps
+/// running while they are answered (`green`).
+pub fn blocking_io(py: Python<'_>) -> Io {
+    match super::green::hub_wait(py) {
+        Ok(Some(_)) => Io::Multiplexed,
+        _ => Io::Inline,
+    }
 }
 
 /// Runs `fut` with the GIL released until it ends (use for steps bounded by

@@ -9,7 +9,6 @@ use pyo3::exceptions::PyResourceWarning;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
 
-use crate::conn::Io;
 use crate::lock::{Lock, Wait};
 
 use super::super::args;
@@ -17,7 +16,7 @@ use super::super::client::PyClient;
 use super::super::errors::LockLost;
 use super::super::errors::LockNotAcquired;
 use super::super::events::in_caller_context;
-use super::super::runtime::{exiting, runtime, wait, wait_interruptible};
+use super::super::runtime::{blocking_io, exiting, runtime, wait, wait_interruptible};
 use super::PyLock;
 
 /// A lock name, or a list or tuple of names (a multi-lock).
@@ -37,7 +36,7 @@ pub(super) fn names_of(name: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
 /// through the runtime (`wait_interruptible`). Its events carry the caller's context.
 pub(super) fn acquire_blocking(py: Python<'_>, core: &Arc<Lock>, wait_for: Wait) -> PyResult<bool> {
     if wait_for == Wait::No {
-        return wait(py, in_caller_context(py, core.acquire_via(wait_for, Io::Inline)));
+        return wait(py, in_caller_context(py, core.acquire_via(wait_for, blocking_io(py))));
     }
     wait_interruptible(py, core.client(), in_caller_context(py, core.acquire(wait_for)))
 }
