@@ -1,5 +1,6 @@
 """What a lock cycle costs the server: `make bench-cost`, or
-`.venv/bin/python benches/server_cost.py [--cycles N] [--server PATH] [--json FILE]`.
+`.venv/bin/python benches/server_cost.py [--cycles N] [--server PATH] [--json FILE]
+[--baseline DIR]`.
 
 Redis runs every command and script on one thread, so the server time of an
 acquire + release cycle caps how many cycles one master serves. This starts
@@ -19,12 +20,19 @@ each, `INFO commandstats` after), each case's figure its median round:
 The cases: the floor (SET NX PX + DEL, no owner check), redis-py `Lock`,
 ferrolock's Lock, fair Lock, RWMutex read, semaphore(4), fair RWMutex read,
 and an election's campaign + resign.
+
+With `--baseline DIR` (a directory holding another build's `ferrolock`
+package), both builds are measured in turns, each run on a fresh server, three runs
+each, and the table shows before (DIR) and after (this build): each case's
+run of median ratio to redis-py's Lock.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Callable
@@ -42,6 +50,7 @@ TOP_LEVEL = {"evalsha", "eval", "eval_ro", "evalsha_ro", "fcall", "fcall_ro", "s
 IGNORED = {"info", "config|resetstat", "config", "script|load", "script", "ping", "client|setname",
            "client", "hello", "subscribe", "ssubscribe", "unsubscribe", "sunsubscribe", "function|load"}
 REFERENCE = "redis-py Lock"
+TURNS = 3  # runs of each build with --baseline
 
 
 def cycles_of(url: str) -> dict[str, Callable[[], None]]:
@@ -139,13 +148,50 @@ def table(rows: list[dict], version: str, cycles: int) -> str:
     return "\n".join(lines)
 
 
+def in_turns(args, baseline: str) -> str:
+    """Both builds' rows, each build run in its own process, in turns."""
+    runs: dict[str, list[dict]] = {"before": [], "after": []}
+    for _ in range(TURNS):
+        for which in ("before", "after"):
+            env = dict(os.environ)
+            if which == "before":
+                env["PYTHONPATH"] = os.pathsep.join(filter(None, [baseline, env.get("PYTHONPATH")]))
+            cmd = [sys.executable, __file__, "--cycles", str(args.cycles), "--rounds", str(args.rounds), "--rows"]
+            if args.server:
+                cmd += ["--server", args.server]
+            runs[which].append(json.loads(subprocess.run(cmd, env=env, check=True, capture_output=True,
+                                                         text=True).stdout))
+    median = {which: {row["case"]: sorted((run["rows"][i] for run in got), key=lambda r: r["vs_redis_py"])[TURNS // 2]
+                      for i, row in enumerate(got[0]["rows"])} for which, got in runs.items()}
+    lines = [
+        f"Before ({baseline}) and after (this build), in turns, {TURNS} runs each, each case's median run; "
+        f"redis-server {runs['after'][0]['version']}, {args.cycles:,} cycles a case:",
+        "",
+        "| cycle | server time before | after | commands before | after | vs redis-py Lock before | after "
+        "| cycles/s per master core after |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for case, a in median["after"].items():
+        b = median["before"][case]
+        lines.append(f"| {case} | {b['server_us']:.1f} us | {a['server_us']:.1f} us | {b['commands']:.0f} | "
+                     f"{a['commands']:.0f} | {b['vs_redis_py']:.2f}x | {a['vs_redis_py']:.2f}x | "
+                     f"{a['per_core_per_s']:,.0f} |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cycles", type=int, default=4000)
     ap.add_argument("--rounds", type=int, default=8, help="turns the cycles are split into (median round)")
     ap.add_argument("--server", help="the redis-server binary (default: redis-server on PATH)")
     ap.add_argument("--json", help="also write the rows as JSON to this file")
+    ap.add_argument("--baseline", metavar="DIR",
+                    help="a directory holding another build's ferrolock package: before/after, in turns")
+    ap.add_argument("--rows", action="store_true", help=argparse.SUPPRESS)  # one turn of --baseline
     args = ap.parse_args()
+    if args.baseline:
+        print(in_turns(args, args.baseline))
+        return 0
     server = RedisServer()
     if args.server:
         server.binary = args.server
@@ -153,6 +199,9 @@ def main() -> int:
         url = server.url
         version = redis.Redis.from_url(url).info("server")["redis_version"]
         rows = measure(url, args.cycles, args.rounds)
+    if args.rows:
+        print(json.dumps({"version": version, "rows": rows}))
+        return 0
     print(table(rows, version, args.cycles))
     if args.json:
         Path(args.json).write_text(json.dumps({"version": version, "cycles": args.cycles, "rows": rows}, indent=1))
