@@ -54,7 +54,7 @@ FORCE:
 test-rust: redis
 	cargo test --no-default-features -q
 
-test-python: redis build-dev old-redis new-redis
+test-python: redis build-dev old-redis new-redis $(VENV)/.docs-ready
 	$(PY) -m pytest -q
 
 test: test-rust test-python test-wheel test-docs
@@ -71,6 +71,13 @@ format:
 .PHONY: options
 options: build-dev
 	$(PY) scripts/gen_options.py
+
+# The docstrings of the built module (doc comments in src/py/) written into the
+# type stubs, where IDEs and the API reference read them; tests/test_stubs.py
+# fails when they drift.
+.PHONY: stubs
+stubs: build-dev
+	$(PY) scripts/gen_stubs.py
 
 lint: build-dev
 	$(PY) -m mypy.stubtest ferrolock._ferrolock

@@ -12,8 +12,9 @@
 -- Returns one entry per kind, in the order of its first key:
 --   {kind, holders, queued writers, queued readers, limit, intent pttl}
 --   holders: {role, token, meta, fence, ms left} each: the hold first, then
---     the live readers and permits, earliest expiry first (meta '' and
---     fence 0 where the kind keeps none);
+--     the live readers and permits, earliest expiry first (meta false, a nil
+--     reply, where the holder gave none or the kind keeps none; fence 0 where
+--     the kind keeps none);
 --   queued: waiters still alive (whose liveness has not run out);
 --   limit: the data's `permits` (-1: none stored);
 --   intent pttl: a waiting writer's intent (-2: none).
@@ -49,7 +50,7 @@ for _, kind in ipairs(order) do
       if k.data then
         rec = redis.call('HMGET', k.data, 'm:' .. token, 'f:' .. token)
       end
-      holders[#holders + 1] = {role, token, rec[1] or '', tonumber(rec[2]) or 0, tonumber(found[i + 1]) - now}
+      holders[#holders + 1] = {role, token, rec[1] or false, tonumber(rec[2]) or 0, tonumber(found[i + 1]) - now}
     end
   end
   local limit = k.data and tonumber(redis.call('HGET', k.data, 'permits')) or -1

@@ -11,7 +11,7 @@
 -- its own: the hold is re-entered, its fence kept, and its metadata too unless
 -- set_metadata is '1'), or {0, pttl} with the longest remaining hold among the
 -- other owners.
-local token, ttl, meta = ARGV[1], ARGV[2], ARGV[3]
+local token, ttl, meta = ARGV[1], ARGV[2], ARGV[4] == '1' and ARGV[3]
 local will_wait, waited = ARGV[6] == '1', ARGV[7] == '1'
 local locks, records = KEYS, {}
 if ARGV[5] == '1' then
@@ -38,7 +38,7 @@ end
 
 if mine == #locks then
   for i, key in ipairs(locks) do
-    hold(key, token, ARGV[4] == '1' and meta, ttl, fences[i] or last, waited)
+    hold(key, token, meta, ttl, fences[i] or last, waited)
   end
   return {1, last}
 end

@@ -40,7 +40,7 @@ else
     local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
     if not last[1] then
       leave_queue(alive, tags, token, qw)
-      return hold(writer, token, meta or '', ttl, next_fence(tonumber(rec[2]) or 0, us))
+      return hold(writer, token, meta, ttl, next_fence(tonumber(rec[2]) or 0, us))
     end
     wait = tonumber(last[2]) - now
   end

@@ -13,7 +13,7 @@
 -- A writer that must wait for readers leaves its intent (writer preference):
 -- new readers wait behind it; the intent expires by itself after ttl_ms.
 local writer, readers, intent = KEYS[1], KEYS[2], KEYS[3]
-local token, ttl, meta = ARGV[1], ARGV[2], ARGV[3]
+local token, ttl, meta = ARGV[1], ARGV[2], ARGV[5] == '1' and ARGV[3]
 
 local rec = redis.call('HMGET', writer, 'token', 'fence')
 local will_wait, waited = ARGV[6] == '1', ARGV[7] == '1'
@@ -24,7 +24,7 @@ if rec[1] and rec[1] ~= token then
   return {0, redis.call('PTTL', writer)}
 end
 if rec[1] == token then
-  return hold(writer, token, ARGV[5] == '1' and meta, ttl, tonumber(rec[2]))
+  return hold(writer, token, meta, ttl, tonumber(rec[2]))
 end
 
 local us = now_us()

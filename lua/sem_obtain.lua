@@ -74,7 +74,7 @@ if can then
     fields = fields or {}
     fields[#fields + 1], fields[#fields + 2] = 'w', '1'
   end
-  return {1, sem_take(holders, data, token, meta or '', ttl, us, last, fields)}
+  return {1, sem_take(holders, data, token, meta, ttl, us, last, fields)}
 end
 
 if fields then

@@ -11,8 +11,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use crate::lease::Lease;
-
 /// The lock an event is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Subject {
@@ -20,6 +18,13 @@ pub struct Subject {
     /// `"lock"`, `"read"` or `"write"`.
     pub kind: &'static str,
     pub fair: bool,
+}
+
+impl Subject {
+    /// `lock "a, b"`: how messages and logs name what is held.
+    pub fn label(&self) -> String {
+        format!("lock {:?}", self.names.join(", "))
+    }
 }
 
 /// How an acquire ended.
@@ -115,21 +120,6 @@ impl Wakeup {
 /// Tells the holds alive at one time in this process apart (the same hold
 /// is named the same in its acquire, renewals, release or loss).
 pub type HoldId = u64;
-
-pub(crate) fn hold_id(lease: &Arc<Lease>) -> HoldId {
-    Arc::as_ptr(lease) as usize as HoldId
-}
-
-/// Marks `lease` lost with `mark`, and tells of it if it was not lost before
-/// (a loss the watchdog reported is not told again by the release after it).
-pub(crate) fn lost(subject: &Arc<Subject>, lease: &Arc<Lease>, cause: LossCause, mark: impl FnOnce()) {
-    let first = !lease.is_marked_lost();
-    mark();
-    if first {
-        let (held, hold) = (lease.held_for(), hold_id(lease));
-        emit(|| Event::Lost { subject, cause, held, hold });
-    }
-}
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event<'a> {

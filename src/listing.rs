@@ -61,7 +61,7 @@ impl State {
 }
 
 /// One hold as `describe.lua` reports it: role, token, meta, fence, ms left.
-type HoldReply = (String, String, String, i64, i64);
+type HoldReply = (String, String, Option<String>, i64, i64);
 /// One kind as `describe.lua` reports it.
 type KindReply = (String, Vec<HoldReply>, i64, i64, i64, i64);
 
@@ -152,7 +152,7 @@ fn state(
         intent_pttl_ms: (intent >= 0).then_some(intent),
     };
     for (role, token, meta, fence, pttl_ms) in holds {
-        let record = Record { token, metadata: (!meta.is_empty()).then_some(meta), fence, pttl_ms };
+        let record = Record { token, metadata: meta, fence, pttl_ms };
         if role == Role::Hold.as_str() {
             s.holder = Some(record.clone());
         } else if role == Role::Readers.as_str() {

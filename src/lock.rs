@@ -10,12 +10,12 @@ use crate::deployment::Deployment;
 use crate::error::{Error, Result};
 use crate::events::{self, Event, LossCause, ReplicaStep, Subject};
 use crate::keys::one_slot;
-use crate::lease::Lease;
+use crate::lease::{Lease, Terms};
 use crate::mode::{patience, Mode};
 use crate::replication::{self, Policy};
 use crate::scripts::Record;
 use crate::steps::Steps;
-use crate::watchdog::{Renewal, Watchdog};
+use crate::watchdog;
 
 mod acquire;
 mod options;
@@ -46,7 +46,8 @@ struct State {
     /// One permit: held while this handle holds, so two tasks sharing a handle
     /// never share a hold (the second waits, as with `threading.Lock`).
     gate: Arc<Semaphore>,
-    hold: Option<Hold>,
+    /// The lease this handle holds now.
+    hold: Option<Arc<Lease>>,
     /// The lease of the latest hold, kept after release to answer `lost`.
     last: Option<Arc<Lease>>,
 }
@@ -57,13 +58,14 @@ impl State {
     }
 }
 
-struct Hold {
-    token: String,
-    fence: Option<i64>,
-    lease: Arc<Lease>,
-    /// Restored from a token, not yet re-acquired: the next acquire adopts it.
-    adopted: bool,
-    watchdog: Option<Watchdog>,
+impl Drop for State {
+    /// A handle dropped while it holds: renewal stops with it, and the hold
+    /// runs out in Redis.
+    fn drop(&mut self) {
+        if let Some(lease) = &self.hold {
+            lease.stop_renewal();
+        }
+    }
 }
 
 impl Lock {
@@ -106,14 +108,22 @@ impl Lock {
         token: Option<String>,
     ) -> Lock {
         let mut state = State::new();
-        if let Some(token) = token {
-            state.gate.try_acquire().expect("a new gate has its permit").forget();
-            let lease = Arc::new(Lease::new(None, opts.ttl));
-            state.last = Some(lease.clone());
-            state.hold = Some(Hold { token, fence: None, lease, adopted: true, watchdog: None });
-        }
         let subject =
             Arc::new(Subject { names: names.clone(), kind: mode.kind(), fair: mode.patience().is_some() });
+        if let Some(token) = token {
+            state.gate.try_acquire().expect("a new gate has its permit").forget();
+            let terms = Terms {
+                token,
+                fence: None,
+                subject: subject.clone(),
+                sent: None,
+                ttl: opts.ttl,
+                max_hold: None,
+            };
+            let lease = Arc::new(Lease::new(terms));
+            state.last = Some(lease.clone());
+            state.hold = Some(lease);
+        }
         Lock { client, names, mode, opts, state: Mutex::new(state), subject }
     }
 
@@ -141,64 +151,68 @@ impl Lock {
     }
 
     fn label(&self) -> String {
-        format!("lock {:?}", self.names.join(", "))
+        self.subject.label()
     }
 
-    fn install(&self, token: String, fence: Option<i64>, lease: Lease) {
+    /// What a lease taken by this handle is made of: `sent` is when its
+    /// acquire's attempt went out.
+    fn terms(&self, token: String, fence: i64, sent: Instant) -> Terms {
+        Terms {
+            token,
+            fence: self.mode.fenced().then_some(fence),
+            subject: self.subject.clone(),
+            sent: Some(sent),
+            ttl: self.opts.ttl,
+            max_hold: self.opts.max_hold,
+        }
+    }
+
+    /// This handle holds `lease` now, kept by its watchdog.
+    fn install(&self, lease: Lease) {
         let lease = Arc::new(lease);
         if let Some(cb) = &self.opts.on_lost {
             let cb = cb.clone();
             lease.on_lost(Box::new(move |why| cb(why)));
         }
-        let renewal = Renewal {
-            client: self.client.clone(),
-            mode: self.mode.clone(),
-            token: token.clone(),
-            lease: lease.clone(),
-            label: self.label(),
-            subject: self.subject.clone(),
-        };
-        let watchdog = Watchdog::start(renewal, self.opts.auto_renew);
+        watchdog::start(&lease, &self.client, &self.mode, self.opts.auto_renew);
         let mut state = self.state();
         state.last = Some(lease.clone());
-        state.hold = Some(Hold { token, fence, lease, adopted: false, watchdog: Some(watchdog) });
+        state.hold = Some(lease);
     }
 
     /// Gives the lock up. `NotOwned` when this handle holds nothing, or Redis
     /// says its hold had already ended (then nobody else's hold is touched).
     pub async fn release(&self) -> Result<()> {
-        let hold = {
+        let lease = {
             let mut state = self.state();
-            let hold = state.hold.take().ok_or_else(|| self.not_owned())?;
-            // This handle no longer holds, whatever Redis answers; renewal
-            // stops (the watchdog drops) before the release is sent.
+            let lease = state.hold.take().ok_or_else(|| self.not_owned())?;
+            // This handle no longer holds, whatever Redis answers.
             state.gate.add_permits(1);
-            hold
+            lease
         };
-        let Hold { token, lease, watchdog, .. } = hold;
-        drop(watchdog);
         let valid = lease.valid_until().is_some_and(|t| Instant::now() < t) && !lease.is_marked_lost();
+        // Renewal stops before the release is sent.
         lease.mark_released();
-        let released = self.client.release(&self.mode, &token).await?;
+        let released = self.client.release(&self.mode, lease.token()).await?;
         // Sent twice after a dropped connection, and the second found nothing:
         // while the hold was still surely valid, nobody but this release can
         // have ended it, so the first sending did.
         let first_sending_released = released.retried && valid;
         if !released.held && !first_sending_released {
-            self.lose(&lease, "it had expired or been taken over before release");
+            Self::lose(&lease, "it had expired or been taken over before release");
             return Err(Error::NotOwned(format!(
                 "{} was no longer held by this handle: it expired or was taken over",
                 self.label()
             )));
         }
-        let (subject, held, hold) = (&self.subject, lease.held_for(), events::hold_id(&lease));
+        let (subject, held, hold) = (&self.subject, lease.held_for(), lease.id());
         events::emit(|| Event::Release { subject, held, hold });
         Ok(())
     }
 
     /// Redis no longer had the hold: marked lost (and told, the first time).
-    fn lose(&self, lease: &Arc<Lease>, why: &str) {
-        events::lost(&self.subject, lease, LossCause::TakenOver, || lease.mark_lost(why));
+    fn lose(lease: &Arc<Lease>, why: &str) {
+        lease.lose(LossCause::TakenOver, why);
     }
 
     /// Pushes the expiry to `ttl` (default: the handle's ttl) from now; later
@@ -206,7 +220,7 @@ impl Lock {
     pub async fn extend(&self, ttl: Option<Duration>) -> Result<()> {
         let ttl = ttl.unwrap_or(self.opts.ttl);
         check_ttl(ttl)?;
-        let (token, lease) = self.current().ok_or_else(|| self.not_owned())?;
+        let lease = self.current().ok_or_else(|| self.not_owned())?;
         if lease.is_lost() {
             return Err(Error::NotOwned(format!(
                 "{} was lost: {}",
@@ -214,13 +228,20 @@ impl Lock {
                 lease.lost_reason().unwrap_or_default()
             )));
         }
+        let Some(ttl) = lease.renewable(ttl) else {
+            return Err(Error::NotOwned(format!(
+                "{} is at its max_hold: it cannot be extended",
+                self.label()
+            )));
+        };
+        let token = lease.token();
         let sent = Instant::now();
         let (renewed, unacknowledged) =
-            replication::noting(self.client.refresh(&self.mode, &token, ttl)).await;
+            replication::noting(self.client.refresh(&self.mode, token, ttl)).await;
         if renewed? {
             if let Some(shortfall) = unacknowledged {
                 let kept = self.client.options().replication.policy == Policy::Warn;
-                let hold = Some(events::hold_id(&lease));
+                let hold = Some(lease.id());
                 replication::unacknowledged(
                     self.client.replica_warnings(),
                     &self.subject,
@@ -242,7 +263,7 @@ impl Lock {
             lease.extended(sent, ttl);
             Ok(())
         } else {
-            self.lose(&lease, "it had expired or been taken over before extend");
+            Self::lose(&lease, "it had expired or been taken over before extend");
             Err(Error::NotOwned(format!("{} is no longer held by this handle", self.label())))
         }
     }
@@ -265,13 +286,14 @@ impl Lock {
     /// Time left on this handle's hold, or `None` when it holds nothing.
     pub async fn remaining(&self) -> Result<Option<Duration>> {
         match self.current() {
-            Some((token, _)) => self.mode.remaining(&self.client, &token).await,
+            Some(lease) => self.mode.remaining(&self.client, lease.token()).await,
             None => Ok(None),
         }
     }
 
-    fn current(&self) -> Option<(String, Arc<Lease>)> {
-        self.state().hold.as_ref().map(|h| (h.token.clone(), h.lease.clone()))
+    /// The lease this handle holds now.
+    fn current(&self) -> Option<Arc<Lease>> {
+        self.state().hold.clone()
     }
 
     /// Whether this handle holds the lock, by its own account (no round trip).
@@ -295,12 +317,12 @@ impl Lock {
     }
 
     pub fn token(&self) -> Option<String> {
-        self.current().map(|(t, _)| t)
+        self.current().map(|l| l.token().to_string())
     }
 
     /// The fence of the current hold: greater than every earlier one for these names.
     pub fn fence(&self) -> Option<i64> {
-        self.state().hold.as_ref().and_then(|h| h.fence)
+        self.state().hold.as_ref().and_then(|l| l.fence())
     }
 
     /// The lease of the current (or latest) hold.

@@ -86,8 +86,8 @@ impl Mode {
         }
     }
 
-    pub(crate) fn permit(keys: SemKeys, permits: u32, patience: Option<Duration>) -> Mode {
-        Mode::Permit(Permit { keys, permits, patience })
+    pub(crate) fn permit(name: String, keys: SemKeys, permits: u32, patience: Option<Duration>) -> Mode {
+        Mode::Permit(Permit { name, keys, permits, patience })
     }
 
     /// Undoes what an interrupted acquire may have left: the hold when `ours`

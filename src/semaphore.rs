@@ -23,17 +23,20 @@ pub fn permit(
     opts: LockOptions,
     token: Option<String>,
 ) -> Result<Lock> {
-    if permits == 0 || permits > MAX_PERMITS {
-        return Err(Error::InvalidArgument(format!(
-            "permits must be between 1 and {MAX_PERMITS}, got {permits}"
-        )));
-    }
+    let permits = permit_count(permits.into())?;
     client.single("a semaphore")?;
     let names = vec![name];
     validate(&names, &opts, token.as_deref())?;
     let keys = client.keys().semaphore(&names[0]);
-    let mode = Mode::permit(keys, permits, opts.fair.then(|| patience(opts.ttl)));
+    let mode = Mode::permit(names[0].clone(), keys, permits, opts.fair.then(|| patience(opts.ttl)));
     Ok(Lock::with_mode(client, names, mode, opts, token))
+}
+
+/// `permits` checked: between 1 and [`MAX_PERMITS`].
+pub fn permit_count(permits: i128) -> Result<u32> {
+    u32::try_from(permits).ok().filter(|n| (1..=MAX_PERMITS).contains(n)).ok_or_else(|| {
+        Error::InvalidArgument(format!("permits must be between 1 and {MAX_PERMITS}, got {permits}"))
+    })
 }
 
 /// The permits in force, the fair queue's length and the live holders of the

@@ -6,11 +6,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::task::JoinHandle;
 use tokio::time::{sleep, sleep_until};
 
 use crate::deployment::Deployment;
-use crate::events::{self, Event, LossCause, ReplicaStep, Subject};
+use crate::events::{self, Event, LossCause, ReplicaStep};
 use crate::lease::Lease;
 use crate::mode::Mode;
 use crate::replication::{self, Policy};
@@ -33,39 +32,28 @@ impl Drop for Alive {
     }
 }
 
-/// Stops the task when dropped: renewal never outlives its hold.
-pub(crate) struct Watchdog {
-    task: JoinHandle<()>,
+/// Starts the task that keeps `lease`: with `renew`, renewing it with
+/// `steps` on `client`; without, reporting it lost when its ttl runs out. The
+/// lease stops the task when its hold is released or its handle dropped.
+pub(crate) fn start(lease: &Arc<Lease>, client: &Deployment, steps: &Mode, renew: bool) {
+    let alive = Alive::new();
+    let keeper = Keeper { client: client.clone(), steps: steps.clone(), lease: lease.clone() };
+    let task = tokio::spawn(async move {
+        let _alive = alive;
+        if renew {
+            keeper.renew_until_lost().await;
+        } else {
+            expire_unless_extended(&keeper.lease, "its ttl ran out (auto_renew is off)").await;
+        }
+    });
+    lease.renewed_by(task.abort_handle());
 }
 
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-pub(crate) struct Renewal {
-    pub client: Deployment,
-    pub mode: Mode,
-    pub token: String,
-    pub lease: Arc<Lease>,
-    pub label: String,
-    pub subject: Arc<Subject>,
-}
-
-impl Watchdog {
-    pub(crate) fn start(renewal: Renewal, renew: bool) -> Watchdog {
-        let alive = Alive::new();
-        let task = tokio::spawn(async move {
-            let _alive = alive;
-            if renew {
-                renew_until_lost(renewal).await;
-            } else {
-                expire_unless_extended(&renewal).await;
-            }
-        });
-        Watchdog { task }
-    }
+/// What the task renews, and with what.
+struct Keeper {
+    client: Deployment,
+    steps: Mode,
+    lease: Arc<Lease>,
 }
 
 /// When a renewal due at `due` runs: at the next tick of a grid shared by the
@@ -81,16 +69,16 @@ fn on_tick(due: Instant, ttl: Duration) -> Instant {
     due + Duration::from_nanos(late as u64)
 }
 
-/// Without renewal the hold is lost when its validity runs out; an `extend`
-/// moves that point, so the deadline is read again after each one.
-async fn expire_unless_extended(r: &Renewal) {
-    let lease = &r.lease;
+/// Without renewal (or once renewal reached `max_hold`) the hold is lost
+/// when its validity runs out, for `why`; an `extend` moves that point, so
+/// the deadline is read again after each one.
+async fn expire_unless_extended(lease: &Arc<Lease>, why: &str) {
     while let Some(until) = lease.valid_until() {
         tokio::select! {
             () = sleep_until(until.into()) => {
                 if lease.valid_until().is_some_and(|t| t <= Instant::now()) {
-                    let why = "its ttl ran out (auto_renew is off)";
-                    events::lost(&r.subject, lease, LossCause::Expired, || lease.mark_lost(why));
+                    log::info!("{} ended: {why}", lease.label());
+                    lease.lose(LossCause::Expired, why);
                     return;
                 }
             }
@@ -112,103 +100,160 @@ fn renewal_time(due: Instant, ttl: Duration, valid_until: Option<Instant>) -> In
     on_tick(due, ttl).min(latest.max(due))
 }
 
-async fn renew_until_lost(r: Renewal) {
-    loop {
-        let due = r.lease.renewed_at() + r.lease.ttl() / 3;
-        let next = renewal_time(due, r.lease.ttl(), r.lease.valid_until());
-        tokio::select! {
-            () = sleep_until(next.into()) => {}
-            () = r.lease.wait_rescheduled() => continue,
-        }
-        let mut backoff = Duration::from_millis(10);
+impl Keeper {
+    async fn renew_until_lost(self) {
+        let lease = &self.lease;
+        let mut failing = Failing::default();
         loop {
-            let Some(deadline) = r.lease.valid_until() else {
-                return;
-            };
-            let ttl = r.lease.ttl();
-            let sent = Instant::now();
-            let attempt = replication::noting(r.client.refresh(&r.mode, &r.token, ttl));
-            let (outcome, unacknowledged) = tokio::select! {
-                outcome = attempt => outcome,
-                () = sleep_until(deadline.into()) => {
-                    return lose_at_deadline(&r, "renewal did not succeed before the hold's validity ran out");
+            let due = lease.renewed_at() + lease.ttl() / 3;
+            let next = renewal_time(due, lease.ttl(), lease.valid_until());
+            tokio::select! {
+                () = sleep_until(next.into()) => {}
+                () = lease.wait_rescheduled() => continue,
+            }
+            let mut backoff = Duration::from_millis(10);
+            loop {
+                let Some(deadline) = lease.valid_until() else {
+                    return;
+                };
+                let full = lease.ttl();
+                let Some(ttl) = lease.renewable(full) else {
+                    return expire_unless_extended(lease, &self.max_hold_reached()).await;
+                };
+                let sent = Instant::now();
+                let attempt = replication::noting(self.client.refresh(&self.steps, lease.token(), ttl));
+                let (outcome, unacknowledged) = tokio::select! {
+                    outcome = attempt => outcome,
+                    () = sleep_until(deadline.into()) => {
+                        return self.lose_at_deadline("renewal did not succeed before the hold's validity ran out");
+                    }
+                };
+                if let (Ok(true), Some(shortfall)) = (&outcome, unacknowledged) {
+                    let kept = self.client.options().replication.policy == Policy::Warn;
+                    replication::unacknowledged(
+                        self.client.replica_warnings(),
+                        lease.subject(),
+                        &lease.label(),
+                        ReplicaStep::Renewal,
+                        &shortfall,
+                        kept,
+                        Some(lease.id()),
+                    );
+                    if !kept {
+                        // It reached the master but does not count: the lease
+                        // keeps its last acknowledged validity; retry.
+                        lease.renewal_unacknowledged(shortfall.describe());
+                        tokio::select! {
+                            () = sleep(backoff) => {}
+                            () = sleep_until(deadline.into()) => {
+                                return self.lose_at_deadline("renewal did not succeed before the hold's validity ran out");
+                            }
+                        }
+                        backoff = (backoff * 2).min(ttl / 10).max(Duration::from_millis(1));
+                        continue;
+                    }
                 }
-            };
-            if let (Ok(true), Some(shortfall)) = (&outcome, unacknowledged) {
-                let kept = r.client.options().replication.policy == Policy::Warn;
-                let hold = Some(events::hold_id(&r.lease));
-                replication::unacknowledged(
-                    r.client.replica_warnings(),
-                    &r.subject,
-                    &r.label,
-                    ReplicaStep::Renewal,
-                    &shortfall,
-                    kept,
-                    hold,
+                match outcome {
+                    Ok(true) => {
+                        failing.over(lease);
+                        lease.renewed(sent, ttl);
+                        let (subject, latency, hold) = (lease.subject(), sent.elapsed(), lease.id());
+                        events::emit(|| Event::Renewed { subject, latency, hold });
+                        log::debug!("renewed {} for {:?}", lease.label(), ttl);
+                        if ttl < full {
+                            // Cut short by max_hold: the hold now ends when it says.
+                            return expire_unless_extended(lease, &self.max_hold_reached()).await;
+                        }
+                        break;
+                    }
+                    Ok(false) => {
+                        return self.lose(
+                            "it expired or was taken over before it could be renewed",
+                            LossCause::TakenOver,
+                        )
+                    }
+                    Err(e) => {
+                        failing.failed(lease, &e);
+                        tokio::select! {
+                            () = sleep(backoff) => {}
+                            () = sleep_until(deadline.into()) => {
+                                return self.lose_at_deadline("Redis was unreachable until the hold's validity ran out");
+                            }
+                        }
+                        backoff = (backoff * 2).min(ttl / 10).max(Duration::from_millis(1));
+                    }
+                }
+            }
+        }
+    }
+
+    fn max_hold_reached(&self) -> String {
+        let max_hold = self.lease.max_hold().unwrap_or_default().as_secs_f64();
+        format!("it reached its max_hold ({max_hold} s after it was taken), so renewal stopped")
+    }
+
+    /// The validity ran out before a renewal counted: because the replicas did
+    /// not acknowledge the renewals, when that is what kept them from counting,
+    /// else for `why`.
+    fn lose_at_deadline(&self, why: &str) {
+        match self.lease.unacknowledged() {
+            Some(detail) => {
+                let why = format!(
+                    "its renewals were not acknowledged by enough replicas ({detail}) before the hold's validity \
+                     ran out"
                 );
-                if !kept {
-                    // It reached the master but does not count: the lease
-                    // keeps its last acknowledged validity; retry.
-                    r.lease.renewal_unacknowledged(shortfall.describe());
-                    tokio::select! {
-                        () = sleep(backoff) => {}
-                        () = sleep_until(deadline.into()) => {
-                            return lose_at_deadline(&r, "renewal did not succeed before the hold's validity ran out");
-                        }
-                    }
-                    backoff = (backoff * 2).min(ttl / 10).max(Duration::from_millis(1));
-                    continue;
-                }
+                self.lose(&why, LossCause::Unreplicated);
             }
-            match outcome {
-                Ok(true) => {
-                    r.lease.renewed(sent, ttl);
-                    let (subject, latency, hold) = (&r.subject, sent.elapsed(), events::hold_id(&r.lease));
-                    events::emit(|| Event::Renewed { subject, latency, hold });
-                    log::debug!("renewed {} for {:?}", r.label, ttl);
-                    break;
-                }
-                Ok(false) => {
-                    return lose(
-                        &r,
-                        "it expired or was taken over before it could be renewed",
-                        LossCause::TakenOver,
-                    )
-                }
-                Err(e) => {
-                    log::warn!("renewing {} failed, retrying: {e}", r.label);
-                    tokio::select! {
-                        () = sleep(backoff) => {}
-                        () = sleep_until(deadline.into()) => {
-                            return lose_at_deadline(&r, "Redis was unreachable until the hold's validity ran out");
-                        }
-                    }
-                    backoff = (backoff * 2).min(ttl / 10).max(Duration::from_millis(1));
-                }
-            }
+            None => self.lose(why, LossCause::Unreachable),
         }
+    }
+
+    fn lose(&self, why: &str, cause: LossCause) {
+        log::warn!("lost {}: {why}", self.lease.label());
+        self.lease.lose(cause, why);
     }
 }
 
-/// The validity ran out before a renewal counted: because the replicas did
-/// not acknowledge the renewals, when that is what kept them from counting,
-/// else for `why`.
-fn lose_at_deadline(r: &Renewal, why: &str) {
-    match r.lease.unacknowledged() {
-        Some(detail) => {
-            let why = format!(
-                "its renewals were not acknowledged by enough replicas ({detail}) before the hold's validity \
-                 ran out"
-            );
-            lose(r, &why, LossCause::Unreplicated);
-        }
-        None => lose(r, why, LossCause::Unreachable),
-    }
+/// Failed renewals of one hold in a row, told without flooding the log: the
+/// first at once, then at most one line every `Failing::QUIET`, and a line
+/// when renewal works again.
+#[derive(Default)]
+struct Failing {
+    count: u32,
+    /// When the last line was written.
+    told: Option<Instant>,
 }
 
-fn lose(r: &Renewal, why: &str, cause: LossCause) {
-    log::warn!("lost {}: {why}", r.label);
-    events::lost(&r.subject, &r.lease, cause, || r.lease.mark_lost(why));
+impl Failing {
+    const QUIET: Duration = Duration::from_secs(5);
+
+    fn failed(&mut self, lease: &Lease, e: &crate::error::Error) {
+        self.count += 1;
+        match self.told {
+            Some(at) if at.elapsed() < Self::QUIET => {
+                log::debug!("renewing {} failed again, retrying: {e}", lease.label());
+            }
+            Some(_) => {
+                log::warn!(
+                    "renewing {} still fails after {} attempts, retrying: {e}",
+                    lease.label(),
+                    self.count
+                );
+                self.told = Some(Instant::now());
+            }
+            None => {
+                log::warn!("renewing {} failed, retrying: {e}", lease.label());
+                self.told = Some(Instant::now());
+            }
+        }
+    }
+
+    fn over(&mut self, lease: &Lease) {
+        if self.count > 0 {
+            log::info!("renewed {} again after {} failed attempts", lease.label(), self.count);
+        }
+        *self = Failing::default();
+    }
 }
 
 #[cfg(test)]

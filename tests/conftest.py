@@ -1,4 +1,4 @@
-"""Fixtures: a real redis-server on a free loopback port (or REDIS_URL), and
+"""Fixtures: a real redis-server on a free loopback port (or FERROLOCK_TEST_URL), and
 clients whose keys live under a prefix unique to each test, from the
 ferrolock.testing plugin; a throwaway Redis Cluster."""
 

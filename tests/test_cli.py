@@ -446,3 +446,21 @@ def test_connection_and_usage_errors_have_their_own_codes(prefix):
     assert bad_url.returncode == cli.USAGE and "URL" in bad_url.stderr
     bad_ttl = run(dead, prefix, "run", "x", "--ttl", "-1", "--", "true")
     assert bad_ttl.returncode == cli.USAGE and "--ttl" in bad_ttl.stderr
+
+
+def test_a_server_the_url_does_not_fit_is_a_usage_error(redis_url, prefix):
+    """A database the server lacks is a bad URL (2, as documented), not an
+    unreachable Redis (69)."""
+    base = redis_url.rsplit("/", 1)[0]
+    no_such_db = run(f"{base}/999", prefix, "ls")
+    assert no_such_db.returncode == cli.USAGE, no_such_db.stderr
+    assert "999" in no_such_db.stderr and "Traceback" not in no_such_db.stderr
+
+
+def test_run_usage_shows_the_command_after_the_double_dash(redis_url, prefix):
+    helped = subprocess.run([FERROLOCK, "run", "--help"], capture_output=True, text=True)
+    assert helped.returncode == 0
+    usage = " ".join(helped.stdout.split("\n\n")[0].split())
+    assert usage.startswith("usage: ferrolock run ") and usage.endswith("NAME -- CMD [ARGS ...]"), usage
+    missing = run(redis_url, prefix, "run", "job")
+    assert missing.returncode == cli.USAGE and "-- CMD" in missing.stderr

@@ -166,3 +166,22 @@ def test_election_on_a_cluster(cluster, cluster_raw, prefix):
     for t in terms:
         t.resign()
     wait_for(lambda: cluster_raw.keys(prefix + "*") == [], 5, "no key left")
+
+
+def test_a_too_long_value_is_named_value(client):
+    e = client.election("long")
+    with pytest.raises(ValueError, match="^value is 100000 bytes long, longer than 65536 bytes"):
+        e.campaign("x" * 100_000)
+    with e.campaign("short") as term:
+        with pytest.raises(ValueError, match="^value is 65537 bytes long"):
+            term.proclaim("x" * 65_537)
+        assert e.leader().value == "short"
+
+
+def test_leader_repr_is_pythons(client):
+    e = client.election("repr", ttl=30.0)
+    with e.campaign("it's") as term:
+        leader = e.leader()
+        text = repr(leader)
+        assert text == f"Leader(value=\"it's\", term={term.number}, ttl={leader.ttl!r})"
+        assert "Some(" not in text and isinstance(leader.ttl, float)

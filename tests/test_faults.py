@@ -19,7 +19,7 @@ import pytest
 import ferrolock
 from ferrolock import LockConnectionError, LockError, LockLost
 from ferrolock.testing import RedisServer, RespError, encode, free_port, read_reply
-from helpers import LostProbe, key, script_calls
+from helpers import LostProbe, key, script_calls, wait_for
 
 pytestmark = pytest.mark.chaos
 
@@ -114,6 +114,82 @@ def test_server_restart_while_holding(server, prefix, down_for):
     assert not exists(server, key(prefix, "crash"))
     with client.lock("other", ttl=1.0):
         assert exists(server, key(prefix, "other"))
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_a_waiter_rides_out_a_server_restart_until_its_timeout(server, prefix, is_async):
+    """A waiter with acquire(timeout=15) keeps waiting through a restart (as a
+    Cluster waiter rides a failover) instead of failing at the first refused
+    connection, and takes the lock once the server is back and free."""
+    holder_client = ferrolock.Client(server.url, prefix=prefix, connect_timeout=0.5, command_timeout=0.5)
+    waiter_client = ferrolock.Client(server.url, prefix=prefix, connect_timeout=0.5, command_timeout=0.5)
+    holder = holder_client.lock("ride", ttl=30)
+    assert holder.acquire()
+    waiter = waiter_client.lock("ride", ttl=5)
+    outcome: dict = {}
+
+    def wait() -> None:
+        try:
+            if is_async:
+                outcome["taken"] = asyncio.run(waiter.aacquire(timeout=15))
+            else:
+                outcome["taken"] = waiter.acquire(timeout=15)
+        except BaseException as e:  # noqa: BLE001 - the test reports it
+            outcome["error"] = e
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    wait_for(lambda: ferrolock._ferrolock._debug_stats()["waiters"] == 1, 5, "the waiter to wait")
+    server.kill()  # no persistence: the holder's hold is gone with it
+    time.sleep(1.0)  # down for longer than a connect plus a command timeout
+    server.start()
+    thread.join(20)
+    assert not thread.is_alive()
+    assert outcome.get("error") is None, outcome
+    assert outcome["taken"] is True
+    assert hget(server, key(prefix, "ride"), "token") == waiter.token
+    waiter.release()
+
+
+def test_a_watchdog_failing_to_renew_warns_once_not_on_every_retry(server, prefix):
+    """Renewal retries every few tens of ms while Redis is down: the log gets
+    one WARNING when it starts failing (then at most one every 5 s), and one
+    for the loss, not one per retry."""
+    import logging
+
+    seen: list = []
+
+    class Catch(logging.Handler):
+        def emit(self, record):
+            seen.append(record)
+
+    handler = Catch(level=logging.WARNING)
+    logger = logging.getLogger("ferrolock")
+    logger.addHandler(handler)
+    try:
+        client = ferrolock.Client(server.url, prefix=prefix, connect_timeout=0.3, command_timeout=0.3)
+        probe = LostProbe()
+        lock = client.lock("quiet", ttl=3, on_lost=probe)
+        assert lock.acquire()
+        server.kill()
+        assert probe.wait(10), "never reported lost while Redis was down"
+        assert wait_until_logged(seen, "lost lock")
+        renewing = [r.getMessage() for r in seen if "renewing" in r.getMessage()]
+        assert len(renewing) == 1, renewing
+        assert "failed, retrying" in renewing[0]
+    finally:
+        logger.removeHandler(handler)
+        server.start()
+
+
+def wait_until_logged(seen: list, text: str) -> bool:
+    """Log records reach Python from a forwarding thread: waits for one."""
+    deadline = time.monotonic() + 5
+    while not any(text in r.getMessage() for r in seen):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def test_restart_while_not_holding_is_transparent(server, prefix):

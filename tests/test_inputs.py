@@ -293,3 +293,15 @@ def test_password_not_in_repr(prefix):
             lock.release()
     finally:
         server.close()
+
+
+def test_retry_is_hashable_as_its_docstring_says():
+    assert hash(ferrolock.Retry.fixed(0.1)) == hash(ferrolock.Retry.fixed(0.1))
+    assert len({ferrolock.Retry.none(), ferrolock.Retry.none(), ferrolock.Retry.exponential(0.1, 1)}) == 2
+    assert "not hashable" not in ferrolock.Retry.__doc__ and "hash alike" in ferrolock.Retry.__doc__
+
+
+def test_wait_lost_says_what_it_waits_for():
+    doc = ferrolock.Lock.wait_lost.__doc__
+    assert "seed" not in doc
+    assert doc.startswith("Resolve when the current hold ends, whether it was lost or released.")

@@ -42,7 +42,7 @@ def test_help_shows_the_docs_and_real_signatures():
     assert "**options" not in lock_help
     params = inspect.signature(ferrolock.Client.lock).parameters
     assert list(params) == ["self", "name", "ttl", "auto_renew", "blocking_timeout", "retry", "metadata",
-                            "token", "on_lost", "fair"]
+                            "token", "on_lost", "max_hold", "fair"]
     assert params["ttl"].kind is inspect.Parameter.KEYWORD_ONLY
     rw = inspect.signature(ferrolock.Client.rwmutex).parameters
     assert "writer_preference" in rw and "ttl" in rw and "options" not in rw

@@ -661,3 +661,34 @@ def test_unix_socket_url(prefix, tmp_path):
         assert b"db2:" not in server.command("INFO", "keyspace")
     finally:
         server.close()
+
+
+# --------------------------------------------------------------------------
+# a handle dropped while holding
+
+
+def test_a_handle_collected_while_holding_warns_naming_the_lock(client):
+    import gc
+
+    lock = client.lock("dropped", ttl=5)
+    assert lock.acquire()
+    with pytest.warns(ResourceWarning, match='^unreleased ferrolock.Lock "dropped" was garbage-collected while holding'):
+        del lock
+        gc.collect()
+    info = client.inspect("dropped")
+    assert info is not None and info.ttl <= 5, "it stays held until its ttl runs out"
+
+
+def test_a_released_or_idle_handle_is_collected_silently(client):
+    import gc
+    import warnings
+
+    released = client.lock("quiet")
+    assert released.acquire()
+    released.release()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        del released
+        client.lock("never-acquired")
+        gc.collect()
+    assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []

@@ -3,9 +3,11 @@ built on it, read back with the SDK's in-memory reader and span exporter."""
 
 from __future__ import annotations
 
+import asyncio
 import queue
 import sys
 import threading
+import time
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
@@ -232,3 +234,88 @@ def test_otel_names_are_off_by_default_and_templates_bound_them(client, telemetr
         ferrolock.otel.templates([])
     with pytest.raises(TypeError, match="lock_name must be"):
         ferrolock.otel.instrument(meters2, tracers, lock_name=42)
+
+
+def test_otel_spans_are_children_of_the_span_current_at_the_call(client, telemetry, names):
+    _, exporter, meters, tracers = telemetry
+    app = tracers.get_tracer("app")
+    with ferrolock.otel.instrument(meters, tracers):
+        with app.start_as_current_span("request") as request:
+            with client.lock(f"{names}:with"):
+                pass
+            lock = client.lock(f"{names}:acquire")
+            assert lock.acquire(timeout=5)
+            lock.release()
+
+        async def handler() -> None:
+            with app.start_as_current_span("async request"):
+                async with client.lock(f"{names}:async with"):
+                    pass
+                lock = client.lock(f"{names}:aacquire")
+                assert await lock.aacquire(timeout=5)
+                await lock.arelease()
+
+        asyncio.run(handler())
+        with client.lock(f"{names}:outside"):  # no span current: a trace of its own
+            pass
+    spans = exporter.get_finished_spans()
+    request = next(s for s in spans if s.name == "request")
+    arequest = next(s for s in spans if s.name == "async request")
+    ours = [s for s in spans if s.name.startswith("ferrolock.")]
+    assert len(ours) == 10, [s.name for s in ours]
+    by_parent: dict = {}
+    for s in ours:
+        by_parent.setdefault(s.parent.span_id if s.parent else None, []).append(s)
+    assert len(by_parent[request.context.span_id]) == 4, "acquire + hold of `with` and of acquire()"
+    assert len(by_parent[arequest.context.span_id]) == 4, "acquire + hold of `async with` and of aacquire()"
+    assert len(by_parent[None]) == 2, "the acquire outside any span is a root"
+    assert {s.context.trace_id for s in by_parent[request.context.span_id]} == {request.context.trace_id}
+    assert {s.context.trace_id for s in by_parent[arequest.context.span_id]} == {arequest.context.trace_id}
+
+
+def test_otel_instrument_twice_counts_once(client, telemetry, names):
+    reader, _, meters, tracers = telemetry
+    first = ferrolock.otel.instrument(meters, tracers)
+    try:
+        assert ferrolock.otel.instrument(meters, tracers) is first, "the same arguments: the open one"
+        with pytest.raises(RuntimeError, match="instrumented already.*close"):
+            ferrolock.otel.instrument(MeterProvider(metric_readers=[InMemoryMetricReader()]), tracers)
+        with pytest.raises(RuntimeError, match="instrumented already"):
+            ferrolock.otel.Instrumentation(meters, tracers, None)
+        with client.lock(f"{names}:once"):
+            pass
+        ferrolock.flush_events()
+        assert total(points(reader), "ferrolock.acquisitions", outcome="acquired") == 1
+        assert total(points(reader), "ferrolock.releases") == 1
+    finally:
+        first.close()
+    again = ferrolock.otel.instrument(meters, tracers)
+    assert again is not first, "once closed, a new one"
+    again.close()
+
+
+def test_otel_readers_see_a_finished_block_without_a_flush(client, telemetry, names):
+    reader, _, meters, tracers = telemetry
+
+    def slow(event):  # a listener that takes its time: events reach OpenTelemetry late
+        time.sleep(0.05)
+
+    ferrolock.add_listener(slow)
+    try:
+        with ferrolock.otel.instrument(meters, tracers):
+            with client.lock(f"{names}:sync"):
+                pass
+            pts = points(reader)
+            assert total(pts, "ferrolock.acquisitions", outcome="acquired") == 1, pts
+            assert total(pts, "ferrolock.releases") == 1
+
+            async def block() -> None:
+                async with client.lock(f"{names}:async"):
+                    pass
+
+            asyncio.run(block())
+            pts = points(reader)
+            assert total(pts, "ferrolock.acquisitions", outcome="acquired") == 2, pts
+            assert total(pts, "ferrolock.releases") == 2
+    finally:
+        ferrolock.remove_listener(slow)

@@ -100,7 +100,8 @@ def user_suite(pytester):
 
 
 def test_the_plugin_serves_a_users_suite_and_cleans_up(user_suite, redis_url, monkeypatch):
-    monkeypatch.setenv("REDIS_URL", redis_url)
+    monkeypatch.setenv("FERROLOCK_TEST_URL", redis_url)
+    monkeypatch.setenv("REDIS_URL", "redis://an-apps-own-server.invalid:1/0")  # not followed
     result = user_suite.runpytest_subprocess("-p", "pytester")
     result.assert_outcomes(passed=9)
     assert (user_suite.path / "url.txt").read_text() == redis_url
@@ -111,12 +112,25 @@ def test_the_plugin_serves_a_users_suite_and_cleans_up(user_suite, redis_url, mo
 
 def test_without_redis_url_the_session_starts_its_own_server(user_suite, redis_url, monkeypatch):
     monkeypatch.delenv("REDIS_URL", raising=False)
+    monkeypatch.delenv("FERROLOCK_TEST_URL", raising=False)
     result = user_suite.runpytest_subprocess("-k", "url or another")
     result.assert_outcomes(passed=2, deselected=7)
     url = (user_suite.path / "url.txt").read_text()
     assert url.startswith("redis://127.0.0.1:") and url != redis_url
     with pytest.raises(OSError):
         Raw(url)("PING")  # stopped at the end of that session
+
+
+def test_redis_url_alone_is_still_followed_with_a_deprecation_warning(user_suite, redis_url, monkeypatch):
+    """The generic REDIS_URL often names an application's server, which the
+    plugin's helpers pause: it is followed only without FERROLOCK_TEST_URL,
+    and then with a warning saying which variable to set."""
+    monkeypatch.delenv("FERROLOCK_TEST_URL", raising=False)
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    result = user_suite.runpytest_subprocess("-k", "url")
+    result.assert_outcomes(passed=1, deselected=8, warnings=1)
+    result.stdout.fnmatch_lines(["*PytestDeprecationWarning*REDIS_URL*FERROLOCK_TEST_URL*"])
+    assert (user_suite.path / "url.txt").read_text() == redis_url
 
 
 def test_the_plugin_can_be_turned_off(user_suite):
@@ -150,7 +164,7 @@ def test_every_helper_serves_every_url_a_client_takes(user_suite, monkeypatch, h
     try:
         url = server.unix_url.replace("db=0", "db=3") if how == "unix-socket" else server.url
         assert "%40" in url or how == "unix-socket"
-        monkeypatch.setenv("REDIS_URL", url)
+        monkeypatch.setenv("FERROLOCK_TEST_URL", url)
         result = user_suite.runpytest_subprocess("-p", "pytester")
         result.assert_outcomes(passed=9)
         prefix = (user_suite.path / "prefix.txt").read_text()

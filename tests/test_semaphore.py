@@ -98,7 +98,7 @@ def test_disagreeing_permit_counts_are_refused(client):
     five.release()
     with pytest.raises(ValueError, match="permits"):
         client.semaphore("n", 0)
-    with pytest.raises(OverflowError):
+    with pytest.raises(ValueError, match="permits"):  # OverflowError before: issue 21
         client.semaphore("n", -1)
 
 
@@ -153,3 +153,21 @@ def test_semaphore_on_a_cluster(cluster, cluster_raw, prefix):
     for h in held:
         h.release()
     wait_for(lambda: cluster_raw.keys(prefix + "*") == [], 5, "every permit given back")
+
+
+def test_permits_out_of_range_or_of_another_type_name_permits(client):
+    for bad in (-1, 0, 1_000_001, 2**70):
+        with pytest.raises(ValueError, match=f"^permits must be between 1 and 1000000, got {bad}$"):
+            client.semaphore("p", bad)
+    with pytest.raises(TypeError, match="^permits must be an int, got str$"):
+        client.semaphore("p", "3")
+    with pytest.raises(TypeError, match="^permits must be an int, got bool$"):
+        client.semaphore("p", True)
+
+
+async def test_disagreeing_permit_counts_name_the_semaphore(client):
+    async with client.semaphore("named", 2):
+        other = client.semaphore("named", 5)
+        with pytest.raises(ValueError) as refused:
+            await other.aacquire(timeout=0)
+    assert str(refused.value).startswith('semaphore "named": the semaphore has 2 permits while held, not 5')

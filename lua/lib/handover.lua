@@ -10,7 +10,8 @@
 -- attempt, which ran before this script.
 local function hand_over(lock, token, attempt, patience, last, us, channel)
   local fence = next_fence(last, us)
-  redis.call('HSET', lock, 'token', token, 'meta', '', 'fence', fence_text(fence))
+  redis.call('HDEL', lock, 'meta') -- the waiter's own, if any, comes with its next attempt
+  redis.call('HSET', lock, 'token', token, 'fence', fence_text(fence))
   redis.call('PEXPIRE', lock, patience)
   publish_grants(channel, {grant_line(token, fence, attempt)})
 end

@@ -13,13 +13,14 @@ local function holds_all(keys, token)
   return true
 end
 
--- Who holds `lock`: {token, meta, fence, pttl}, or {} when nobody does.
+-- Who holds `lock`: {token, meta, fence, pttl}, or {} when nobody does; meta
+-- is false (a nil reply) when the holder gave none, '' when it gave ''.
 local function holder(lock)
   local rec = redis.call('HMGET', lock, 'token', 'meta', 'fence')
   if not rec[1] then
     return {}
   end
-  return {rec[1], rec[2] or '', tonumber(rec[3]) or 0, redis.call('PTTL', lock)}
+  return {rec[1], rec[2] or false, tonumber(rec[3]) or 0, redis.call('PTTL', lock)}
 end
 
 -- `token` holds `lock` with fence `fence` for `ttl` ms. Its metadata is set

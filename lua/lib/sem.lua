@@ -29,14 +29,18 @@ local function sem_tidy(holders, data, us, fence)
 end
 
 -- `token` holds a permit for `ms` ms, with the fence after `last` (the last
--- one in `data`, read by the caller); `fields`: more of `data`'s fields to
--- set in the same HSET, or nil. Returns the fence.
+-- one in `data`, read by the caller), and metadata `meta` (none stored when
+-- false); `fields`: more of `data`'s fields to set in the same HSET, or nil.
+-- Returns the fence.
 local function sem_take(holders, data, token, meta, ms, us, last, fields)
   local fence = next_fence(last, us)
   local f = fence_text(fence)
   fields = fields or {}
-  for _, field in ipairs({'fence', f, 'f:' .. token, f, 'm:' .. token, meta}) do
+  for _, field in ipairs({'fence', f, 'f:' .. token, f}) do
     fields[#fields + 1] = field
+  end
+  if meta then
+    fields[#fields + 1], fields[#fields + 2] = 'm:' .. token, meta
   end
   redis.call('HSET', data, unpack(fields))
   local now = math.floor(us / 1000)

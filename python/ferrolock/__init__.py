@@ -12,7 +12,7 @@ import atexit
 import functools
 import inspect
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
+from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable, Generator, Iterable, TypeVar, Union
 
 from ._ferrolock import _at_exit, _semaphore
 from ._ferrolock import (
@@ -73,6 +73,7 @@ logging.getLogger("ferrolock").addHandler(logging.NullHandler())
 atexit.register(_at_exit)
 
 F = TypeVar("F", bound=Callable[..., Any])
+_N = TypeVar("_N", bound=Union[str, "list[str]", "tuple[str, ...]"])  # what a lock is made on: Lock[str] for one name
 
 
 class Client(_Client):
@@ -96,33 +97,46 @@ class Client(_Client):
     """
 
     def synchronized(self, name: str, **options: Unpack[_LockOptions]) -> Callable[[F], F]:
-        """Decorate a function (sync or ``async``) to run holding the lock ``name``.
+        """Decorate a function to run holding the lock ``name``.
 
-        Each call takes a fresh handle, so concurrent calls exclude each other.
-        Keyword arguments are those of :class:`Lock`.
+        Plain and ``async`` functions hold it for the call. Generator and
+        async-generator functions hold it across the iteration: it is taken
+        at the first ``next()`` / ``__anext__()`` (not when the generator is
+        made) and released when the generator finishes, raises, or is closed
+        (``close()`` / ``aclose()``, or garbage-collected unfinished), so the
+        body never runs unlocked. Each call takes a fresh handle, so
+        concurrent calls exclude each other. Keyword arguments are those of
+        :class:`Lock`.
         """
         Lock(self, name, **options)  # check the options now, not at the first call
 
+        def hold() -> Lock:
+            return Lock(self, name, **options)
+
         def decorate(func: F) -> F:
+            if inspect.isasyncgenfunction(func):
+                return functools.wraps(func)(_locked_async_generator(func, hold))  # type: ignore[return-value]
+            if inspect.isgeneratorfunction(func):
+                return functools.wraps(func)(_locked_generator(func, hold))  # type: ignore[return-value]
             if inspect.iscoroutinefunction(func):
 
                 @functools.wraps(func)
                 async def run_async(*args: Any, **kwargs: Any) -> Any:
-                    async with Lock(self, name, **options):
+                    async with hold():
                         return await func(*args, **kwargs)
 
                 return run_async  # type: ignore[return-value]
 
             @functools.wraps(func)
             def run(*args: Any, **kwargs: Any) -> Any:
-                with Lock(self, name, **options):
+                with hold():
                     return func(*args, **kwargs)
 
             return run  # type: ignore[return-value]
 
         return decorate
 
-    def lock(self, name: str | list[str] | tuple[str, ...], **options: Unpack[_LockOptions]) -> Lock:
+    def lock(self, name: _N, **options: Unpack[_LockOptions]) -> Lock[_N]:
         """A new :class:`Lock` handle on ``name``: the same as ``Lock(self, name, ...)``.
 
         Nothing is sent to Redis until the lock is acquired. Keyword
@@ -134,6 +148,8 @@ class Client(_Client):
 
         Returns:
             A handle that does not hold the lock yet (unless ``token`` is given).
+            For type checkers its :attr:`~Lock.name` is a ``str`` when
+            ``name`` is one (``Lock[str]``).
 
         Raises:
             TypeError: an argument has the wrong type, or a keyword is unknown.
@@ -184,7 +200,7 @@ class Client(_Client):
             raise TypeError("multi_lock takes a list of names, not a str (use client.lock for one name)")
         return Lock(self, tuple(names), **options)
 
-    def semaphore(self, name: str, permits: int, **options: Unpack[_LockOptions]) -> Lock:
+    def semaphore(self, name: str, permits: int, **options: Unpack[_LockOptions]) -> Lock[str]:
         """A handle on one permit of the semaphore ``name``: up to ``permits`` holders at once.
 
         The handle is a :class:`Lock` in every respect, except that up to
@@ -195,17 +211,21 @@ class Client(_Client):
         handle options of :class:`Lock`.
 
         Raises:
-            ValueError: ``permits`` is 0 or above 1,000,000, an option is out
-                of range, or (at ``acquire``) another process uses a different
-                ``permits`` for this name while a permit is held.
-            OverflowError: ``permits`` is negative.
+            TypeError: ``permits`` is not an ``int``, or an option has the
+                wrong type.
+            ValueError: ``permits`` is not between 1 and 1,000,000, an
+                option is out of range, or (at ``acquire``) another process
+                uses a different ``permits`` for this name while a permit is
+                held (the message names the semaphore).
         """
         return _semaphore(self, name, permits, **options)
 
-    def election(self, name: str, *, ttl: float = 30.0) -> Election:
+    def election(self, name: str, *, ttl: float = 30.0, max_hold: float | None = None) -> Election:
         """The leader election ``name``: a leader's term lasts ``ttl`` seconds
-        unless renewed (the watchdog renews it while the leader lives)."""
-        return Election(self, name, ttl=ttl)
+        unless renewed (the watchdog renews it while the leader lives). With
+        ``max_hold``, a term ends that many seconds after it began, however
+        long its leader lives (renewal stops; the term is reported lost)."""
+        return Election(self, name, ttl=ttl, max_hold=max_hold)
 
     def rwmutex(self, name: str, **options: Unpack[_RWMutexOptions]) -> RWMutex:
         """An :class:`RWMutex` on ``name``: the same as ``RWMutex(self, name, ...)``.
@@ -214,6 +234,46 @@ class Client(_Client):
         method's). Nothing is sent to Redis until a handle is acquired.
         """
         return RWMutex(self, name, **options)
+
+
+def _locked_generator(func: Callable[..., Generator[Any, Any, Any]], hold: Callable[[], Lock]) -> Callable[..., Any]:
+    """``func``'s generators, run holding a fresh ``hold()`` from the first
+    ``next()`` to their end; ``send``, ``throw`` and ``close`` reach them."""
+
+    def run(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
+        with hold():
+            return (yield from func(*args, **kwargs))
+
+    return run
+
+
+def _locked_async_generator(
+    func: Callable[..., AsyncGenerator[Any, Any]], hold: Callable[[], Lock]
+) -> Callable[..., AsyncGenerator[Any, Any]]:
+    """``func``'s async generators, run holding a fresh ``hold()`` from the
+    first ``__anext__()`` to their end; ``asend``, ``athrow`` and ``aclose``
+    reach them (Python has no ``yield from`` for async generators)."""
+
+    async def run(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
+        async with hold():
+            inner = func(*args, **kwargs)
+            try:
+                value = await inner.__anext__()
+                while True:
+                    try:
+                        sent = yield value
+                    except GeneratorExit:
+                        raise
+                    except BaseException as exc:  # thrown in by athrow(): the inner generator's to handle
+                        value = await inner.athrow(exc)
+                    else:
+                        value = await inner.asend(sent)
+            except StopAsyncIteration:
+                return
+            finally:
+                await inner.aclose()
+
+    return run
 
 
 def _signature(native: Any, first: str) -> inspect.Signature:

@@ -23,7 +23,7 @@ log = logging.getLogger("ferrolock.cli")
 # Exit codes (documented in --help and the README).
 OK = 0
 NOT_FOUND = 1  # inspect / release: nothing stored under the name; any Redis error
-USAGE = 2  # bad arguments, URL or name
+USAGE = 2  # bad arguments, URL or name; a server the URL does not fit (LockConfigurationError)
 CHANGED = 3  # release: a hold shown is gone or taken by another since: it was left alone
 UNAVAILABLE = 69  # Redis could not be reached in time (sysexits' EX_UNAVAILABLE)
 TIMED_OUT = 75  # run / wait: --timeout passed first (sysexits' EX_TEMPFAIL)
@@ -46,7 +46,8 @@ examples:
 exit codes:
   0    done (run: CMD exited 0)
   1    inspect / release: nothing is stored under NAME; or Redis answered with an error
-  2    bad arguments, URL or name
+  2    bad arguments, URL or name; or a server that does not fit the URL (no such
+       database, a wrong password, TLS or not, not Redis, too old)
   3    release: a hold it showed changed before the removal (released, or taken by
        another holder): that one was left alone; the holds still as shown were removed
   69   Redis could not be reached in time
@@ -136,6 +137,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--fair", action="store_true", help="take the lock in arrival order (every user of NAME must say so)")
     run.add_argument("--grace", type=seconds, default=10.0, help="seconds between SIGTERM and SIGKILL when the lock is lost (default 10)")
     run.add_argument("--metadata", default=None, help="stored with the hold, shown by ls and inspect (default: host, pid and CMD)")
+    # CMD is cut off at `--` before argparse sees it (main), so the usage line says it.
+    run.usage = run.format_usage().replace("usage: ", "", 1).rstrip() + " -- CMD [ARGS ...]"
 
     wait = command("wait", "block until NAME is free (no holder, reader, permit holder or leader)")
     wait.add_argument("name", metavar="NAME")
@@ -169,6 +172,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         client = ferrolock.Client(url, prefix=prefix)
         return handlers[args.command](client, args, as_json)
+    except ferrolock.LockConfigurationError as e:  # it answered, but the URL does not fit it
+        return fail(USAGE, str(e))
     except ferrolock.LockConnectionError as e:
         return fail(UNAVAILABLE, str(e))
     except (ValueError, TypeError) as e:
@@ -279,7 +284,7 @@ def describe_text(s: ferrolock.LockState) -> str:
         limit = "" if s.limit is None else f" of {s.limit}"
         lines.append(f"  holders:  {len(held)}{limit}")
         for x in held:
-            lines.append(f"    {x.token}  {ttl_text(x.ttl)}  fence {x.fence}  {x.metadata or '-'}")
+            lines.append(f"    {x.token}  {ttl_text(x.ttl)}  fence {x.fence}  {x.metadata if x.metadata is not None else '-'}")
     if s.kind == "rwmutex":
         lines.append(f"  readers:  {len(s.readers)}")
         for token, ttl in s.readers:

@@ -1,4 +1,4 @@
-"""Leader election: ``client.election(name, ttl=...)``.
+"""Leader election: ``client.election(name, ttl=..., max_hold=...)``.
 
 Campaigners queue in arrival order for one term; the leader holds it like a
 lock (renewed by the watchdog, reported lost like one), and its term number
@@ -8,7 +8,8 @@ are pushed to watchers (pub/sub), not polled.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterator, Optional
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterator, Optional, Type
 
 from ._ferrolock import Election as _Election
 from ._ferrolock import Leader, LockNotAcquired, LockNotOwned
@@ -23,7 +24,7 @@ class Term:
     """This process's term as leader: a context manager that resigns at exit
     (raising :class:`LockLost` there if the term was lost meanwhile)."""
 
-    def __init__(self, election: "Election", hold: "Lock", value: str):
+    def __init__(self, election: "Election", hold: "Lock[str]", value: str):
         self._election = election
         self._hold = hold
         self.value = value
@@ -43,6 +44,7 @@ class Term:
 
     @property
     def token(self) -> Optional[str]:
+        """The term's owner token; None once it ended."""
         return self._hold.token
 
     def proclaim(self, value: str) -> None:
@@ -51,6 +53,7 @@ class Term:
         self.value = value
 
     async def aproclaim(self, value: str) -> None:
+        """Asyncio version of :meth:`proclaim`."""
         await self._election._core.aproclaim(self._hold, value)
         self.value = value
 
@@ -59,6 +62,7 @@ class Term:
         self._hold.release()
 
     async def aresign(self) -> None:
+        """Asyncio version of :meth:`resign`."""
         await self._hold.arelease()
 
     async def wait_lost(self) -> bool:
@@ -68,14 +72,26 @@ class Term:
     def __enter__(self) -> "Term":
         return self
 
-    def __exit__(self, *exc: Any) -> bool:
-        return self._hold.__exit__(*exc)
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        # None, not bool: the block's exception is never swallowed, and type
+        # checkers know that code after a ``with`` that returns is unreachable.
+        self._hold.__exit__(exc_type, exc, tb)
 
     async def __aenter__(self) -> "Term":
         return self
 
-    async def __aexit__(self, *exc: Any) -> bool:
-        return await self._hold.__aexit__(*exc)
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException] = None,
+        tb: Optional[TracebackType] = None,
+    ) -> None:
+        await self._hold.__aexit__(exc_type, exc, tb)
 
     def __repr__(self) -> str:
         return f"<ferrolock.Term {self._election.name!r} value={self.value!r} number={self._number}>"
@@ -85,14 +101,15 @@ class Election:
     """One election: ``campaign`` to lead, ``leader`` to see who does,
     ``observe`` / ``aobserve`` to follow every change."""
 
-    def __init__(self, client: Any, name: str, *, ttl: float = 30.0):
+    def __init__(self, client: Any, name: str, *, ttl: float = 30.0, max_hold: Optional[float] = None):
         self._core = _Election(client, name)
         self._ttl = ttl
+        self._max_hold = max_hold
         self.name = name
         self._term: Optional[Term] = None
 
-    def _candidate(self, value: str, on_lost: Optional[Callable[[], object]]) -> "Lock":
-        return self._core.candidate(value, ttl=self._ttl, on_lost=on_lost)
+    def _candidate(self, value: str, on_lost: Optional[Callable[[], object]]) -> "Lock[str]":
+        return self._core.candidate(value, ttl=self._ttl, max_hold=self._max_hold, on_lost=on_lost)
 
     def campaign(self, value: str, timeout: Optional[float] = None,
                  on_lost: Optional[Callable[[], object]] = None) -> Term:
@@ -106,6 +123,7 @@ class Election:
 
     async def acampaign(self, value: str, timeout: Optional[float] = None,
                         on_lost: Optional[Callable[[], object]] = None) -> Term:
+        """Asyncio version of :meth:`campaign`."""
         hold = self._candidate(value, on_lost)
         if not await hold.aacquire(timeout=timeout):
             raise LockNotAcquired(f"election {self.name!r}: not elected within {timeout} s")
@@ -123,6 +141,7 @@ class Election:
         self._leading().proclaim(value)
 
     async def aproclaim(self, value: str) -> None:
+        """Asyncio version of :meth:`proclaim`."""
         await self._leading().aproclaim(value)
 
     def resign(self) -> None:
@@ -130,6 +149,7 @@ class Election:
         self._leading().resign()
 
     async def aresign(self) -> None:
+        """Asyncio version of :meth:`resign`."""
         await self._leading().aresign()
 
     def leader(self) -> Optional[Leader]:
@@ -137,6 +157,7 @@ class Election:
         return self._core.leader()
 
     async def aleader(self) -> Optional[Leader]:
+        """Asyncio version of :meth:`leader`."""
         return await self._core.aleader()
 
     def observe(self) -> Iterator[Optional[Leader]]:
@@ -147,6 +168,7 @@ class Election:
             yield watcher.next()
 
     async def aobserve(self) -> AsyncIterator[Optional[Leader]]:
+        """Asyncio version of :meth:`observe`."""
         watcher = self._core.observer()
         while True:
             yield await watcher.anext()

@@ -33,8 +33,23 @@ Spans: one ``ferrolock.acquire`` per blocking acquire (attributes ``lock.kind``,
 ``lock.fair``, ``ferrolock.outcome``, ``ferrolock.wait``, and ``lock.name`` as
 above), and for each hold taken a ``ferrolock.hold`` span from the acquire to
 the release or loss, linked to its acquire span (an error status when lost).
-Both are recorded when the step ends, with its real start and end times; they
-have no parent (the acquire runs outside Python's context).
+Both are recorded when the step ends, with its real start and end times, as
+children of the span current where the acquire was called (``with``,
+``acquire()``, ``async with``, ``aacquire()``): a lock's wait and hold show in
+the request's trace. An acquire made while no span is current starts a trace
+of its own.
+
+Metrics are delivered to OpenTelemetry on ferrolock's listeners' thread; a
+metric reader's collection (``get_metrics_data()``, a periodic export) first
+waits until every event so far is counted, so a block that has finished is in
+the figures without a call to :func:`ferrolock.flush_events`. Spans end on that
+thread as their events come in (call ``flush_events()`` before reading an
+in-memory span exporter).
+
+One instrumentation at a time: :func:`instrument` called again while one is
+open returns that one when given the same arguments, and raises
+``RuntimeError`` when given others (close the first to change them); events
+are never counted twice.
 """
 
 from __future__ import annotations
@@ -43,6 +58,7 @@ import fnmatch
 import threading
 from typing import Callable, Dict, Iterable, Optional, Sequence, Union
 
+from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 
 import ferrolock
@@ -53,6 +69,10 @@ __all__ = ["Instrumentation", "instrument", "prefix", "templates"]
 NameAttribute = Callable[[str], Optional[str]]
 
 SCOPE = "ferrolock"
+
+# The instrumentation open now (at most one), and its guard.
+_current: Optional["Instrumentation"] = None
+_current_lock = threading.RLock()
 
 
 def prefix(separator: str = ":", parts: int = 1) -> NameAttribute:
@@ -88,7 +108,8 @@ def templates(patterns: Iterable[str], other: str = "other") -> NameAttribute:
 
 class Instrumentation:
     """Turns ferrolock's events into OpenTelemetry instruments and spans,
-    from :func:`instrument` until :meth:`close`."""
+    from :func:`instrument` until :meth:`close`. At most one is open at a
+    time: making another raises ``RuntimeError``."""
 
     def __init__(
         self,
@@ -96,6 +117,25 @@ class Instrumentation:
         tracer_provider: Optional[trace.TracerProvider],
         lock_name: Optional[Union[NameAttribute, Sequence[str]]],
     ):
+        global _current
+        self._arguments = (meter_provider, tracer_provider, lock_name)
+        with _current_lock:
+            if _current is not None:
+                raise RuntimeError(
+                    "ferrolock is instrumented already, with other providers or lock_name: "
+                    "close() the Instrumentation that instrument() returned first, "
+                    "or call instrument() with the same arguments to get it back"
+                )
+            self._start(meter_provider, tracer_provider, lock_name)
+            ferrolock.add_listener(self)
+            _current = self
+
+    def _start(
+        self,
+        meter_provider: Optional[metrics.MeterProvider],
+        tracer_provider: Optional[trace.TracerProvider],
+        lock_name: Optional[Union[NameAttribute, Sequence[str]]],
+    ) -> None:
         if isinstance(lock_name, (list, tuple)):
             lock_name = templates(lock_name)
         elif lock_name is not None and not callable(lock_name):
@@ -125,7 +165,8 @@ class Instrumentation:
             "ferrolock.replication.unacknowledged", unit="{step}",
             description="Grants, renewals and extends fewer replicas than asked acknowledged in time, by step")
         meter.create_observable_gauge(
-            "ferrolock.held", [self._observe("watchdogs")], unit="{lock}", description="Locks this process holds")
+            "ferrolock.held", [self._observe("watchdogs", flush=True)], unit="{lock}",
+            description="Locks this process holds")
         meter.create_observable_gauge(
             "ferrolock.waiters", [self._observe("waiters")], unit="{acquire}",
             description="Acquires of this process waiting for a wake-up")
@@ -133,15 +174,27 @@ class Instrumentation:
         self._holds: Dict[int, trace.Span] = {}
         self._lock = threading.Lock()
         self._closed = False
-        ferrolock.add_listener(self)
 
-    def _observe(self, stat: str) -> Callable[[metrics.CallbackOptions], Iterable[metrics.Observation]]:
-        def callback(_options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
+    def _observe(
+        self, stat: str, flush: bool = False
+    ) -> Callable[[metrics.CallbackOptions], Iterable[metrics.Observation]]:
+        def callback(options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
             if self._closed:
                 return []
+            if flush:
+                self._flush(options.timeout_millis / 1000)
             return [metrics.Observation(_debug_stats()[stat])]
 
         return callback
+
+    @staticmethod
+    def _flush(timeout: float) -> None:
+        """Count every event so far before a reader collects: the SDK calls
+        the observable instruments' callbacks first, then reads the others."""
+        try:
+            ferrolock.flush_events(timeout=max(min(timeout, 5.0), 0.001))
+        except RuntimeError:  # collected by a listener: the events it waits for are behind it
+            pass
 
     def _attributes(self, event: ferrolock.LockEvent) -> Dict[str, Union[str, bool]]:
         attributes: Dict[str, Union[str, bool]] = {"lock.kind": event.lock_kind, "lock.fair": event.fair}
@@ -179,10 +232,13 @@ class Instrumentation:
     def _spans_for_acquire(self, event: ferrolock.LockEvent, attributes: Dict[str, Union[str, bool]]) -> None:
         end = int(event.time * 1e9)
         links = []
+        # The span current where the acquire was called (an empty context: a root).
+        parent = event.context.run(otel_context.get_current) if event.context is not None else otel_context.Context()
         if event.blocking:
             start = end - int((event.seconds or 0.0) * 1e9)
             span = self._tracer.start_span(
                 "ferrolock.acquire",
+                context=parent,
                 start_time=start,
                 attributes={**attributes, "ferrolock.outcome": event.detail or "", "ferrolock.wait": event.seconds or 0.0},
             )
@@ -191,7 +247,8 @@ class Instrumentation:
             span.end(end_time=end)
             links.append(trace.Link(span.get_span_context()))
         if event.kind == "acquired" and event.hold is not None:
-            hold = self._tracer.start_span("ferrolock.hold", start_time=end, attributes=attributes, links=links)
+            hold = self._tracer.start_span(
+                "ferrolock.hold", context=parent, start_time=end, attributes=attributes, links=links)
             with self._lock:
                 self._holds[event.hold] = hold
 
@@ -207,11 +264,15 @@ class Instrumentation:
     def close(self) -> None:
         """Stop measuring, once every event so far is counted (holds in
         progress end their spans now)."""
+        global _current
         if self._closed:
             return
         ferrolock.flush_events(timeout=10)
         self._closed = True
         ferrolock.remove_listener(self)
+        with _current_lock:
+            if _current is self:
+                _current = None
         with self._lock:
             holds, self._holds = list(self._holds.values()), {}
         for span in holds:
@@ -245,6 +306,16 @@ def instrument(
 
     Returns:
         The instrumentation; ``close()`` it (or use it as a context manager)
-        to stop.
+        to stop. While it is open, calling ``instrument`` again with the same
+        arguments returns it (events are counted once, whoever asks).
+
+    Raises:
+        RuntimeError: an instrumentation with other arguments is open
+            (``close()`` it first).
+        TypeError: ``lock_name`` is neither ``None``, a callable nor a list
+            of glob patterns.
     """
-    return Instrumentation(meter_provider, tracer_provider, lock_name)
+    with _current_lock:
+        if _current is not None and _current._arguments == (meter_provider, tracer_provider, lock_name):
+            return _current
+        return Instrumentation(meter_provider, tracer_provider, lock_name)

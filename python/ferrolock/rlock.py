@@ -68,7 +68,7 @@ class RLock:
 
     # -- the count -------------------------------------------------------------
 
-    def _check(self, blocking: bool, timeout: Optional[_Seconds]) -> None:
+    def _check(self, blocking: Union[bool, Literal[0, 1]], timeout: Optional[_Seconds]) -> None:
         """Raises what ``Lock.acquire`` raises for these arguments, sending
         nothing: the operation is closed before it is ever stepped."""
         self._probe.aacquire(blocking, timeout).close()
@@ -102,14 +102,15 @@ class RLock:
 
     # -- sync ----------------------------------------------------------------
 
-    def acquire(self, blocking: bool = True, timeout: Optional[_Seconds] = None) -> bool:
+    def acquire(self, blocking: Union[bool, Literal[0, 1]] = True, timeout: Optional[_Seconds] = None) -> bool:
         """Takes the lock, or one more time if the caller holds it already.
 
         Args and errors as for :meth:`Lock.acquire` (``timeout`` in seconds;
-        ``None`` or ``-1``: no limit).
+        ``None``: the ``blocking_timeout`` option, no limit when it is unset;
+        ``-1``: no limit).
 
         Returns:
-            ``True`` once held; ``False`` when ``timeout`` passed (or, with
+            ``True`` once held; ``False`` when the wait passed (or, with
             ``blocking=False``, another holder has it).
         """
         me = _caller()
@@ -153,13 +154,15 @@ class RLock:
 
     # -- asyncio ---------------------------------------------------------------
 
-    def aacquire(self, blocking: bool = True, timeout: Optional[_Seconds] = None) -> Coroutine[Any, Any, bool]:
+    def aacquire(
+        self, blocking: Union[bool, Literal[0, 1]] = True, timeout: Optional[_Seconds] = None
+    ) -> Coroutine[Any, Any, bool]:
         """:meth:`acquire` for the current task; bad arguments raise at the
         call, before any await."""
         self._check(blocking, timeout)
         return self._aacquire(blocking, timeout)
 
-    async def _aacquire(self, blocking: bool, timeout: Optional[_Seconds]) -> bool:
+    async def _aacquire(self, blocking: Union[bool, Literal[0, 1]], timeout: Optional[_Seconds]) -> bool:
         me = _caller()
         if self._reenter(me):
             return True
@@ -196,6 +199,7 @@ class RLock:
 
     @property
     def name(self) -> Union[str, tuple[str, ...]]:
+        """The lock name (a tuple of names for a multi-lock)."""
         return self._probe.name
 
     @property
@@ -214,6 +218,7 @@ class RLock:
         return self._probe.locked()
 
     async def alocked(self) -> bool:
+        """Asyncio version of :meth:`locked`."""
         return await self._probe.alocked()
 
     @property

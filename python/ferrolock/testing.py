@@ -5,7 +5,12 @@ entry point ``ferrolock``); ``-p no:ferrolock`` turns it off. It brings:
 
 * ``ferrolock_redis_url`` (session): a throwaway ``redis-server`` started on
   a free loopback port for the test session (stopped at its end), or the
-  server ``REDIS_URL`` names when set;
+  server ``FERROLOCK_TEST_URL`` names when set. The tests write to it, flush
+  their keys and pause it (:meth:`Helpers.pause_server`), so the variable is
+  ferrolock's own: the generic ``REDIS_URL``, which often names an
+  application's server, is followed only when ``FERROLOCK_TEST_URL`` is not
+  set, with a ``PytestDeprecationWarning`` (it will be ignored in a later
+  version);
 * ``ferrolock_prefix``: a key prefix unique to the test;
 * ``ferrolock_client``: a :class:`ferrolock.Client` under that prefix; every
   key under it is deleted when the test ends;
@@ -30,11 +35,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
 import textwrap
 import uuid
+import warnings
 from typing import Any, Iterator, Optional
 
 import pytest
@@ -237,7 +244,7 @@ class Helpers:
         WRITE``: every lock step waits, then times out after the client's
         ``command_timeout``); it serves again at the end of the block, or
         after ``seconds`` at most. Every client of the server is paused: on a
-        shared ``REDIS_URL`` server, other users wait too.
+        shared ``FERROLOCK_TEST_URL`` server, other users wait too.
 
         Raises:
             ValueError: the URL is a Sentinel, Cluster or quorum one (see :class:`Raw`).
@@ -307,11 +314,39 @@ class Helpers:
         )
 
 
+TEST_URL = "FERROLOCK_TEST_URL"
+"""The variable naming a server the plugin's tests may use (and pause)."""
+
+
+def env_test_url() -> Optional[str]:
+    """The server the session's tests use instead of a throwaway one:
+    ``FERROLOCK_TEST_URL``; else, deprecated, ``REDIS_URL`` (with a warning);
+    else ``None``."""
+    url = os.environ.get(TEST_URL)
+    if url:
+        return url
+    legacy = env_url()
+    if legacy:
+        warnings.warn(
+            pytest.PytestDeprecationWarning(
+                f"the ferrolock pytest plugin uses REDIS_URL ({legacy}) because {TEST_URL} is not set; its tests "
+                f"write to that server and pause it, so set {TEST_URL} to a server tests may use (a later "
+                "version will ignore REDIS_URL)"
+            ),
+            stacklevel=2,
+        )
+    return legacy
+
+
 @pytest.fixture(scope="session")
 def ferrolock_redis_url() -> Iterator[str]:
-    """The URL of a throwaway redis-server for the session (or ``REDIS_URL``)."""
-    with redis_url() as url:
+    """The URL of a throwaway redis-server for the session (or ``FERROLOCK_TEST_URL``)."""
+    url = env_test_url()
+    if url:
         yield url
+        return
+    with RedisServer() as server:
+        yield server.url
 
 
 @pytest.fixture

@@ -114,6 +114,7 @@ class Connection:
         return read_reply(self.file)
 
     def close(self) -> None:
+        """Close the connection."""
         self.file.close()
         self.sock.close()
 
@@ -278,6 +279,7 @@ class RedisServer:
 
     @property
     def url(self) -> str:
+        """``redis://127.0.0.1:PORT/0``, with the password when it has one."""
         return f"redis://{self._auth()}127.0.0.1:{self.port}/0"
 
     @property
@@ -354,6 +356,7 @@ class RedisServer:
         self.proc = None
 
     def kill(self) -> None:
+        """Kill it (SIGKILL) without a save, as a crash would."""
         if self.proc and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)

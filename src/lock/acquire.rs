@@ -49,7 +49,7 @@ impl Lock {
             Ok(false) => Outcome::NotAcquired,
             Err(_) => Outcome::Error,
         };
-        let hold = self.lease().filter(|_| outcome == Outcome::Acquired).map(|l| events::hold_id(&l));
+        let hold = self.lease().filter(|_| outcome == Outcome::Acquired).map(|l| l.id());
         probe.finish(outcome, hold);
         taken
     }
@@ -110,10 +110,10 @@ impl Lock {
                     if let Some(shortfall) = unacknowledged.filter(|_| !kept) {
                         return Err(self.refuse_unreplicated(&mut undo, &token, ours, &shortfall).await);
                     }
-                    let lease = Lease::new(Some(attempts.sent(number)), self.opts.ttl);
-                    self.granted(&mut undo, &mut waiting, permit, token, fence, lease);
+                    let lease = Lease::new(self.terms(token, fence, attempts.sent(number)));
+                    self.granted(&mut undo, &mut waiting, permit, lease);
                     if let Some(shortfall) = unacknowledged {
-                        let hold = self.lease().map(|l| events::hold_id(&l));
+                        let hold = self.lease().map(|l| l.id());
                         let (subject, label) = (&self.subject, self.label());
                         replication::unacknowledged(
                             self.client.replica_warnings(),
@@ -144,8 +144,8 @@ impl Lock {
                         }
                     };
                     let woken = self.pause(&mut waiting, &token, delay, pttl_ms, wait).await;
-                    if let Some((fence, lease)) = self.handed_over(&waiting, &attempts) {
-                        self.granted(&mut undo, &mut waiting, permit, token, fence, lease);
+                    if let Some(lease) = self.handed_over(&token, &waiting, &attempts) {
+                        self.granted(&mut undo, &mut waiting, permit, lease);
                         HANDED_OVER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         self.woken(Some(Wakeup::HandOver));
                         return Ok(true);
@@ -198,8 +198,6 @@ impl Lock {
         undo: &mut Undo,
         waiting: &mut Waiting,
         permit: Option<OwnedSemaphorePermit>,
-        token: String,
-        fence: i64,
         lease: Lease,
     ) {
         undo.pending = false;
@@ -209,7 +207,7 @@ impl Lock {
         if let Some(p) = permit {
             p.forget();
         }
-        self.install(token, self.mode.fenced().then_some(fence), lease);
+        self.install(lease);
     }
 
     fn woken(&self, wakeup: Option<Wakeup>) {
@@ -312,20 +310,21 @@ impl Lock {
     /// so this process is not left waiting on its own stale hold.
     fn forget_lost_hold(&self) {
         let mut state = self.state();
-        if state.hold.as_ref().is_some_and(|h| h.lease.is_marked_lost()) {
+        if state.hold.as_ref().is_some_and(|l| l.is_marked_lost()) {
             let lost = state.hold.take().expect("checked");
+            lost.stop_renewal();
             state.gate.add_permits(1);
             drop(state);
             let (client, mode) = (self.client.clone(), self.mode.clone());
             self.client.spawn_cleanup(async move {
-                let _ = client.release(&mode, &lost.token).await;
+                let _ = client.release(&mode, lost.token()).await;
             });
         }
     }
 
     pub(super) fn adopted_token(&self) -> Option<String> {
         match &self.state().hold {
-            Some(h) if h.adopted => Some(h.token.clone()),
+            Some(l) if l.is_restored() => Some(l.token().to_string()),
             _ => None,
         }
     }
@@ -339,18 +338,18 @@ impl Lock {
     /// no longer knows is stale and ignored. A waiter with metadata to store,
     /// without renewal, or woken too late to be sure claims it with one more
     /// attempt instead.
-    fn handed_over(&self, waiting: &Waiting, attempts: &Attempts) -> Option<(i64, Lease)> {
+    fn handed_over(&self, token: &str, waiting: &Waiting, attempts: &Attempts) -> Option<Lease> {
         let Handed { fence, attempt } = waiting.registration.as_ref()?.take_handed()?;
         let sent = attempts.find(attempt)?;
         let patience = self.mode.patience()?;
-        let lease = Lease::handed(sent, self.opts.ttl, patience);
+        let lease = Lease::handed(self.terms(token.to_string(), fence, sent), patience);
         let margin = Duration::from_millis(5);
         let in_time = lease.valid_until().is_some_and(|t| Instant::now() + margin < t);
         // A hand-over is written by the releaser's script, whose replicas this
         // waiter cannot wait for: with replica acknowledgement on, it claims
         // the hold with an attempt of its own, which is waited for.
         let acked = !self.client.options().replication.is_on();
-        (self.opts.auto_renew && self.opts.metadata.is_none() && in_time && acked).then_some((fence, lease))
+        (self.opts.auto_renew && self.opts.metadata.is_none() && in_time && acked).then_some(lease)
     }
 }
 

@@ -25,6 +25,9 @@ pub struct LockOptions {
     /// Stored beside the owner token, readable with `inspect`.
     pub metadata: Option<String>,
     pub on_lost: Option<LostCallback>,
+    /// Renewal stops this long after a hold is taken, so the hold ends by
+    /// then (and is reported lost) even if its holder never releases it.
+    pub max_hold: Option<Duration>,
 }
 
 impl Default for LockOptions {
@@ -36,6 +39,7 @@ impl Default for LockOptions {
             fair: false,
             metadata: None,
             on_lost: None,
+            max_hold: None,
         }
     }
 }
@@ -96,6 +100,17 @@ pub(crate) fn validate(names: &[String], opts: &LockOptions, token: Option<&str>
     check_ttl(opts.ttl)?;
     if opts.metadata.as_ref().is_some_and(|m| m.len() > MAX_METADATA) {
         return Err(Error::InvalidArgument(format!("metadata is longer than {MAX_METADATA} bytes")));
+    }
+    if let Some(max_hold) = opts.max_hold {
+        if max_hold < opts.ttl || max_hold > MAX_TTL {
+            return Err(Error::InvalidArgument(format!(
+                "max_hold must be at least the ttl ({} s) and at most {} s, got {}: a hold lasts its ttl \
+                 from the start, so a shorter max_hold could not end it",
+                opts.ttl.as_secs_f64(),
+                MAX_TTL.as_secs_f64(),
+                max_hold.as_secs_f64()
+            )));
+        }
     }
     token.map_or(Ok(()), crate::token::check_token)
 }

@@ -1,5 +1,5 @@
-//! Riding through an outage while waiting: a Cluster failover, a quorum's
-//! majority briefly out of reach.
+//! Riding through an outage while waiting: a server restart, a Cluster or
+//! Sentinel failover, a quorum's majority briefly out of reach.
 
 use std::time::{Duration, Instant};
 
@@ -7,15 +7,16 @@ use super::Wait;
 use crate::deployment::Deployment;
 use crate::error::Error;
 
-/// A waiter riding through a Redis Cluster failover, or a quorum's majority
-/// briefly out of reach. An attempt that fails because its slot's master (or
-/// a majority of the masters) cannot be reached or cannot serve (killed,
-/// being replaced, CLUSTERDOWN) is tried again, after a short pause, instead of
-/// ending the acquire, as long as the hold it waits behind could still be
-/// valid (its ttl left at the last busy answer), and for at least a connect
-/// plus a command timeout from the first failure; never past the acquire's
-/// deadline. Only a waiter rides through: an acquire whose first attempt
-/// fails reports the error at once, as on a single node.
+/// A waiter riding through a server restart, a failover, or a quorum's
+/// majority briefly out of reach. An attempt that fails because its server
+/// (its slot's master, a majority of the masters) cannot be reached or cannot
+/// serve (restarting, killed, being replaced, CLUSTERDOWN) is tried again,
+/// after a short pause, instead of ending the acquire: until the acquire's
+/// deadline when it has one; without one, as long as the hold it waits
+/// behind could still be valid (its ttl left at the last busy answer), and
+/// for at least a connect plus a command timeout from the first failure.
+/// Only a waiter rides through: an acquire whose first attempt fails reports
+/// the error at once.
 #[derive(Default)]
 pub(super) struct Outage {
     /// When the last busy answer came, and the holder's ttl left then.
@@ -38,8 +39,7 @@ impl Outage {
 
     /// The pause before trying again after `e`, or `None` to give up with it.
     pub(super) fn ride(&mut self, e: &Error, client: &Deployment, wait: Wait) -> Option<Duration> {
-        let rides = client.is_cluster() || client.masters() > 1;
-        if !rides || !matches!(e, Error::Connection(_)) {
+        if !matches!(e, Error::Connection(_)) {
             return None;
         }
         let now = Instant::now();
@@ -47,12 +47,13 @@ impl Outage {
             riding
         } else {
             let (at, pttl_ms) = self.busy?;
-            let opts = client.options();
-            let holder = at + Duration::from_millis(pttl_ms.max(0) as u64);
-            let mut until = holder.max(now + opts.connect_timeout + opts.command_timeout);
-            if let Wait::Until(deadline) = wait {
-                until = until.min(deadline);
-            }
+            let until = if let Wait::Until(deadline) = wait {
+                deadline
+            } else {
+                let opts = client.options();
+                let holder = at + Duration::from_millis(pttl_ms.max(0) as u64);
+                holder.max(now + opts.connect_timeout + opts.command_timeout)
+            };
             log::info!(
                 "{e}; waiting until the lock is served again (a failover or an outage may be under way)"
             );
@@ -100,19 +101,29 @@ mod tests {
         std::thread::sleep(Duration::from_millis(410));
         assert_eq!(outage.ride(&down, &cluster, Wait::Forever), None, "the hold it waited on has expired");
 
-        // At least a connect plus a command timeout, never past the deadline.
+        // With a deadline: until it, whatever the holder had left, never past it.
         let mut outage = Outage::default();
         outage.busy(0);
-        let deadline = Instant::now() + Duration::from_millis(50);
+        let deadline = Instant::now() + Duration::from_millis(400);
         assert!(outage.ride(&down, &cluster, Wait::Until(deadline)).is_some());
-        std::thread::sleep(Duration::from_millis(60));
+        std::thread::sleep(Duration::from_millis(250));
+        assert!(outage.ride(&down, &cluster, Wait::Until(deadline)).is_some(), "past the holder's ttl");
+        std::thread::sleep(Duration::from_millis(160));
         assert_eq!(outage.ride(&down, &cluster, Wait::Until(deadline)), None);
         outage.over();
         assert!(outage.ride(&down, &cluster, Wait::Forever).is_some(), "a new outage after an answer");
+    }
 
+    #[test]
+    fn a_waiter_on_one_server_rides_out_its_restart_until_its_deadline() {
         let node = client("redis://127.0.0.1:6379/0");
+        let down = Error::Connection("cannot reach Redis".into());
         let mut outage = Outage::default();
-        outage.busy(10_000);
-        assert_eq!(outage.ride(&down, &node, Wait::Forever), None, "a single node reports it at once");
+        assert_eq!(outage.ride(&down, &node, Wait::Forever), None, "not a waiter: the error is reported");
+        outage.busy(10);
+        let deadline = Instant::now() + Duration::from_millis(300);
+        assert!(outage.ride(&down, &node, Wait::Until(deadline)).is_some());
+        std::thread::sleep(Duration::from_millis(310));
+        assert_eq!(outage.ride(&down, &node, Wait::Until(deadline)), None, "the acquire's deadline passed");
     }
 }

@@ -6,13 +6,15 @@ use std::time::Duration;
 
 use super::attempt;
 use crate::client::Client;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::keys::SemKeys;
 use crate::scripts::{self, Obtain, Record};
 use crate::steps::{Obtaining, Released, Steps};
 
 #[derive(Debug, Clone)]
 pub struct Permit {
+    /// The semaphore's name, for the errors its steps raise.
+    pub(crate) name: String,
     pub(crate) keys: SemKeys,
     pub(crate) permits: u32,
     pub(crate) patience: Option<Duration>,
@@ -22,7 +24,14 @@ impl Steps for Permit {
     async fn obtain_on(&self, c: &Client, ask: &Obtaining<'_>, _quorum: bool) -> Result<Obtain> {
         let ttl_ms = ask.ttl.as_millis() as u64;
         let (fair, attempt) = (self.patience.is_some(), attempt(ask, self.patience.unwrap_or_default()));
-        scripts::sem_obtain(c, &self.keys, ask.token, ttl_ms, ask.metadata, self.permits, fair, attempt).await
+        scripts::sem_obtain(c, &self.keys, ask.token, ttl_ms, ask.metadata, self.permits, fair, attempt)
+            .await
+            .map_err(|e| match e {
+                Error::InvalidArgument(why) => {
+                    Error::InvalidArgument(format!("semaphore {:?}: {why}", self.name))
+                }
+                e => e,
+            })
     }
 
     async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<bool> {

@@ -53,14 +53,19 @@ pub fn count(what: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<u32> {
     let Some(v) = v.filter(|v| !v.is_none()) else {
         return Ok(0);
     };
-    if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
-        return Err(PyTypeError::new_err(format!("{what} must be an int, got {}", type_name(v))));
-    }
-    let n: i128 = v.extract().map_err(|_| PyValueError::new_err(format!("{what} is out of range")))?;
+    let n = int(what, v)?;
     if n < 0 {
         return Err(PyValueError::new_err(format!("{what} must be 0 (off) or more, got {n}")));
     }
     u32::try_from(n).map_err(|_| PyValueError::new_err(format!("{what} is out of range: {n}")))
+}
+
+/// An int (not bool).
+pub fn int(what: &str, v: &Bound<'_, PyAny>) -> PyResult<i128> {
+    if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
+        return Err(PyTypeError::new_err(format!("{what} must be an int, got {}", type_name(v))));
+    }
+    v.extract().map_err(|_| PyValueError::new_err(format!("{what} is out of range")))
 }
 
 /// A str lock name, valid Unicode.
@@ -85,8 +90,38 @@ pub fn optional_text(what: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<Optio
     }
 }
 
-/// `threading.Lock.acquire(blocking, timeout)` semantics.
-pub fn wait(blocking: bool, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Wait> {
+/// `acquire`'s `blocking`: a `bool`, or the int 0 or 1 (as `threading.Lock`
+/// takes them); `None` (not given) is `True`.
+pub fn blocking(v: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+    let Some(v) = v.filter(|v| !v.is_none()) else {
+        return Ok(true);
+    };
+    if v.is_instance_of::<PyBool>() {
+        return v.is_truthy();
+    }
+    if v.is_instance_of::<PyInt>() {
+        return match v.extract::<i64>() {
+            Ok(0) => Ok(false),
+            Ok(1) => Ok(true),
+            _ => Err(PyValueError::new_err(format!(
+                "blocking must be True or False (or 1 / 0), got {}",
+                v.repr().map_or_else(|_| "?".into(), |r| r.to_string())
+            ))),
+        };
+    }
+    Err(PyTypeError::new_err(format!("blocking must be a bool (or 1 / 0), got {}", type_name(v))))
+}
+
+/// `threading.Lock.acquire(blocking, timeout)` semantics, but a `timeout` of
+/// `None` (not given) waits up to the handle's `blocking_timeout`
+/// (`default`, forever when it is `None`), as redis-py's `Lock.acquire`
+/// does; `-1` always waits forever.
+pub fn wait(
+    blocking: Option<&Bound<'_, PyAny>>,
+    timeout: Option<&Bound<'_, PyAny>>,
+    default: Option<Duration>,
+) -> PyResult<Wait> {
+    let blocking = self::blocking(blocking)?;
     let timeout = match timeout {
         None => None,
         Some(t) if t.is_none() => None,
@@ -97,7 +132,8 @@ pub fn wait(blocking: bool, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Wait
             Err(PyValueError::new_err("can't specify a timeout for a non-blocking call"))
         }
         (false, _) => Ok(Wait::No),
-        (true, None | Some(-1.0)) => Ok(Wait::Forever),
+        (true, None) => default.map_or(Ok(Wait::Forever), |d| deadline(d.as_secs_f64())),
+        (true, Some(-1.0)) => Ok(Wait::Forever),
         (true, Some(t)) if t < 0.0 => Err(PyValueError::new_err(format!(
             "timeout must be a non-negative number of seconds, or -1 / None to wait forever; got {t}"
         ))),

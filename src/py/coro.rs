@@ -35,6 +35,7 @@ use pyo3::{intern, IntoPyObjectExt};
 use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
 
+use super::events::in_caller_context;
 use super::runtime::{contained, runtime};
 use port::{loop_port, Port};
 
@@ -75,10 +76,10 @@ where
     F: Future<Output = PyResult<(T, bool)>> + Send + 'static,
     T: for<'a> IntoPyObject<'a> + Send + 'static,
 {
-    let fut = async move {
+    let fut = in_caller_context(py, async move {
         let (value, needs_undo) = contained(fut).await?;
         Ok((Box::new(move |py: Python<'_>| value.into_py_any(py)) as Convert, needs_undo))
-    };
+    });
     let op = Operation {
         name,
         cancel,

@@ -3,9 +3,11 @@
 
 use std::sync::Arc;
 
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::election::{Election, Leader, Observer};
+use crate::lock::MAX_METADATA;
 
 use super::args;
 use super::client::PyClient;
@@ -13,7 +15,21 @@ use super::coro::{coroutine, Cancel, Operation};
 use super::lock::PyLock;
 use super::options::{keywords, HandleOptions, Kind};
 use super::runtime::{wait, wait_interruptible};
+use super::state::py_repr;
 
+/// A leader's value, stored as its hold's metadata: at most as long.
+fn leader_value(value: &Bound<'_, PyAny>) -> PyResult<String> {
+    let value = args::text("value", value)?;
+    if value.len() > MAX_METADATA {
+        return Err(PyValueError::new_err(format!(
+            "value is {} bytes long, longer than {MAX_METADATA} bytes (a leader's value is stored with its term)",
+            value.len()
+        )));
+    }
+    Ok(value)
+}
+
+/// The core of :class:`ferrolock.Election` (use ``client.election(name)``).
 #[pyclass(name = "Election", module = "ferrolock._ferrolock", frozen)]
 pub struct PyElection {
     core: Election,
@@ -26,8 +42,11 @@ pub struct PyElection {
 #[pyclass(name = "Leader", module = "ferrolock", frozen, get_all, eq)]
 #[derive(PartialEq)]
 pub struct PyLeader {
+    /// The value the leader campaigned with, or proclaimed since.
     value: String,
+    /// The term number: strictly greater than every earlier leader's.
     term: i64,
+    /// Seconds left on the term unless renewed (None: no expiry).
     ttl: Option<f64>,
 }
 
@@ -39,12 +58,18 @@ impl From<Leader> for PyLeader {
 
 #[pymethods]
 impl PyLeader {
-    fn __repr__(&self) -> String {
-        format!("Leader(value={:?}, term={}, ttl={:?})", self.value, self.term, self.ttl)
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "Leader(value={}, term={}, ttl={})",
+            py_repr(py, &self.value)?,
+            self.term,
+            py_repr(py, self.ttl)?
+        ))
     }
 }
 
-/// Each `next` / `anext` returns the leader (or None) once it changed.
+/// Follows an election: each ``next`` / ``anext`` returns the leader (or
+/// None) once it changed.
 #[pyclass(name = "ElectionObserver", module = "ferrolock._ferrolock", frozen)]
 pub struct PyObserver {
     inner: Arc<tokio::sync::Mutex<Observer>>,
@@ -53,6 +78,7 @@ pub struct PyObserver {
 
 #[pymethods]
 impl PyObserver {
+    /// Waits for the next change (the current leader the first time).
     fn next(&self, py: Python<'_>) -> PyResult<Option<PyLeader>> {
         let inner = self.inner.clone();
         wait_interruptible(py, &self.client, async move {
@@ -60,6 +86,7 @@ impl PyObserver {
         })
     }
 
+    /// Asyncio version of :meth:`next`.
     fn anext(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
         let inner = self.inner.clone();
         coroutine(py, "ElectionObserver.anext", Cancel::Drop, async move {
@@ -86,7 +113,7 @@ impl PyElection {
         value: &Bound<'_, PyAny>,
         options: Option<&Bound<'_, pyo3::types::PyDict>>,
     ) -> PyResult<PyLock> {
-        let value = args::text("value", value)?;
+        let value = leader_value(value)?;
         let o = HandleOptions::from_kwargs("Election.candidate()", Kind::Lock, None, options)?;
         let core = self.core.candidate(value, o.lock, o.token)?;
         Ok(PyLock::from_core(core, self.client.bind(py), o.blocking_timeout))
@@ -98,6 +125,7 @@ impl PyElection {
         wait(py, async move { Ok(core.leader().await?.map(PyLeader::from)) })
     }
 
+    /// Asyncio version of :meth:`leader`.
     fn aleader(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
         let core = self.core.clone();
         coroutine(py, "Election.aleader", Cancel::Drop, async move {
@@ -107,17 +135,18 @@ impl PyElection {
 
     /// The leader holding `term` publishes `value`; LockNotOwned if it no longer leads.
     fn proclaim(&self, py: Python<'_>, term: &Bound<'_, PyLock>, value: &Bound<'_, PyAny>) -> PyResult<()> {
-        let (core, term, value) = (self.core.clone(), term.get().core().clone(), args::text("value", value)?);
+        let (core, term, value) = (self.core.clone(), term.get().core().clone(), leader_value(value)?);
         wait(py, async move { core.proclaim(&term, &value).await })
     }
 
+    /// Asyncio version of :meth:`proclaim`.
     fn aproclaim(
         &self,
         py: Python<'_>,
         term: &Bound<'_, PyLock>,
         value: &Bound<'_, PyAny>,
     ) -> PyResult<Py<Operation>> {
-        let (core, term, value) = (self.core.clone(), term.get().core().clone(), args::text("value", value)?);
+        let (core, term, value) = (self.core.clone(), term.get().core().clone(), leader_value(value)?);
         coroutine(py, "Election.aproclaim", Cancel::Drop, async move { core.proclaim(&term, &value).await })
     }
 
@@ -129,6 +158,7 @@ impl PyElection {
         }
     }
 
+    /// The election's name (without the client's prefix).
     #[getter]
     fn name(&self) -> &str {
         self.core.name()

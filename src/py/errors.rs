@@ -88,6 +88,22 @@ pub fn not_owned(message: String) -> PyErr {
 
 static CONFIGURATION_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
+const CONFIGURATION_ERROR_DOC: &str = "The server answered, but the client's settings do not fit it.
+
+Raised when connecting, with a message that names the server (never the
+password), the cause and what to change:
+
+* the URL points at a port where something other than Redis listens;
+* a password is given to a server that has none, or the credentials are
+  refused, or the server needs a password and the URL gives none;
+* the database number is one the server does not have;
+* ``rediss://`` (TLS) points at a plain-TCP port;
+* the server is older than Redis 6.2 (7.0 for a Cluster), or older than
+  7.2 with ``replica_fsync=True`` (``WAITAOF`` came with 7.2).
+
+Retrying does not help. It is a :class:`LockConnectionError` (and so a
+:class:`ConnectionError`) too, so code that catches those catches it.";
+
 /// `LockConfigurationError`: a `LockConnectionError` that retrying cannot cure.
 pub fn configuration_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     CONFIGURATION_ERROR
@@ -95,11 +111,7 @@ pub fn configuration_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
             let bases = PyTuple::new(py, [CONNECTION_ERROR.get(py)?])?;
             let ns = PyDict::new(py);
             ns.set_item("__module__", "ferrolock")?;
-            ns.set_item(
-                "__doc__",
-                "Redis (or something else) answered, but the client's settings do not fit it: the message \
-                 names the server, the cause and what to change.",
-            )?;
+            ns.set_item("__doc__", CONFIGURATION_ERROR_DOC)?;
             let ty = py.get_type::<PyType>().call1(("LockConfigurationError", bases, ns))?;
             Ok(ty.cast_into::<PyType>()?.unbind())
         })

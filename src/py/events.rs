@@ -1,7 +1,13 @@
 //! The core's events, handed to Python listeners (`ferrolock.add_listener`)
 //! on a thread of their own: the core never waits for Python. The core is
 //! observed only while at least one listener is registered.
+//!
+//! A future run for a Python call (an acquire, sync or async) carries the
+//! caller's `contextvars.Context` while anyone observes (`in_caller_context`),
+//! and the events it emits hand it on (`LockEvent.context`): a listener such
+//! as `ferrolock.otel` reads the caller's span there.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, LazyLock, Mutex};
@@ -10,6 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
+use tokio::task::futures::TaskLocalFuture;
 
 use crate::events::{self, Event, Observer, Outcome};
 
@@ -24,41 +31,104 @@ const QUEUE: usize = 65536;
 const BATCH: Duration = Duration::from_millis(2);
 const MAX_BATCH: usize = 4096;
 
-/// One thing that happened to a lock of this process.
+/// A Python `contextvars.Context`, shared by the events of one call.
+type CallerContext = Option<Arc<Py<PyAny>>>;
+
+tokio::task_local! {
+    /// The context of the Python call the running future serves.
+    static CALLER: CallerContext;
+}
+
+/// `fut`, carrying the calling thread's (or task's) `contextvars.Context`
+/// to the events it emits; nothing is captured while nobody observes.
+pub(crate) fn in_caller_context<F: Future>(py: Python<'_>, fut: F) -> TaskLocalFuture<CallerContext, F> {
+    let context = if events::observed() {
+        py.import("contextvars")
+            .and_then(|m| m.call_method0("copy_context"))
+            .ok()
+            .map(|c| Arc::new(c.unbind()))
+    } else {
+        None
+    };
+    CALLER.scope(context, fut)
+}
+
+/// One thing that happened to a lock of this process, as given to the
+/// listeners of :func:`add_listener`.
+///
+/// ``kind`` says what happened, and ``seconds`` and ``detail`` what it
+/// measured:
+///
+/// ==================  ============================  =========================================
+/// ``kind``            ``seconds``                   ``detail``
+/// ==================  ============================  =========================================
+/// ``acquired``        how long the acquire waited   ``"acquired"``
+/// ``acquire_failed``  how long the acquire waited   ``"timed_out"``, ``"not_acquired"``
+///                                                   (busy, or the retry gave up),
+///                                                   ``"error"`` or ``"cancelled"``
+/// ``released``        how long the hold lasted      ``None``
+/// ``lost``            how long the hold lasted      ``"expired"`` (ttl ran out, no renewal),
+///                                                   ``"taken_over"`` (gone from Redis),
+///                                                   ``"unreachable"`` or ``"unreplicated"``
+///                                                   (renewals not acknowledged by the
+///                                                   replicas, ``replica_policy="fail"``)
+/// ``renewed``         the renewal's round trip      ``None``
+/// ``woken``           ``None``                      ``"pubsub"``, ``"handover"`` (a fair
+///                                                   release named this waiter) or ``"poll"``
+/// ``unreplicated``    ``None``                      the step fewer replicas than the client's
+///                                                   ``replicas`` acknowledged in time:
+///                                                   ``"acquire"``, ``"renewal"`` or
+///                                                   ``"extend"`` (whatever ``replica_policy``
+///                                                   then did with it)
+/// ==================  ============================  =========================================
 #[pyclass(name = "LockEvent", module = "ferrolock", frozen)]
 pub struct LockEvent {
-    /// "acquired", "acquire_failed", "released", "lost", "renewed", "woken" or "unreplicated".
+    /// What happened (see the table above).
     #[pyo3(get)]
     kind: &'static str,
-    /// "lock", "read" or "write".
+    /// A :class:`Lock`, or an RWMutex's read or write handle.
     #[pyo3(get)]
     lock_kind: &'static str,
+    /// Whether the lock takes turns in arrival order.
     #[pyo3(get)]
     fair: bool,
-    /// The wait (acquire), time held (released, lost) or latency (renewed).
+    /// The duration measured (see the table above).
     #[pyo3(get)]
     seconds: Option<f64>,
-    /// The outcome (acquire), cause (lost), kind of wake-up (woken) or step (unreplicated).
+    /// The outcome, cause or kind of wake-up (see the table above).
     #[pyo3(get)]
     detail: Option<&'static str>,
-    /// For an acquire: whether it could wait.
+    /// For an acquire: whether it could wait (``False`` for one attempt,
+    /// and for every other kind of event).
     #[pyo3(get)]
     blocking: bool,
-    /// Tells apart the holds alive at one time (None when nothing was held).
+    /// Tells apart the holds alive at one time in this process: the same
+    /// number in a hold's ``acquired``, ``renewed``, ``released``, ``lost``
+    /// and ``unreplicated`` events. ``None`` for an acquire that took nothing,
+    /// for ``woken``, and for an ``unreplicated`` grant that was undone.
     #[pyo3(get)]
     hold: Option<u64>,
-    /// When it happened, in seconds since the epoch (as `time.time()`).
+    /// When it happened, in seconds since the epoch (as :func:`time.time`).
     #[pyo3(get)]
     time: f64,
     names: Vec<String>,
+    context: CallerContext,
 }
 
 #[pymethods]
 impl LockEvent {
-    /// Every name of the lock.
+    /// Every name of the lock (one, unless it is a multi-lock).
     #[getter]
     fn names<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, &self.names)
+    }
+
+    /// The :class:`contextvars.Context` of the call the event came from (an
+    /// acquire's, sync or async, as it was when the call was made), or
+    /// ``None`` (a renewal, a loss found by the watchdog).
+    #[getter]
+    fn context(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.context.as_deref().map(|c| c.clone_ref(py))
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
@@ -88,6 +158,7 @@ impl LockEvent {
             hold: None,
             time,
             names: subject.names.clone(),
+            context: CALLER.try_with(Clone::clone).ok().flatten(),
         };
         match *event {
             Event::Acquire { outcome, wait, blocking, hold, .. } => {
@@ -199,8 +270,20 @@ fn deliver(messages: &Receiver<Message>) {
     }
 }
 
-/// Waits until the listeners have been called with every event so far (at
-/// most `timeout` seconds, forever when None); returns whether they were.
+/// Wait until the listeners have been called with every event so far.
+///
+/// The GIL is released while waiting.
+///
+/// Args:
+///     timeout: the most seconds to wait; ``None`` (the default) waits for as
+///         long as it takes.
+///
+/// Returns:
+///     ``True`` when they have been, ``False`` when ``timeout`` passed first.
+///
+/// Raises:
+///     RuntimeError: called by a listener (it would wait for itself).
+///     TypeError, ValueError: ``timeout`` is not a positive number of seconds.
 #[pyfunction]
 #[pyo3(signature = (timeout=None))]
 pub fn flush_events(py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
@@ -227,8 +310,17 @@ pub fn flush_events(py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyRes
     }))
 }
 
-/// Calls `listener(event)` for every event of this process's locks, on a
-/// thread of ferrolock's.
+/// Call ``listener(event)`` for every :class:`LockEvent` of this process.
+///
+/// Listeners are called one event at a time, in order, on a thread of
+/// ferrolock's (never on a thread that takes or renews locks, so a slow
+/// listener never delays a lock; past 65536 events behind, new ones are
+/// dropped and a warning is logged). An exception a listener raises goes to
+/// :func:`sys.unraisablehook`; the next listener is called all the same.
+/// While no listener is registered, events cost nothing.
+///
+/// Raises:
+///     TypeError: ``listener`` is not callable.
 #[pyfunction]
 pub fn add_listener(listener: &Bound<'_, PyAny>) -> PyResult<()> {
     if !listener.is_callable() {
@@ -242,7 +334,10 @@ pub fn add_listener(listener: &Bound<'_, PyAny>) -> PyResult<()> {
     Ok(())
 }
 
-/// Stops calling `listener`; when no listener is left, events cost nothing.
+/// Stop calling ``listener`` (the very object given to :func:`add_listener`).
+///
+/// Raises:
+///     ValueError: it is not registered.
 #[pyfunction]
 pub fn remove_listener(listener: &Bound<'_, PyAny>) -> PyResult<()> {
     let mut all = LISTENERS.lock().unwrap();

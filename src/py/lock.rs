@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString, PyTuple};
+use pyo3::types::{PyDict, PyString, PyTuple, PyType};
 
 use crate::lock::Lock;
 
@@ -19,7 +19,9 @@ use super::coro::{coroutine, undoable, Cancel, Operation};
 use super::options::{args_doc, keywords, HandleOptions, Kind};
 use super::runtime::wait;
 use super::state::LockInfo;
-use docs::{aenter_doc, aexit_doc, asyncio_twin, awaited_raises, enter_doc, exit_doc, redis_raises};
+use docs::{
+    acquire_doc, aenter_doc, aexit_doc, asyncio_twin, awaited_raises, enter_doc, exit_doc, redis_raises,
+};
 use hold::{acquire_blocking, finish, names_of, undo_acquire};
 use scope::LossScope;
 
@@ -80,33 +82,15 @@ impl PyLock {
         Ok(PyLock::from_core(core, client, o.blocking_timeout))
     }
 
-    /// Take the lock, with the semantics of :meth:`threading.Lock.acquire`.
-    ///
-    /// The GIL is released while waiting; the wait wakes every 50 ms to check
-    /// for signals, so Ctrl-C raises ``KeyboardInterrupt`` promptly and leaves
-    /// no lock behind (a hold granted in the meantime is released first).
-    ///
-    /// Args:
-    ///     blocking: when ``False``, make one attempt and return at once.
-    ///     timeout: the most seconds to wait when ``blocking``; ``-1`` or
-    ///         ``None`` (the default) waits forever; ``0`` makes one attempt.
-    ///         Must be ``None`` or ``-1`` when ``blocking`` is ``False``.
-    ///
-    /// Returns:
-    ///     ``True`` once the lock is taken; ``False`` when ``timeout`` passed,
-    ///     ``blocking`` is ``False`` and the lock is busy, or the
-    ///     :class:`Retry` strategy ran out of attempts.
-    ///
-    /// Raises:
-    ///     ValueError: a ``timeout`` with ``blocking=False``; a negative
-    ///         ``timeout`` other than ``-1``; an infinite or NaN ``timeout``.
-    ///     TypeError: ``blocking`` is not a ``bool``, or ``timeout`` is not
-    ///         a number or ``None``.
-    #[doc = redis_raises!()]
-    ///     KeyboardInterrupt: Ctrl-C while waiting (no lock is left behind).
-    #[pyo3(signature = (blocking=true, timeout=None))]
-    fn acquire(&self, py: Python<'_>, blocking: bool, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
-        acquire_blocking(py, &self.core, args::wait(blocking, timeout)?)
+    #[doc = acquire_doc!()]
+    #[pyo3(signature = (blocking=None, timeout=None), text_signature = "($self, blocking=True, timeout=None)")]
+    fn acquire(
+        &self,
+        py: Python<'_>,
+        blocking: Option<&Bound<'_, PyAny>>,
+        timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        acquire_blocking(py, &self.core, self.call_wait(blocking, timeout)?)
     }
 
     /// Asyncio version of :meth:`acquire`.
@@ -115,8 +99,9 @@ impl PyLock {
     /// even when Redis had already granted it.
     ///
     /// Args:
-    ///     blocking: when ``False``, make one attempt only.
-    ///     timeout: as for :meth:`acquire`.
+    ///     blocking: when ``False`` (or ``0``), make one attempt only.
+    ///     timeout: as for :meth:`acquire` (``None``: the handle's
+    ///         ``blocking_timeout``).
     ///
     /// Returns:
     ///     A future of ``True`` once the lock is taken, or ``False`` (as for
@@ -127,14 +112,14 @@ impl PyLock {
     ///     ValueError: invalid ``timeout``, raised at the call (before any await).
     ///     TypeError: an argument has the wrong type, raised at the call (before any await).
     #[doc = awaited_raises!()]
-    #[pyo3(signature = (blocking=true, timeout=None))]
+    #[pyo3(signature = (blocking=None, timeout=None), text_signature = "($self, blocking=True, timeout=None)")]
     fn aacquire(
         &self,
         py: Python<'_>,
-        blocking: bool,
+        blocking: Option<&Bound<'_, PyAny>>,
         timeout: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<Operation>> {
-        let wait_for = args::wait(blocking, timeout)?;
+        let wait_for = self.call_wait(blocking, timeout)?;
         let core = self.core.clone();
         let fut = async move {
             // Adopting a restored hold takes nothing new: if nobody receives
@@ -174,9 +159,12 @@ impl PyLock {
     ///     RuntimeError: awaited with no event loop running.
     ///     LockNotOwned: as for :meth:`release` (when awaited).
     #[doc = awaited_raises!()]
-    fn arelease(&self, py: Python<'_>) -> PyResult<Py<Operation>> {
-        let core = self.core.clone();
-        coroutine(py, "Lock.arelease", Cancel::Finish, async move { core.release().await })
+    fn arelease(slf: &Bound<'_, Self>) -> PyResult<Py<Operation>> {
+        let (core, handle) = (slf.get().core.clone(), slf.clone().unbind());
+        coroutine(slf.py(), "Lock.arelease", Cancel::Finish, async move {
+            let _handle = handle; // alive until released (see `Drop for PyLock`)
+            core.release().await
+        })
     }
 
     /// Push the expiry of the hold to ``ttl`` seconds from now.
@@ -285,7 +273,11 @@ impl PyLock {
         })
     }
 
-    /// Resolve when the current hold ends (seed 003's ``Done()``).
+    /// Resolve when the current hold ends, whether it was lost or released.
+    ///
+    /// A holder can await it beside its work (for example in
+    /// :func:`asyncio.wait` with ``FIRST_COMPLETED``) to stop as soon as the
+    /// lock is no longer its own.
     ///
     /// Returns:
     ///     ``True`` when the hold was lost (renewal failed, the ttl ran out, or
@@ -398,11 +390,11 @@ impl PyLock {
 
     #[doc = enter_doc!()]
     fn __enter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, Self>> {
-        let me = slf.get();
-        if acquire_blocking(slf.py(), &me.core, me.entry_wait()?)? {
+        let (me, waited) = (slf.get(), slf.get().entry_wait()?);
+        if acquire_blocking(slf.py(), &me.core, waited)? {
             Ok(slf.clone())
         } else {
-            Err(me.not_acquired())
+            Err(me.not_acquired().error(waited))
         }
     }
 
@@ -423,13 +415,18 @@ impl PyLock {
     #[doc = aexit_doc!()]
     #[pyo3(signature = (exc_type, exc=None, _tb=None))]
     fn __aexit__(
-        &self,
-        py: Python<'_>,
+        slf: &Bound<'_, Self>,
         exc_type: &Bound<'_, PyAny>,
         exc: Option<&Bound<'_, PyAny>>,
         _tb: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<Operation>> {
-        scope::exit(self, py, exc_type, exc)
+        scope::exit(slf, exc_type, exc)
+    }
+
+    /// ``Lock[str]`` in an annotation: the type of a lock on one name.
+    #[classmethod]
+    fn __class_getitem__(cls: &Bound<'_, PyType>, item: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        Ok(cls.py().import("types")?.getattr("GenericAlias")?.call1((cls, item))?.unbind())
     }
 
     fn __repr__(&self) -> String {

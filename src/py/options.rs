@@ -41,10 +41,10 @@ macro_rules! handle_options {
              ``ttl / 3`` for as long as it is held; when ``False`` it\n        \
              expires after ``ttl`` and is then reported lost.")
         (blocking_timeout, "_Seconds | None", "None", [lock rwmutex handle],
-            "the most seconds that ``with`` / ``async with``\n        \
-             wait to take the lock (non-negative and finite; 0 means a\n        \
-             single attempt); ``None`` (the default) waits forever. Does not\n        \
-             apply to :meth:`Lock.acquire`.")
+            "the most seconds that ``with`` / ``async with``, and\n        \
+             :meth:`Lock.acquire` / :meth:`Lock.aacquire` called without a\n        \
+             ``timeout``, wait to take the lock (non-negative and finite; 0\n        \
+             means a single attempt); ``None`` (the default) waits forever.")
         (retry, "Retry | None", "None", [lock rwmutex handle],
             "how long to wait between attempts while the lock is busy;\n        \
              ``None`` means ``Retry.exponential(0.002, 0.1)``.")
@@ -66,6 +66,12 @@ macro_rules! handle_options {
              handle is lost. It runs on a background thread (neither the\n        \
              caller's thread nor the event loop's), with the GIL; an\n        \
              exception it raises goes to :func:`sys.unraisablehook`.")
+        (max_hold, "_Seconds | None", "None", [lock rwmutex handle],
+            "the most seconds a hold may last, however long its holder\n        \
+             keeps it (a stuck job): renewal stops this long after the hold\n        \
+             was taken, so it ends by then in Redis and is reported lost\n        \
+             like any loss (``on_lost``, :attr:`Lock.lost`); :meth:`Lock.extend`\n        \
+             cannot pass it. At least ``ttl``; ``None`` (the default): no limit.")
         (fair, "bool", "False", [lock rwmutex],
             "take turns in arrival order, across processes. Waiters\n        \
              queue in Redis. A release hands over straight to the oldest\n        \
@@ -234,7 +240,7 @@ impl<'py> Kwargs<'_, 'py> {
 
 pub struct HandleOptions {
     pub lock: LockOptions,
-    /// How long `with` / `async with` wait (None: forever).
+    /// How long `with` / `async with` and `acquire()` without a timeout wait (None: forever).
     pub blocking_timeout: Option<Duration>,
     /// Restore a hold taken elsewhere.
     pub token: Option<String>,
@@ -273,6 +279,7 @@ impl HandleOptions {
             retry,
             metadata: args::optional_text("metadata", kw.get("metadata").as_ref())?,
             on_lost: on_lost_callback(kw.get("on_lost").as_ref())?,
+            max_hold: args::optional_seconds("max_hold", kw.get("max_hold").as_ref())?,
         };
         Ok(HandleOptions {
             lock,

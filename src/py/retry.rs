@@ -12,7 +12,8 @@ use super::args::seconds;
 /// Immutable. Made only with the static constructors :meth:`none`,
 /// :meth:`fixed`, :meth:`linear` and :meth:`exponential` (``Retry()`` raises
 /// ``TypeError``). Two ``Retry`` objects are equal when they describe the same
-/// strategy; they are not hashable.
+/// strategy, and equal ones hash alike, so a ``Retry`` can be a dict key or
+/// a set member.
 ///
 /// Whatever the strategy, a wait never outlasts the remaining ttl of the
 /// current holder, nor the deadline of the acquire. A lock made without
@@ -26,7 +27,12 @@ use super::args::seconds;
 ///
 /// ``attempts`` counts every attempt, the first one included: when that many
 /// have failed the acquire gives up (``acquire`` returns ``False``, ``with``
-/// raises :class:`LockNotAcquired`), even if its timeout has not passed.
+/// raises :class:`LockNotAcquired` saying the retry gave up), even if its
+/// timeout has not passed: the attempts and the wait are two limits, and the
+/// first one reached ends the acquire. So ``Retry.none()`` (a single attempt)
+/// with ``acquire(timeout=2)`` returns ``False`` at once on a busy lock; that
+/// is what it asks for (a wait that should try again needs a strategy that
+/// waits, such as :meth:`fixed`).
 #[pyclass(name = "Retry", module = "ferrolock", frozen, eq, hash)]
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct PyRetry {

@@ -16,9 +16,10 @@ use super::options::{keywords, HandleOptions, Kind};
 pub fn _semaphore(
     client: &Bound<'_, PyClient>,
     name: &Bound<'_, PyAny>,
-    permits: u32,
+    permits: &Bound<'_, PyAny>,
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<PyLock> {
+    let permits = crate::semaphore::permit_count(args::int("permits", permits)?)?;
     let o = HandleOptions::from_kwargs("Client.semaphore()", Kind::Lock, None, options)?;
     let core =
         crate::semaphore::permit(client.get().core.clone(), args::name(name)?, permits, o.lock, o.token)?;

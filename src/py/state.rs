@@ -2,9 +2,16 @@
 //! `LockState` (everything stored under one name, of one kind).
 
 use pyo3::prelude::*;
+use pyo3::IntoPyObjectExt;
 
 use crate::listing::State;
 use crate::scripts::Record;
+
+/// `repr(v)` as Python writes it (`'text'`, `None`, `29.999`), for the
+/// reprs of the snapshot classes.
+pub(crate) fn py_repr<'py, T: IntoPyObject<'py>>(py: Python<'py>, v: T) -> PyResult<String> {
+    Ok(v.into_bound_py_any(py)?.repr()?.to_string())
+}
 
 /// Who holds a lock, as ``Client.inspect`` or ``Lock.inspect`` found it.
 ///
@@ -18,7 +25,8 @@ pub struct LockInfo {
     name: String,
     /// The holder's owner token (32 hex digits for tokens ferrolock made).
     token: String,
-    /// The ``metadata`` the holder gave its ``Lock``, or ``None`` (none, or empty).
+    /// The ``metadata`` the holder gave its ``Lock`` (``""`` when it gave
+    /// ``""``), or ``None`` when it gave none.
     metadata: Option<String>,
     /// The fencing token of the hold (see :attr:`Lock.fence`).
     fence: i64,
@@ -43,36 +51,59 @@ impl LockInfo {
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let r = |v: Bound<'_, PyAny>| v.repr().map(|r| r.to_string());
         Ok(format!(
             "LockInfo(name={}, token={}, metadata={}, fence={}, ttl={})",
-            r(self.name.clone().into_pyobject(py)?.into_any())?,
-            r(self.token.clone().into_pyobject(py)?.into_any())?,
-            r(self.metadata.clone().into_pyobject(py)?.into_any())?,
+            py_repr(py, &self.name)?,
+            py_repr(py, &self.token)?,
+            py_repr(py, &self.metadata)?,
             self.fence,
-            r(self.ttl.into_pyobject(py)?.into_any())?,
+            py_repr(py, self.ttl)?,
         ))
     }
 }
 
+/// One name used as one kind of primitive, as :meth:`Client.scan` or
+/// :meth:`Client.describe` found it in Redis.
+///
+/// A read-only snapshot. A name may be used as several kinds of primitive
+/// at once (a Lock, an RWMutex, a semaphore, an election: their keys never
+/// overlap): then it has one state of each kind.
+/// Instances are made by ferrolock only; two snapshots are equal when every
+/// field is.
 #[pyclass(name = "LockState", module = "ferrolock", frozen, get_all, eq)]
 #[derive(PartialEq)]
 pub struct LockState {
+    /// The name (without the client's prefix).
     name: String,
-    /// `"lock"`, `"rwmutex"`, `"semaphore"` or `"election"` (from the key layout table).
+    /// ``"lock"`` (a :class:`Lock`, fair or not), ``"rwmutex"``,
+    /// ``"semaphore"`` or ``"election"`` (from the key layout table).
     kind: &'static str,
-    /// A Lock's holder, an RWMutex's writer, or an election's leader.
+    /// A Lock's holder, an RWMutex's writer, or an election's leader (its
+    /// value as ``metadata``, its term number as ``fence``); ``None`` when
+    /// there is none (a semaphore's holders are in :attr:`holders`).
     holder: Option<LockInfo>,
-    /// An RWMutex's live readers: (token, seconds left).
+    /// An RWMutex's live readers: (token, seconds left) each.
     readers: Vec<(String, f64)>,
-    /// Every live hold: `holder` first, then readers and permit holders.
+    /// Every live hold, whatever the kind: :attr:`holder` first, then an
+    /// RWMutex's readers (``metadata`` ``None``, ``fence`` 0) and a
+    /// semaphore's permit holders (token, metadata, fence, seconds left),
+    /// earliest expiry first. Remove one with
+    /// ``Client.force_release(name, token=...)``.
     holders: Vec<LockInfo>,
-    /// How many may hold at once, where stored (a semaphore's permits).
+    /// How many may hold at once where Redis stores it (a semaphore's
+    /// permits, while any is held), else ``None``.
     limit: Option<u64>,
+    /// Readers waiting in a fair RWMutex's queue (live ones).
     queued_readers: u64,
+    /// Writers waiting in a fair queue (a fair Lock's, a fair semaphore's
+    /// waiters and an election's campaigners count here).
     queued_writers: u64,
-    /// Seconds left on a waiting writer's intent, or None.
+    /// Seconds left on a waiting writer's intent (an RWMutex with writer
+    /// preference holding new readers back), or ``None``.
     writer_intent: Option<f64>,
+    /// Waiters Redis knows of: both fair queues, plus one for a writer's
+    /// intent. Waiters of a non-fair Lock are not stored in Redis and do not
+    /// count.
     waiters: u64,
 }
 
@@ -106,11 +137,10 @@ impl LockState {
             Some(h) => h.__repr__(py)?,
             None => "None".into(),
         };
-        let r = |v: Bound<'_, PyAny>| v.repr().map(|r| r.to_string());
         Ok(format!(
             "LockState(name={}, kind={}, holder={holder}, readers={}, holders={}, waiters={})",
-            r(self.name.clone().into_pyobject(py)?.into_any())?,
-            r(self.kind.into_pyobject(py)?.into_any())?,
+            py_repr(py, &self.name)?,
+            py_repr(py, self.kind)?,
             self.readers.len(),
             self.holders.len(),
             self.waiters

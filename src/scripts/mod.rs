@@ -161,8 +161,9 @@ pub(crate) fn parse_record(entry: Vec<Value>) -> Result<Option<Record>> {
     let mut it = entry.into_iter();
     let mut next = || it.next().unwrap_or(Value::Nil);
     let token: String = redis::from_redis_value(next()).map_err(bad)?;
-    let metadata: String = redis::from_redis_value(next()).map_err(bad)?;
+    // Nil when the holder gave none; "" when it gave "".
+    let metadata: Option<String> = redis::from_redis_value(next()).map_err(bad)?;
     let fence: i64 = redis::from_redis_value(next()).map_err(bad)?;
     let pttl_ms: i64 = redis::from_redis_value(next()).map_err(bad)?;
-    Ok(Some(Record { token, metadata: (!metadata.is_empty()).then_some(metadata), fence, pttl_ms }))
+    Ok(Some(Record { token, metadata, fence, pttl_ms }))
 }

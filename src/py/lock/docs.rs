@@ -40,6 +40,48 @@ macro_rules! asyncio_twin {
 }
 pub(crate) use asyncio_twin;
 
+/// The docstring of `Lock.acquire`.
+macro_rules! acquire_doc {
+    () => {
+        concat!(
+            "Take the lock, with the semantics of :meth:`threading.Lock.acquire`.\n",
+            "\n",
+            "The GIL is released while waiting; the wait wakes every 50 ms to check\n",
+            "for signals, so Ctrl-C raises ``KeyboardInterrupt`` promptly and leaves\n",
+            "no lock behind (a hold granted in the meantime is released first).\n",
+            "\n",
+            "Args:\n",
+            "    blocking: when ``False`` (or ``0``), make one attempt and return\n",
+            "        at once.\n",
+            "    timeout: the most seconds to wait when ``blocking``; ``None`` (the\n",
+            "        default) waits up to the handle's ``blocking_timeout``, which\n",
+            "        is forever unless it was set (as redis-py's ``Lock.acquire``);\n",
+            "        ``-1`` waits forever whatever ``blocking_timeout`` says; ``0``\n",
+            "        makes one attempt. Must be ``None`` or ``-1`` when\n",
+            "        ``blocking`` is ``False``.\n",
+            "\n",
+            "Returns:\n",
+            "    ``True`` once the lock is taken; ``False`` when the wait passed,\n",
+            "    ``blocking`` is ``False`` and the lock is busy, or the\n",
+            "    :class:`Retry` strategy ran out of attempts. The retry's\n",
+            "    ``attempts`` and the wait are two limits and the first one reached\n",
+            "    ends the acquire: with ``retry=Retry.none()`` (one attempt) a busy\n",
+            "    lock returns ``False`` at once, whatever ``timeout`` says.\n",
+            "\n",
+            "Raises:\n",
+            "    ValueError: a ``timeout`` with ``blocking=False``; a negative\n",
+            "        ``timeout`` other than ``-1``; an infinite or NaN ``timeout``;\n",
+            "        an int ``blocking`` other than ``0`` or ``1``.\n",
+            "    TypeError: ``blocking`` is not a ``bool`` or an ``int``, or\n",
+            "        ``timeout`` is not a number or ``None``.\n",
+            $crate::py::lock::docs::redis_raises!(),
+            "\n",
+            "    KeyboardInterrupt: Ctrl-C while waiting (no lock is left behind).",
+        )
+    };
+}
+pub(crate) use acquire_doc;
+
 /// The docstring of `Lock.__enter__`.
 macro_rules! enter_doc {
     () => {

@@ -5,6 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use pyo3::exceptions::PyResourceWarning;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
 
@@ -14,7 +15,8 @@ use super::super::args;
 use super::super::client::PyClient;
 use super::super::errors::LockLost;
 use super::super::errors::LockNotAcquired;
-use super::super::runtime::{runtime, wait, wait_interruptible};
+use super::super::events::in_caller_context;
+use super::super::runtime::{exiting, runtime, wait, wait_interruptible};
 use super::PyLock;
 
 /// A lock name, or a list or tuple of names (a multi-lock).
@@ -30,12 +32,13 @@ pub(super) fn names_of(name: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
 
 /// A blocking acquire that Ctrl-C interrupts, leaving no lock behind. One
 /// attempt without waiting is bounded by the command timeout, as any other
-/// call: it runs inline (see `wait`).
+/// call: it runs inline (see `wait`). Its events carry the caller's context.
 pub(super) fn acquire_blocking(py: Python<'_>, core: &Arc<Lock>, wait_for: Wait) -> PyResult<bool> {
+    let acquire = in_caller_context(py, core.acquire(wait_for));
     if wait_for == Wait::No {
-        return wait(py, core.acquire(wait_for));
+        return wait(py, acquire);
     }
-    wait_interruptible(py, core.client(), core.acquire(wait_for))
+    wait_interruptible(py, core.client(), acquire)
 }
 
 /// Gives back a hold whose acquire nobody received (its awaiter was cancelled).
@@ -107,16 +110,80 @@ impl PyLock {
         format!("lock {:?}", self.core.names().join(", "))
     }
 
+    /// How long `with` / `async with` wait: the handle's `blocking_timeout`.
     pub(super) fn entry_wait(&self) -> PyResult<Wait> {
-        match self.blocking_timeout {
-            None => Ok(Wait::Forever),
-            Some(d) => args::deadline(d.as_secs_f64()),
-        }
+        args::wait(None, None, self.blocking_timeout)
     }
 
-    pub(super) fn not_acquired(&self) -> PyErr {
-        let within =
-            self.blocking_timeout.map_or(String::new(), |d| format!(" within {} s", d.as_secs_f64()));
-        LockNotAcquired::new_err(format!("{} was not acquired{within}", self.label()))
+    /// How long `acquire(blocking, timeout)` waits (`timeout=None`: the
+    /// handle's `blocking_timeout`).
+    pub(super) fn call_wait(
+        &self,
+        blocking: Option<&Bound<'_, PyAny>>,
+        timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Wait> {
+        args::wait(blocking, timeout, self.blocking_timeout)
+    }
+
+    /// What a `with` that did not take the lock says.
+    pub(super) fn not_acquired(&self) -> NotAcquired {
+        NotAcquired {
+            label: self.label(),
+            within: self.blocking_timeout,
+            attempts: self.core.options().retry.attempts,
+        }
+    }
+}
+
+/// The `LockNotAcquired` of a `with` / `async with` that did not take the
+/// lock: the wait ran out, or else the retry strategy's attempts did.
+pub(super) struct NotAcquired {
+    label: String,
+    within: Option<Duration>,
+    attempts: Option<u32>,
+}
+
+impl NotAcquired {
+    /// The error, for an acquire that waited with `waited` and returned
+    /// `False` now.
+    pub(super) fn error(&self, waited: Wait) -> PyErr {
+        let why = match (self.attempts, !waited.expired()) {
+            (Some(n), true) => {
+                let tries = if n == 1 { "its only attempt".to_string() } else { format!("all {n} attempts") };
+                let before = self.within.map_or(String::new(), |d| {
+                    format!(", before blocking_timeout ({} s) passed", d.as_secs_f64())
+                });
+                format!(": the retry strategy gave up after {tries}{before} (see Retry's attempts)")
+            }
+            _ => self.within.map_or(String::new(), |d| format!(" within {} s", d.as_secs_f64())),
+        };
+        LockNotAcquired::new_err(format!("{} was not acquired{why}", self.label))
+    }
+}
+
+/// A handle dropped while it holds: a `ResourceWarning` naming the lock, as
+/// an unclosed file or socket gives. Dropping the handle drops the core's,
+/// which stops the renewal; the hold stays in Redis until its ttl runs out.
+/// (A restored hold not yet adopted is its owner's: no warning; nor at
+/// interpreter exit, where every handle goes.)
+impl Drop for PyLock {
+    fn drop(&mut self) {
+        if !self.core.is_held() || self.core.is_restored() || exiting() {
+            return;
+        }
+        let message = format!(
+            "unreleased ferrolock.Lock {:?} was garbage-collected while holding it: its renewal stops \
+             and the name stays held in Redis until its ttl runs out ({} s); release it, or hold it \
+             in a `with` block",
+            self.core.names().join(", "),
+            self.core.options().ttl.as_secs_f64()
+        );
+        Python::attach(|py| {
+            let Ok(message) = std::ffi::CString::new(message) else { return };
+            let category = py.get_type::<PyResourceWarning>();
+            if let Err(e) = PyErr::warn(py, &category, &message, 1) {
+                e.write_unraisable(py, None);
+            }
+        });
     }
 }

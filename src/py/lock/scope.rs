@@ -99,7 +99,7 @@ pub(super) fn enter(slf: &Bound<'_, PyLock>) -> PyResult<Py<Operation>> {
     let fut = async move {
         let adopting = core.is_restored();
         if !core.acquire(wait_for).await? {
-            return Err(not_acquired);
+            return Err(not_acquired.error(wait_for));
         }
         *slot.lock().unwrap() = Some(scope);
         if let Some(lease) = core.lease() {
@@ -116,11 +116,14 @@ pub(super) fn enter(slf: &Bound<'_, PyLock>) -> PyResult<Py<Operation>> {
 
 /// `Lock.__aexit__`.
 pub(super) fn exit(
-    me: &PyLock,
-    py: Python<'_>,
+    slf: &Bound<'_, PyLock>,
     exc_type: &Bound<'_, PyAny>,
     exc: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Py<Operation>> {
+    let (py, me) = (slf.py(), slf.get());
+    // `async with` lets go of the handle before awaiting this: keep it alive
+    // until the release is done (see `Drop for PyLock`).
+    let handle = slf.clone().unbind();
     let mut body_raised = exc.filter(|e| !e.is_none()).map(|e| e.clone().unbind());
     if let Some(scope) = me.scope.lock().unwrap().take() {
         let scope = scope.get();
@@ -137,6 +140,7 @@ pub(super) fn exit(
     }
     let core = me.core.clone();
     let fut = async move {
+        let _handle = handle;
         let released = core.release().await.map_err(PyErr::from);
         finish(&core, released, body_raised).map(|v| (v, false))
     };
