@@ -168,7 +168,8 @@ docs: $(VENV)/.docs-ready
 test-docs: docs
 
 # `make bench`: ferrolock beside redis-py, python-redis-lock and pottery, in one run
-# against a throwaway redis-server; writes docs/benchmarks.md and docs/benchmarks.png.
+# against a throwaway redis-server; writes docs/benchmarks.md and docs/benchmarks.png,
+# then prints the server cost of each primitive's cycle (benches/server_cost.py).
 # BENCH_ARGS=--quick for a ~1 minute run; BENCH_ARGS="--baseline DIR" adds the
 # figures of another build's ferrolock package (in DIR) beside this one's.
 # strace (Debian package) counts the system calls of one cycle.
@@ -182,6 +183,14 @@ bench: redis build-dev
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq strace >/dev/null; }
 	$(PY) -m pip install -q -r $(BENCH_REQS)
 	$(PY) benches/bench.py $(BENCH_ARGS)
+	$(PY) benches/server_cost.py
+
+# `make bench-cost`: what one acquire + release cycle costs the server, every
+# primitive beside redis-py's Lock and a SET/DEL floor (benches/server_cost.py).
+.PHONY: bench-cost
+bench-cost: redis build-dev
+	$(PY) -m pip install -q -r $(BENCH_REQS)
+	$(PY) benches/server_cost.py
 
 # `make bench-scale`: lock throughput over many names and client processes, on one
 # redis-server and on a 3-master Redis Cluster, beside a SET/DEL floor, with each

@@ -27,21 +27,24 @@ local function held(reply)
 end
 
 local us = now_us()
-local now = math.floor(us / 1000)
-prune_waiters(alive, tags, now, queue)
-
 local rec = redis.call('HMGET', lock, 'token', 'fence')
 local last = tonumber(rec[2]) or 0
 if rec[1] == token then
   leave_queue(alive, tags, token, queue)
   return held(hold(lock, token, meta, ttl, last))
 end
-if not rec[1] then
-  local head = redis.call('ZRANGE', queue, 0, 0)[1]
-  if not head or head == token then
+-- The queue is pruned only when it has someone else at its head: a free
+-- lock nobody queues for is taken with no sorted-set scan.
+local head = redis.call('ZRANGE', queue, 0, 0)[1]
+if head and (head ~= token or rec[1]) then
+  prune_waiters(alive, tags, math.floor(us / 1000), queue)
+  head = redis.call('ZRANGE', queue, 0, 0)[1]
+end
+if not rec[1] and (not head or head == token) then
+  if head then
     leave_queue(alive, tags, token, queue)
-    return held(hold(lock, token, meta, ttl, next_fence(last, us)))
   end
+  return held(hold(lock, token, meta, ttl, next_fence(last, us)))
 end
 
 if ARGV[6] == '1' then

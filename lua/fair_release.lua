@@ -6,7 +6,8 @@
 -- ARGV: [token, channel, release ('1': release this token's hold too;
 --        '0': only leave the queue, as a cancelled adopt of a restored hold does),
 --        announce (a channel told '' when the hold is released, or '')]
--- Returns 1 when this owner held the lock (released now), else 0.
+-- Returns 1 when this owner held the lock (released now), else 0. A release
+-- with no queue (nobody waits: a fair waiter always queues) publishes nothing.
 -- Whenever the lock ends up free (released, a hand-over lapsed, or a waiter
 -- left while it was free) the head of the queue gets it: it leaves the queue
 -- and is announced on `channel` with a grant (lib/wake.lua), so only it
@@ -16,9 +17,15 @@
 local lock, queue, alive, tags = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, channel = ARGV[1], ARGV[2]
 
-leave_queue(alive, tags, token, queue)
+-- With no queue, nobody waits: no queue to leave or prune, nothing to publish.
+local queued = redis.call('EXISTS', queue) == 1
+if queued then
+  leave_queue(alive, tags, token, queue)
+end
 local us = now_us()
-prune_waiters(alive, tags, math.floor(us / 1000), queue)
+if queued then
+  prune_waiters(alive, tags, math.floor(us / 1000), queue)
+end
 
 local rec = redis.call('HMGET', lock, 'token', 'fence')
 local last = tonumber(rec[2]) or 0
@@ -36,7 +43,7 @@ if announce ~= '' then
   if released == 1 then
     end_hold(lock, last, us)
   end
-  if released == 1 or redis.call('EXISTS', queue) == 1 then
+  if queued and (released == 1 or redis.call('EXISTS', queue) == 1) then
     -- Also when a waiter (the head, maybe) left a free term: the next in
     -- line claims it now, not at its own next look.
     publish(channel, '')
@@ -46,11 +53,13 @@ if announce ~= '' then
   end
   return released
 end
-if serve_head(lock, queue, alive, tags, last, us, channel) then
+if queued and serve_head(lock, queue, alive, tags, last, us, channel) then
   return released
 end
 if released == 1 then
   end_hold(lock, last, us)
-  publish(channel, '')
+  if queued then
+    publish(channel, '')
+  end
 end
 return released

@@ -51,7 +51,7 @@ for _, kind in ipairs(order) do
       removed = removed + 1
     end
     if leases and k.data then
-      sem_tidy(leases, k.data, us)
+      sem_tidy(leases, k.data, us, tonumber(redis.call('HGET', k.data, 'fence')) or 0)
     end
   end
   if token == '' and k.intent then

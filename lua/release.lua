@@ -5,24 +5,33 @@
 --       (force_release); channel: where to announce the release ('' = each
 --       key's own `<key>:wake`, which shares its hash tag)
 -- Returns the number of keys released (0: not held by this owner, nothing changed).
+-- A release is announced only where a waiter marked the hold waited on
+-- (lib/hold.lua, `waited_on`): a release nobody waits for publishes nothing.
 local token, force, channel = ARGV[1], ARGV[2] == '1', ARGV[3] or ''
 
-if not force and not holds_all(KEYS, token) then
-  return 0
-end
-
-local now = now_us()
-local released = 0
-for _, key in ipairs(KEYS) do
-  if redis.call('HEXISTS', key, 'token') == 1 then
-    released = released + 1
-    end_hold(key, tonumber(redis.call('HGET', key, 'fence')) or 0, now)
-    if channel == '' then
-      publish(key .. ':wake', '')
-    end
+local recs = {}
+for i, key in ipairs(KEYS) do
+  recs[i] = redis.call('HMGET', key, 'token', 'fence', 'w')
+  if not force and recs[i][1] ~= token then
+    return 0
   end
 end
-if released > 0 and channel ~= '' then
+
+local now
+local released, wake = 0, false
+for i, key in ipairs(KEYS) do
+  local rec = recs[i]
+  if rec[1] then
+    released = released + 1
+    now = now or now_us()
+    end_hold(key, tonumber(rec[2]) or 0, now)
+    if rec[3] and channel == '' then
+      publish(key .. ':wake', '')
+    end
+    wake = wake or rec[3] ~= false
+  end
+end
+if wake and channel ~= '' then
   publish(channel, '')
 end
 return released

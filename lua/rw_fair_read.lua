@@ -15,22 +15,32 @@ local token, ttl, patience, attempt, channel = ARGV[1], tonumber(ARGV[2]), tonum
 
 local us = now_us()
 local now = math.floor(us / 1000)
-prune_waiters(alive, tags, now, qr, qw)
-redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
+-- Nobody queued (no liveness set): no queue to prune, leave or look behind.
+-- Expired readers are left to the releases, which prune them (and to this
+-- attempt when someone queues).
+local queued = redis.call('EXISTS', alive) == 1
+if queued then
+  prune_waiters(alive, tags, now, qr, qw)
+  redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
+end
 
 local function enter()
   redis.call('ZADD', readers, now + ttl, token)
-  leave_queue(alive, tags, token, qr)
+  if queued then
+    leave_queue(alive, tags, token, qr)
+  end
   expire_with_last_reader(readers, now)
   return {1, 0}
 end
 
-if redis.call('ZSCORE', readers, token) then
+if (tonumber(redis.call('ZSCORE', readers, token)) or 0) > now then
   return enter()
 end
 local wait
 if redis.call('HEXISTS', writer, 'token') == 1 then
   wait = redis.call('PTTL', writer)
+elseif not queued then
+  return enter()
 else
   local first = redis.call('ZRANGE', qw, 0, 0, 'WITHSCORES')
   local mine = tonumber(redis.call('ZSCORE', qr, token))

@@ -17,23 +17,30 @@
 local writer, readers, qr, qw, alive, tags = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local token, side, channel = ARGV[1], ARGV[2], ARGV[3]
 
-leave_queue(alive, tags, token, qr, qw)
+-- Nobody queued (no liveness set): nothing to leave, prune or serve, and
+-- nobody to tell (a fair waiter always queues).
+local queued = redis.call('EXISTS', alive) == 1
+if queued then
+  leave_queue(alive, tags, token, qr, qw)
+end
 local us = now_us()
 local now = math.floor(us / 1000)
 local held = 0
 if ARGV[4] == '1' then
   if side == 'w' then
-    if redis.call('HGET', writer, 'token') == token then
-      end_hold(writer, tonumber(redis.call('HGET', writer, 'fence')) or 0, us)
+    local rec = redis.call('HMGET', writer, 'token', 'fence')
+    if rec[1] == token then
+      end_hold(writer, tonumber(rec[2]) or 0, us)
       held = 1
     end
   else
-    local expiry = tonumber(redis.call('ZSCORE', readers, token))
-    redis.call('ZREM', readers, token)
-    if expiry and expiry > now then
-      held = 1
-    end
+    -- Expired readers go first, so removing this one answers whether it was live.
+    redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
+    held = redis.call('ZREM', readers, token)
   end
+end
+if not queued then
+  return held
 end
 
 prune_waiters(alive, tags, now, qr, qw)

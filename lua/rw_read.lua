@@ -1,19 +1,24 @@
--- include: clock leases
+-- include: clock hold leases
 -- rw_read.lua: join the readers of an RWMutex, each reader with its own expiry.
 -- KEYS: [writer hash, readers zset (token -> expiry, server ms), writer intent]
--- ARGV: [token, ttl_ms, writer_preference ('1' or '0')]
+-- ARGV: [token, ttl_ms, writer_preference ('1' or '0'),
+--        will_wait ('1': a writer's hold found is marked waited on, so its
+--        release wakes this reader)]
 -- Returns {1, 0} when reading (joined now, or already a reader: expiry pushed),
 -- or {0, wait_ms}: a writer holds (its pttl), or a writer waits (its intent's pttl).
+-- Expired readers are left to the releases and writers, which prune them.
 local writer, readers, intent = KEYS[1], KEYS[2], KEYS[3]
 local token, ttl = ARGV[1], tonumber(ARGV[2])
 
 if redis.call('HEXISTS', writer, 'token') == 1 then
+  if ARGV[4] == '1' then
+    waited_on(writer)
+  end
   return {0, redis.call('PTTL', writer)}
 end
 local now = now_ms()
-redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
 if ARGV[3] == '1' and redis.call('EXISTS', intent) == 1
-    and not redis.call('ZSCORE', readers, token) then
+    and (tonumber(redis.call('ZSCORE', readers, token)) or 0) <= now then
   return {0, redis.call('PTTL', intent)}
 end
 

@@ -3,7 +3,11 @@
 -- KEYS: [writer hash, readers zset (token -> expiry, server ms), writer intent,
 --        the writer's fence record (on a quorum's master only: see recorded_fence)]
 -- ARGV: [token, ttl_ms, metadata, writer_preference ('1' or '0'),
---        set_metadata ('1' or '0': keep the stored metadata on re-entry)]
+--        set_metadata ('1' or '0': keep the stored metadata on re-entry),
+--        will_wait ('1': a busy answer marks the writer hash waited on, `w`,
+--        so the release of the writer or of the last reader wakes this one),
+--        waited ('1': this writer waited before: its hold is marked, for
+--        those behind it)]
 -- Returns {1, fence} when writing (the writer hash then looks like a Lock's),
 -- or {0, wait_ms}: the writer's pttl, or until the last live reader expires.
 -- A writer that must wait for readers leaves its intent (writer preference):
@@ -12,7 +16,11 @@ local writer, readers, intent = KEYS[1], KEYS[2], KEYS[3]
 local token, ttl, meta = ARGV[1], ARGV[2], ARGV[5] == '1' and ARGV[3]
 
 local rec = redis.call('HMGET', writer, 'token', 'fence')
+local will_wait, waited = ARGV[6] == '1', ARGV[7] == '1'
 if rec[1] and rec[1] ~= token then
+  if will_wait then
+    waited_on(writer)
+  end
   return {0, redis.call('PTTL', writer)}
 end
 if rec[1] == token then
@@ -30,7 +38,15 @@ if last[1] then
       redis.call('SET', intent, token, 'PX', ttl)
     end
   end
-  return {0, tonumber(last[2]) - now}
+  local wait = tonumber(last[2]) - now
+  if will_wait then
+    -- No writer holds: the mark alone keeps the hash, as long as the readers.
+    waited_on(writer)
+    if redis.call('PTTL', writer) < wait then
+      redis.call('PEXPIRE', writer, wait)
+    end
+  end
+  return {0, wait}
 end
 
 if redis.call('GET', intent) == token then
@@ -38,4 +54,4 @@ if redis.call('GET', intent) == token then
 end
 local fence = next_fence(math.max(tonumber(rec[2]) or 0, recorded_fence(KEYS[4])), us)
 remember_fence(KEYS[4], fence, us)
-return hold(writer, token, meta, ttl, fence)
+return hold(writer, token, meta, ttl, fence, waited)

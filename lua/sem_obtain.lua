@@ -7,7 +7,9 @@
 -- Returns {1, fence} when this token holds a permit (taken now, or re-entered:
 -- claimed after a hand-over, or adopted), or {0, wait_ms}: until the first
 -- holder's lease runs out, or -1 when a permit is free but others are first
--- in line (fair mode: they are let in now).
+-- in line (fair mode: they are let in now). A waiter that will wait (not
+-- fair) marks the data `w`, so that releases wake it; one that waited marks
+-- it when it takes a permit, for those still behind it.
 -- Refuses with FERROLOCK_PERMITS (src/error/refusal.rs) when permits
 -- differs from what the semaphore has while any permit is held (while none
 -- is, the newest count applies).
@@ -18,21 +20,37 @@ local fair, patience, attempt, channel = ARGV[6] == '1', tonumber(ARGV[7]), ARGV
 
 local us = now_us()
 local now = math.floor(us / 1000)
-sem_prune(holders, data, now)
-prune_waiters(alive, tags, now, queue)
+if fair then
+  prune_waiters(alive, tags, now, queue)
+end
 
+-- Expired leases are pruned only when they could matter: when the permits
+-- look all taken, or a different count is asked while some look held.
 local held = redis.call('ZCARD', holders)
-local configured = tonumber(redis.call('HGET', data, 'permits'))
+local rec = redis.call('HMGET', data, 'permits', 'fence')
+local configured, last = tonumber(rec[1]), tonumber(rec[2]) or 0
+if held > 0 and (held >= permits or configured ~= permits) then
+  sem_prune(holders, data, now)
+  held = redis.call('ZCARD', holders)
+end
 if configured and configured ~= permits and held > 0 then
   return redis.error_reply('FERROLOCK_PERMITS the semaphore has ' .. configured .. ' permits while held, not '
     .. permits)
 end
+-- The newest count applies while no permit is held: written with the next take.
+local fields = nil
 if configured ~= permits then
-  redis.call('HSET', data, 'permits', permits)
+  fields = {'permits', permits}
 end
 
-if redis.call('ZSCORE', holders, token) then
-  leave_queue(alive, tags, token, queue)
+local expiry = tonumber(redis.call('ZSCORE', holders, token))
+if expiry and expiry > now then
+  if fair then
+    leave_queue(alive, tags, token, queue)
+  end
+  if fields then
+    redis.call('HSET', data, unpack(fields))
+  end
   redis.call('ZADD', holders, now + ttl, token)
   if meta then
     redis.call('HSET', data, 'm:' .. token, meta)
@@ -48,12 +66,27 @@ if can and fair then
   can = (rank and rank < free) or (not rank and redis.call('ZCARD', queue) < free)
 end
 if can then
-  leave_queue(alive, tags, token, queue)
-  return {1, sem_take(holders, data, token, meta, ttl, us)}
+  if fair then
+    leave_queue(alive, tags, token, queue)
+  end
+  if tonumber(ARGV[9]) > 1 then
+    -- It waited: others may wait behind it, so its release wakes them.
+    fields = fields or {}
+    fields[#fields + 1], fields[#fields + 2] = 'w', '1'
+  end
+  return {1, sem_take(holders, data, token, meta, ttl, us, last, fields)}
 end
 
-if fair and ARGV[8] == '1' then
-  enqueue(queue, alive, tags, token, us, patience, attempt)
+if fields then
+  redis.call('HSET', data, unpack(fields))
+end
+if ARGV[8] == '1' then
+  if fair then
+    enqueue(queue, alive, tags, token, us, patience, attempt)
+  elseif held > 0 then
+    -- A release wakes waiters only when one marked the data (sem_release.lua).
+    redis.call('HSET', data, 'w', '1')
+  end
 end
 if free > 0 then
   sem_serve(holders, data, queue, alive, tags, us, channel)

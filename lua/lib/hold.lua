@@ -1,7 +1,7 @@
 -- include: fence
--- lib/hold.lua: a Lock's hash (fields token, meta, fence; its PEXPIRE is the
--- hold's ttl), also an RWMutex writer's.
--- Defines: holds_all, holder, hold, end_hold.
+-- lib/hold.lua: a Lock's hash (fields token, meta, fence, and w when a waiter
+-- waits for it; its PEXPIRE is the hold's ttl), also an RWMutex writer's.
+-- Defines: holds_all, holder, hold, waited_on, end_hold.
 
 -- Whether `token` holds every lock hash in `keys`.
 local function holds_all(keys, token)
@@ -25,14 +25,30 @@ end
 
 -- `token` holds `lock` with fence `fence` for `ttl` ms. Its metadata is set
 -- to `meta`, or kept when `meta` is false (re-entry without new metadata:
--- adopting a restored hold keeps its owner's). Returns the taken reply.
-local function hold(lock, token, meta, ttl, fence)
-  redis.call('HSET', lock, 'token', token, 'fence', fence_text(fence))
+-- adopting a restored hold keeps its owner's). `waited`: the new holder
+-- waited for it, so others may wait still: the hold is marked waited on
+-- (field `w`), and its release wakes them (see `waited_on`). One HSET, one
+-- PEXPIRE. Returns the taken reply.
+local function hold(lock, token, meta, ttl, fence, waited)
+  local fields = {'token', token, 'fence', fence_text(fence)}
   if meta then
-    redis.call('HSET', lock, 'meta', meta)
+    fields[#fields + 1], fields[#fields + 2] = 'meta', meta
   end
+  if waited then
+    fields[#fields + 1], fields[#fields + 2] = 'w', '1'
+  end
+  redis.call('HSET', lock, unpack(fields))
   redis.call('PEXPIRE', lock, ttl)
   return {1, fence}
+end
+
+-- A waiter found `lock` held and will wait: the hold is marked waited on, so
+-- its release publishes a wake-up. A release with no such mark publishes
+-- nothing: nobody waits for it (a waiter subscribes before the attempt that
+-- marks, and one woken that takes the lock marks its own hold, for those
+-- still waiting behind it).
+local function waited_on(lock)
+  redis.call('HSET', lock, 'w', '1')
 end
 
 -- Ends the hold kept in `key` (fence `fence`) at server time `now` (us): the
@@ -42,7 +58,7 @@ local function end_hold(key, fence, now)
   if fence < now then
     redis.call('DEL', key)
   else
-    redis.call('HDEL', key, 'token', 'meta')
+    redis.call('HDEL', key, 'token', 'meta', 'w')
     redis.call('PEXPIRE', key, math.floor((fence - now) / 1000) + 1)
   end
 end

@@ -1,7 +1,8 @@
 -- include: fence wake queue leases
 -- lib/sem.lua: a semaphore's permits. `holders` (zset: token -> expiry,
--- server ms) and `data` (hash: `permits` in force, the last `fence`, and
--- `f:<token>` / `m:<token>`, each holder's fence and metadata).
+-- server ms) and `data` (hash: `permits` in force, the last `fence`, `w` when
+-- a waiter waits (see sem_obtain.lua), and `f:<token>` / `m:<token>`, each
+-- holder's fence and metadata).
 -- Defines: sem_prune, sem_tidy, sem_take, sem_serve.
 
 -- Drops the holders whose lease ran out by `now` (ms).
@@ -14,27 +15,34 @@ end
 
 -- Once no permit is held, the data goes too, as a Lock's hold does: only a
 -- fence the server clock (`us`) has not passed yet stays, until it has.
-local function sem_tidy(holders, data, us)
+-- `fence`: the last fence in `data`. Returns whether no permit is held.
+local function sem_tidy(holders, data, us, fence)
   if redis.call('ZCARD', holders) > 0 then
-    return
+    return false
   end
-  local fence = tonumber(redis.call('HGET', data, 'fence')) or 0
   redis.call('DEL', data)
   if fence >= us then
     redis.call('HSET', data, 'fence', fence_text(fence))
     redis.call('PEXPIRE', data, math.floor((fence - us) / 1000) + 1)
   end
+  return true
 end
 
--- `token` holds a permit with a new fence for `ms` ms, and metadata `meta`
--- (none stored when false). Returns the fence.
-local function sem_take(holders, data, token, meta, ms, us)
-  local fence = next_fence(tonumber(redis.call('HGET', data, 'fence')) or 0, us)
+-- `token` holds a permit for `ms` ms, with the fence after `last` (the last
+-- one in `data`, read by the caller), and metadata `meta` (none stored when
+-- false); `fields`: more of `data`'s fields to set in the same HSET, or nil.
+-- Returns the fence.
+local function sem_take(holders, data, token, meta, ms, us, last, fields)
+  local fence = next_fence(last, us)
   local f = fence_text(fence)
-  redis.call('HSET', data, 'fence', f, 'f:' .. token, f)
-  if meta then
-    redis.call('HSET', data, 'm:' .. token, meta)
+  fields = fields or {}
+  for _, field in ipairs({'fence', f, 'f:' .. token, f}) do
+    fields[#fields + 1] = field
   end
+  if meta then
+    fields[#fields + 1], fields[#fields + 2] = 'm:' .. token, meta
+  end
+  redis.call('HSET', data, unpack(fields))
   local now = math.floor(us / 1000)
   redis.call('ZADD', holders, now + ms, token)
   expire_with_last_reader(holders, now, data)
@@ -45,7 +53,8 @@ end
 -- each for its own patience, named on `channel` in one grants message.
 -- Returns whether anyone was let in.
 local function sem_serve(holders, data, queue, alive, tags, us, channel)
-  local permits = tonumber(redis.call('HGET', data, 'permits')) or 0
+  local rec = redis.call('HMGET', data, 'permits', 'fence')
+  local permits, last = tonumber(rec[1]) or 0, tonumber(rec[2]) or 0
   local free = permits - redis.call('ZCARD', holders)
   local lines = {}
   while free > 0 do
@@ -54,7 +63,8 @@ local function sem_serve(holders, data, queue, alive, tags, us, channel)
       break
     end
     leave_queue(alive, tags, head, queue)
-    local fence = sem_take(holders, data, head, '', patience, us)
+    local fence = sem_take(holders, data, head, '', patience, us, last)
+    last = fence
     lines[#lines + 1] = grant_line(head, fence, attempt)
     free = free - 1
   end

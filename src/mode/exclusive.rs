@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::attempt;
 use crate::client::Client;
 use crate::error::Result;
 use crate::keys::wake_channel;
@@ -18,7 +19,8 @@ pub struct Exclusive {
 impl Steps for Exclusive {
     async fn obtain_on(&self, c: &Client, ask: &Obtaining<'_>, quorum: bool) -> Result<Obtain> {
         let ttl_ms = ask.ttl.as_millis() as u64;
-        scripts::obtain(c, &self.keys, ask.token, ttl_ms, ask.metadata, quorum).await
+        scripts::obtain(c, &self.keys, ask.token, ttl_ms, ask.metadata, quorum, attempt(ask, Duration::ZERO))
+            .await
     }
 
     async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<Refreshed> {

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::attempt;
 use crate::client::Client;
 use crate::error::Result;
 use crate::keys::RwKeys;
@@ -26,7 +27,7 @@ pub struct Write {
 impl Steps for Read {
     async fn obtain_on(&self, c: &Client, ask: &Obtaining<'_>, _quorum: bool) -> Result<Obtain> {
         let ttl_ms = ask.ttl.as_millis() as u64;
-        scripts::rw_read(c, &self.keys, ask.token, ttl_ms, self.writer_preference).await
+        scripts::rw_read(c, &self.keys, ask.token, ttl_ms, self.writer_preference, ask.will_wait).await
     }
 
     async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<Refreshed> {
@@ -66,7 +67,9 @@ impl Steps for Write {
     async fn obtain_on(&self, c: &Client, ask: &Obtaining<'_>, quorum: bool) -> Result<Obtain> {
         let ttl_ms = ask.ttl.as_millis() as u64;
         let writer_preference = self.writer_preference && ask.will_wait;
-        scripts::rw_write(c, &self.keys, ask.token, ttl_ms, ask.metadata, writer_preference, quorum).await
+        let attempt = attempt(ask, Duration::ZERO);
+        scripts::rw_write(c, &self.keys, ask.token, ttl_ms, ask.metadata, writer_preference, quorum, attempt)
+            .await
     }
 
     async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<Refreshed> {

@@ -23,7 +23,10 @@ lua!(EL_PROCLAIM, "el_proclaim.lua");
 
 /// `metadata`: stored with a new hold; on re-entry (the token holds already)
 /// `None` keeps what is stored. `quorum`: on a quorum's master, where a new
-/// hold's fence is also above the keys' fence records.
+/// hold's fence is also above the keys' fence records. `attempt`: whether a
+/// busy answer marks the holds waited on (`will_wait`), and whether this
+/// owner waited before (`number` > 1: its new hold is marked, for those
+/// behind it), so that a release nobody waits for publishes nothing.
 pub async fn obtain(
     client: &Client,
     keys: &[String],
@@ -31,13 +34,12 @@ pub async fn obtain(
     ttl_ms: u64,
     metadata: Option<&str>,
     quorum: bool,
+    attempt: Attempt,
 ) -> Result<Obtain> {
     let mut invocation =
         if quorum { OBTAIN.on(client).key(with_fence_records(keys)) } else { OBTAIN.on(client).key(keys) };
     invocation.arg(token).arg(ttl_ms).arg(metadata.unwrap_or("")).arg(flag(metadata.is_some()));
-    if quorum {
-        invocation.arg("1");
-    }
+    invocation.arg(flag(quorum)).arg(flag(attempt.will_wait)).arg(flag(attempt.number > 1));
     run_held(client, &invocation, taken).await.map(taken_or_busy)
 }
 

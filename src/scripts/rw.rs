@@ -18,17 +18,20 @@ lua!(RW_FAIR_WRITE, "rw_fair_write.lua");
 lua!(RW_FAIR_RELEASE, "rw_fair_release.lua");
 lua!(RW_FORCE_RELEASE, "rw_force_release.lua");
 
+/// `will_wait`: a writer's hold found busy is marked waited on, so that its
+/// release wakes this reader (a release nobody waits for publishes nothing).
 pub async fn rw_read(
     client: &Client,
     k: &RwKeys,
     token: &str,
     ttl_ms: u64,
     writer_preference: bool,
+    will_wait: bool,
 ) -> Result<Obtain> {
     let keys = [&k.writer, &k.readers, &k.intent];
-    run_held(client, RW_READ.on(client).key(&keys).arg(token).arg(ttl_ms).arg(flag(writer_preference)), taken)
-        .await
-        .map(taken_or_busy)
+    let mut invocation = RW_READ.on(client).key(&keys);
+    invocation.arg(token).arg(ttl_ms).arg(flag(writer_preference)).arg(flag(will_wait));
+    run_held(client, &invocation, taken).await.map(taken_or_busy)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -40,13 +43,14 @@ pub async fn rw_write(
     metadata: Option<&str>,
     writer_preference: bool,
     quorum: bool,
+    attempt: Attempt,
 ) -> Result<Obtain> {
     let mut invocation = RW_WRITE.on(client).key(&[&k.writer, &k.readers, &k.intent]);
     if quorum {
         invocation.key(fence_record(&k.writer));
     }
     invocation.arg(token).arg(ttl_ms).arg(metadata.unwrap_or("")).arg(flag(writer_preference));
-    invocation.arg(flag(metadata.is_some()));
+    invocation.arg(flag(metadata.is_some())).arg(flag(attempt.will_wait)).arg(flag(attempt.number > 1));
     run_held(client, &invocation, taken).await.map(taken_or_busy)
 }
 
@@ -58,7 +62,8 @@ pub async fn lease_refresh(client: &Client, keys: &[&String], token: &str, ttl_m
 
 pub async fn rw_read_release(client: &Client, k: &RwKeys, token: &str) -> Result<bool> {
     let released: i64 =
-        run(client, RW_READ_RELEASE.on(client).key(&k.readers).arg(token).arg(&k.channel)).await?;
+        run(client, RW_READ_RELEASE.on(client).key(&[&k.readers, &k.writer]).arg(token).arg(&k.channel))
+            .await?;
     Ok(released == 1)
 }
 

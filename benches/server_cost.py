@@ -1,0 +1,212 @@
+"""What a lock cycle costs the server: `make bench-cost`, or
+`.venv/bin/python benches/server_cost.py [--cycles N] [--server PATH] [--json FILE]
+[--baseline DIR]`.
+
+Redis runs every command and script on one thread, so the server time of an
+acquire + release cycle caps how many cycles one master serves. This starts
+a throwaway redis-server (loopback, no persistence) and runs, one primitive
+after another on one name, N uncontended cycles each (4,000 by default, 200
+warm-up cycles first), in 8 rounds taken in turns (CONFIG RESETSTAT before
+each, `INFO commandstats` after), each case's figure its median round:
+
+- server time per cycle: the usec of the commands the client sent (a
+  script's or function's usec includes every command it calls, which
+  commandstats also counts on their own lines: those are left out);
+- commands run per cycle: every command the server ran, inside scripts too;
+- the ratio to redis-py's `Lock` in the same run, and the cycles per second
+  one master core could serve at that cost (1e6 / server usec: an upper
+  bound, the server's network and event-loop time is not in commandstats).
+
+The cases: the floor (SET NX PX + DEL, no owner check), redis-py `Lock`,
+ferrolock's Lock, fair Lock, RWMutex read, semaphore(4), fair RWMutex read,
+and an election's campaign + resign.
+
+With `--baseline DIR` (a directory holding another build's `ferrolock`
+package), both builds are measured in turns, each run on a fresh server, three runs
+each, and the table shows before (DIR) and after (this build): each case's
+run of median ratio to redis-py's Lock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable
+
+import redis
+
+import ferrolock
+from ferrolock.throwaway import RedisServer
+
+WARMUP = 200
+# What a client sends itself; every other command in commandstats ran inside one of these.
+TOP_LEVEL = {"evalsha", "eval", "eval_ro", "evalsha_ro", "fcall", "fcall_ro", "set", "del", "delifeq",
+             "delex", "get", "publish", "spublish"}
+# What a case's own helpers run, not part of its cycle.
+IGNORED = {"info", "config|resetstat", "config", "script|load", "script", "ping", "client|setname",
+           "client", "hello", "subscribe", "ssubscribe", "unsubscribe", "sunsubscribe", "function|load"}
+REFERENCE = "redis-py Lock"
+TURNS = 3  # runs of each build with --baseline
+
+
+def cycles_of(url: str) -> dict[str, Callable[[], None]]:
+    """Each case's one cycle, on its own name."""
+    r = redis.Redis.from_url(url)
+    client = ferrolock.Client(url, prefix="cost:")
+    rp = r.lock("cost:redis-py", timeout=10)
+    lock = client.lock("lock", ttl=10.0)
+    fair = client.lock("fair", ttl=10.0, fair=True)
+    read = client.rwmutex("rw", ttl=10.0).read()
+    fair_read = client.rwmutex("rwfair", ttl=10.0, fair=True).read()
+    permit = client.semaphore("sem", 4, ttl=10.0)
+    election = client.election("el", ttl=10.0)
+
+    def floor() -> None:
+        r.set("cost:floor", "x", nx=True, px=10000)
+        r.delete("cost:floor")
+
+    def redis_py() -> None:
+        rp.acquire()
+        rp.release()
+
+    def handle(h) -> Callable[[], None]:
+        def cycle() -> None:
+            h.acquire()
+            h.release()
+        return cycle
+
+    def elect() -> None:
+        election.campaign("me").resign()
+
+    return {
+        "SET NX PX + DEL (no owner check)": floor,
+        REFERENCE: redis_py,
+        "ferrolock Lock": handle(lock),
+        "ferrolock Lock(fair=True)": handle(fair),
+        "ferrolock RWMutex read": handle(read),
+        "ferrolock semaphore(4)": handle(permit),
+        "ferrolock RWMutex(fair=True) read": handle(fair_read),
+        "ferrolock election campaign + resign": elect,
+    }
+
+
+def one_round(r, cycle: Callable[[], None], cycles: int) -> dict:
+    """`cycles` cycles after CONFIG RESETSTAT: what commandstats says they cost."""
+    r.config_resetstat()
+    for _ in range(cycles):
+        cycle()
+    run = {k.removeprefix("cmdstat_"): v for k, v in r.info("commandstats").items()}
+    run = {k: v for k, v in run.items() if k not in IGNORED}
+    return {
+        "server_us": sum(v["usec"] for k, v in run.items() if k in TOP_LEVEL) / cycles,
+        "commands": sum(v["calls"] for v in run.values()) / cycles,
+        "mix": {k: round(v["calls"] / cycles, 2) for k, v in sorted(run.items(), key=lambda kv: -kv[1]["calls"])},
+    }
+
+
+def measure(url: str, cycles: int, rounds: int) -> list[dict]:
+    """The cases in turns, `rounds` times `cycles` / `rounds` cycles each, so
+    that a busy moment of the machine falls on every case alike; each case's
+    figure is its median round."""
+    r = redis.Redis.from_url(url)
+    cases = cycles_of(url)
+    for cycle in cases.values():
+        for _ in range(WARMUP):
+            cycle()
+    per_round = max(1, cycles // rounds)
+    seen: dict[str, list[dict]] = {case: [] for case in cases}
+    for _ in range(rounds):
+        for case, cycle in cases.items():
+            seen[case].append(one_round(r, cycle, per_round))
+    rows = []
+    for case, runs in seen.items():
+        runs.sort(key=lambda run: run["server_us"])
+        rows.append({"case": case, **runs[len(runs) // 2]})
+    ref = next(row["server_us"] for row in rows if row["case"] == REFERENCE)
+    for row in rows:
+        row["vs_redis_py"] = row["server_us"] / ref
+        row["per_core_per_s"] = 1e6 / row["server_us"] if row["server_us"] else None
+    return rows
+
+
+def table(rows: list[dict], version: str, cycles: int) -> str:
+    lines = [
+        f"Server time per uncontended acquire + release cycle, {cycles:,} cycles each, "
+        f"redis-server {version} (INFO commandstats):",
+        "",
+        "| cycle | server time | commands run | vs redis-py Lock | cycles/s per master core |",
+        "|---|---|---|---|---|",
+    ]
+    for row in rows:
+        mix = ", ".join(f"{n:g} {k.upper()}" for k, n in row["mix"].items())
+        lines.append(f"| {row['case']} | {row['server_us']:.1f} us | {row['commands']:.1f} ({mix}) | "
+                     f"{row['vs_redis_py']:.2f}x | {row['per_core_per_s']:,.0f} |")
+    return "\n".join(lines)
+
+
+def in_turns(args, baseline: str) -> str:
+    """Both builds' rows, each build run in its own process, in turns."""
+    runs: dict[str, list[dict]] = {"before": [], "after": []}
+    for _ in range(TURNS):
+        for which in ("before", "after"):
+            env = dict(os.environ)
+            if which == "before":
+                env["PYTHONPATH"] = os.pathsep.join(filter(None, [baseline, env.get("PYTHONPATH")]))
+            cmd = [sys.executable, __file__, "--cycles", str(args.cycles), "--rounds", str(args.rounds), "--rows"]
+            if args.server:
+                cmd += ["--server", args.server]
+            runs[which].append(json.loads(subprocess.run(cmd, env=env, check=True, capture_output=True,
+                                                         text=True).stdout))
+    median = {which: {row["case"]: sorted((run["rows"][i] for run in got), key=lambda r: r["vs_redis_py"])[TURNS // 2]
+                      for i, row in enumerate(got[0]["rows"])} for which, got in runs.items()}
+    lines = [
+        f"Before ({baseline}) and after (this build), in turns, {TURNS} runs each, each case's median run; "
+        f"redis-server {runs['after'][0]['version']}, {args.cycles:,} cycles a case:",
+        "",
+        "| cycle | server time before | after | commands before | after | vs redis-py Lock before | after "
+        "| cycles/s per master core after |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for case, a in median["after"].items():
+        b = median["before"][case]
+        lines.append(f"| {case} | {b['server_us']:.1f} us | {a['server_us']:.1f} us | {b['commands']:.0f} | "
+                     f"{a['commands']:.0f} | {b['vs_redis_py']:.2f}x | {a['vs_redis_py']:.2f}x | "
+                     f"{a['per_core_per_s']:,.0f} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cycles", type=int, default=4000)
+    ap.add_argument("--rounds", type=int, default=8, help="turns the cycles are split into (median round)")
+    ap.add_argument("--server", help="the redis-server binary (default: redis-server on PATH)")
+    ap.add_argument("--json", help="also write the rows as JSON to this file")
+    ap.add_argument("--baseline", metavar="DIR",
+                    help="a directory holding another build's ferrolock package: before/after, in turns")
+    ap.add_argument("--rows", action="store_true", help=argparse.SUPPRESS)  # one turn of --baseline
+    args = ap.parse_args()
+    if args.baseline:
+        print(in_turns(args, args.baseline))
+        return 0
+    server = RedisServer()
+    if args.server:
+        server.binary = args.server
+    with server:
+        url = server.url
+        version = redis.Redis.from_url(url).info("server")["redis_version"]
+        rows = measure(url, args.cycles, args.rounds)
+    if args.rows:
+        print(json.dumps({"version": version, "rows": rows}))
+        return 0
+    print(table(rows, version, args.cycles))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"version": version, "cycles": args.cycles, "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

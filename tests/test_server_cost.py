@@ -1,0 +1,93 @@
+"""What a lock cycle costs the server, counted in commands (never in time:
+benches/server_cost.py measures that): an uncontended cycle runs a fixed set
+of commands, a release nobody waits for publishes nothing, and a waiter is
+still woken by the release it waits for, however many wait behind it."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import ferrolock
+from ferrolock import Retry
+from ferrolock._ferrolock import _debug_stats
+from helpers import key, wait_for
+
+SLOW = Retry.fixed(10.0)  # polling alone would take 10 s: only a wake-up is fast
+
+# Every command one uncontended acquire + release runs, inside the scripts too.
+CYCLES = {
+    "lock": {"evalsha": 2, "hmget": 2, "time": 2, "hset": 1, "pexpire": 1, "del": 1},
+    "fair lock": {"evalsha": 2, "hmget": 2, "time": 2, "zrange": 1, "exists": 1, "hset": 1, "pexpire": 1,
+                  "del": 1},
+    "rwmutex read": {"evalsha": 2, "hexists": 1, "hdel": 1, "time": 2, "exists": 1, "zadd": 1, "zrange": 1, "pexpire": 1,
+                     "zremrangebyscore": 1, "zrem": 1, "zcard": 1},
+    "semaphore": {"evalsha": 2, "time": 2, "zcard": 2, "hmget": 2, "zscore": 2, "hset": 1, "zadd": 1,
+                  "zrange": 1, "pexpire": 2, "exists": 1, "zrem": 1, "del": 1},
+}
+
+
+def handle(client, kind: str):
+    if kind == "lock":
+        return client.lock("c")
+    if kind == "fair lock":
+        return client.lock("c", fair=True)
+    if kind == "rwmutex read":
+        return client.rwmutex("c").read()
+    return client.semaphore("c", 4)
+
+
+def commands(server) -> dict[str, int]:
+    """Calls of each command since the last CONFIG RESETSTAT, but INFO."""
+    info = server.command("INFO", "commandstats").decode()
+    counts = {}
+    for line in info.splitlines():
+        if line.startswith("cmdstat_") and not line.startswith(("cmdstat_info:", "cmdstat_config")):
+            name, rest = line[len("cmdstat_"):].split(":", 1)
+            counts[name] = int(rest.split("calls=", 1)[1].split(",", 1)[0])
+    return counts
+
+
+@pytest.mark.parametrize("kind", sorted(CYCLES))
+def test_an_uncontended_cycle_runs_its_commands_and_publishes_nothing(server, kind):
+    h = handle(ferrolock.Client(server.url), kind)
+    with h:  # the first cycle loads the scripts
+        pass
+    server.command("CONFIG", "RESETSTAT")
+    with h:
+        pass
+    ran = commands(server)
+    assert "publish" not in ran
+    assert ran == CYCLES[kind]
+
+
+def test_a_release_someone_waits_for_wakes_each_waiter_in_turn(server):
+    """Three waiters of one process, retrying only every 10 s: each is woken
+    by the release before it, though the first of them took the lock the
+    previous waits had marked, and nobody marked the hold it took since."""
+    client = ferrolock.Client(server.url, prefix="t:")
+    holder = client.lock("turns")
+    assert holder.acquire()
+    taken = []
+
+    def wait(i: int) -> None:
+        waiter = client.lock("turns", retry=SLOW)
+        if waiter.acquire(timeout=8):
+            taken.append(i)
+            waiter.release()
+
+    threads = [threading.Thread(target=wait, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    lock_key = key("t:", "turns")
+    wait_for(lambda: server.command("HGET", lock_key, "w") == b"1", 5, "a waiter to mark the hold")
+    wait_for(lambda: ferrolock_waiters() >= 3, 5, "three waiters")
+    holder.release()
+    for t in threads:
+        t.join(10)
+    assert sorted(taken) == [0, 1, 2]
+
+
+def ferrolock_waiters() -> int:
+    return _debug_stats()["waiters"]
