@@ -566,10 +566,13 @@ class Client:
     tasks and locks. :class:`ferrolock.Client` subclasses this class and adds
     ``synchronized``.
 
-    Check the options and connect to Redis now.
+    Check the options; no network I/O.
 
-    The GIL is released while connecting, which takes at most
-    ``connect_timeout``.
+    Making a client never connects, so one can be built at import (a Django
+    settings module, a Celery app) while Redis is down. The first use
+    connects and checks the server, and raises what that found (the errors
+    below); :meth:`connect` does that now. :meth:`close` (or the end of a
+    ``with`` / ``async with`` block) closes its connections.
 
     Args:
         url: where Redis is: ``redis://[user:password@]host[:port][/db]``,
@@ -585,7 +588,11 @@ class Client:
             ``redis+cluster://[user:password@]host:port[,host:port...]``
             (a Redis Cluster, seeded by any of its nodes;
             ``rediss+cluster://`` for TLS; wake-ups use sharded pub/sub), or
-            ``[password@]host[:port]``. ``None`` (the default) means
+            ``[password@]host[:port]``. A ``redis://``, ``rediss://`` or
+            ``unix://`` URL's query takes redis-py's parameters (``db``,
+            ``socket_timeout``, ``ssl_cert_reqs``, ...): each is honoured or
+            refused by name, see "URL query parameters" in the API reference.
+            ``None`` (the default) means
             ``"redis://127.0.0.1:6379/0"``. A list of URLs of independent
             masters (three or five, each a server or a Sentinel service)
             makes a quorum: a lock is held while a majority of them hold it
@@ -625,11 +632,6 @@ class Client:
             of 1 or more.
 
     Raises:
-        LockConnectionError: Redis cannot be reached within
-            ``connect_timeout``, or it refused the credentials.
-        LockConfigurationError: the server answered but does not fit the
-            settings (see its documentation), including ``replica_fsync=True``
-            on a server older than Redis 7.2.
         ValueError: the URL or an option is invalid, ``ca_file`` cannot be
             read, or ``ca_file`` is given without a ``rediss://`` URL;
             ``replicas`` is negative, ``replica_timeout`` is under 0.001 s or
@@ -659,27 +661,73 @@ class Client:
         """The prefix of every key this client uses (as given, unescaped)."""
 
     @property
-    def masters(self) -> int: ...
-    def connect(self) -> None: ...
-    def aconnect(self) -> Operation[None]: ...
-    def close(self) -> None: ...
-    def aclose(self) -> Operation[None]: ...
-    def __enter__(self) -> Self: ...
+    def masters(self) -> int:
+        """How many independent masters this client locks on: 1, or the length
+        of the list of URLs it was given (a quorum).
+        """
+    def connect(self) -> None:
+        """Connect to Redis and check the server now, rather than at the first
+        use; nothing is done when this process has connected already.
+
+        The GIL is released while connecting, which takes at most
+        ``connect_timeout`` (a quorum: until a majority of its masters are
+        connected).
+
+        Raises:
+            LockConnectionError: Redis cannot be reached within
+                ``connect_timeout``, or it refused the credentials.
+            LockConfigurationError: the server answered but does not fit the
+                settings (see its documentation), including
+                ``replica_fsync=True`` on a server older than Redis 7.2, or two
+                URLs of one server in a quorum.
+            ValueError: the client is closed.
+        """
+    def aconnect(self) -> Operation[None]:
+        """Asyncio version of :meth:`connect`.
+
+        Returns:
+            A future of ``None``, done once connected.
+
+        Raises:
+            RuntimeError: awaited with no event loop running.
+            LockConnectionError: as :meth:`connect` (when awaited).
+            LockConfigurationError: as :meth:`connect` (when awaited).
+            ValueError: the client is closed (when awaited).
+        """
+    def close(self) -> None:
+        """Close this client's connections (commands, wake-ups) now, rather
+        than when it is garbage-collected; every later use raises
+        ``ValueError``. Closing twice does nothing more.
+
+        Holds taken through this client are not released: their renewals
+        fail from then on, so they end at their ttl.
+        """
+    def aclose(self) -> Operation[None]:
+        """Asyncio version of :meth:`close`.
+
+        Returns:
+            A future of ``None``, done once closed.
+        """
+    def __enter__(self) -> Self:
+        """Returns the client; the end of the ``with`` block closes it (:meth:`close`)."""
     def __exit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
         /,
-    ) -> Literal[False]: ...
-    def __aenter__(self) -> Operation[Self]: ...
+    ) -> Literal[False]:
+        """Closes the client (:meth:`close`); an exception of the block propagates."""
+    def __aenter__(self) -> Operation[Self]:
+        """Returns the client; the end of the ``async with`` block closes it (:meth:`aclose`)."""
     def __aexit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
         /,
-    ) -> Operation[Literal[False]]: ...
+    ) -> Operation[Literal[False]]:
+        """Closes the client (:meth:`aclose`); an exception of the block propagates."""
     def force_release(self, name: str, token: str | None = None) -> bool:
         """End the holds of ``name`` whoever holds them; with ``token``, only
         the hold of that token.
