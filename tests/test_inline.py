@@ -15,6 +15,7 @@ def clients(server) -> int:
 
 def test_threads_share_a_small_pool_of_inline_connections(server, prefix):
     client = ferrolock.Client(server.url, prefix=prefix)
+    client.connect()  # a Client connects at first use: this one now
     before = clients(server)  # ours: the client's multiplexed connection and this probe's
     errors: list[BaseException] = []
 
