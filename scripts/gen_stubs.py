@@ -3,7 +3,8 @@ written once as doc comments in ``src/py/``) into its type stubs,
 ``python/ferrolock/_ferrolock.pyi``, where IDEs and the documentation site
 (mkdocstrings reads the stubs) find them.
 
-Only docstrings are written: every class, function, method and property of
+Only docstrings are written: every class, function, method, property and
+annotated attribute (after it, as mkdocstrings reads it) of
 the stub gets the ``__doc__`` the built module has for it (none when it has
 none), and the rest of the stub (signatures, types, comments) is kept as it
 is, so it is edited by hand. ``--check`` writes nothing and fails when the
@@ -72,6 +73,9 @@ def documented(tree: ast.Module) -> Iterator[tuple[ast.AST, object, str]]:
                 for member in node.body:
                     if isinstance(member, Def) and not _is_setter(member):
                         yield member, cls, member.name
+                    elif isinstance(member, ast.AnnAssign) and isinstance(member.target, ast.Name):
+                        # an attribute whose type the stub spells with a descriptor
+                        yield member, cls, member.target.id
 
 
 def _is_setter(node: ast.AST) -> bool:
@@ -83,8 +87,21 @@ def with_docstrings(text: str) -> str:
     """The stub ``text`` with each docstring replaced by the built module's."""
     lines = text.split("\n")
     edits: list[tuple[int, int, list[str]]] = []  # (first line, end line, replacement), 0-based, end exclusive
-    for node, owner, name in documented(ast.parse(text)):
+    tree = ast.parse(text)
+    after = {id(m): nxt for n in ast.walk(tree) for m, nxt in zip(getattr(n, "body", []), getattr(n, "body", [])[1:])}
+    for node, owner, name in documented(tree):
         doc = runtime_doc(owner, name)
+        if isinstance(node, ast.AnnAssign):
+            # its docstring is the string on the lines after it (read so by mkdocstrings and IDEs)
+            nxt = after.get(id(node))
+            new = docstring(doc, " " * node.col_offset) if doc is not None else []
+            has_doc = isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) and isinstance(
+                nxt.value.value, str)
+            if has_doc:
+                edits.append((nxt.lineno - 1, nxt.end_lineno, new))  # type: ignore[union-attr,arg-type]
+            elif new:
+                edits.append((node.end_lineno, node.end_lineno, new))  # type: ignore[arg-type]
+            continue
         body = node.body  # type: ignore[attr-defined]
         indent = " " * node.col_offset + INDENT  # type: ignore[attr-defined]
         first = body[0]

@@ -84,7 +84,7 @@ def test_the_generator_fills_docstrings_and_keeps_the_signatures_as_written():
     # Someone changes a signature and adds a method, with no docstrings.
     edited = stub.replace("    def extend(self, ttl: _Seconds | None = None) -> None:",
                           "    def extend(self, ttl: float | None = None, /) -> None:", 1)
-    edited = edited.replace("class Lock:\n", "class Lock:\n    def spare(self) -> int: ...\n", 1)
+    edited = re.sub(r"\nclass Lock\b[^\n]*:\n", lambda m: m.group(0) + "    def spare(self) -> int: ...\n", edited, count=1)
     edited = re.sub(r'\n(\s*)"""Give the lock up and stop renewing it\..*?"""', r"\n\1...", edited, count=1, flags=re.S)
     assert edited.count("def spare") == 1 and "ttl: float | None = None, /" in edited
     filled = gen.with_docstrings(edited)
@@ -108,7 +108,11 @@ def _stub_docs() -> dict[str, str]:
     for node in ast.parse(STUB.read_text()).body:
         if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
             out[node.name] = ast.get_docstring(node) or ""
-            for member in getattr(node, "body", []) if isinstance(node, ast.ClassDef) else []:
+            body = getattr(node, "body", []) if isinstance(node, ast.ClassDef) else []
+            for member, nxt in zip(body, body[1:] + [None]):
+                if isinstance(member, ast.AnnAssign) and isinstance(member.target, ast.Name):
+                    if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant):
+                        out[f"{node.name}.{member.target.id}"] = str(nxt.value.value)
                 if isinstance(member, ast.FunctionDef):
                     out[f"{node.name}.{member.name}"] = out.get(f"{node.name}.{member.name}") or (
                         ast.get_docstring(member) or "")

@@ -1215,6 +1215,9 @@ class Lock(Generic[_NameT_co]):
     # -- local state (no call to Redis) -----------------------------------
 
     name: _LockName
+    """The lock name: a ``str`` for a single lock, a ``tuple`` of the
+    names for a multi-lock (one with two names or more).
+    """
 
     @property
     def names(self) -> tuple[str, ...]:
