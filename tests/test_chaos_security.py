@@ -190,10 +190,10 @@ def test_plain_to_tls_port_fails_fast(tls_server, prefix):
 # the commands the Lua scripts call, which Redis 7 checks against the user too.
 # HDEL is used only by release.lua when the clock has not passed the fence yet
 # (same microsecond or a clock step back), so no workload can prove it needed.
-LOCK_COMMANDS = ["ping", "evalsha", "script|load", "publish", "hmget", "hget", "hset", "hexists", "pexpire", "pttl", "del", "time"]
+LOCK_COMMANDS = ["ping", "evalsha", "script|load", "publish", "hmget", "hget", "hset", "pexpire", "pttl", "del", "time"]
 # SUBSCRIBE/UNSUBSCRIBE carry wake-ups to waiters; without them waiters poll.
 LOCK_COMMANDS_RARE = ["hdel", "subscribe", "unsubscribe"]
-RWMUTEX_EXTRA = ["get", "set", "exists", "zadd", "zcard", "zcount", "zrange", "zrem", "zremrangebyscore", "zscore"]
+RWMUTEX_EXTRA = ["hexists", "get", "set", "exists", "zadd", "zcard", "zcount", "zrange", "zrem", "zremrangebyscore", "zscore"]
 
 
 @pytest.fixture(scope="module")

@@ -198,7 +198,7 @@ def test_cluster_urls(cluster):
     with pytest.raises(ValueError, match="rediss\\+cluster"):
         ferrolock.Client(cluster.url, ca_file=__file__)
     with pytest.raises(ferrolock.LockConnectionError) as dead:
-        ferrolock.Client("redis+cluster://:hunter2@127.0.0.1:1,127.0.0.1:2")
+        ferrolock.Client("redis+cluster://:hunter2@127.0.0.1:1,127.0.0.1:2").connect()
     assert "hunter2" not in str(dead.value) and "127.0.0.1:1" in str(dead.value)
 
 

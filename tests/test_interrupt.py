@@ -26,6 +26,7 @@ CHILD = textwrap.dedent(
     url, prefix, scenario = sys.argv[1], sys.argv[2], sys.argv[3]
     urls = url.split(",")  # several: a quorum's masters
     client = ferrolock.Client(urls if len(urls) > 1 else url, prefix=prefix, command_timeout=3.0)
+    client.connect()  # connected before any fault is injected (a Client connects at first use)
     slow = ferrolock.Retry.fixed(10.0)
     if scenario == "writer":
         handle = client.rwmutex("rw").write(retry=slow)

@@ -39,8 +39,10 @@ def first_silent(deployment):
 
 
 def connect(d: SentinelDeployment, prefix: str, connect_timeout: float = CONNECT_TIMEOUT) -> ferrolock.Client:
-    return ferrolock.Client(d.url(), ca_file=d.ca_file, prefix=prefix, connect_timeout=connect_timeout,
-                            command_timeout=2)
+    client = ferrolock.Client(d.url(), ca_file=d.ca_file, prefix=prefix, connect_timeout=connect_timeout,
+                              command_timeout=2)
+    client.connect()  # a Client connects at first use: this is it
+    return client
 
 
 def test_a_silent_first_sentinel_does_not_stop_a_client_connecting(first_silent, prefix):
