@@ -389,7 +389,9 @@ def test_history_under_faults_has_no_anomaly(scenario, seed, tmp_path):
     assert s["plan"] == [[round(at, 3), kind] for at, kind in fault_plan(cfg)[1]]
     assert s["worker_exit_codes"] == [0] * s["workers"]
     assert s["torn_lines"] == 0
-    assert s["holds_valid"] >= 30 * duration, f"too few holds: {s['holds_valid']}"
+    # Enough holds for the check to mean something, not a speed: the quorum run
+    # made 495 holds in 20 s on a machine with a load average of 13.
+    assert s["holds_valid"] >= 10 * duration, f"too few holds: {s['holds_valid']}"
     if scenario in ("rwmutex", "fair-rwmutex"):
         assert {"read", "write"} <= set(s["holds_by_kind"])
     if scenario == "multi-lock":
