@@ -84,8 +84,9 @@ class Monitor:
     def stop(self) -> list:
         """Every command seen so far (up to a marker sent now), and no more reading."""
         self.server.command("ECHO", MARK)
-        wait_for(lambda: any(args == [b"ECHO", MARK.encode()] or args == [b"echo", MARK.encode()]
-                             for _, args in list(self.seen)), 30, "MONITOR to see the marker")
+        marker = [b"echo", MARK.encode()]
+        wait_for(lambda: any([args[0].lower(), *args[1:]] == marker for _, args in list(self.seen) if args),
+                 30, "MONITOR to see the marker")
         self.conn.sock.shutdown(socket.SHUT_RDWR)
         self.thread.join(30)
         self.conn.close()
@@ -270,8 +271,9 @@ def test_every_script_touches_only_the_keys_it_declares(monitored, prefix):
     monitors = [Monitor(s) for s in servers]
     drive(servers[0].url, prefix)
     quorum_drive(servers, prefix)
-    seen = [line for m in monitors for line in m.stop()]
-    runs = [run for m in monitors for run in script_runs(m.seen, lua_first)]
+    seen_by_server = [m.stop() for m in monitors]
+    seen = [line for lines in seen_by_server for line in lines]
+    runs = [run for lines in seen_by_server for run in script_runs(lines, lua_first)]
     wrong = undeclared(runs, KeysOf(servers[0]))
     assert not wrong, f"scripts touched keys they did not declare: {wrong}"
     texts = loaded_scripts(seen)
