@@ -44,9 +44,9 @@ def test_the_server_started_is_the_binary_asked_for(started):
 
 
 def test_ferrolock_accepts_the_server(started):
-    """The version check at connect lets the server through (Valkey 8 and 9
-    report redis_version 7.2.4 beside valkey_version, and their own version
-    in HELLO), and a Lock works on it."""
+    """The version check at connect lets the server through (Valkey 9
+    reports redis_version 7.2.4 beside valkey_version in INFO, and its own
+    version in HELLO, which the check reads), and a Lock works on it."""
     client = ferrolock.Client(started, prefix=f"test:servers:{os.getpid()}:")
     lock = client.lock("accepted")
     with lock:
