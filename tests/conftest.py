@@ -4,11 +4,13 @@ ferrolock.testing plugin; a throwaway Redis Cluster."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import ferrolock
-from ferrolock.testing import Raw
-from helpers import Events
+from ferrolock.testing import TEST_URL, Raw, server_binary
+from helpers import Events, announced_server
 from redis_cluster import RedisCluster
 
 pytest_plugins = ["pytester"]
@@ -16,6 +18,18 @@ pytest_plugins = ["pytester"]
 
 def pytest_addoption(parser):
     parser.addoption("--heavy", action="store_true", help="also run the long variants of the chaos suite")
+
+
+def pytest_report_header(config):
+    """The server this run's tests start (FERROLOCK_TEST_SERVER picks another binary)."""
+    if os.environ.get(TEST_URL):
+        return f"ferrolock tests: the server {TEST_URL} names"
+    try:
+        binary = server_binary()
+    except RuntimeError as e:
+        return f"ferrolock tests: {e}"
+    name, version = announced_server(binary)
+    return f"ferrolock tests: {name} {version} ({binary})"
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,10 +1,13 @@
 """Shared test helpers: an awaitable on_lost probe, a LockEvents recorder,
-key names, waiting for a condition another thread or process brings about."""
+key names, waiting for a condition another thread or process brings about,
+the server binary the tests run."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
+import subprocess
 import threading
 import time
 
@@ -93,3 +96,12 @@ async def cancelled_after(awaitable, steps: int):
         return await task
     except asyncio.CancelledError:
         return None
+
+
+def announced_server(binary: str) -> tuple[str, str]:
+    """What `binary --version` says it is: ``("redis", "7.0.15")``,
+    ``("valkey", "9.1.2")``."""
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60, check=True).stdout
+    found = re.match(r"(Redis|Valkey) server v=(\S+)", out)
+    assert found, f"{binary} --version says {out!r}: neither a Redis nor a Valkey server"
+    return found[1].lower(), found[2]

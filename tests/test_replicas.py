@@ -20,7 +20,8 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 import ferrolock
 import ferrolock.otel
-from ferrolock.testing import Raw, RedisServer
+from ferrolock.testing import Raw, RedisServer, server_binary
+from helpers import announced_server
 
 ROOT = Path(__file__).resolve().parent.parent
 # replica_timeout where a test expects the paused replica not to acknowledge
@@ -462,11 +463,23 @@ def test_replica_fsync_on_a_server_without_waitaof_is_refused(redis_url):
 NEW_REDIS = Path(os.environ.get("FERROLOCK_NEW_REDIS") or ROOT / "target" / "new-redis" / "redis-server")
 
 
+def waitaof_binary() -> str | None:
+    """The run's own server binary when it has WAITAOF (Redis 7.2 or newer,
+    every Valkey: `make test-servers` runs these tests on Redis 8.2 and
+    Valkey 9), else NEW_REDIS when fetched."""
+    own = server_binary()
+    name, version = announced_server(own)
+    if name == "valkey" or tuple(int(x) for x in version.split(".")[:2]) >= (7, 2):
+        return own
+    return str(NEW_REDIS) if NEW_REDIS.exists() else None
+
+
 @pytest.fixture(scope="module")
 def aof_pair():
-    if not NEW_REDIS.exists():
+    binary = waitaof_binary()
+    if binary is None:
         pytest.skip(f"no Redis 7.2+ binary at {NEW_REDIS} (make new-redis fetches one; x86_64 Linux only)")
-    p = Pair(binary=str(NEW_REDIS), replica_extra=("--appendonly", "yes", "--appendfsync", "always"))
+    p = Pair(binary=binary, replica_extra=("--appendonly", "yes", "--appendfsync", "always"))
     yield p
     p.close()
 

@@ -3,6 +3,7 @@ examples (the plugin re-exports them)."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import sys
 import pytest
 
 import ferrolock
-from ferrolock.throwaway import RedisServer, RespError, redis_url
+from ferrolock.throwaway import RedisServer, RespError, redis_url, server_binary
 
 
 def test_a_server_is_a_context_manager_and_command_parses_replies():
@@ -61,3 +62,17 @@ def test_redis_url_is_redis_url_when_set_else_a_throwaway_server(monkeypatch):
 def test_it_needs_no_pytest():
     code = "import sys; sys.modules['pytest'] = None; import ferrolock.throwaway"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_the_server_binary_is_the_one_ferrolock_test_server_names(monkeypatch, tmp_path):
+    monkeypatch.delenv("FERROLOCK_TEST_SERVER", raising=False)
+    path_binary = server_binary()
+    assert os.path.basename(path_binary) == "redis-server"
+    monkeypatch.setenv("FERROLOCK_TEST_SERVER", path_binary)
+    with RedisServer() as server:
+        assert server.binary == path_binary
+        assert server.command("PING") == "PONG"
+    missing = tmp_path / "no-such-server"
+    monkeypatch.setenv("FERROLOCK_TEST_SERVER", str(missing))
+    with pytest.raises(RuntimeError, match=rf"FERROLOCK_TEST_SERVER={missing} names no executable file.*make valkey"):
+        RedisServer()

@@ -21,6 +21,10 @@ entry point ``ferrolock``); ``-p no:ferrolock`` turns it off. It brings:
 * ``ferrolock_private_server``: a ``redis-server`` of the test's own, which
   it may stop, kill and restart (:class:`RedisServer`).
 
+Every server the plugin starts runs ``redis-server`` from ``PATH``, or the
+binary ``FERROLOCK_TEST_SERVER`` names (another Redis version, a
+``valkey-server``): the same tests then run against that server.
+
 Example::
 
     def test_the_job_stops_when_its_lock_is_lost(ferrolock_client, ferrolock_helpers):
@@ -48,12 +52,12 @@ import pytest
 
 import ferrolock
 from ferrolock.throwaway import (
-    Connection, Raw, RedisServer, RespError, encode, env_url, free_port, read_reply, redis_url,
+    Connection, Raw, RedisServer, RespError, encode, env_url, free_port, read_reply, redis_url, server_binary,
 )
 
 __all__ = [
-    "Connection", "Helpers", "Holder", "Raw", "RedisServer", "RespError", "encode", "env_url", "free_port",
-    "read_reply", "redis_url",
+    "Connection", "Helpers", "Holder", "Raw", "RedisServer", "RespError", "encode", "env_url",
+    "free_port", "read_reply", "redis_url", "server_binary",
 ]
 
 

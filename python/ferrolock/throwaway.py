@@ -2,6 +2,10 @@
 benchmarks and examples. Needs nothing but the standard library (the pytest
 plugin :mod:`ferrolock.testing` re-exports all of it).
 
+The server binary is ``redis-server`` on ``PATH``, or the one
+``FERROLOCK_TEST_SERVER`` names (a path: another Redis version, or a
+``valkey-server``), for every server started here.
+
 Example (``REDIS_URL`` when set, else a server of the block's own)::
 
     from ferrolock.throwaway import redis_url
@@ -31,7 +35,13 @@ from typing import Any, Callable, Iterator, Optional
 
 __all__ = [
     "Connection", "Raw", "RedisServer", "RespError", "encode", "env_url", "free_port", "read_reply", "redis_url",
+    "server_binary",
 ]
+
+SERVER_BINARY = "FERROLOCK_TEST_SERVER"
+"""The variable naming the server binary :class:`RedisServer` runs instead of
+``redis-server`` on ``PATH`` (a path to another ``redis-server`` or a
+``valkey-server``)."""
 
 
 def free_port() -> int:
@@ -219,6 +229,33 @@ class Raw:
 # -- the server ----------------------------------------------------------------
 
 
+def server_binary() -> str:
+    """The server binary :class:`RedisServer` runs: the path
+    ``FERROLOCK_TEST_SERVER`` names, else ``redis-server`` on ``PATH``.
+
+    Raises:
+        RuntimeError: the binary named is not an executable file, or no
+            ``redis-server`` is installed.
+    """
+    named = os.environ.get(SERVER_BINARY)
+    if named:
+        if not (os.path.isfile(named) and os.access(named, os.X_OK)):
+            raise RuntimeError(
+                f"{SERVER_BINARY}={named} names no executable file: set it to the path of a redis-server "
+                "or valkey-server binary (`make valkey` fetches one into target/valkey/), or unset it to "
+                "run redis-server from PATH"
+            )
+        return named
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise RuntimeError(
+            "redis-server is not installed: install it (Debian/Ubuntu: apt-get install "
+            f"redis-server, or `make redis`), set {SERVER_BINARY} to a server binary, or set REDIS_URL "
+            "to a server tests may use"
+        )
+    return binary
+
+
 def _await(ready: Callable[[], bool], proc: subprocess.Popen, what: str) -> bool:
     """Until `ready()` (True), or `proc` exits (False); RuntimeError after 10 s."""
     deadline = time.monotonic() + 10
@@ -236,7 +273,8 @@ def _await(ready: Callable[[], bool], proc: subprocess.Popen, what: str) -> bool
 
 class RedisServer:
     """A ``redis-server`` on 127.0.0.1 that can be stopped, killed and
-    restarted on its port, with no data saved to disk. A context manager:
+    restarted on its port, with no data saved to disk (the binary of
+    :func:`server_binary`: ``FERROLOCK_TEST_SERVER`` picks another). A context manager:
     started on entry, stopped and its directory removed on exit.
 
     It runs in a session of its own, so a Ctrl-C reaches only the caller,
@@ -255,13 +293,7 @@ class RedisServer:
 
     def __init__(self, port: Optional[int] = None, password: Optional[str] = None, extra: tuple = (),
                  user: Optional[str] = None, unix_socket: bool = False):
-        binary = shutil.which("redis-server")
-        if binary is None:
-            raise RuntimeError(
-                "redis-server is not installed: install it (Debian/Ubuntu: apt-get install "
-                "redis-server, or `make redis`), or set REDIS_URL to a server tests may use"
-            )
-        self.binary = binary
+        self.binary = server_binary()
         self._port_chosen = port is None
         self.port = port or free_port()
         self.password = password
