@@ -93,3 +93,12 @@ async def cancelled_after(awaitable, steps: int):
         return await task
     except asyncio.CancelledError:
         return None
+
+
+def wait_child(pid: int, limit: float) -> int | None:
+    """The child's exit status, or None if it is still running after `limit`."""
+    status = {}
+    t = threading.Thread(target=lambda: status.setdefault("s", os.waitpid(pid, 0)[1]), daemon=True)
+    t.start()
+    t.join(limit)
+    return status.get("s")
