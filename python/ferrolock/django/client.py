@@ -12,7 +12,6 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 
 import ferrolock
-from ferrolock._ferrolock import Client as _NativeClient
 
 SETTING = "FERROLOCK"
 """The name of the Django setting that configures the client."""
@@ -25,13 +24,14 @@ _client: Optional[ferrolock.Client] = None
 _guard = threading.Lock()
 
 
-def _client_keywords() -> Tuple[str, ...]:
-    """The keyword arguments ``ferrolock.Client`` takes, read off its signature."""
+def _client_keywords() -> Optional[Tuple[str, ...]]:
+    """The keyword arguments ``ferrolock.Client`` takes, read off its
+    signature; ``None`` where Python reads none off a native class (3.9):
+    the Client's own ``TypeError`` then names an unknown one."""
     try:
         params = inspect.signature(ferrolock.Client).parameters.values()
-    except ValueError:  # Python 3.9 reads no signature off a native class: read its text, "(url=None, *, a=None, ...)"
-        text = _NativeClient.__text_signature__ or ""
-        return tuple(p.split("=")[0].strip() for p in text.strip("()").partition("*,")[2].split(","))
+    except ValueError:
+        return None
     return tuple(p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY)
 
 
@@ -65,7 +65,7 @@ def _arguments() -> Tuple[Union[str, Sequence[str]], Dict[str, Any]]:
             f"not {type(options).__name__}"
         )
     valid = _client_keywords()
-    for key in options:
+    for key in options if valid is not None else ():
         if key not in valid:
             raise ImproperlyConfigured(
                 f"{SETTING}['OPTIONS'] has unknown option {key!r}: ferrolock.Client takes {', '.join(valid)}"
