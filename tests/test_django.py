@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -173,3 +174,20 @@ def test_a_killed_run_frees_its_lock_within_its_ttl(redis_url, prefix, client, t
     wait_for(lambda: client.inspect(NIGHTLY) is None, TTL + 30, "the dead run's lock to expire")
     after = manage("nightly", env=env)
     assert after.returncode == 0, after.stdout + after.stderr
+
+
+def test_a_run_interrupted_by_ctrl_c_releases_its_lock_at_once(redis_url, prefix, client, tmp_path):
+    gate = tmp_path / "gate"
+    run = start("nightly", "--gate", str(gate), env=project_env(redis_url, prefix))
+    try:
+        wait_for(lambda: Path(f"{gate}.started").exists() or run.poll() is not None, 60, "the run to start")
+        assert run.poll() is None, run.communicate()
+        assert client.inspect(NIGHTLY) is not None
+        run.send_signal(signal.SIGINT)
+        out, err = run.communicate(timeout=60)
+    finally:
+        gate.touch()
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode != 0 and "KeyboardInterrupt" in err, err
+    assert client.inspect(NIGHTLY) is None  # released on the way out, not left to its ttl
