@@ -191,3 +191,22 @@ def test_a_run_interrupted_by_ctrl_c_releases_its_lock_at_once(redis_url, prefix
             run.kill()
     assert run.returncode != 0 and "KeyboardInterrupt" in err, err
     assert client.inspect(NIGHTLY) is None  # released on the way out, not left to its ttl
+
+
+def test_single_instance_refuses_bad_arguments_when_it_decorates():
+    from ferrolock.django import single_instance
+
+    with pytest.raises(ValueError, match=r"single_instance\(wait=-1\): give 0"):
+        single_instance(wait=-1)
+    with pytest.raises(ValueError, match="wait=inf"):
+        single_instance(wait=float("inf"))
+    with pytest.raises(TypeError, match="wait=.... takes seconds as a number or None, not str"):
+        single_instance(wait="5")  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match=r"name=...\) takes a str, not int"):
+        single_instance(name=3)  # type: ignore[call-overload]
+    with pytest.raises(ValueError):
+        single_instance(name="")
+    with pytest.raises(ValueError, match="ttl"):
+        single_instance(ttl=0)
+    with pytest.raises(TypeError, match="decorates a command's handle method, not int"):
+        single_instance()(5)  # type: ignore[type-var]

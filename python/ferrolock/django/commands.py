@@ -44,7 +44,7 @@ def single_instance(
     """Decorate a management command's ``handle`` so that one run at a time
     goes on, across processes and hosts sharing the Redis of ``FERROLOCK``.
 
-    The run holds a ferrolock :class:`~ferrolock.Lock` named ``name``
+    The run holds a ferrolock ``Lock`` named ``name``
     (default: ``"django:command:"`` and the command's name, e.g.
     ``django:command:nightly``) from before ``handle`` starts until it
     returns or raises; the watchdog renews it every ``ttl / 3``. A process
@@ -56,7 +56,7 @@ def single_instance(
             def handle(self, *args, **options): ...
 
     A run that finds the lock held (after ``wait``) does not start: it
-    raises :class:`~django.core.management.CommandError` (``manage.py``
+    raises ``django.core.management.CommandError`` (``manage.py``
     prints it and exits with status 1) naming the command, the lock and its
     holder (host, pid and start time). A run that cannot reach Redis raises
     ``CommandError`` too, before ``handle`` runs. A hold lost during the run
