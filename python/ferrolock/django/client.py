@@ -65,11 +65,11 @@ def _arguments() -> Tuple[Union[str, Sequence[str]], Dict[str, Any]]:
             f"not {type(options).__name__}"
         )
     valid = _client_keywords()
-    for key in options if valid is not None else ():
-        if key not in valid:
-            raise ImproperlyConfigured(
-                f"{SETTING}['OPTIONS'] has unknown option {key!r}: ferrolock.Client takes {', '.join(valid)}"
-            )
+    unknown = [key for key in options if valid is not None and key not in valid]
+    if unknown and valid is not None:
+        raise ImproperlyConfigured(
+            f"{SETTING}['OPTIONS'] has unknown option {unknown[0]!r}: ferrolock.Client takes {', '.join(valid)}"
+        )
     return url, dict(options)
 
 
