@@ -11,11 +11,11 @@ from io import StringIO
 from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
-from django.core.management import CommandError, call_command
+from django.core.management import BaseCommand, CommandError, call_command
 from django.test import SimpleTestCase
 
 import ferrolock
-from ferrolock.django import get_client
+from ferrolock.django import get_client, single_instance
 
 NIGHTLY = "django:command:nightly"
 
@@ -146,6 +146,30 @@ class SingleInstanceTests(SimpleTestCase):
                 runner.join()
         self.assertEqual(len(errors), 1)
         self.assertIn("nightly ran to its end, but its lock 'django:command:nightly' was lost meanwhile", errors[0])
+
+    def test_bare_decorator_names_the_lock_after_the_commands_module(self):
+        seen = []
+
+        class Command(BaseCommand):  # defined in jobs.tests: manage.py would call it "tests"
+            @single_instance
+            def handle(self, *args, **options):
+                seen.append(get_client().inspect("django:command:tests"))
+
+        call_command(Command())
+        self.assertEqual(len(seen), 1)
+        self.assertIsNotNone(seen[0])
+        self.assertIsNone(self.client_.inspect("django:command:tests"))
+
+    def test_a_run_that_waited_in_vain_says_how_long_it_waited(self):
+        class Command(BaseCommand):
+            @single_instance(name=NIGHTLY, wait=0.2)
+            def handle(self, *args, **options):
+                raise AssertionError("ran while the lock was held")
+
+        with self.client_.lock(NIGHTLY, metadata="the other run"):
+            with self.assertRaisesMessage(CommandError, "tests is still running after 0.2 s of waiting (lock "
+                                                        "'django:command:nightly' held by the other run)"):
+                call_command(Command())
 
     def wait_for_file(self, path):
         """Until the run, on another thread, writes ``path`` from inside handle."""
