@@ -169,7 +169,7 @@ $(VENV)/.wheel-ready: tests/requirements-wheel.txt $(VENV)/.ready
 	@echo "== installing the wheel tools in tests/requirements-wheel.txt (ziglang)"
 	$(PIP) -r tests/requirements-wheel.txt
 	@touch $@
-$(WHEEL_STAMP): $(VENV)/.wheel-ready $(EXT_SOURCES) $(wildcard python/ferrolock/*.py*) python/ferrolock/py.typed \
+$(WHEEL_STAMP): $(VENV)/.wheel-ready $(EXT_SOURCES) $(wildcard python/ferrolock/*.py* python/ferrolock/*/*.py) python/ferrolock/py.typed \
                README.md LICENSE
 	rm -rf dist && mkdir -p dist
 	@echo "== building the manylinux2014 abi3 wheel (release mode, zig as linker, stripped)"

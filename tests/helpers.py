@@ -105,3 +105,12 @@ def announced_server(binary: str) -> tuple[str, str]:
     found = re.match(r"(Redis|Valkey) server v=(\S+)", out)
     assert found, f"{binary} --version says {out!r}: neither a Redis nor a Valkey server"
     return found[1].lower(), found[2]
+
+
+def wait_child(pid: int, limit: float) -> int | None:
+    """The child's exit status, or None if it is still running after `limit`."""
+    status = {}
+    t = threading.Thread(target=lambda: status.setdefault("s", os.waitpid(pid, 0)[1]), daemon=True)
+    t.start()
+    t.join(limit)
+    return status.get("s")

@@ -13,19 +13,11 @@ import pytest
 
 import ferrolock
 from fault_proxy import FaultProxy
+from helpers import wait_child
 
 
 def port_of(url: str) -> int:
     return int(url.rsplit(":", 1)[1].split("/")[0])
-
-
-def wait_child(pid: int, limit: float) -> int | None:
-    """The child's exit status, or None if it is still running after `limit`."""
-    status = {}
-    t = threading.Thread(target=lambda: status.setdefault("s", os.waitpid(pid, 0)[1]), daemon=True)
-    t.start()
-    t.join(limit)
-    return status.get("s")
 
 
 @pytest.fixture

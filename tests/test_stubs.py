@@ -18,6 +18,7 @@ import types
 import pytest
 
 import ferrolock
+import ferrolock.django
 import ferrolock.otel
 import ferrolock.testing
 from ferrolock import _ferrolock
@@ -29,7 +30,7 @@ API = ROOT / "docs" / "api.md"
 
 def _public() -> list[tuple[str, object]]:
     names = [(f"ferrolock.{n}", getattr(ferrolock, n)) for n in ferrolock.__all__ if n != "__version__"]
-    for module in (ferrolock.otel, ferrolock.testing):
+    for module in (ferrolock.django, ferrolock.otel, ferrolock.testing):
         names.append((module.__name__, module))
         names += [(f"{module.__name__}.{n}", getattr(module, n)) for n in module.__all__]
     return names
@@ -145,7 +146,7 @@ def test_every_public_name_is_in_the_api_reference():
     directives = set(re.findall(r"^::: (\S+)", API.read_text(), re.M))
     package = griffe.load("ferrolock", search_paths=[str(ROOT / "python")], allow_inspection=False,
                           docstring_parser="google")
-    loader_modules = {"ferrolock": package, "ferrolock.otel": package["otel"],
+    loader_modules = {"ferrolock": package, "ferrolock.django": package["django"], "ferrolock.otel": package["otel"],
                       "ferrolock.testing": package["testing"]}
     missing, undocumented = [], []
     for name, obj in PUBLIC:

@@ -142,7 +142,8 @@ def test_wheel_metadata_has_the_version_and_licence(wheel):
     assert "\nLicense-Expression: MIT\n" in meta and "\nLicense-File: LICENSE\n" in meta
     assert "\nRequires-Python: >=3.9\n" in meta
     assert licence == (ROOT / "LICENSE").read_text()
-    assert {"ferrolock/_ferrolock.pyi", "ferrolock/py.typed", "ferrolock/__init__.py"} <= stubs
+    assert {"ferrolock/_ferrolock.pyi", "ferrolock/py.typed", "ferrolock/__init__.py",
+            "ferrolock/django/__init__.py", "ferrolock/django/apps.py"} <= stubs
 
 
 def test_sdist_has_what_a_build_needs(sdist):
