@@ -201,22 +201,23 @@ class Singleton(celery.Task):  # type: ignore[misc]  # Celery ships no type hint
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        task = cls.__dict__.get("name") or cls.__name__
         ttl = cls.lock_ttl
         if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0.001 <= ttl <= 366 * 86400:
-            raise ValueError(f"{cls.__name__}: lock_ttl must be a number of seconds, 0.001 to 366 days, not {ttl!r}")
+            raise ValueError(f"{task}: lock_ttl must be a number of seconds, 0.001 to 366 days, not {ttl!r}")
         if not isinstance(cls.raise_on_duplicate, bool):
-            raise TypeError(f"{cls.__name__}: raise_on_duplicate must be True or False, not {cls.raise_on_duplicate!r}")
+            raise TypeError(f"{task}: raise_on_duplicate must be True or False, not {cls.raise_on_duplicate!r}")
         names = cls.unique_on
         if names is None:
             return
         if isinstance(names, str) or not all(isinstance(n, str) for n in names):
-            raise TypeError(f"{cls.__name__}: unique_on must be a list of argument names, not {names!r}")
+            raise TypeError(f"{task}: unique_on must be a list of argument names, not {names!r}")
         run = cls.__dict__.get("run")
         if run is not None:
             params = inspect.signature(getattr(run, "__func__", run)).parameters
             unknown = [n for n in names if n not in params]
             if unknown:
-                raise ValueError(f"{cls.__name__}: unique_on names {unknown}, which are not arguments of the task "
+                raise ValueError(f"{task}: unique_on names {unknown}, which are not arguments of the task "
                                  f"(its arguments: {list(params)})")
 
     # -- the lock name --------------------------------------------------------
