@@ -176,9 +176,10 @@ class Singleton(celery.Task):  # type: ignore[misc]  # Celery ships no type hint
     the result is stored, so a caller that saw the result can enqueue the
     next one at once. A retry keeps it: it is handed to the retry's message
     (``lock_ttl`` plus the retry's countdown). A task revoked before it ran
-    (or expired) releases it when a worker discards its message
-    (``task_revoked``); one terminated while running, too. A killed worker
-    stops renewing, so its hold ends within ``lock_ttl``.
+    releases it when a worker discards its message (Celery's
+    ``task_revoked`` signal, which also covers an expired message and a
+    terminated task). A killed worker stops renewing, so its hold ends
+    within ``lock_ttl``.
 
     Why ``__call__`` rather than ``before_start`` / ``after_return``: one
     ``try`` around the body sees every way it ends, where Celery skips
