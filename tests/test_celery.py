@@ -247,3 +247,46 @@ def test_bad_options_and_arguments_are_refused_with_the_fix(tasks):
     task = other.task(base=Singleton, name="bad.d", shared=False)(_body)
     with pytest.raises(ValueError, match="ferrolock_url"):
         task.delay(1)
+
+
+def test_a_task_sent_by_name_takes_the_lock_in_the_worker(app, tasks, client, raw, redis_url, prefix, tmp_path):
+    """A message without a hold (send_task: no enqueue side) takes the lock
+    when it starts, and releases it at its end."""
+    a = f"{prefix}a"
+    name = tasks.slow.lock_name(a)
+    sent = app.send_task("celery_app.slow", args=[a])
+    assert client.inspect(name) is None
+    with worker(app, redis_url, prefix, tmp_path):
+        wait_for(lambda: started(raw, a), LIMIT, "the task to start")
+        assert client.inspect(name).metadata == sent.id
+        assert tasks.slow.delay(a).id == sent.id
+        open_gate(raw, a)
+        assert sent.get(timeout=LIMIT) == a
+    assert client.inspect(name) is None
+    assert llen(raw, f"ran:{a}") == 1
+
+
+def test_a_task_queued_past_lock_ttl(app, tasks, client, raw, redis_url, prefix, tmp_path):
+    """Its hold runs out in the queue: a duplicate enqueued then is a task of
+    its own and holds the name, so the older one fails unrun when it starts
+    and the newer one runs; a task whose hold ran out and nobody took runs
+    under its own token."""
+    a, b = f"{prefix}a", f"{prefix}b"
+    older = tasks.short.delay(a)
+    alone = tasks.short.delay(b)
+    token = client.inspect(tasks.short.lock_name(b)).token
+    for item in (a, b):
+        wait_for(lambda: client.inspect(tasks.short.lock_name(item)) is None, LIMIT, "the queued hold to run out")
+    newer = tasks.short.delay(a)
+    assert newer.id != older.id
+    open_gate(raw, a)
+    with worker(app, redis_url, prefix, tmp_path):
+        with pytest.raises(DuplicateTask) as caught:
+            older.get(timeout=LIMIT)
+        assert caught.value.task_id == newer.id
+        wait_for(lambda: started(raw, b), LIMIT, "the task whose hold ran out to start")
+        assert client.inspect(tasks.short.lock_name(b)).token == token
+        open_gate(raw, b)
+        assert alone.get(timeout=LIMIT) == b
+        assert newer.get(timeout=LIMIT) == a
+    assert llen(raw, f"ran:{a}") == 1

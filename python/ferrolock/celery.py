@@ -43,9 +43,9 @@ import uuid
 import warnings
 from typing import Any, Iterator, Optional, Sequence
 
-import celery
+import celery  # type: ignore[import-untyped]  # Celery ships no type hints
 from celery import signals
-from celery.exceptions import Retry
+from celery.exceptions import Retry  # type: ignore[import-untyped]
 
 from . import Client, Lock, LockLost, LockNotAcquired, LockNotOwned
 
@@ -152,7 +152,7 @@ def _letting_go() -> Iterator[None]:
         yield
 
 
-class Singleton(celery.Task):  # type: ignore[misc]  # Celery ships no type hints
+class Singleton(celery.Task):  # type: ignore[misc]  # Task is Any to a type checker
     """A Celery task base: at most one task per task name and arguments,
     queued or running. ``@app.task(base=Singleton, lock_ttl=60)``.
 
@@ -163,10 +163,11 @@ class Singleton(celery.Task):  # type: ignore[misc]  # Celery ships no type hint
     untouched). When it is held already, the first task's ``AsyncResult``
     is returned (same id), or :class:`DuplicateTask` raised with
     ``raise_on_duplicate=True``. A task that waits in the queue longer than
-    that loses its hold: a duplicate enqueued after that is a task of its
-    own, and whichever of the two starts second fails with
-    :class:`DuplicateTask` while the other runs (it runs if the other has
-    ended). Give ``lock_ttl`` room for the longest queue wait.
+    that loses its hold (it takes the name again as it starts, if it is
+    free): a duplicate enqueued after that is a task of its own and holds
+    the name, so the older task, starting while the newer holds it, fails
+    with :class:`DuplicateTask` unrun. Give ``lock_ttl`` room for the
+    longest queue wait.
 
     **Worker**: the task adopts the hold as it starts (a message without
     one, sent by name, takes the lock there) and the watchdog renews it
@@ -354,7 +355,6 @@ def _delay(countdown: Any, eta: Any) -> float:
     return 0.0
 
 
-@signals.task_revoked.connect
 def _on_revoked(sender: Any = None, request: Any = None, **_: Any) -> None:
     """A revoked (or expired, or terminated) task's hold goes with it."""
     if not isinstance(sender, Singleton):
@@ -366,6 +366,9 @@ def _on_revoked(sender: Any = None, request: Any = None, **_: Any) -> None:
         sender._client().force_release(*spec)
     except Exception as exc:
         log.warning("the hold %r of a revoked task was not released (%r): it ends within its ttl", spec[0], exc)
+
+
+signals.task_revoked.connect(_on_revoked, weak=False)
 
 
 # -- one Client per URL and prefix, per process -------------------------------
