@@ -3,7 +3,8 @@ solo`, a subprocess) on the test's redis-server as broker and result
 backend: a duplicate gets the first's id and the body runs once; other
 arguments run; a SIGKILLed worker's hold ends within lock_ttl; a revoked
 queued task frees it; a task that outlives lock_ttl keeps it; a retry keeps
-it; a task whose hold is lost is told."""
+it; a task whose hold is lost is told; under the prefork pool, a terminated
+task frees it."""
 
 from __future__ import annotations
 
@@ -60,23 +61,25 @@ class Worker:
 
 
 @contextlib.contextmanager
-def worker(app, redis_url, prefix, tmp_path, queue=None):
+def worker(app, redis_url, prefix, tmp_path, queue=None, pool="solo"):
     """A `celery -A celery_app worker -P solo` (on `queue`, else the default one), killed at the end."""
     log = tmp_path / "worker.log"
-    args = [sys.executable, "-m", "celery", "-A", "celery_app", "worker", "-P", "solo", "-l", "info",
+    args = [sys.executable, "-m", "celery", "-A", "celery_app", "worker", "-P", pool, "-c", "1", "-l", "info",
             "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"{prefix.strip(':')}@%h"]
     if queue:
         args += ["-Q", queue]
     env = {**os.environ, "CELERY_TEST_URL": redis_url, "CELERY_TEST_PREFIX": prefix}
     with open(log, "w") as out:
-        proc = subprocess.Popen(args, cwd=TESTS, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(args, cwd=TESTS, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
     w = Worker(proc, log)
     try:
         wait_for(lambda: "ready." in w.text() or proc.poll() is not None, LIMIT, "the worker to start")
         assert proc.poll() is None, w.text()
         yield w
     finally:
-        proc.kill()
+        with contextlib.suppress(ProcessLookupError):  # gone already (a test killed it)
+            os.killpg(proc.pid, signal.SIGKILL)  # the worker, and a prefork worker's child
         proc.wait(timeout=30)
 
 
@@ -290,3 +293,24 @@ def test_a_task_queued_past_lock_ttl(app, tasks, client, raw, redis_url, prefix,
         assert alone.get(timeout=LIMIT) == b
         assert newer.get(timeout=LIMIT) == a
     assert llen(raw, f"ran:{a}") == 1
+
+
+def test_under_the_prefork_pool_a_terminated_task_frees_its_hold(app, tasks, client, raw, redis_url, prefix,
+                                                                 tmp_path):
+    """The task runs in a forked child (with a Client of its own); revoked
+    with terminate=True, the child is killed and the worker releases the hold."""
+    a, b = f"{prefix}a", f"{prefix}b"
+    done = tasks.slow.delay(b)
+    result = tasks.slow.delay(a)
+    name = tasks.slow.lock_name(a)
+    open_gate(raw, b)
+    with worker(app, redis_url, prefix, tmp_path, pool="prefork"):
+        assert done.get(timeout=LIMIT) == b
+        assert client.inspect(tasks.slow.lock_name(b)) is None
+        wait_for(lambda: started(raw, a), LIMIT, "the task to start")
+        assert client.inspect(name).metadata == result.id
+        app.control.revoke(result.id, terminate=True, signal="SIGKILL")
+        wait_for(lambda: client.inspect(name) is None, LIMIT, "the terminated task's hold to go")
+        assert tasks.slow.lock_ttl > 5 * LIMIT, "freed by the revoke, not by its ttl"
+        wait_for(lambda: result.state == "REVOKED", LIMIT, "the task to be marked revoked")
+    assert llen(raw, f"ran:{a}") == 0

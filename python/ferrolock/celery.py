@@ -375,7 +375,17 @@ signals.task_revoked.connect(_on_revoked, weak=False)
 
 _clients: dict[tuple[str, Optional[str]], Client] = {}
 _clients_lock = threading.Lock()
-os.register_at_fork(after_in_child=_clients.clear)  # a forked child (the prefork pool) builds its own
+
+
+def _forget_clients() -> None:
+    """In a forked child (the prefork pool): build its own clients, under a
+    lock no thread of the parent may have held at the fork."""
+    global _clients_lock
+    _clients.clear()
+    _clients_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_clients)
 
 
 def _client_for(app: Any) -> Client:
