@@ -134,6 +134,14 @@ def test_raise_on_duplicate_and_unique_on(app, tasks, client, prefix):
     by_item = tasks.by_item.delay(a, note="x")
     assert tasks.by_item.delay(a, note="y").id == by_item.id, "only `item` counts"
     assert tasks.by_item.lock_name(a, "x") == tasks.by_item.lock_name(a, "y") != tasks.strict.lock_name(a)
+    # Held outside Celery (no task id in its metadata): refused, whatever raise_on_duplicate says.
+    b = f"{prefix}b"
+    other = client.lock(tasks.slow.lock_name(b))
+    assert other.acquire()
+    with pytest.raises(DuplicateTask) as caught:
+        tasks.slow.delay(b)
+    assert caught.value.task_id is None
+    other.release()
     # No worker will run them: an operator takes the holds back.
     assert tasks.strict.unlock(a) and tasks.by_item.unlock(a, note="z")
     assert client.inspect(tasks.strict.lock_name(a)) is None

@@ -283,7 +283,7 @@ class Singleton(celery.Task):  # type: ignore[misc]  # Task is Any to a type che
                 break
             info = self._client().inspect(name)
             if info is not None:  # held: by the first task
-                if self.raise_on_duplicate:
+                if self.raise_on_duplicate or info.metadata is None:  # no task id: held outside Celery
                     raise DuplicateTask(name, info.metadata)
                 return self.AsyncResult(info.metadata)
         else:  # freed between each attempt and the look: taken and released again and again
