@@ -18,6 +18,7 @@ import types
 import pytest
 
 import ferrolock
+import ferrolock.celery
 import ferrolock.django
 import ferrolock.otel
 import ferrolock.testing
@@ -30,7 +31,7 @@ API = ROOT / "docs" / "api.md"
 
 def _public() -> list[tuple[str, object]]:
     names = [(f"ferrolock.{n}", getattr(ferrolock, n)) for n in ferrolock.__all__ if n != "__version__"]
-    for module in (ferrolock.django, ferrolock.otel, ferrolock.testing):
+    for module in (ferrolock.celery, ferrolock.django, ferrolock.otel, ferrolock.testing):
         names.append((module.__name__, module))
         names += [(f"{module.__name__}.{n}", getattr(module, n)) for n in module.__all__]
     return names
@@ -41,11 +42,12 @@ PUBLIC = _public()
 
 def public_members(cls: type) -> list[tuple[type, str]]:
     """The public methods and properties of ``cls`` (with the class that
-    defines each), those inherited from Python's own classes left out."""
+    defines each), those inherited from Python's own classes and other
+    packages' (Celery's ``Task`` documents its own) left out."""
     out = []
     for name in sorted(dir(cls)):
         owner = next((k for k in cls.__mro__ if name in vars(k)), None)
-        if not name.startswith("_") and owner is not None and owner.__module__ != "builtins":
+        if not name.startswith("_") and owner is not None and owner.__module__.split(".")[0] == "ferrolock":
             out.append((owner, name))
     return out
 
@@ -54,6 +56,10 @@ def doc_of(owner: object, name: str) -> str:
     member = inspect.getattr_static(owner, name)
     member = getattr(member, "__func__", member)
     return (getattr(member, "__doc__", None) or "").strip()
+
+
+def is_data(owner: object, name: str) -> bool:
+    return isinstance(inspect.getattr_static(owner, name), (type(None), bool, int, float, str, tuple, list))
 
 
 def test_the_stubs_carry_the_built_modules_docstrings():
@@ -99,7 +105,11 @@ def test_the_generator_fills_docstrings_and_keeps_the_signatures_as_written():
 def test_every_public_name_is_documented_in_help(name, obj):
     assert (obj.__doc__ or "").strip(), f"{name} has no docstring"
     if isinstance(obj, type):
-        undocumented = [f"{name}.{m}" for owner, m in public_members(obj) if not doc_of(owner, m)]
+        # A class attribute holding data (Singleton.unique_on = None) has no
+        # docstring of its own at run time: the API reference's check below
+        # reads the one written after it.
+        undocumented = [f"{name}.{m}" for owner, m in public_members(obj)
+                        if not doc_of(owner, m) and not is_data(owner, m)]
         assert not undocumented, f"no docstring: {undocumented}"
 
 
@@ -146,7 +156,8 @@ def test_every_public_name_is_in_the_api_reference():
     directives = set(re.findall(r"^::: (\S+)", API.read_text(), re.M))
     package = griffe.load("ferrolock", search_paths=[str(ROOT / "python")], allow_inspection=False,
                           docstring_parser="google")
-    loader_modules = {"ferrolock": package, "ferrolock.django": package["django"], "ferrolock.otel": package["otel"],
+    loader_modules = {"ferrolock": package, "ferrolock.celery": package["celery"], "ferrolock.django": package["django"],
+                      "ferrolock.otel": package["otel"],
                       "ferrolock.testing": package["testing"]}
     missing, undocumented = [], []
     for name, obj in PUBLIC:

@@ -1,0 +1,408 @@
+"""Celery tasks that never run twice at once for the same arguments.
+
+>>> from celery import Celery
+>>> from ferrolock.celery import Singleton
+>>> app = Celery("reports", broker="redis://127.0.0.1:6379/0")
+>>> @app.task(base=Singleton, lock_ttl=60)
+... def export(report_id): ...
+
+``export.delay(7)`` takes the lock on ``export``'s name and its arguments
+when it enqueues; while that task is queued or running, ``export.delay(7)``
+returns the first one's ``AsyncResult`` (the same id) instead of a second
+task, or raises :class:`DuplicateTask` with ``raise_on_duplicate=True``.
+The worker adopts the hold when the task starts, renews it while the task
+runs, and releases it when the task ends or is revoked; a killed worker's
+hold ends within ``lock_ttl``.
+
+The Redis URL is ``app.conf.ferrolock_url``, else the broker's when it is
+Redis (``redis://``, ``rediss://``); ``app.conf.ferrolock_prefix`` sets the
+key prefix (else the :class:`~ferrolock.Client`'s default). Each process
+builds one :class:`~ferrolock.Client` per URL and prefix, at its first
+use, and a forked child (the prefork pool) builds its own.
+
+The lock name is ``celery:<task name>:<digest>``: the digest is the first
+128 bits, in hex, of the SHA-256 of the arguments bound to the task's
+signature (defaults filled in, so ``export(7)`` and
+``export(report_id=7)`` are one task), restricted to ``unique_on`` when
+given, as canonical JSON (sorted keys, no spaces). ``ferrolock ls
+'celery:*'`` lists them; the holder's metadata is the task id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import hashlib
+import inspect
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+import warnings
+from typing import Any, Iterator, Optional, Sequence
+
+import celery  # type: ignore[import-untyped]  # Celery ships no type hints
+from celery import signals
+from celery.exceptions import Retry  # type: ignore[import-untyped]
+
+from . import Client, Lock, LockLost, LockNotAcquired, LockNotOwned
+
+__all__ = ["DuplicateTask", "Hold", "Singleton"]
+
+log = logging.getLogger("ferrolock")
+
+HEADER = "ferrolock_hold"
+"""The message header that carries a queued task's hold (``{"name", "token"}``)."""
+
+
+class DuplicateTask(LockNotAcquired):
+    """A task with these arguments is already queued or running.
+
+    Raised by ``delay`` / ``apply_async`` of a :class:`Singleton` task with
+    ``raise_on_duplicate=True``, and by a worker that starts a task whose
+    name another task holds (one queued longer than ``lock_ttl``, whose hold
+    ran out and was taken by a later duplicate; or one sent by name, without
+    a hold, while another runs): that task then fails with it, unrun.
+
+    Attributes:
+        name: the lock name (``celery:<task name>:<digest>``).
+        task_id: the id of the task that holds it, or ``None`` if it is not known.
+    """
+
+    def __init__(self, name: str, task_id: Optional[str]):
+        super().__init__(name, task_id)
+        self.name = name
+        self.task_id = task_id
+
+    def __str__(self) -> str:
+        return f"{self.name} is held by task {self.task_id}: a task with these arguments is queued or running"
+
+
+class Hold:
+    """The hold of a running :class:`Singleton` task: ``self.request.singleton``
+    in a task made with ``bind=True``.
+
+    The worker renews it while the task runs. If it is lost anyway (Redis
+    lost it, the worker stalled past ``lock_ttl``), :attr:`lost` turns
+    ``True`` at once and the task ends in :class:`~ferrolock.LockLost` (the
+    body's own exception, if it raised one, carries a note saying so), so
+    its result says that another task may have run beside it. Pass
+    :attr:`fence` to the storage you write to, to have it refuse a stale
+    holder's writes.
+    """
+
+    def __init__(self, lock: Lock[str]):
+        self._lock: Optional[Lock[str]] = lock
+        self.name: str = lock.name
+        """The lock name."""
+        self.token: str = lock.token or ""
+        """The owner token, the same from enqueue to the end of the task."""
+        self.fence: Optional[int] = lock.fence
+        """The fencing token of the hold, strictly greater than any earlier holder's of this name."""
+        self._lost = False
+
+    @property
+    def lost(self) -> bool:
+        """Whether the hold was lost while the task ran."""
+        return self._lost or (self._lock is not None and self._lock.lost)
+
+    def _end(self, error: Optional[BaseException]) -> None:
+        """Release the hold when the task ends; raise :class:`LockLost` (or
+        note it on the task's own ``error``) if it was lost meanwhile."""
+        lock, self._lock = self._lock, None
+        assert lock is not None
+        try:
+            lock.release()
+        except LockNotOwned:
+            pass  # lost: told below
+        except Exception as exc:  # Redis unreachable: the hold, no longer renewed, ends at its ttl
+            log.warning("the hold %r of a finished task was not released (%r): it ends within its ttl", self.name, exc)
+        self._lost = lock.lost
+        if not self._lost:
+            return
+        message = f"the hold on {self.name} was lost while the task ran: another task may have run beside it"
+        if error is None:
+            raise LockLost(message)
+        if hasattr(error, "add_note"):
+            error.add_note(message)
+        log.warning("%s", message)
+
+    def _hand_back(self, ttl: float) -> None:
+        """Keep the hold for ``ttl`` more seconds and stop renewing it: the
+        retry's message, which carries its token, owns it now."""
+        lock, self._lock = self._lock, None
+        assert lock is not None
+        try:
+            lock.extend(ttl)
+        except Exception as exc:  # lost, or Redis unreachable: the retry's adopt tells
+            log.warning("the hold %r was not extended for the retry (%r)", self.name, exc)
+        with _letting_go():
+            del lock
+
+
+@contextlib.contextmanager
+def _letting_go() -> Iterator[None]:
+    """Around the drop of a holding handle that is not released: its renewal
+    stops and the hold stays in Redis for whoever carries its token (a
+    queued message). Not a leak, so the handle's ResourceWarning is not shown."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        yield
+
+
+class Singleton(celery.Task):  # type: ignore[misc]  # Task is Any to a type checker
+    """A Celery task base: at most one task per task name and arguments,
+    queued or running. ``@app.task(base=Singleton, lock_ttl=60)``.
+
+    **Enqueue** (``delay``, ``apply_async``, a signature's, a retry's): the
+    lock is taken, without renewal, for ``lock_ttl`` seconds plus any
+    ``countdown`` / ``eta``, with the task id as its metadata, and its
+    token travels in the message's headers (the task's signature is
+    untouched). When it is held already, the first task's ``AsyncResult``
+    is returned (same id), or :class:`DuplicateTask` raised with
+    ``raise_on_duplicate=True``. A task that waits in the queue longer than
+    that loses its hold (it takes the name again as it starts, if it is
+    free): a duplicate enqueued after that is a task of its own and holds
+    the name, so the older task, starting while the newer holds it, fails
+    with :class:`DuplicateTask` unrun. Give ``lock_ttl`` room for the
+    longest queue wait.
+
+    **Worker**: the task adopts the hold as it starts (a message without
+    one, sent by name, takes the lock there) and the watchdog renews it
+    every ``lock_ttl / 3`` while the body runs; ``self.request.singleton``
+    is its :class:`Hold`. It is released when the body returns or raises
+    (success, failure, retries exhausted, ``Ignore``, ``Reject``), before
+    the result is stored, so a caller that saw the result can enqueue the
+    next one at once. A retry keeps it: it is handed to the retry's message
+    (``lock_ttl`` plus the retry's countdown). A task revoked before it ran
+    releases it when a worker discards its message (Celery's
+    ``task_revoked`` signal, which also covers an expired message and a
+    terminated task). A killed worker stops renewing, so its hold ends
+    within ``lock_ttl``.
+
+    Why ``__call__`` rather than ``before_start`` / ``after_return``: one
+    ``try`` around the body sees every way it ends, where Celery skips
+    ``after_return`` for a retry, ``Ignore`` and ``Reject``; and the release
+    comes before the result is stored. A direct call (``export(7)``, no
+    worker, no request) runs the body without the lock, as Celery's direct
+    calls skip the queue.
+    """
+
+    lock_ttl: float = 60.0
+    """Seconds the hold lasts unrenewed: the most a queued task waits and
+    keeps its hold, and how soon a killed worker's hold ends."""
+
+    unique_on: Optional[Sequence[str]] = None
+    """The argument names that make tasks duplicates (``None``: all of them;
+    ``[]``: the task name alone)."""
+
+    raise_on_duplicate: bool = False
+    """Raise :class:`DuplicateTask` on a duplicate, instead of returning the first's ``AsyncResult``."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        task = cls.__dict__.get("name") or cls.__name__
+        ttl = cls.lock_ttl
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0.001 <= ttl <= 366 * 86400:
+            raise ValueError(f"{task}: lock_ttl must be a number of seconds, 0.001 to 366 days, not {ttl!r}")
+        if not isinstance(cls.raise_on_duplicate, bool):
+            raise TypeError(f"{task}: raise_on_duplicate must be True or False, not {cls.raise_on_duplicate!r}")
+        names = cls.unique_on
+        if names is None:
+            return
+        if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+            raise TypeError(f"{task}: unique_on must be a list of argument names, not {names!r}")
+        run = cls.__dict__.get("run")
+        if run is not None:
+            params = inspect.signature(getattr(run, "__func__", run)).parameters
+            unknown = [n for n in names if n not in params]
+            if unknown:
+                raise ValueError(f"{task}: unique_on names {unknown}, which are not arguments of the task "
+                                 f"(its arguments: {list(params)})")
+
+    # -- the lock name --------------------------------------------------------
+
+    def lock_name(self, *args: Any, **kwargs: Any) -> str:
+        """The lock name of this task with these arguments:
+        ``celery:<task name>:<digest>`` (see the module's documentation).
+
+        Raises:
+            TypeError: the arguments do not fit the task's signature, or one
+                that counts is not JSON-serializable (name the arguments that
+                count with ``unique_on``).
+        """
+        bound = inspect.signature(self.run).bind(*args, **kwargs)
+        bound.apply_defaults()
+        values = bound.arguments
+        if self.unique_on is not None:
+            values = {n: values[n] for n in self.unique_on}
+        try:
+            canonical = json.dumps(values, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{self.name}: the arguments that make a task unique must be JSON-serializable ({exc}); "
+                            "name those that count with unique_on=[...]") from None
+        digest = hashlib.sha256(canonical.encode()).hexdigest()[:32]
+        return f"celery:{self.name}:{digest}"
+
+    def unlock(self, *args: Any, **kwargs: Any) -> bool:
+        """Remove the hold of this task with these arguments, whoever holds
+        it (for an operator: a task purged from the queue keeps its hold
+        until ``lock_ttl`` otherwise). A running holder is told at its next
+        renewal.
+
+        Returns:
+            ``True`` if a hold was removed.
+        """
+        return self._client().force_release(self.lock_name(*args, **kwargs))
+
+    def _client(self) -> Client:
+        return _client_for(self.app)
+
+    # -- enqueue --------------------------------------------------------------
+
+    def apply_async(self, args: Any = None, kwargs: Any = None, task_id: Optional[str] = None,
+                    **options: Any) -> Any:
+        """Enqueue the task holding its lock, or return the first one's
+        ``AsyncResult`` when it is held (see the class); Celery's arguments.
+
+        Raises:
+            DuplicateTask: it is held and ``raise_on_duplicate`` is set.
+            LockConnectionError: Redis could not be reached in time.
+        """
+        headers = dict(options.pop("headers", None) or {})
+        if HEADER in headers:  # a retry, or a message sent again: it carries its hold
+            return super().apply_async(args, kwargs, task_id=task_id, headers=headers, **options)
+        name = self.lock_name(*(args or ()), **(kwargs or {}))
+        task_id = task_id or str(uuid.uuid4())
+        ttl = self.lock_ttl + _delay(options.get("countdown"), options.get("eta"))
+        for _ in range(5):
+            lock = self._client().lock(name, ttl=ttl, auto_renew=False, metadata=task_id)
+            if lock.acquire(blocking=False):
+                break
+            info = self._client().inspect(name)
+            if info is not None:  # held: by the first task
+                if self.raise_on_duplicate or info.metadata is None:  # no task id: held outside Celery
+                    raise DuplicateTask(name, info.metadata)
+                return self.AsyncResult(info.metadata)
+        else:  # freed between each attempt and the look: taken and released again and again
+            raise LockNotAcquired(f"{name} changed hands five times while {self.name} was enqueued; try again")
+        headers[HEADER] = {"name": name, "token": lock.token}
+        try:
+            result = super().apply_async(args, kwargs, task_id=task_id, headers=headers, **options)
+        except BaseException:
+            lock.release()
+            raise
+        with _letting_go():
+            del lock
+        return result
+
+    # -- worker ---------------------------------------------------------------
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the body holding the task's lock (adopted from the message,
+        renewed while it runs, released at its end); a direct call runs it
+        without the lock."""
+        request = self.request
+        if request.called_directly:
+            return super().__call__(*args, **kwargs)
+        hold = self._adopt(request, args, kwargs)
+        request.singleton = hold
+        try:
+            result = super().__call__(*args, **kwargs)
+        except Retry as exc:
+            hold._hand_back(self.lock_ttl + _delay(exc.when, None))
+            raise
+        except BaseException as exc:
+            hold._end(exc)
+            raise
+        hold._end(None)
+        return result
+
+    def _adopt(self, request: Any, args: Any, kwargs: Any) -> Hold:
+        spec = _spec_of(request)
+        if spec is None:  # sent without a hold (by name): take it here
+            name, token = self.lock_name(*args, **kwargs), None
+        else:
+            name, token = spec
+        lock = self._client().lock(name, token=token, ttl=self.lock_ttl, metadata=request.id)
+        if not lock.acquire(blocking=False):
+            info = self._client().inspect(name)
+            raise DuplicateTask(name, info.metadata if info else None)
+        return Hold(lock)
+
+
+def _spec_of(request: Any) -> Optional[tuple[str, str]]:
+    """The (name, token) a task's message carries, if any."""
+    headers = getattr(request, "headers", None) or {}
+    spec = headers.get(HEADER) or getattr(request, HEADER, None)
+    if isinstance(spec, dict) and isinstance(spec.get("name"), str) and isinstance(spec.get("token"), str):
+        return spec["name"], spec["token"]
+    return None
+
+
+def _delay(countdown: Any, eta: Any) -> float:
+    """Seconds until a task made with ``countdown`` or ``eta`` may start."""
+    if isinstance(countdown, (int, float)) and not isinstance(countdown, bool):
+        return max(0.0, float(countdown))
+    if isinstance(countdown, datetime.datetime):  # Retry.when is either
+        eta = countdown
+    if isinstance(eta, str):
+        eta = datetime.datetime.fromisoformat(eta)
+    if isinstance(eta, datetime.datetime):
+        return max(0.0, eta.timestamp() - time.time())
+    return 0.0
+
+
+def _on_revoked(sender: Any = None, request: Any = None, **_: Any) -> None:
+    """A revoked (or expired, or terminated) task's hold goes with it."""
+    if not isinstance(sender, Singleton):
+        return
+    spec = _spec_of(request)
+    if spec is None:
+        return
+    try:
+        sender._client().force_release(*spec)
+    except Exception as exc:
+        log.warning("the hold %r of a revoked task was not released (%r): it ends within its ttl", spec[0], exc)
+
+
+signals.task_revoked.connect(_on_revoked, weak=False)
+
+
+# -- one Client per URL and prefix, per process -------------------------------
+
+_clients: dict[tuple[str, Optional[str]], Client] = {}
+_clients_lock = threading.Lock()
+
+
+def _forget_clients() -> None:
+    """In a forked child (the prefork pool): build its own clients, under a
+    lock no thread of the parent may have held at the fork."""
+    global _clients_lock
+    _clients.clear()
+    _clients_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_clients)
+
+
+def _client_for(app: Any) -> Client:
+    """This process's Client for ``app``: ``ferrolock_url``, else the
+    broker's URL when it is Redis."""
+    url = app.conf.get("ferrolock_url")
+    if url is None:
+        broker = app.conf.get("broker_write_url") or app.conf.get("broker_url")
+        if not isinstance(broker, str) or not broker.startswith(("redis://", "rediss://")):
+            raise ValueError(
+                f"ferrolock.celery needs a Redis URL: the broker ({broker!r}) is not redis:// or rediss://; "
+                "set app.conf.ferrolock_url = 'redis://host:6379/0'"
+            )
+        url = broker
+    prefix = app.conf.get("ferrolock_prefix")
+    with _clients_lock:
+        client = _clients.get((url, prefix))
+        if client is None:
+            client = _clients[(url, prefix)] = Client(url, prefix=prefix)
+        return client

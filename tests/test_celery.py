@@ -1,0 +1,324 @@
+"""ferrolock.celery's Singleton with a real Celery worker (`celery worker -P
+solo`, a subprocess) on the test's redis-server as broker and result
+backend: a duplicate gets the first's id and the body runs once; other
+arguments run; a SIGKILLed worker's hold ends within lock_ttl; a revoked
+queued task frees it; a task that outlives lock_ttl keeps it; a retry keeps
+it; a task whose hold is lost is told; under the prefork pool, a terminated
+task frees it."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+celery = pytest.importorskip("celery", reason="celery comes with tests/requirements.txt")
+
+from ferrolock.celery import DuplicateTask, Singleton  # noqa: E402
+from helpers import wait_for  # noqa: E402
+
+TESTS = Path(__file__).resolve().parent
+LIMIT = 60.0  # the most any step waits for the worker (a busy machine)
+
+
+@pytest.fixture(scope="module")
+def tasks(redis_url):
+    """tests/celery_app.py, on the session's redis-server."""
+    os.environ["CELERY_TEST_URL"] = redis_url
+    try:
+        sys.modules.pop("celery_app", None)
+        yield importlib.import_module("celery_app")
+    finally:
+        del os.environ["CELERY_TEST_URL"]
+        gc.collect()  # the AsyncResults' __del__ talk to the server: now, while it runs
+
+
+@pytest.fixture
+def app(tasks, prefix, raw):
+    """The app, its locks under this test's prefix; this test's keys deleted at its end."""
+    tasks.app.conf.ferrolock_prefix = prefix
+    tasks.app.control.purge()  # nothing left queued by an earlier test
+    yield tasks.app
+    tasks.app.control.purge()
+    for k in raw.keys(f"*{prefix}*"):
+        raw("DEL", k)
+
+
+class Worker:
+    def __init__(self, proc: subprocess.Popen, log: Path):
+        self.proc, self.log = proc, log
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@contextlib.contextmanager
+def worker(app, redis_url, prefix, tmp_path, queue=None, pool="solo"):
+    """A `celery -A celery_app worker -P solo` (on `queue`, else the default one), killed at the end."""
+    log = tmp_path / "worker.log"
+    args = [sys.executable, "-m", "celery", "-A", "celery_app", "worker", "-P", pool, "-c", "1", "-l", "info",
+            "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"{prefix.strip(':')}@%h"]
+    if queue:
+        args += ["-Q", queue]
+    env = {**os.environ, "CELERY_TEST_URL": redis_url, "CELERY_TEST_PREFIX": prefix}
+    with open(log, "w") as out:
+        proc = subprocess.Popen(args, cwd=TESTS, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    w = Worker(proc, log)
+    try:
+        wait_for(lambda: "ready." in w.text() or proc.poll() is not None, LIMIT, "the worker to start")
+        assert proc.poll() is None, w.text()
+        yield w
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # gone already (a test killed it)
+            os.killpg(proc.pid, signal.SIGKILL)  # the worker, and a prefork worker's child
+        proc.wait(timeout=30)
+
+
+def llen(raw, key: str) -> int:
+    return raw("LLEN", key)
+
+
+def started(raw, item: str) -> bool:
+    return llen(raw, f"started:{item}") > 0
+
+
+def open_gate(raw, item: str) -> None:
+    raw("RPUSH", f"gate:{item}", "1")
+
+
+def test_a_duplicate_gets_the_first_tasks_id_and_the_body_runs_once(app, tasks, client, raw, redis_url, prefix,
+                                                                  tmp_path):
+    a, b = f"{prefix}a", f"{prefix}b"
+    first = tasks.slow.delay(a)
+    assert tasks.slow.delay(a).id == first.id
+    assert tasks.slow.apply_async(kwargs={"item": a}).id == first.id, "bound to the signature: the same task"
+    other = tasks.slow.delay(b)
+    assert other.id != first.id, "other arguments: a task of its own"
+    name = tasks.slow.lock_name(a)
+    assert name.startswith("celery:celery_app.slow:") and len(name.rsplit(":", 1)[1]) == 32
+    assert client.inspect(name).metadata == first.id
+    with worker(app, redis_url, prefix, tmp_path):
+        wait_for(lambda: started(raw, a), LIMIT, "the first task to start")
+        assert tasks.slow.delay(a).id == first.id, "running: still the same task"
+        open_gate(raw, a)
+        open_gate(raw, b)
+        assert first.get(timeout=LIMIT) == a
+        assert other.get(timeout=LIMIT) == b
+        # Released before the result was stored: the next one is a new task.
+        assert client.inspect(name) is None
+        assert llen(raw, f"ran:{a}") == 1 and llen(raw, f"started:{a}") == 1
+        again = tasks.slow.delay(a)
+        assert again.id != first.id
+        open_gate(raw, a)
+        assert again.get(timeout=LIMIT) == a
+    assert llen(raw, f"ran:{a}") == 2
+    assert client.inspect(name) is None and client.inspect(tasks.slow.lock_name(b)) is None
+
+
+def test_raise_on_duplicate_and_unique_on(app, tasks, client, prefix):
+    a = f"{prefix}a"
+    first = tasks.strict.delay(a)
+    with pytest.raises(DuplicateTask) as caught:
+        tasks.strict.delay(a, note="")
+    assert caught.value.task_id == first.id and caught.value.name == tasks.strict.lock_name(a)
+    assert first.id in str(caught.value)
+    by_item = tasks.by_item.delay(a, note="x")
+    assert tasks.by_item.delay(a, note="y").id == by_item.id, "only `item` counts"
+    assert tasks.by_item.lock_name(a, "x") == tasks.by_item.lock_name(a, "y") != tasks.strict.lock_name(a)
+    # Held outside Celery (no task id in its metadata): refused, whatever raise_on_duplicate says.
+    b = f"{prefix}b"
+    other = client.lock(tasks.slow.lock_name(b))
+    assert other.acquire()
+    with pytest.raises(DuplicateTask) as caught:
+        tasks.slow.delay(b)
+    assert caught.value.task_id is None
+    other.release()
+    # No worker will run them: an operator takes the holds back.
+    assert tasks.strict.unlock(a) and tasks.by_item.unlock(a, note="z")
+    assert client.inspect(tasks.strict.lock_name(a)) is None
+    assert client.inspect(tasks.by_item.lock_name(a)) is None
+
+
+def test_a_sigkilled_workers_hold_ends_within_lock_ttl(app, tasks, client, raw, redis_url, prefix, tmp_path):
+    a = f"{prefix}a"
+    result = tasks.short.delay(a)
+    name = tasks.short.lock_name(a)
+    token = client.inspect(name).token
+    with worker(app, redis_url, prefix, tmp_path) as w:
+        wait_for(lambda: started(raw, a), LIMIT, "the task to start")
+        info = client.inspect(name)
+        assert info.token == token and info.metadata == result.id, "the worker adopted the enqueued hold"
+        w.proc.send_signal(signal.SIGKILL)
+        w.proc.wait(timeout=30)
+        info = client.inspect(name)
+        assert info is None or info.ttl <= tasks.short.lock_ttl, "nobody renews it past lock_ttl"
+        wait_for(lambda: client.inspect(name) is None, LIMIT, "the killed worker's hold to end")
+    assert llen(raw, f"ran:{a}") == 0
+
+
+def test_a_revoked_queued_task_frees_its_hold(app, tasks, client, raw, redis_url, prefix, tmp_path):
+    a = f"{prefix}a"
+    result = tasks.slow.delay(a)
+    name = tasks.slow.lock_name(a)
+    assert client.inspect(name) is not None
+    # The worker listens on another queue until it knows of the revoke, so
+    # the task is still queued then; it discards it when it receives it.
+    with worker(app, redis_url, prefix, tmp_path, queue=f"{prefix}idle"):
+        def revoked() -> bool:
+            return bool(app.control.revoke(result.id, reply=True, timeout=1.0, limit=1))
+
+        wait_for(revoked, LIMIT, "the worker to confirm the revoke")
+        assert app.control.add_consumer(app.conf.task_default_queue, reply=True, timeout=LIMIT, limit=1)
+        wait_for(lambda: client.inspect(name) is None, LIMIT, "the revoked task's hold to go")
+    assert tasks.slow.lock_ttl > 5 * LIMIT, "freed by the revoke, not by its ttl"
+    assert result.state == "REVOKED"
+    assert not started(raw, a)
+
+
+def test_a_task_that_outlives_lock_ttl_keeps_its_hold(app, tasks, client, raw, redis_url, prefix, tmp_path):
+    a = f"{prefix}a"
+    result = tasks.short.delay(a)
+    name = tasks.short.lock_name(a)
+    token = client.inspect(name).token
+    with worker(app, redis_url, prefix, tmp_path):
+        wait_for(lambda: started(raw, a), LIMIT, "the task to start")
+        until = time.monotonic() + 3 * tasks.short.lock_ttl
+        while time.monotonic() < until:  # three ttls: held by the same token throughout
+            info = client.inspect(name)
+            assert info is not None and info.token == token
+            time.sleep(0.05)
+        assert tasks.short.delay(a).id == result.id
+        open_gate(raw, a)
+        assert result.get(timeout=LIMIT) == a
+    assert client.inspect(name) is None
+
+
+def test_a_retry_keeps_the_hold(app, tasks, client, raw, redis_url, prefix, tmp_path):
+    a = f"{prefix}a"
+    result = tasks.flaky.delay(a)
+    name = tasks.flaky.lock_name(a)
+    token = client.inspect(name).token
+    with worker(app, redis_url, prefix, tmp_path):
+        wait_for(lambda: started(raw, f"{a}:0"), LIMIT, "the first attempt to start")
+        open_gate(raw, f"{a}:0")
+        wait_for(lambda: started(raw, f"{a}:1"), LIMIT, "the retry to start")
+        info = client.inspect(name)
+        assert info.token == token and info.metadata == result.id, "the retry holds the same hold"
+        assert tasks.flaky.delay(a).id == result.id
+        open_gate(raw, f"{a}:1")
+        assert result.get(timeout=LIMIT) == a
+    assert client.inspect(name) is None
+
+
+def test_a_task_whose_hold_is_lost_is_told(app, tasks, client, raw, redis_url, prefix, tmp_path):
+    a = f"{prefix}a"
+    result = tasks.told.delay(a)
+    name = tasks.told.lock_name(a)
+    with worker(app, redis_url, prefix, tmp_path):
+        wait_for(lambda: started(raw, a), LIMIT, "the task to start")
+        assert client.force_release(name)
+        open_gate(raw, a)
+        with pytest.raises(Exception) as caught:
+            result.get(timeout=LIMIT)
+    assert type(caught.value).__name__ == "LockLost" and name in str(caught.value)
+    assert raw("LRANGE", f"lost:{a}", 0, -1) == [b"1"], "the body saw it lost"
+    assert client.inspect(name) is None
+
+
+def _body(item):
+    return item
+
+
+def test_bad_options_and_arguments_are_refused_with_the_fix(tasks):
+    app = celery.Celery("bad", broker="redis://127.0.0.1:1/0")
+    app.finalize()  # the task classes are made at once, not at their first use
+    with pytest.raises(ValueError, match="unique_on names \\['nope'\\]"):
+        app.task(base=Singleton, unique_on=["nope"], name="bad.a", shared=False)(_body)
+    with pytest.raises(ValueError, match="lock_ttl"):
+        app.task(base=Singleton, lock_ttl=0, name="bad.b", shared=False)(_body)
+    with pytest.raises(TypeError, match="raise_on_duplicate"):
+        app.task(base=Singleton, raise_on_duplicate=1, name="bad.c", shared=False)(_body)
+    with pytest.raises(TypeError, match="unique_on must be a list"):
+        app.task(base=Singleton, unique_on="item", name="bad.e", shared=False)(_body)
+    with pytest.raises(TypeError, match="JSON-serializable.*unique_on"):
+        tasks.slow.lock_name(object())
+    with pytest.raises(TypeError):
+        tasks.slow.lock_name("a", "b", "c")
+    other = celery.Celery("amqp-app", broker="amqp://127.0.0.1:1//")
+    other.finalize()
+    task = other.task(base=Singleton, name="bad.d", shared=False)(_body)
+    with pytest.raises(ValueError, match="ferrolock_url"):
+        task.delay(1)
+
+
+def test_a_task_sent_by_name_takes_the_lock_in_the_worker(app, tasks, client, raw, redis_url, prefix, tmp_path):
+    """A message without a hold (send_task: no enqueue side) takes the lock
+    when it starts, and releases it at its end."""
+    a = f"{prefix}a"
+    name = tasks.slow.lock_name(a)
+    sent = app.send_task("celery_app.slow", args=[a])
+    assert client.inspect(name) is None
+    with worker(app, redis_url, prefix, tmp_path):
+        wait_for(lambda: started(raw, a), LIMIT, "the task to start")
+        assert client.inspect(name).metadata == sent.id
+        assert tasks.slow.delay(a).id == sent.id
+        open_gate(raw, a)
+        assert sent.get(timeout=LIMIT) == a
+    assert client.inspect(name) is None
+    assert llen(raw, f"ran:{a}") == 1
+
+
+def test_a_task_queued_past_lock_ttl(app, tasks, client, raw, redis_url, prefix, tmp_path):
+    """Its hold runs out in the queue: a duplicate enqueued then is a task of
+    its own and holds the name, so the older one fails unrun when it starts
+    and the newer one runs; a task whose hold ran out and nobody took runs
+    under its own token."""
+    a, b = f"{prefix}a", f"{prefix}b"
+    older = tasks.short.delay(a)
+    alone = tasks.short.delay(b)
+    token = client.inspect(tasks.short.lock_name(b)).token
+    for item in (a, b):
+        wait_for(lambda: client.inspect(tasks.short.lock_name(item)) is None, LIMIT, "the queued hold to run out")
+    newer = tasks.short.delay(a)
+    assert newer.id != older.id
+    open_gate(raw, a)
+    with worker(app, redis_url, prefix, tmp_path):
+        with pytest.raises(DuplicateTask) as caught:
+            older.get(timeout=LIMIT)
+        assert caught.value.task_id == newer.id
+        wait_for(lambda: started(raw, b), LIMIT, "the task whose hold ran out to start")
+        assert client.inspect(tasks.short.lock_name(b)).token == token
+        open_gate(raw, b)
+        assert alone.get(timeout=LIMIT) == b
+        assert newer.get(timeout=LIMIT) == a
+    assert llen(raw, f"ran:{a}") == 1
+
+
+def test_under_the_prefork_pool_a_terminated_task_frees_its_hold(app, tasks, client, raw, redis_url, prefix,
+                                                                 tmp_path):
+    """The task runs in a forked child (with a Client of its own); revoked
+    with terminate=True, the child is killed and the worker releases the hold."""
+    a, b = f"{prefix}a", f"{prefix}b"
+    done = tasks.slow.delay(b)
+    result = tasks.slow.delay(a)
+    name = tasks.slow.lock_name(a)
+    open_gate(raw, b)
+    with worker(app, redis_url, prefix, tmp_path, pool="prefork"):
+        assert done.get(timeout=LIMIT) == b
+        assert client.inspect(tasks.slow.lock_name(b)) is None
+        wait_for(lambda: started(raw, a), LIMIT, "the task to start")
+        assert client.inspect(name).metadata == result.id
+        app.control.revoke(result.id, terminate=True, signal="SIGKILL")
+        wait_for(lambda: client.inspect(name) is None, LIMIT, "the terminated task's hold to go")
+        assert tasks.slow.lock_ttl > 5 * LIMIT, "freed by the revoke, not by its ttl"
+        wait_for(lambda: result.state == "REVOKED", LIMIT, "the task to be marked revoked")
+    assert llen(raw, f"ran:{a}") == 0
