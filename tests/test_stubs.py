@@ -18,6 +18,9 @@ import types
 import pytest
 
 import ferrolock
+import ferrolock.fencing
+import ferrolock.fencing.redis
+import ferrolock.fencing.sqlalchemy
 import ferrolock.otel
 import ferrolock.testing
 from ferrolock import _ferrolock
@@ -29,7 +32,8 @@ API = ROOT / "docs" / "api.md"
 
 def _public() -> list[tuple[str, object]]:
     names = [(f"ferrolock.{n}", getattr(ferrolock, n)) for n in ferrolock.__all__ if n != "__version__"]
-    for module in (ferrolock.otel, ferrolock.testing):
+    for module in (ferrolock.otel, ferrolock.testing, ferrolock.fencing, ferrolock.fencing.redis,
+                   ferrolock.fencing.sqlalchemy):
         names.append((module.__name__, module))
         names += [(f"{module.__name__}.{n}", getattr(module, n)) for n in module.__all__]
     return names
@@ -146,7 +150,9 @@ def test_every_public_name_is_in_the_api_reference():
     package = griffe.load("ferrolock", search_paths=[str(ROOT / "python")], allow_inspection=False,
                           docstring_parser="google")
     loader_modules = {"ferrolock": package, "ferrolock.otel": package["otel"],
-                      "ferrolock.testing": package["testing"]}
+                      "ferrolock.testing": package["testing"], "ferrolock.fencing": package["fencing"],
+                      "ferrolock.fencing.redis": package["fencing.redis"],
+                      "ferrolock.fencing.sqlalchemy": package["fencing.sqlalchemy"]}
     missing, undocumented = [], []
     for name, obj in PUBLIC:
         module, _, short = name.rpartition(".")
