@@ -284,7 +284,7 @@ def test_bad_arguments_are_named(engine, client):
             fenced_update(conn, ORDERS, 1, {"fence": 5}, fence=1)
         with pytest.raises(ValueError, match="holds nothing"):
             fenced_update(conn, ORDERS, 1, {"status": "x"}, fence=client.lock("x"))
-        with pytest.raises(TypeError, match="a Table or an ORM-mapped class"):
+        with pytest.raises(TypeError, match="a Table or an ORM class mapped to one"):
             fenced_update(conn, "orders", 1, {"status": "x"}, fence=1)
     assert row(engine, id=1) == (1, "new", None)
 

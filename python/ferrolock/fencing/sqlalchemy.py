@@ -47,14 +47,10 @@ class _Statements:
             found = sa.inspect(target)
         except NoInspectionAvailable:
             found = None
-        if isinstance(found, Mapper):
-            table = found.local_table
-            primary_key = list(found.primary_key)
-        elif isinstance(found, sa.Table):
-            table = found
-            primary_key = list(found.primary_key.columns)
-        else:
-            raise TypeError(f"fenced_update writes to a Table or an ORM-mapped class, not {target!r}")
+        table = found.local_table if isinstance(found, Mapper) else found
+        if not isinstance(table, sa.Table):
+            raise TypeError(f"fenced_update writes to a Table or an ORM class mapped to one, not {target!r}")
+        primary_key = list(found.primary_key) if isinstance(found, Mapper) else list(table.primary_key.columns)
         if fence_column not in table.c:
             raise ValueError(
                 f"table {table.name!r} has no column {fence_column!r} for the fence: add one (a BigInteger, "
