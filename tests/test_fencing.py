@@ -340,6 +340,58 @@ def test_postgresql_refuses_a_lower_fence(pg_engine, client):
     assert row(pg_engine, id=1) == (1, "paid", fence)
 
 
+@pytest.mark.parametrize("isolation, refusal", [("READ COMMITTED", StaleFence),
+                                                ("REPEATABLE READ", sa.exc.OperationalError)])
+def test_postgresql_orders_two_racing_writers_by_fence(pg_engine, isolation, refusal):
+    """The later fence's UPDATE holds the row; the earlier one waits for it,
+    then re-checks its WHERE on the committed row (READ COMMITTED: refused,
+    StaleFence) or fails to serialize (REPEATABLE READ: retry)."""
+    engine = pg_engine.execution_options(isolation_level=isolation)
+    outcome: list = []
+
+    def earlier() -> None:
+        try:
+            with engine.begin() as conn:
+                conn.execute(sa.text("SET application_name = 'fence-99'"))
+                fenced_update(conn, ORDERS, 1, {"status": "by 99"}, fence=99)
+            outcome.append("written")
+        except Exception as e:  # what the test looks at
+            outcome.append(e)
+
+    with engine.begin() as later:
+        fenced_update(later, ORDERS, 1, {"status": "by 100"}, fence=100)
+        racer = threading.Thread(target=earlier)
+        racer.start()
+        with pg_engine.connect() as watch:
+            wait_for(lambda: watch.execute(sa.text(
+                "SELECT wait_event_type FROM pg_stat_activity WHERE application_name = 'fence-99'")).scalar() == "Lock",
+                30, "the earlier fence's UPDATE to wait for the row")
+    racer.join(30)
+    assert len(outcome) == 1 and isinstance(outcome[0], refusal), outcome
+    assert row(pg_engine, id=1) == (1, "by 100", 100)
+
+
+def test_the_package_imports_without_the_extras_and_each_guard_names_its_extra():
+    code = textwrap.dedent(
+        """
+        import sys
+        sys.modules["redis"] = sys.modules["sqlalchemy"] = None  # neither installed
+        import ferrolock, ferrolock.fencing
+        assert ferrolock.StaleFence is ferrolock.fencing.StaleFence
+        for module, extra in (("redis", "redis"), ("sqlalchemy", "sqlalchemy")):
+            try:
+                __import__("ferrolock.fencing." + module)
+            except ImportError as e:
+                assert f"pip install 'ferrolock[{extra}]'" in str(e), e
+            else:
+                raise AssertionError(module + " imported")
+        """
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert run.returncode == 0, run.stderr
+
+
 # -- Kleppmann's scenario, end to end --------------------------------------------
 
 # A holder: takes the lock, says so with its fence, waits for "go" on stdin

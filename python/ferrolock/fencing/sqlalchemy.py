@@ -80,10 +80,11 @@ class _Statements:
     def refusal(self, row: Any) -> Exception:
         """The error for an update that changed nothing, given the row's fence
         as selected after it (``None``: no row)."""
-        recorded = None if row is None else row[0]
-        if recorded is None or recorded <= self.fence:  # no such row when the update ran
+        if row is None:
             return NoResultFound(f"fenced_update wrote nothing: no {self.resource} (nothing matches its primary key)")
-        return StaleFence(self.fence, recorded, self.resource)
+        if row[0] is None or row[0] <= self.fence:  # committed by another transaction since the update ran
+            return NoResultFound(f"fenced_update wrote nothing: no {self.resource} when it ran (it was written since)")
+        return StaleFence(self.fence, row[0], self.resource)
 
 
 def fenced_update(
