@@ -15,7 +15,7 @@ The fence of ``key`` is recorded in a key of its own, :func:`fence_key` (``key``
 ``{user:7}:profile``. Its hash tag puts it in the data's hash slot, so both
 keys can be declared to the script on a Redis Cluster. The record has no
 expiry: it must outlive every stale holder (delete it with the data once the
-data is gone for good). Needs redis-py (``pip install 'ferrolock[redis]'``).
+data is gone for good). Needs redis-py (``pip install redis``, or ferrolock's ``redis`` extra).
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ try:
     import redis
     import redis.asyncio
 except ImportError as exc:  # pragma: no cover - the extra is installed wherever the tests run
-    raise ImportError("ferrolock.fencing.redis needs redis-py: pip install 'ferrolock[redis]'") from exc
+    raise ImportError(
+        "ferrolock.fencing.redis needs redis-py: pip install redis, or install ferrolock with its [redis] extra"
+    ) from exc
 
 from . import FenceLike, StaleFence, fence_of
 

@@ -15,7 +15,7 @@ a missing row raises ``sqlalchemy.exc.NoResultFound``, a greater fence
 :class:`~ferrolock.StaleFence`. It runs in the caller's transaction (a Core
 ``Connection`` or an ORM ``Session``; ``afenced_update`` for their asyncio
 versions), which the caller commits. Needs SQLAlchemy
-(``pip install 'ferrolock[sqlalchemy]'``).
+(``pip install SQLAlchemy``, or ferrolock's ``sqlalchemy`` extra).
 """
 
 from __future__ import annotations
@@ -28,7 +28,10 @@ try:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
     from sqlalchemy.orm import Mapper, Session
 except ImportError as exc:  # pragma: no cover - the extra is installed wherever the tests run
-    raise ImportError("ferrolock.fencing.sqlalchemy needs SQLAlchemy 2: pip install 'ferrolock[sqlalchemy]'") from exc
+    raise ImportError(
+        "ferrolock.fencing.sqlalchemy needs SQLAlchemy 2: pip install SQLAlchemy, or install ferrolock with its "
+        "[sqlalchemy] extra"
+    ) from exc
 
 from . import FenceLike, StaleFence, fence_of
 
