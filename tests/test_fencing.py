@@ -362,8 +362,9 @@ def test_postgresql_orders_two_racing_writers_by_fence(pg_engine, isolation, ref
         fenced_update(later, ORDERS, 1, {"status": "by 100"}, fence=100)
         racer = threading.Thread(target=earlier)
         racer.start()
-        with pg_engine.connect() as watch:
-            wait_for(lambda: watch.execute(sa.text(
+        # AUTOCOMMIT: pg_stat_activity is a snapshot taken once per transaction
+        with pg_engine.connect().execution_options(isolation_level="AUTOCOMMIT") as watch:
+            wait_for(lambda: outcome or watch.execute(sa.text(
                 "SELECT wait_event_type FROM pg_stat_activity WHERE application_name = 'fence-99'")).scalar() == "Lock",
                 30, "the earlier fence's UPDATE to wait for the row")
     racer.join(30)
