@@ -22,7 +22,7 @@ EXT_STAMP   := $(VENV)/.ext-built
 # (make clean, a fresh clone with an old venv), build again whatever the stamp says.
 EXT_MODULE  := $(wildcard python/ferrolock/_ferrolock*.so)
 
-.PHONY: all test test-rust test-python test-wheel test-docs demo build-dev redis venv lint format clean \
+.PHONY: all test test-rust test-python test-wheel test-docs demo build-dev redis postgresql venv lint format clean \
         wheel docs old-redis new-redis valkey test-servers FORCE
 
 all: lint test
@@ -33,6 +33,14 @@ redis:
 	  echo "== installing redis-server, redis-sentinel, openssl and faketime (Debian packages, with apt-get)"; \
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q redis-server redis-tools redis-sentinel openssl faketime; }
+
+# PostgreSQL's server binaries, for tests/test_fencing.py (which starts its own
+# throwaway server on a free loopback port, and skips saying why without them).
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  echo "== installing postgresql (Debian packages, with apt-get)"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q postgresql; }
 
 venv: $(VENV)/.ready
 $(VENV)/.ready: tests/requirements.txt
@@ -54,7 +62,7 @@ FORCE:
 test-rust: redis
 	cargo test --no-default-features -q
 
-test-python: redis build-dev old-redis new-redis $(VENV)/.docs-ready
+test-python: redis postgresql build-dev old-redis new-redis $(VENV)/.docs-ready
 	$(PY) -m pytest -q
 
 # The core suite (Lock, RWMutex, fair modes, semaphore, election, wake-ups,

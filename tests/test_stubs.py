@@ -20,6 +20,9 @@ import pytest
 import ferrolock
 import ferrolock.celery
 import ferrolock.django
+import ferrolock.fencing
+import ferrolock.fencing.redis
+import ferrolock.fencing.sqlalchemy
 import ferrolock.otel
 import ferrolock.testing
 from ferrolock import _ferrolock
@@ -29,9 +32,14 @@ STUB = ROOT / "python" / "ferrolock" / "_ferrolock.pyi"
 API = ROOT / "docs" / "api.md"
 
 
+# The package's public modules besides ``ferrolock`` itself.
+MODULES = (ferrolock.celery, ferrolock.django, ferrolock.fencing, ferrolock.fencing.redis,
+           ferrolock.fencing.sqlalchemy, ferrolock.otel, ferrolock.testing)
+
+
 def _public() -> list[tuple[str, object]]:
     names = [(f"ferrolock.{n}", getattr(ferrolock, n)) for n in ferrolock.__all__ if n != "__version__"]
-    for module in (ferrolock.celery, ferrolock.django, ferrolock.otel, ferrolock.testing):
+    for module in MODULES:
         names.append((module.__name__, module))
         names += [(f"{module.__name__}.{n}", getattr(module, n)) for n in module.__all__]
     return names
@@ -156,9 +164,8 @@ def test_every_public_name_is_in_the_api_reference():
     directives = set(re.findall(r"^::: (\S+)", API.read_text(), re.M))
     package = griffe.load("ferrolock", search_paths=[str(ROOT / "python")], allow_inspection=False,
                           docstring_parser="google")
-    loader_modules = {"ferrolock": package, "ferrolock.celery": package["celery"], "ferrolock.django": package["django"],
-                      "ferrolock.otel": package["otel"],
-                      "ferrolock.testing": package["testing"]}
+    loader_modules = {"ferrolock": package}
+    loader_modules.update({m.__name__: package[m.__name__.removeprefix("ferrolock.")] for m in MODULES})
     missing, undocumented = [], []
     for name, obj in PUBLIC:
         module, _, short = name.rpartition(".")

@@ -54,6 +54,7 @@ __all__ = [
     "RLock",
     "RWMutex",
     "Retry",
+    "StaleFence",
     "Term",
     "__version__",
     "add_listener",
@@ -62,6 +63,7 @@ __all__ = [
 ]
 
 from .election import Election, Leader, Term  # noqa: E402  (needs the extension loaded above)
+from .fencing import StaleFence  # noqa: E402  (needs the extension loaded above)
 from .rlock import RLock  # noqa: E402  (needs the extension loaded above)
 
 if TYPE_CHECKING:  # the keyword arguments, typed: generated into the stub from src/py/options.rs
