@@ -2,8 +2,8 @@
 release, `async with`, contention between tasks, trio's cancellation
 (move_on_after, fail_after, a cancelled nursery) leaving nothing in Redis,
 a release that completes though cancelled, a lost hold cancelling the block,
-RWMutex / semaphore / election / RLock, and the error under no supported
-library."""
+RWMutex / semaphore / election / RLock, OpenTelemetry spans, and the error
+under no supported library."""
 
 from __future__ import annotations
 
@@ -16,7 +16,14 @@ import pytest
 import trio
 import trio.testing
 
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
 import ferrolock
+import ferrolock.otel
 from ferrolock import LockLost
 from helpers import key
 
@@ -352,6 +359,34 @@ def test_rlock_under_trio(client, raw, prefix):
     trio.run(main)
     assert order == ["owner out", "other in"]
     assert raw.keys(prefix + "*") == []
+
+
+def test_otel_spans_under_trio(client):
+    """The spans of a trio task's calls are children of its current span."""
+    exporter = InMemorySpanExporter()
+    tracers = TracerProvider()
+    tracers.add_span_processor(SimpleSpanProcessor(exporter))
+    meters = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    app = tracers.get_tracer("app")
+
+    async def handler():
+        with app.start_as_current_span("trio request"):
+            async with client.lock("otel-with"):
+                pass
+            lock = client.lock("otel-aacquire")
+            assert await lock.aacquire(timeout=5)
+            await lock.arelease()
+
+    try:
+        with ferrolock.otel.instrument(meters, tracers):
+            trio.run(handler)
+    finally:
+        meters.shutdown()
+    spans = exporter.get_finished_spans()
+    request = next(s for s in spans if s.name == "trio request")
+    ours = [s for s in spans if s.name.startswith("ferrolock.")]
+    assert len(ours) == 4, [s.name for s in ours]
+    assert all(s.parent is not None and s.parent.span_id == request.context.span_id for s in ours)
 
 
 # --------------------------------------------------------------------------

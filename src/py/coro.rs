@@ -318,7 +318,12 @@ impl Operation {
 
     /// Trio woke the task (or cancelled it: then `wait` raises `Cancelled`,
     /// the operation having been cancelled by the abort function).
-    fn resume_trio(&self, py: Python<'_>, wait: &Bound<'_, PyAny>, sent: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
+    fn resume_trio(
+        &self,
+        py: Python<'_>,
+        wait: &Bound<'_, PyAny>,
+        sent: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
         let sent = sent.map_or_else(|| py.None(), |s| s.clone().unbind());
         match wait.call_method1(intern!(py, "send"), (sent,)) {
             Ok(request) => Ok(request.unbind()),

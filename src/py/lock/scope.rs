@@ -98,7 +98,9 @@ pub(super) fn enter(slf: &Bound<'_, PyLock>) -> PyResult<Py<Operation>> {
     let asyncio = py.import("asyncio")?;
     // Where the loss is scheduled: (the loop or trio's token, its thread-safe `call_soon`).
     let (task, schedule, trio) = match asyncio.call_method0("get_running_loop") {
-        Ok(event_loop) => (asyncio.call_method0("current_task")?, (event_loop.unbind(), "call_soon_threadsafe"), false),
+        Ok(event_loop) => {
+            (asyncio.call_method0("current_task")?, (event_loop.unbind(), "call_soon_threadsafe"), false)
+        }
         Err(no_loop) => {
             let found = match trio_helper(py)? {
                 Some(helper) => helper.call_method0("loss_scope")?,
@@ -168,10 +170,10 @@ pub(super) fn exit(
             }
         } else {
             let cancelled = py.import("asyncio")?.getattr("CancelledError")?;
-        let ours = scope.fired.load(Ordering::SeqCst) && !exc_type.is_none() && exc_type.is(&cancelled);
-        if ours {
-            // Our own cancellation, not the body's exception: LockLost replaces it.
-            body_raised = None;
+            let ours = scope.fired.load(Ordering::SeqCst) && !exc_type.is_none() && exc_type.is(&cancelled);
+            if ours {
+                // Our own cancellation, not the body's exception: LockLost replaces it.
+                body_raised = None;
                 if scope.task.bind(py).hasattr("uncancel")? {
                     scope.task.call_method0(py, "uncancel")?;
                 }
