@@ -3,7 +3,7 @@ release, `async with`, contention between tasks, trio's cancellation
 (move_on_after, fail_after, a cancelled nursery) leaving nothing in Redis,
 a release that completes though cancelled, a lost hold cancelling the block,
 RWMutex / semaphore / election / RLock, OpenTelemetry spans, and the error
-under no supported library."""
+under no supported library (none, or curio)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import threading
 import time
 
 import anyio
+import curio
 import pytest
 import trio
 import trio.testing
@@ -446,7 +447,7 @@ def test_no_supported_library_raises_and_leaves_nothing(client, raw, prefix):
     holder = held_elsewhere(client, "bare")
     waiter = client.lock("bare", ttl=10.0)
     coro = waiter.aacquire()
-    with pytest.raises(RuntimeError, match=r"asyncio \(and uvloop\), trio, or anyio on either backend"):
+    with pytest.raises(RuntimeError, match=r"asyncio \(and uvloop\), trio, or anyio on either backend, and none runs"):
         coro.send(None)  # must wait, and nothing runs the wait
     assert waiter.token is None
     with pytest.raises(RuntimeError, match="anyio on either backend"):
@@ -474,3 +475,28 @@ def test_no_supported_library_raises_and_leaves_nothing(client, raw, prefix):
 
     trio.run(main)
     assert len(errors) == 1
+
+
+def test_curio_is_refused_by_name(client, raw, prefix):
+    """Under curio (real, neither asyncio nor trio) a call that must wait
+    raises, naming the supported libraries and the one found, and leaves
+    nothing behind; `async with` raises before sending anything."""
+    holder = held_elsewhere(client, "curio")
+    waiter = client.lock("curio", ttl=10.0)
+    errors = []
+
+    async def main():
+        for attempt in (waiter.aacquire, waiter.__aenter__):
+            try:
+                await attempt()
+            except RuntimeError as e:
+                errors.append(str(e))
+
+    curio.run(main)
+    assert len(errors) == 2
+    assert all("trio, or anyio on either backend, not under curio" in e for e in errors), errors
+    assert "Lock.aacquire" in errors[0] and "Lock.__aenter__" in errors[1]
+    assert waiter.token is None
+    assert raw.keys(prefix + "*") == [key(prefix, "curio")]
+    holder.release()
+    assert raw.keys(prefix + "*") == []

@@ -33,15 +33,16 @@ pub(crate) fn trio_helper(py: Python<'_>) -> PyResult<Option<&Bound<'_, PyModule
 
 /// What `what` raises when it must wait and no supported library runs here.
 pub(crate) fn unsupported(py: Python<'_>, what: &str) -> PyErr {
+    // sniffio, where installed, names the library that runs instead.
     let found = py
         .import("sniffio")
         .and_then(|s| s.call_method0("current_async_library"))
-        .and_then(|name| name.extract::<String>())
-        .map(|name| format!(" (found {name})"))
-        .unwrap_or_default();
-    PyRuntimeError::new_err(format!(
-        "ferrolock: {what} must run in an event loop of {SUPPORTED}; none is running in this thread{found}"
-    ))
+        .and_then(|name| name.extract::<String>());
+    let why = match found {
+        Ok(name) => format!("not under {name}"),
+        Err(_) => "and none runs in this thread".to_owned(),
+    };
+    PyRuntimeError::new_err(format!("ferrolock: {what} runs under {SUPPORTED}, {why}"))
 }
 
 /// Cancels a parked operation as `throw` does (its guards undo what it
