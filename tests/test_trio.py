@@ -439,6 +439,32 @@ def test_anyio_contention_and_cancellation(client, raw, prefix, backend):
     assert raw.keys(prefix + "*") == []
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_anyio_lost_hold_cancels_the_block(client, raw, prefix, backend):
+    lock = client.lock("anyio-lost", ttl=0.6)
+    body = {"cancelled": False, "finished": False}
+
+    async def main():
+        with pytest.raises(LockLost):
+            async with lock:
+                assert raw("DEL", key(prefix, "anyio-lost")) == 1
+                try:
+                    await anyio.sleep(20)
+                    body["finished"] = True
+                except anyio.get_cancelled_exc_class():
+                    body["cancelled"] = True
+                    raise
+        # Not left cancelled: the task goes on.
+        await anyio.sleep(0.01)
+        with anyio.fail_after(10):
+            async with lock:
+                assert await lock.aowned()
+
+    anyio.run(main, backend=backend)
+    assert body == {"cancelled": True, "finished": False}
+    assert raw.keys(prefix + "*") == []
+
+
 # --------------------------------------------------------------------------
 # no supported library
 
