@@ -163,8 +163,8 @@ class Client(_Client):
         return Lock(self, name, **options)
 
     def rlock(self, name: str | list[str] | tuple[str, ...], **options: Unpack[_LockOptions]) -> RLock:
-        """A new :class:`RLock` on ``name``: a lock its owner (thread or
-        asyncio task) may take again, held in Redis until every take is
+        """A new :class:`RLock` on ``name``: a lock its owner (thread, or
+        asyncio or trio task) may take again, held in Redis until every take is
         released. The same as ``RLock(self, name, ...)``.
 
         Keyword arguments are the handle options of :class:`Lock`, but

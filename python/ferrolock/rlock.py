@@ -1,6 +1,6 @@
 """A reentrant lock: ``client.rlock(name, **options)``, in ``threading.RLock``'s shape.
 
-The thread (or asyncio task) that holds it may take it again; each take adds
+The thread (or asyncio or trio task) that holds it may take it again; each take adds
 one to a count, each release takes one off, and the hold in Redis is given
 back when the count returns to zero. The hold is a plain :class:`Lock`'s (one
 fresh handle per first take), so everything that reads a Lock (``ferrolock
@@ -10,6 +10,7 @@ ls``, ``inspect``, ``Client.scan``, the pytest plugin) reads it unchanged.
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Coroutine, Literal, Optional, Type, Union
@@ -25,18 +26,22 @@ __all__ = ["RLock"]
 
 
 def _caller() -> object:
-    """Who takes the lock: the running asyncio task, or else the thread."""
+    """Who takes the lock: the running asyncio or trio task, or else the thread."""
     try:
-        task = asyncio.current_task()
+        task: object = asyncio.current_task()
     except RuntimeError:  # no event loop running in this thread
         task = None
+        if "trio" in sys.modules:  # imported, so maybe running (no dependency of ours)
+            from ._trio import current
+
+            task = current()
     return task if task is not None else threading.get_ident()
 
 
 class RLock:
     """A reentrant distributed lock: its owner may take it again.
 
-    The owner is the asyncio task that took it when one is running (for the
+    The owner is the asyncio or trio task that took it when one is running (for the
     sync and the async API alike), else the thread. The owner's takes are
     counted and the lock stays held in Redis until the count is back at zero;
     any other thread, task or process waits for it like for a :class:`Lock`.

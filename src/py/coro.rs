@@ -20,8 +20,14 @@
 //! the operation's `undo` (an acquire gives its hold back: never a restored
 //! token's hold, which is its owner's). A release is never cancelled: it
 //! runs to its end ([`Cancel::Finish`]).
+//!
+//! With no asyncio loop running, an operation that must wait looks for trio
+//! (only then: the asyncio path pays nothing for it) and parks its task with
+//! trio's low-level API instead (see `trio`, and `ferrolock._trio`); under
+//! any other library it raises, cancelled, naming the supported ones.
 
 mod port;
+mod trio;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -36,8 +42,9 @@ use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
 
 use super::events::in_caller_context;
-use super::runtime::{contained, runtime};
+use super::runtime::{call_soon, contained, runtime};
 use port::{loop_port, Port};
+pub(crate) use trio::{trio_helper, unsupported};
 
 type Convert = Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send>;
 /// A result, and whether it must be undone if nobody takes it.
@@ -105,6 +112,9 @@ enum Stage {
     Fresh(BoxFuture),
     /// Driven by the runtime; its result comes through the cell.
     Running(JoinHandle<()>),
+    /// The same, its task parked under trio: `wait` is what the task steps
+    /// in place of the operation until woken (or cancelled).
+    Trio { handle: JoinHandle<()>, wait: Py<PyAny> },
     /// Its result taken, or cancelled.
     Over,
 }
@@ -124,10 +134,18 @@ struct CellInner {
     outcome: Option<Outcome>,
     /// The coroutine was cancelled: a result coming in now is undone.
     abandoned: bool,
-    /// The asyncio future the task waits on, and the port of its loop.
-    parked: Option<(Py<PyAny>, Arc<Port>)>,
+    /// How to wake the task waiting for the result.
+    parked: Option<Parked>,
     /// On its port's queue already.
     queued: bool,
+}
+
+/// How a waiting task is woken.
+enum Parked {
+    /// asyncio: the future the task waits on, and the port of its loop.
+    Loop(Py<PyAny>, Arc<Port>),
+    /// trio: a callable (any thread) that reschedules the task.
+    Trio(Py<PyAny>),
 }
 
 impl Cell {
@@ -143,12 +161,38 @@ impl Cell {
         }
         inner.outcome = Some(outcome);
         let port = match &inner.parked {
-            Some((_, port)) if !inner.queued => port.clone(),
+            Some(Parked::Loop(_, port)) if !inner.queued => port.clone(),
+            Some(Parked::Trio(_)) => {
+                if let Some(Parked::Trio(wake)) = inner.parked.take() {
+                    drop(inner);
+                    // Not on a runtime worker: it takes the GIL.
+                    call_soon(move |py| {
+                        if let Err(e) = wake.call0(py) {
+                            e.write_unraisable(py, None);
+                        }
+                    });
+                }
+                return;
+            }
             _ => return,
         };
         inner.queued = true;
         drop(inner);
         port.push(self.clone());
+    }
+
+    /// The operation is cancelled: a result in now or later is undone, and
+    /// nobody is woken.
+    fn abandon(&self) {
+        let left = {
+            let mut inner = locked(&self.inner);
+            inner.abandoned = true;
+            inner.parked = None;
+            inner.outcome.take()
+        };
+        if matches!(left, Some(Ok((_, true)))) {
+            self.undo();
+        }
     }
 
     fn undo(&self) {
@@ -167,8 +211,9 @@ fn finished(py: Python<'_>, outcome: Outcome) -> PyResult<Py<PyAny>> {
 
 impl Operation {
     /// One step (see the module's description): `Ok(future)` to wait on,
-    /// or `Err(StopIteration(value))` when done.
-    fn step(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+    /// or `Err(StopIteration(value))` when done. `sent`: what the caller
+    /// sent in (trio sends an outcome to its own wait).
+    fn step(&self, py: Python<'_>, sent: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
         let mut stage = locked(&self.stage);
         match std::mem::replace(&mut *stage, Stage::Over) {
             Stage::Over => Err(PyRuntimeError::new_err("cannot reuse already awaited coroutine")),
@@ -198,6 +243,11 @@ impl Operation {
                 drop(stage);
                 self.park(py)
             }
+            Stage::Trio { handle, wait } => {
+                *stage = Stage::Trio { handle, wait: wait.clone_ref(py) };
+                drop(stage);
+                self.resume_trio(py, wait.bind(py), sent)
+            }
         }
     }
 
@@ -207,7 +257,11 @@ impl Operation {
             *locked(&self.stage) = Stage::Over;
             return finished(py, outcome);
         }
-        let (event_loop, port) = loop_port(py)?;
+        let (event_loop, port) = match loop_port(py) {
+            Ok(found) => found,
+            Err(e) if e.is_instance_of::<PyRuntimeError>(py) => return self.park_elsewhere(py, e),
+            Err(e) => return Err(e),
+        };
         let future = event_loop.call_method0(py, intern!(py, "create_future"))?;
         future.setattr(py, intern!(py, "_asyncio_future_blocking"), true)?;
         let mut inner = locked(&self.cell.inner);
@@ -216,23 +270,83 @@ impl Operation {
             *locked(&self.stage) = Stage::Over;
             return finished(py, outcome);
         }
-        inner.parked = Some((future.clone_ref(py), port));
+        inner.parked = Some(Parked::Loop(future.clone_ref(py), port));
         Ok(future)
+    }
+
+    /// Parks under trio when no asyncio loop runs (`no_loop` says so), or
+    /// cancels the operation and raises: no supported library is running.
+    #[cold]
+    fn park_elsewhere(&self, py: Python<'_>, no_loop: PyErr) -> PyResult<Py<PyAny>> {
+        let abort = match &*locked(&self.stage) {
+            Stage::Running(handle) => handle.abort_handle(),
+            _ => return Err(no_loop),
+        };
+        let abandon = trio::Abandon::new(self.cell.clone(), (self.cancel == Cancel::Drop).then_some(abort));
+        // Steps trio's wait to the request it makes of trio's runner.
+        let parked = trio::park(py, abandon).and_then(|parked| {
+            let Some((wait, wake)) = parked else {
+                let error = unsupported(py, self.name);
+                error.set_cause(py, Some(no_loop));
+                return Err(error);
+            };
+            let request = wait.call_method1(py, intern!(py, "send"), (py.None(),))?;
+            Ok((wait, wake, request))
+        });
+        let (wait, wake, request) = match parked {
+            Ok(parked) => parked,
+            Err(e) => {
+                self.abandon(true);
+                return Err(e);
+            }
+        };
+        let mut inner = locked(&self.cell.inner);
+        if let Some(outcome) = inner.outcome.take() {
+            drop(inner);
+            *locked(&self.stage) = Stage::Over;
+            wait.call_method0(py, intern!(py, "close"))?;
+            return finished(py, outcome);
+        }
+        inner.parked = Some(Parked::Trio(wake));
+        drop(inner);
+        let mut stage = locked(&self.stage);
+        if let Stage::Running(handle) = std::mem::replace(&mut *stage, Stage::Over) {
+            *stage = Stage::Trio { handle, wait };
+        }
+        Ok(request)
+    }
+
+    /// Trio woke the task (or cancelled it: then `wait` raises `Cancelled`,
+    /// the operation having been cancelled by the abort function).
+    fn resume_trio(
+        &self,
+        py: Python<'_>,
+        wait: &Bound<'_, PyAny>,
+        sent: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let sent = sent.map_or_else(|| py.None(), |s| s.clone().unbind());
+        match wait.call_method1(intern!(py, "send"), (sent,)) {
+            Ok(request) => Ok(request.unbind()),
+            Err(e) if e.is_instance_of::<PyStopIteration>(py) => {
+                let mut stage = locked(&self.stage);
+                if let Stage::Trio { handle, .. } = std::mem::replace(&mut *stage, Stage::Over) {
+                    *stage = Stage::Running(handle);
+                }
+                drop(stage);
+                self.park(py)
+            }
+            Err(e) => {
+                *locked(&self.stage) = Stage::Over;
+                Err(e)
+            }
+        }
     }
 
     /// Cancels the operation before its result was taken (see the module's
     /// description). `start`: a release never stepped runs all the same.
     fn abandon(&self, start: bool) {
         let stage = std::mem::replace(&mut *locked(&self.stage), Stage::Over);
-        let left = {
-            let mut inner = locked(&self.cell.inner);
-            inner.abandoned = true;
-            inner.parked = None;
-            inner.outcome.take()
-        };
-        if matches!(left, Some(Ok((_, true)))) {
-            self.cell.undo();
-        }
+        self.cell.abandon();
         match (stage, self.cancel) {
             (Stage::Fresh(fut), Cancel::Finish) if start => {
                 self.rt.spawn(async move {
@@ -243,8 +357,8 @@ impl Operation {
                 let _inside = self.rt.enter();
                 drop(fut);
             }
-            (Stage::Running(handle), Cancel::Drop) => handle.abort(),
-            (Stage::Running(_), Cancel::Finish) | (Stage::Over, _) => {}
+            (Stage::Running(handle) | Stage::Trio { handle, .. }, Cancel::Drop) => handle.abort(),
+            (Stage::Running(_) | Stage::Trio { .. }, Cancel::Finish) | (Stage::Over, _) => {}
         }
     }
 }
@@ -276,7 +390,7 @@ impl Operation {
     }
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        self.step(py)
+        self.step(py, None)
     }
 
     /// Steps the coroutine (`value` must be None, as for a fresh coroutine).
@@ -284,7 +398,7 @@ impl Operation {
         if !value.is_none() && matches!(*locked(&self.stage), Stage::Fresh(_)) {
             return Err(PyTypeError::new_err("can't send non-None value to a just-started coroutine"));
         }
-        self.step(py)
+        self.step(py, Some(value))
     }
 
     /// Raises `exc` where the coroutine waits, after cancelling the operation

@@ -45,6 +45,10 @@ use pyo3::prelude::*;
 ///   the GIL, so the event loop is never blocked. Cancelling it (a timeout,
 ///   ``Task.cancel``) leaves nothing behind: an acquire granted meanwhile is
 ///   released, a restored hold stays its owner's, and a release completes.
+///   They work the same under trio and anyio (either backend); trio's
+///   cancellation (``move_on_after``, a cancelled nursery) is a cancellation
+///   as above. Under another library, one that must wait raises
+///   ``RuntimeError``.
 #[pymodule]
 pub mod _ferrolock {
     use pyo3::prelude::*;

@@ -69,7 +69,7 @@ impl Drain {
                 inner.queued = false;
                 inner.parked.take()
             };
-            if let Some((future, _)) = parked {
+            if let Some(super::Parked::Loop(future, _)) = parked {
                 // One failure must not strand the other waiting tasks.
                 if let Err(e) = wake(py, future.bind(py)) {
                     e.write_unraisable(py, Some(future.bind(py)));
