@@ -385,7 +385,9 @@ def test_multi_lock_on_a_quorum(masters):
         mine = both.token.encode()
         assert [a == b == mine for a, b in zip(masters.holders("a"), masters.holders("b"))].count(True) >= 2
         assert not client.lock("b").acquire(blocking=False)
-    assert masters.holders("a") == [None] * 3
+    # The release returns once a majority answered; the last master's answer may still be on its way.
+    assert [h is None for h in masters.holders("a")].count(True) >= 2
+    wait_for(lambda: masters.holders("a") == [None] * 3, 5, "the release on every master")
 
 
 def test_asyncio_on_a_quorum(masters):
