@@ -66,6 +66,29 @@ impl Retry {
     }
 }
 
+impl Retry {
+    /// The pause of a waiter that wake-ups reach (subscribed to its lock's
+    /// releases), where the strategy is only the safety net: its longest
+    /// delay (jittered as its delays are), never less than `delay`, the
+    /// delay it gave for this attempt. The ramp from a short first delay is
+    /// for a waiter that polls: one woken by a release needs no early look.
+    pub fn safety_net(&self, delay: Duration) -> Duration {
+        let longest = match &self.backoff {
+            Backoff::None => return delay,
+            Backoff::Fixed(d) => *d,
+            Backoff::Linear { max, .. } => *max,
+            Backoff::Exponential { max, jitter, .. } => {
+                if *jitter {
+                    max.mul_f64(0.5 + random_unit() / 2.0)
+                } else {
+                    *max
+                }
+            }
+        };
+        longest.max(delay)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,6 +114,21 @@ mod tests {
         for i in 1..50 {
             let d = jit.delay(i).unwrap();
             assert!(d >= MS && d <= 100 * MS, "{d:?}");
+        }
+    }
+
+    #[test]
+    fn a_waiter_woken_by_releases_waits_the_longest_delay() {
+        let exp =
+            Retry { backoff: Backoff::Exponential { min: MS, max: 16 * MS, jitter: false }, attempts: None };
+        assert_eq!(exp.safety_net(MS), 16 * MS);
+        let lin = Retry { backoff: Backoff::Linear { step: 10 * MS, max: 25 * MS }, attempts: None };
+        assert_eq!(lin.safety_net(10 * MS), 25 * MS);
+        let fixed = Retry { backoff: Backoff::Fixed(5 * MS), attempts: None };
+        assert_eq!(fixed.safety_net(5 * MS), 5 * MS);
+        for _ in 0..50 {
+            let d = Retry::default().safety_net(2 * MS);
+            assert!(d >= 50 * MS && d <= 100 * MS, "{d:?}");
         }
     }
 }

@@ -231,8 +231,9 @@ impl Lock {
     /// Between two attempts. The first time, subscribes to wake-ups and
     /// returns at once: the attempt right after the subscription catches a
     /// release that came before it. Later, waits for a wake-up or for the
-    /// retry's delay (bounded by the holder's ttl and the deadline), and
-    /// says which came.
+    /// retry's safety net (its longest delay: `Retry::safety_net`; its
+    /// delay for this attempt when not subscribed), bounded by the holder's
+    /// ttl and the deadline, and says which came.
     async fn pause(
         &self,
         waiting: &mut Waiting,
@@ -274,6 +275,8 @@ impl Lock {
                 }
             }
         }
+        // Wake-ups reach a subscribed waiter: the retry is only its safety net.
+        let delay = if waiting.registration.is_some() { self.opts.retry.safety_net(delay) } else { delay };
         let mut wake = Instant::now() + self.wait_between(delay, holder_pttl_ms);
         if let Wait::Until(deadline) = wait {
             wake = wake.min(deadline);
