@@ -28,10 +28,8 @@ for i, key in ipairs(KEYS) do
     released = released + 1
     if rec[4] then
       now = now or now_us()
-      end_hold(key, tonumber(rec[2]) or 0, now)
-    else
-      redis.call('DEL', key)
     end
+    end_hold(key, tonumber(rec[2]) or 0, rec[4] and now)
     if rec[3] and channel == '' then
       publish(key .. ':wake', '')
     end

@@ -66,24 +66,28 @@ impl Retry {
     }
 }
 
+/// How long a waiter that wake-ups reach waits, at most, before it looks
+/// again on its own, when its strategy is the default one: a release wakes
+/// it, so this only bounds the wait if a wake-up were lost (jittered, as
+/// the default's delays are: half of it to all of it).
+const DEFAULT_SAFETY_NET: Duration = Duration::from_secs(1);
+
 impl Retry {
     /// The pause of a waiter that wake-ups reach (subscribed to its lock's
-    /// releases), where the strategy is only the safety net: its longest
-    /// delay (jittered as its delays are), never less than `delay`, the
-    /// delay it gave for this attempt. The ramp from a short first delay is
-    /// for a waiter that polls: one woken by a release needs no early look.
+    /// releases), where the strategy is only the safety net: with the
+    /// default strategy, `DEFAULT_SAFETY_NET`; with a strategy of the
+    /// caller's, its longest delay (jittered as its delays are); never less
+    /// than `delay`, the delay it gave for this attempt. The ramp from a
+    /// short first delay is for a waiter that polls: one woken by a release
+    /// needs no early look.
     pub fn safety_net(&self, delay: Duration) -> Duration {
+        let jittered = |d: Duration, jitter: bool| if jitter { d.mul_f64(0.5 + random_unit() / 2.0) } else { d };
         let longest = match &self.backoff {
+            _ if *self == Retry::default() => jittered(DEFAULT_SAFETY_NET, true),
             Backoff::None => return delay,
             Backoff::Fixed(d) => *d,
             Backoff::Linear { max, .. } => *max,
-            Backoff::Exponential { max, jitter, .. } => {
-                if *jitter {
-                    max.mul_f64(0.5 + random_unit() / 2.0)
-                } else {
-                    *max
-                }
-            }
+            Backoff::Exponential { max, jitter, .. } => jittered(*max, *jitter),
         };
         longest.max(delay)
     }
@@ -128,7 +132,7 @@ mod tests {
         assert_eq!(fixed.safety_net(5 * MS), 5 * MS);
         for _ in 0..50 {
             let d = Retry::default().safety_net(2 * MS);
-            assert!(d >= 50 * MS && d <= 100 * MS, "{d:?}");
+            assert!(d >= 500 * MS && d <= 1000 * MS, "{d:?}");
         }
     }
 }

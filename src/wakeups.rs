@@ -56,6 +56,9 @@ pub(crate) struct Wakeups {
     /// The subscription connection, and its channels.
     sub: tokio::sync::Mutex<Option<Subscription>>,
     cleanups: Arc<Cleanups>,
+    /// Told when a woken waiter has tried again (back in line, holding, or
+    /// gone): see `yield_to_woken`.
+    settled: Notify,
 }
 
 struct Subscription {
@@ -77,7 +80,31 @@ impl Drop for Subscription {
 
 impl Wakeups {
     pub(crate) fn new(cleanups: Arc<Cleanups>) -> Wakeups {
-        Wakeups { waiters: Mutex::default(), sub: tokio::sync::Mutex::default(), cleanups }
+        Wakeups { waiters: Mutex::default(), sub: tokio::sync::Mutex::default(), cleanups, settled: Notify::new() }
+    }
+
+    /// A waiter of this process was woken on one of `channels` and has not
+    /// tried again yet: a new acquire here lets it go first, until it has
+    /// (or until `until`), so a task that releases and comes straight back
+    /// does not take the lock from under the waiter its release woke. The
+    /// newcomer still makes its own first attempt after that.
+    pub(crate) async fn yield_to_woken(&self, channels: &[String], until: tokio::time::Instant) {
+        loop {
+            let settled = self.settled.notified();
+            tokio::pin!(settled);
+            settled.as_mut().enable();
+            if !self.woken_on(channels) || tokio::time::timeout_at(until, settled).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    fn woken_on(&self, channels: &[String]) -> bool {
+        let waiters = self.waiters.lock().unwrap();
+        if waiters.is_empty() {
+            return false;
+        }
+        channels.iter().any(|c| waiters.get(c).is_some_and(|q| q.iter().any(|w| w.woken.load(Ordering::SeqCst))))
     }
 
     /// Registers a waiter on `channels`; returns once subscribed to all. A
@@ -267,6 +294,9 @@ impl Registration {
     /// to the next waiter of each channel, who may be able to proceed.
     pub(crate) fn rearm(&self) {
         let was_woken = self.waiter.woken.swap(false, Ordering::SeqCst);
+        if was_woken {
+            self.wakeups.settled.notify_waiters();
+        }
         if was_woken && self.channels.len() > 1 {
             for c in &self.channels {
                 self.wakeups.wake_next(c, Some(&self.waiter));
@@ -282,6 +312,7 @@ impl Registration {
     /// The acquire succeeded: its wake-up (if any) was used.
     pub(crate) fn done(self) {
         self.waiter.woken.store(false, Ordering::SeqCst);
+        self.wakeups.settled.notify_waiters();
     }
 }
 
@@ -310,6 +341,7 @@ impl Drop for Registration {
                 self.wakeups.wake_next(c, None);
             }
         }
+        self.wakeups.settled.notify_waiters();
         if !emptied.is_empty() {
             let wakeups = self.wakeups.clone();
             self.wakeups.cleanups.spawn(async move {

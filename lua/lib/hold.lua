@@ -62,8 +62,10 @@ end
 -- Ends the hold kept in `key` (fence `fence`) at server time `now` (us): the
 -- key goes, unless the clock has not passed the fence yet (same microsecond,
 -- or a clock step back): then only the fence stays, until the clock passes it.
+-- `now` nil: the clock was not read, for a hold not marked ahead of it (no
+-- field `a`, see `hold`), whose fence is a TIME it has passed: the key goes.
 local function end_hold(key, fence, now)
-  if fence < now then
+  if not now or fence < now then
     redis.call('DEL', key)
   else
     redis.call('HDEL', key, 'token', 'meta', 'w', 'a')

@@ -23,7 +23,9 @@ use super::args::seconds;
 /// are the safety net: after the first failed attempt the waiter subscribes
 /// to the lock's wake-up channel and tries once more at once (a release in
 /// between is not missed); later attempts come on a wake-up, or when the
-/// retry's wait (capped by the holder's remaining ttl) runs out.
+/// retry's longest wait (capped by the holder's remaining ttl) runs out: a
+/// subscribed waiter skips the ramp from the first, short waits, which only
+/// a waiter that could not subscribe walks, polling.
 ///
 /// ``attempts`` counts every attempt, the first one included: when that many
 /// have failed the acquire gives up (``acquire`` returns ``False``, ``with``
