@@ -81,7 +81,8 @@ impl Retry {
     /// short first delay is for a waiter that polls: one woken by a release
     /// needs no early look.
     pub fn safety_net(&self, delay: Duration) -> Duration {
-        let jittered = |d: Duration, jitter: bool| if jitter { d.mul_f64(0.5 + random_unit() / 2.0) } else { d };
+        let jittered =
+            |d: Duration, jitter: bool| if jitter { d.mul_f64(0.5 + random_unit() / 2.0) } else { d };
         let longest = match &self.backoff {
             _ if *self == Retry::default() => jittered(DEFAULT_SAFETY_NET, true),
             Backoff::None => return delay,

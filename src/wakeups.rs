@@ -80,7 +80,12 @@ impl Drop for Subscription {
 
 impl Wakeups {
     pub(crate) fn new(cleanups: Arc<Cleanups>) -> Wakeups {
-        Wakeups { waiters: Mutex::default(), sub: tokio::sync::Mutex::default(), cleanups, settled: Notify::new() }
+        Wakeups {
+            waiters: Mutex::default(),
+            sub: tokio::sync::Mutex::default(),
+            cleanups,
+            settled: Notify::new(),
+        }
     }
 
     /// A waiter of this process was woken on one of `channels` and has not
@@ -104,7 +109,9 @@ impl Wakeups {
         if waiters.is_empty() {
             return false;
         }
-        channels.iter().any(|c| waiters.get(c).is_some_and(|q| q.iter().any(|w| w.woken.load(Ordering::SeqCst))))
+        channels
+            .iter()
+            .any(|c| waiters.get(c).is_some_and(|q| q.iter().any(|w| w.woken.load(Ordering::SeqCst))))
     }
 
     /// Registers a waiter on `channels`; returns once subscribed to all. A
@@ -350,5 +357,70 @@ impl Drop for Registration {
                 }
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A waiter on `channel`, registered as `register` does, without a subscription.
+    fn waiter_on(wakeups: &Arc<Wakeups>, channel: &str) -> Registration {
+        WAITERS.add();
+        let waiter = Arc::new(Waiter {
+            notify: Notify::new(),
+            reader: false,
+            token: "t".into(),
+            woken: AtomicBool::new(false),
+            handed: Mutex::new(None),
+        });
+        wakeups.waiters.lock().unwrap().entry(channel.to_string()).or_default().push_back(waiter.clone());
+        Registration {
+            wakeups: wakeups.clone(),
+            channels: vec![channel.to_string()],
+            waiter,
+            alive: Arc::new(AtomicBool::new(true)),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_new_acquire_lets_a_woken_waiter_of_its_process_try_first() {
+        let wakeups = Arc::new(Wakeups::new(Cleanups::new()));
+        let channels = vec!["c".to_string()];
+        let far = tokio::time::Instant::now() + Duration::from_secs(60);
+        let soon = Duration::from_secs(10);
+        let waiter = waiter_on(&wakeups, "c");
+        // Nobody woken: the newcomer goes at once.
+        tokio::time::timeout(soon, wakeups.yield_to_woken(&channels, far)).await.expect("nobody was woken");
+        // A release woke the waiter: the newcomer waits until it has tried.
+        wakeups.dispatch("c", "");
+        let newcomer = tokio::spawn({
+            let (wakeups, channels) = (wakeups.clone(), channels.clone());
+            async move { wakeups.yield_to_woken(&channels, far).await }
+        });
+        for _ in 0..20 {
+            tokio::task::yield_now().await; // one thread: the newcomer runs meanwhile
+        }
+        assert!(!newcomer.is_finished(), "the newcomer went before the woken waiter tried");
+        waiter.rearm(); // its attempt failed: back in line
+        tokio::time::timeout(soon, newcomer).await.expect("the waiter tried: the newcomer goes").unwrap();
+        // Woken again: a newcomer on another channel does not wait, and one
+        // on this channel no longer than its bound.
+        wakeups.dispatch("c", "");
+        let other = vec!["other".to_string()];
+        tokio::time::timeout(soon, wakeups.yield_to_woken(&other, far)).await.expect("another channel");
+        let bound = tokio::time::Instant::now() + Duration::from_millis(20);
+        tokio::time::timeout(soon, wakeups.yield_to_woken(&channels, bound)).await.expect("bounded");
+        // Taking the lock (or leaving the line) lets newcomers go too.
+        let newcomer = tokio::spawn({
+            let (wakeups, channels) = (wakeups.clone(), channels.clone());
+            async move { wakeups.yield_to_woken(&channels, far).await }
+        });
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!newcomer.is_finished(), "the newcomer went before the woken waiter tried");
+        waiter.done();
+        tokio::time::timeout(soon, newcomer).await.expect("the waiter holds: the newcomer goes").unwrap();
     }
 }
