@@ -120,10 +120,10 @@ def distances(res: dict) -> list[str]:
     a, w = asy.get(FERRO) or {}, asy.get(FERRO_WAKEUPS) or {}
     if "asyncio, 200 tasks on one key" in missed and "scripts_per_cycle" in a:
         line = (f"- 200 tasks: each cycle ran {a['scripts_per_cycle']:.1f} scripts ({a['server_us_per_cycle']:.0f} us "
-                "of server time) where two would do: besides the wake-ups, every waiter also retries on its own "
-                "backoff (the default `Retry.exponential(0.002, 0.1)`: 2, 4, 8 ... 100 ms after each failed attempt), "
-                "and a task that releases tries again at once and often wins against the waiter its release woke "
-                "(the default lock is not fair).")
+                "of server time) where two would do: a waiter rides the wake-ups (its own look every 0.5 to 1 s is "
+                "only a safety net), and a new acquire lets a waiter of its process that a release woke try first, "
+                "but a wake-up can still reach a waiter after the releaser is back, which then fails once more and "
+                "waits again (the default lock is not fair).")
         if "cycles_per_s" in w:
             line += (f" Waiting on the wake-ups alone (`retry=Retry.fixed(1.0)`) the same run made "
                      f"{fmt(w['cycles_per_s'])} cycles/s with {w['scripts_per_cycle']:.1f} scripts a cycle.")

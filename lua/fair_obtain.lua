@@ -44,7 +44,8 @@ if not rec[1] and (not head or head == token) then
   if head then
     leave_queue(alive, tags, token, queue)
   end
-  return held(hold(lock, token, meta, ttl, next_fence(last, us)))
+  local fence = next_fence(last, us)
+  return held(hold(lock, token, meta, ttl, fence, false, fence > us))
 end
 
 if ARGV[6] == '1' then

@@ -19,16 +19,18 @@ local token, channel = ARGV[1], ARGV[2]
 
 -- With no queue, nobody waits: no queue to leave or prune, nothing to publish.
 local queued = redis.call('EXISTS', queue) == 1
+local rec = redis.call('HMGET', lock, 'token', 'fence', 'a')
+local last = tonumber(rec[2]) or 0
+-- The clock: for the queue, or to keep a fence ahead of it (lib/hold.lua);
+-- a release with no queue of a hold the clock gave its fence reads none.
+local us
+if queued or rec[3] then
+  us = now_us()
+end
 if queued then
   leave_queue(alive, tags, token, queue)
-end
-local us = now_us()
-if queued then
   prune_waiters(alive, tags, math.floor(us / 1000), queue)
 end
-
-local rec = redis.call('HMGET', lock, 'token', 'fence')
-local last = tonumber(rec[2]) or 0
 local announce = ARGV[4] or ''
 local released = 0
 if rec[1] == token and ARGV[3] == '1' then

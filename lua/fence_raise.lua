@@ -3,7 +3,9 @@
 -- holds every key, each key's fence becomes at least `fence` (the highest
 -- any master of the quorum gave), and so does its fence record, kept until
 -- this master's clock passes `fence`: a later hold on this master gets a
--- greater fence, whether this hold is released or expires first.
+-- greater fence, whether this hold is released or expires first. A raised
+-- hold is marked ahead of the clock (field `a`, lib/hold.lua), so its
+-- release keeps the fence until the clock passes it.
 -- KEYS: lock hashes (or an RWMutex's writer hash), then as many fence records
 --       (see recorded_fence), in the same order
 -- ARGV: [token, fence]
@@ -16,7 +18,7 @@ end
 local us = now_us()
 for i, key in ipairs(locks) do
   if (tonumber(redis.call('HGET', key, 'fence')) or 0) < fence then
-    redis.call('HSET', key, 'fence', fence_text(fence))
+    redis.call('HSET', key, 'fence', fence_text(fence), 'a', '1')
   end
   remember_fence(records[i], fence, us)
 end

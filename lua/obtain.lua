@@ -1,6 +1,6 @@
 -- include: clock fence records hold
 -- obtain.lua: take every lock in KEYS for one owner, or none of them.
--- KEYS: lock hashes, one per name (fields: token, meta, fence, w); on a quorum's
+-- KEYS: lock hashes, one per name (fields: token, meta, fence, w, a); on a quorum's
 --       master, then as many fence records, one per hash (see recorded_fence)
 -- ARGV: [token, ttl_ms, metadata, set_metadata ('1' or '0'),
 --        records ('1' when KEYS carries the fence records, else '0'),
@@ -47,7 +47,7 @@ end
 local us = now_us()
 local fence = next_fence(last, us)
 for i, key in ipairs(locks) do
-  hold(key, token, meta, ttl, fence, waited)
+  hold(key, token, meta, ttl, fence, waited, fence > us)
   remember_fence(records[i], fence, us)
 end
 return {1, fence}

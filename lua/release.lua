@@ -7,11 +7,14 @@
 -- Returns the number of keys released (0: not held by this owner, nothing changed).
 -- A release is announced only where a waiter marked the hold waited on
 -- (lib/hold.lua, `waited_on`): a release nobody waits for publishes nothing.
+-- The server's clock is read only for a hold marked ahead of it (field `a`):
+-- any other hold's fence is a TIME the clock has passed since, so its key
+-- goes at once (docs/design.md, "Fencing tokens").
 local token, force, channel = ARGV[1], ARGV[2] == '1', ARGV[3] or ''
 
 local recs = {}
 for i, key in ipairs(KEYS) do
-  recs[i] = redis.call('HMGET', key, 'token', 'fence', 'w')
+  recs[i] = redis.call('HMGET', key, 'token', 'fence', 'w', 'a')
   if not force and recs[i][1] ~= token then
     return 0
   end
@@ -23,8 +26,10 @@ for i, key in ipairs(KEYS) do
   local rec = recs[i]
   if rec[1] then
     released = released + 1
-    now = now or now_us()
-    end_hold(key, tonumber(rec[2]) or 0, now)
+    if rec[4] then
+      now = now or now_us()
+    end
+    end_hold(key, tonumber(rec[2]) or 0, rec[4] and now)
     if rec[3] and channel == '' then
       publish(key .. ':wake', '')
     end

@@ -10,14 +10,16 @@
 local writer, readers, intent = KEYS[1], KEYS[2], KEYS[3]
 local token, ttl = ARGV[1], tonumber(ARGV[2])
 
-if redis.call('HEXISTS', writer, 'token') == 1 then
+-- Neither a writer's hash nor an intent (the usual case): one command says so.
+local clear = redis.call('EXISTS', writer, intent) == 0
+if not clear and redis.call('HEXISTS', writer, 'token') == 1 then
   if ARGV[4] == '1' then
     waited_on(writer)
   end
   return {0, redis.call('PTTL', writer)}
 end
 local now = now_ms()
-if ARGV[3] == '1' and redis.call('EXISTS', intent) == 1
+if not clear and ARGV[3] == '1' and redis.call('EXISTS', intent) == 1
     and (tonumber(redis.call('ZSCORE', readers, token)) or 0) <= now then
   return {0, redis.call('PTTL', intent)}
 end

@@ -54,4 +54,4 @@ if redis.call('GET', intent) == token then
 end
 local fence = next_fence(math.max(tonumber(rec[2]) or 0, recorded_fence(KEYS[4])), us)
 remember_fence(KEYS[4], fence, us)
-return hold(writer, token, meta, ttl, fence, waited)
+return hold(writer, token, meta, ttl, fence, waited, fence > us)

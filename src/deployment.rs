@@ -207,6 +207,15 @@ impl Deployment {
         }
     }
 
+    /// Lets a waiter of this process woken on `channels` try first (see
+    /// `Wakeups::yield_to_woken`); a quorum's waiters, woken by several
+    /// masters, are not waited for.
+    pub(crate) async fn yield_to_woken(&self, channels: &[String], until: tokio::time::Instant) {
+        if let On::One(c) = &self.0 {
+            c.yield_to_woken(channels, until).await;
+        }
+    }
+
     /// While a waiter waits: follows a Sentinel master through a failover
     /// (each master's, on a quorum). Never returns.
     pub(crate) async fn follow_master(&self) {

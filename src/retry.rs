@@ -66,6 +66,34 @@ impl Retry {
     }
 }
 
+/// How long a waiter that wake-ups reach waits, at most, before it looks
+/// again on its own, when its strategy is the default one: a release wakes
+/// it, so this only bounds the wait if a wake-up were lost (jittered, as
+/// the default's delays are: half of it to all of it).
+const DEFAULT_SAFETY_NET: Duration = Duration::from_secs(1);
+
+impl Retry {
+    /// The pause of a waiter that wake-ups reach (subscribed to its lock's
+    /// releases), where the strategy is only the safety net: with the
+    /// default strategy, `DEFAULT_SAFETY_NET`; with a strategy of the
+    /// caller's, its longest delay (jittered as its delays are); never less
+    /// than `delay`, the delay it gave for this attempt. The ramp from a
+    /// short first delay is for a waiter that polls: one woken by a release
+    /// needs no early look.
+    pub fn safety_net(&self, delay: Duration) -> Duration {
+        let jittered =
+            |d: Duration, jitter: bool| if jitter { d.mul_f64(0.5 + random_unit() / 2.0) } else { d };
+        let longest = match &self.backoff {
+            _ if *self == Retry::default() => jittered(DEFAULT_SAFETY_NET, true),
+            Backoff::None => return delay,
+            Backoff::Fixed(d) => *d,
+            Backoff::Linear { max, .. } => *max,
+            Backoff::Exponential { max, jitter, .. } => jittered(*max, *jitter),
+        };
+        longest.max(delay)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,6 +119,21 @@ mod tests {
         for i in 1..50 {
             let d = jit.delay(i).unwrap();
             assert!(d >= MS && d <= 100 * MS, "{d:?}");
+        }
+    }
+
+    #[test]
+    fn a_waiter_woken_by_releases_waits_the_longest_delay() {
+        let exp =
+            Retry { backoff: Backoff::Exponential { min: MS, max: 16 * MS, jitter: false }, attempts: None };
+        assert_eq!(exp.safety_net(MS), 16 * MS);
+        let lin = Retry { backoff: Backoff::Linear { step: 10 * MS, max: 25 * MS }, attempts: None };
+        assert_eq!(lin.safety_net(10 * MS), 25 * MS);
+        let fixed = Retry { backoff: Backoff::Fixed(5 * MS), attempts: None };
+        assert_eq!(fixed.safety_net(5 * MS), 5 * MS);
+        for _ in 0..50 {
+            let d = Retry::default().safety_net(2 * MS);
+            assert!(d >= 500 * MS && d <= 1000 * MS, "{d:?}");
         }
     }
 }

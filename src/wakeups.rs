@@ -56,6 +56,9 @@ pub(crate) struct Wakeups {
     /// The subscription connection, and its channels.
     sub: tokio::sync::Mutex<Option<Subscription>>,
     cleanups: Arc<Cleanups>,
+    /// Told when a woken waiter has tried again (back in line, holding, or
+    /// gone): see `yield_to_woken`.
+    settled: Notify,
 }
 
 struct Subscription {
@@ -77,7 +80,38 @@ impl Drop for Subscription {
 
 impl Wakeups {
     pub(crate) fn new(cleanups: Arc<Cleanups>) -> Wakeups {
-        Wakeups { waiters: Mutex::default(), sub: tokio::sync::Mutex::default(), cleanups }
+        Wakeups {
+            waiters: Mutex::default(),
+            sub: tokio::sync::Mutex::default(),
+            cleanups,
+            settled: Notify::new(),
+        }
+    }
+
+    /// A waiter of this process was woken on one of `channels` and has not
+    /// tried again yet: a new acquire here lets it go first, until it has
+    /// (or until `until`), so a task that releases and comes straight back
+    /// does not take the lock from under the waiter its release woke. The
+    /// newcomer still makes its own first attempt after that.
+    pub(crate) async fn yield_to_woken(&self, channels: &[String], until: tokio::time::Instant) {
+        loop {
+            let settled = self.settled.notified();
+            tokio::pin!(settled);
+            settled.as_mut().enable();
+            if !self.woken_on(channels) || tokio::time::timeout_at(until, settled).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    fn woken_on(&self, channels: &[String]) -> bool {
+        let waiters = self.waiters.lock().unwrap();
+        if waiters.is_empty() {
+            return false;
+        }
+        channels
+            .iter()
+            .any(|c| waiters.get(c).is_some_and(|q| q.iter().any(|w| w.woken.load(Ordering::SeqCst))))
     }
 
     /// Registers a waiter on `channels`; returns once subscribed to all. A
@@ -267,6 +301,9 @@ impl Registration {
     /// to the next waiter of each channel, who may be able to proceed.
     pub(crate) fn rearm(&self) {
         let was_woken = self.waiter.woken.swap(false, Ordering::SeqCst);
+        if was_woken {
+            self.wakeups.settled.notify_waiters();
+        }
         if was_woken && self.channels.len() > 1 {
             for c in &self.channels {
                 self.wakeups.wake_next(c, Some(&self.waiter));
@@ -282,6 +319,7 @@ impl Registration {
     /// The acquire succeeded: its wake-up (if any) was used.
     pub(crate) fn done(self) {
         self.waiter.woken.store(false, Ordering::SeqCst);
+        self.wakeups.settled.notify_waiters();
     }
 }
 
@@ -310,6 +348,7 @@ impl Drop for Registration {
                 self.wakeups.wake_next(c, None);
             }
         }
+        self.wakeups.settled.notify_waiters();
         if !emptied.is_empty() {
             let wakeups = self.wakeups.clone();
             self.wakeups.cleanups.spawn(async move {
@@ -318,5 +357,70 @@ impl Drop for Registration {
                 }
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A waiter on `channel`, registered as `register` does, without a subscription.
+    fn waiter_on(wakeups: &Arc<Wakeups>, channel: &str) -> Registration {
+        WAITERS.add();
+        let waiter = Arc::new(Waiter {
+            notify: Notify::new(),
+            reader: false,
+            token: "t".into(),
+            woken: AtomicBool::new(false),
+            handed: Mutex::new(None),
+        });
+        wakeups.waiters.lock().unwrap().entry(channel.to_string()).or_default().push_back(waiter.clone());
+        Registration {
+            wakeups: wakeups.clone(),
+            channels: vec![channel.to_string()],
+            waiter,
+            alive: Arc::new(AtomicBool::new(true)),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_new_acquire_lets_a_woken_waiter_of_its_process_try_first() {
+        let wakeups = Arc::new(Wakeups::new(Cleanups::new()));
+        let channels = vec!["c".to_string()];
+        let far = tokio::time::Instant::now() + Duration::from_secs(60);
+        let soon = Duration::from_secs(10);
+        let waiter = waiter_on(&wakeups, "c");
+        // Nobody woken: the newcomer goes at once.
+        tokio::time::timeout(soon, wakeups.yield_to_woken(&channels, far)).await.expect("nobody was woken");
+        // A release woke the waiter: the newcomer waits until it has tried.
+        wakeups.dispatch("c", "");
+        let newcomer = tokio::spawn({
+            let (wakeups, channels) = (wakeups.clone(), channels.clone());
+            async move { wakeups.yield_to_woken(&channels, far).await }
+        });
+        for _ in 0..20 {
+            tokio::task::yield_now().await; // one thread: the newcomer runs meanwhile
+        }
+        assert!(!newcomer.is_finished(), "the newcomer went before the woken waiter tried");
+        waiter.rearm(); // its attempt failed: back in line
+        tokio::time::timeout(soon, newcomer).await.expect("the waiter tried: the newcomer goes").unwrap();
+        // Woken again: a newcomer on another channel does not wait, and one
+        // on this channel no longer than its bound.
+        wakeups.dispatch("c", "");
+        let other = vec!["other".to_string()];
+        tokio::time::timeout(soon, wakeups.yield_to_woken(&other, far)).await.expect("another channel");
+        let bound = tokio::time::Instant::now() + Duration::from_millis(20);
+        tokio::time::timeout(soon, wakeups.yield_to_woken(&channels, bound)).await.expect("bounded");
+        // Taking the lock (or leaving the line) lets newcomers go too.
+        let newcomer = tokio::spawn({
+            let (wakeups, channels) = (wakeups.clone(), channels.clone());
+            async move { wakeups.yield_to_woken(&channels, far).await }
+        });
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!newcomer.is_finished(), "the newcomer went before the woken waiter tried");
+        waiter.done();
+        tokio::time::timeout(soon, newcomer).await.expect("the waiter holds: the newcomer goes").unwrap();
     }
 }

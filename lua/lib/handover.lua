@@ -10,8 +10,13 @@
 -- attempt, which ran before this script.
 local function hand_over(lock, token, attempt, patience, last, us, channel)
   local fence = next_fence(last, us)
-  redis.call('HDEL', lock, 'meta') -- the waiter's own, if any, comes with its next attempt
+  -- The waiter's metadata, if any, comes with its next attempt; the mark of a
+  -- fence ahead of the clock (lib/hold.lua) is this fence's own.
+  redis.call('HDEL', lock, 'meta', 'a')
   redis.call('HSET', lock, 'token', token, 'fence', fence_text(fence))
+  if fence > us then
+    redis.call('HSET', lock, 'a', '1')
+  end
   redis.call('PEXPIRE', lock, patience)
   publish_grants(channel, {grant_line(token, fence, attempt)})
 end

@@ -57,6 +57,11 @@ impl Client {
         Ok(Waits::new(vec![self.register_one(channels, reader, token).await?]))
     }
 
+    /// See `Wakeups::yield_to_woken`.
+    pub(crate) async fn yield_to_woken(&self, channels: &[String], until: tokio::time::Instant) {
+        self.local().wakeups.yield_to_woken(channels, until).await;
+    }
+
     pub(crate) async fn register_one(
         &self,
         channels: &[String],

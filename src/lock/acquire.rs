@@ -25,6 +25,9 @@ use crate::wakeups::{Handed, Waits};
 /// a round trip to claim them.
 static HANDED_OVER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
+/// The longest a new acquire lets a woken waiter of its process try first.
+const YIELD_TO_WOKEN: Duration = Duration::from_millis(5);
+
 pub fn handed_over() -> usize {
     HANDED_OVER.load(std::sync::atomic::Ordering::Relaxed)
 }
@@ -92,6 +95,15 @@ impl Lock {
         // The attempts go out as `io` says; what may outlive this future
         // (the guard's clean-up, renewal) takes the handle's own deployment.
         let client = self.client.via(io);
+        if wait != Wait::No {
+            // A waiter here that a release just woke tries first: this acquire
+            // (maybe the releaser, straight back) waits for its go, briefly.
+            let mut until = Instant::now() + YIELD_TO_WOKEN;
+            if let Wait::Until(deadline) = wait {
+                until = until.min(deadline);
+            }
+            client.yield_to_woken(&self.mode.channels(), until.into()).await;
+        }
         let mut attempts = Attempts::default();
         let mut waiting = Waiting { registration: None, subscribe: wait != Wait::No };
         let mut outage = Outage::default();
@@ -231,8 +243,9 @@ impl Lock {
     /// Between two attempts. The first time, subscribes to wake-ups and
     /// returns at once: the attempt right after the subscription catches a
     /// release that came before it. Later, waits for a wake-up or for the
-    /// retry's delay (bounded by the holder's ttl and the deadline), and
-    /// says which came.
+    /// retry's safety net (its longest delay: `Retry::safety_net`; its
+    /// delay for this attempt when not subscribed), bounded by the holder's
+    /// ttl and the deadline, and says which came.
     async fn pause(
         &self,
         waiting: &mut Waiting,
@@ -274,6 +287,8 @@ impl Lock {
                 }
             }
         }
+        // Wake-ups reach a subscribed waiter: the retry is only its safety net.
+        let delay = if waiting.registration.is_some() { self.opts.retry.safety_net(delay) } else { delay };
         let mut wake = Instant::now() + self.wait_between(delay, holder_pttl_ms);
         if let Wait::Until(deadline) = wait {
             wake = wake.min(deadline);

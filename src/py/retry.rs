@@ -23,7 +23,10 @@ use super::args::seconds;
 /// are the safety net: after the first failed attempt the waiter subscribes
 /// to the lock's wake-up channel and tries once more at once (a release in
 /// between is not missed); later attempts come on a wake-up, or when the
-/// retry's wait (capped by the holder's remaining ttl) runs out.
+/// safety net runs out (capped by the holder's remaining ttl): 0.5 to 1 s
+/// with the default strategy, the strategy's longest wait with one given. A
+/// subscribed waiter skips the ramp from the first, short waits, which only
+/// a waiter that could not subscribe walks, polling.
 ///
 /// ``attempts`` counts every attempt, the first one included: when that many
 /// have failed the acquire gives up (``acquire`` returns ``False``, ``with``
