@@ -86,22 +86,31 @@ def test_async_with_under_trio(client, raw, prefix):
     trio.run(main)
 
 
-def test_contention_between_trio_tasks(client, raw, prefix):
-    """One task inside at a time, and the counter exact: each read-sleep-write
-    would lose updates if two were inside at once."""
-    tasks, rounds = 6, 5
-    state = {"count": 0, "inside": 0, "most": 0}
+def counting_worker(client, name, rounds, state, sleep):
+    """A task taking lock `name` `rounds` times; inside, a read-sleep-write of
+    `state["count"]` that loses updates if two are inside at once, and
+    `state["most"]`, the most tasks seen inside together."""
 
     async def worker():
-        lock = client.lock("contended", ttl=10.0)
+        lock = client.lock(name, ttl=10.0)
         for _ in range(rounds):
             async with lock:
                 state["inside"] += 1
                 state["most"] = max(state["most"], state["inside"])
                 seen = state["count"]
-                await trio.sleep(0.001)
+                await sleep(0.001)
                 state["count"] = seen + 1
                 state["inside"] -= 1
+
+    return worker
+
+
+def test_contention_between_trio_tasks(client, raw, prefix):
+    """One task inside at a time, and the counter exact: each read-sleep-write
+    would lose updates if two were inside at once."""
+    tasks, rounds = 6, 5
+    state = {"count": 0, "inside": 0, "most": 0}
+    worker = counting_worker(client, "contended", rounds, state, trio.sleep)
 
     async def main():
         async with trio.open_nursery() as nursery:
@@ -399,17 +408,7 @@ def test_anyio_contention_and_cancellation(client, raw, prefix, backend):
     tasks, rounds = 4, 4
     state = {"count": 0, "inside": 0, "most": 0}
     holder = held_elsewhere(client, "anyio-busy")
-
-    async def worker():
-        lock = client.lock("anyio", ttl=10.0)
-        for _ in range(rounds):
-            async with lock:
-                state["inside"] += 1
-                state["most"] = max(state["most"], state["inside"])
-                seen = state["count"]
-                await anyio.sleep(0.001)
-                state["count"] = seen + 1
-                state["inside"] -= 1
+    worker = counting_worker(client, "anyio", rounds, state, anyio.sleep)
 
     async def acquire(lock):
         await lock.aacquire()
