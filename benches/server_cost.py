@@ -19,7 +19,17 @@ each, `INFO commandstats` after), each case's figure its median round:
 
 The cases: the floor (SET NX PX + DEL, no owner check), redis-py `Lock`,
 ferrolock's Lock, fair Lock, RWMutex read, semaphore(4), fair RWMutex read,
-and an election's campaign + resign.
+and an election's campaign + resign. Beside them, the floors of what a
+ferrolock cycle must do, measured in the same run:
+
+- two bare scripts (`return 1`, called with a key and a token): what the
+  entries of any cycle whose acquire and release are both scripts cost;
+- the least cycle that keeps a fence: a script reads the server's clock
+  (`TIME`) and takes the name with `SET NX PX` in the same step, the
+  value carrying the fence; redis-py's own release script ends it (owner
+  check kept; no metadata, waiter's mark, re-entry or loss report);
+- on a server with `DELIFEQ` (Valkey 9+) or `DELEX ... IFEQ` (Redis 8.4+),
+  that cycle released by the plain command instead.
 
 With `--baseline DIR` (a directory holding another build's `ferrolock`
 package), both builds are measured in turns, each run on a fresh server, three runs
@@ -38,6 +48,7 @@ from pathlib import Path
 from typing import Callable
 
 import redis
+from redis.lock import Lock as RedisPyLock
 
 import ferrolock
 from ferrolock.throwaway import RedisServer
@@ -50,6 +61,18 @@ TOP_LEVEL = {"evalsha", "eval", "eval_ro", "evalsha_ro", "fcall", "fcall_ro", "s
 IGNORED = {"info", "config|resetstat", "config", "script|load", "script", "ping", "client|setname",
            "client", "hello", "subscribe", "ssubscribe", "unsubscribe", "sunsubscribe", "function|load"}
 REFERENCE = "redis-py Lock"
+
+# The least a step that issues a fence does: read the server's clock and take
+# the name in one script (a fence must come from the server, in the step that
+# takes the hold). Returns the clock's {seconds, microseconds}, or false.
+FENCED_TAKE = """
+local t = redis.call('TIME')
+if redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. t[1] .. ' ' .. t[2], 'NX', 'PX', ARGV[2]) then
+  return t
+end
+return false
+"""
+BARE = "return 1"
 TURNS = 3  # runs of each build with --baseline
 
 
@@ -73,6 +96,24 @@ def cycles_of(url: str) -> dict[str, Callable[[], None]]:
         rp.acquire()
         rp.release()
 
+    bare = r.register_script(BARE)
+    fenced_take = r.register_script(FENCED_TAKE)
+    redis_py_release = r.register_script(RedisPyLock.LUA_RELEASE_SCRIPT)
+    token = "0123456789abcdef0123456789abcdef"  # as long as ferrolock's
+
+    def bare_scripts() -> None:
+        bare(keys=["cost:bare"], args=[token])
+        bare(keys=["cost:bare"], args=[token])
+
+    def fenced_cycle(release: Callable[[str, str], None], name: str) -> Callable[[], None]:
+        def cycle() -> None:
+            seconds, micros = fenced_take(keys=[name], args=[token, 10000])
+            release(name, f"{token} {seconds.decode()} {micros.decode()}")
+        return cycle
+
+    def release_by_script(name: str, value: str) -> None:
+        redis_py_release(keys=[name], args=[value])
+
     def handle(h) -> Callable[[], None]:
         def cycle() -> None:
             h.acquire()
@@ -82,9 +123,11 @@ def cycles_of(url: str) -> dict[str, Callable[[], None]]:
     def elect() -> None:
         election.campaign("me").resign()
 
-    return {
+    cases = {
         "SET NX PX + DEL (no owner check)": floor,
         REFERENCE: redis_py,
+        "floor: two bare scripts": bare_scripts,
+        "floor: clock fence in a script + redis-py's release": fenced_cycle(release_by_script, "cost:fenced"),
         "ferrolock Lock": handle(lock),
         "ferrolock Lock(fair=True)": handle(fair),
         "ferrolock RWMutex read": handle(read),
@@ -92,6 +135,23 @@ def cycles_of(url: str) -> dict[str, Callable[[], None]]:
         "ferrolock RWMutex(fair=True) read": handle(fair_read),
         "ferrolock election campaign + resign": elect,
     }
+    plain = plain_delete(r)
+    if plain:
+        cases[f"floor: clock fence in a script + {plain[0]}"] = fenced_cycle(plain[1], "cost:fenced-plain")
+    return cases
+
+
+def plain_delete(r) -> tuple[str, Callable[[str, str], None]] | None:
+    """The server's plain compare-and-delete (its name, and a release that
+    uses it), or None when it has none."""
+    for name, args in (("DELIFEQ", ()), ("DELEX IFEQ", ("IFEQ",))):
+        command = name.split()[0]
+        try:
+            r.execute_command(command, "cost:probe", *args, "x")
+        except redis.ResponseError:  # unknown command
+            continue
+        return name, lambda key, value, command=command, args=args: r.execute_command(command, key, *args, value)
+    return None
 
 
 def one_round(r, cycle: Callable[[], None], cycles: int) -> dict:
@@ -197,7 +257,8 @@ def main() -> int:
         server.binary = args.server
     with server:
         url = server.url
-        version = redis.Redis.from_url(url).info("server")["redis_version"]
+        info = redis.Redis.from_url(url).info("server")
+        version = f"valkey {info['valkey_version']}" if "valkey_version" in info else info["redis_version"]
         rows = measure(url, args.cycles, args.rounds)
     if args.rows:
         print(json.dumps({"version": version, "rows": rows}))
