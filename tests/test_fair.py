@@ -97,6 +97,11 @@ def settled(raw):
     return lambda: int(script_calls(raw) >= base + 2)
 
 
+# The waiters of these tests poll every 10 s: one that holds sooner than this
+# was woken, however busy the machine (the counters then say how).
+WOKEN_WITHIN_MS = 2000
+
+
 def hand_over_ms(holder, waiter, waiting, keep: bool = False) -> float:
     """Milliseconds from `holder`'s release until `waiter`, queued (as
     `waiting()` sees in Redis) and polling only every 10 s, holds (and
@@ -126,7 +131,7 @@ def test_hand_over_is_one_round_trip_after_the_release(client, raw, prefix):
     waiter = client.lock("q", fair=True, retry=ferrolock.Retry.fixed(10.0))
     before = _debug_stats()["handed_over"]
     ms = hand_over_ms(holder, waiter, settled(raw))
-    assert ms < 100, f"hand-over took {ms:.1f} ms"
+    assert ms < WOKEN_WITHIN_MS, f"hand-over took {ms:.1f} ms"
     # The waiter held from the wake-up on, without a round trip to claim.
     assert _debug_stats()["handed_over"] == before + 1
 
