@@ -36,8 +36,6 @@ import hashlib
 import inspect
 import json
 import logging
-import os
-import threading
 import time
 import uuid
 import warnings
@@ -48,6 +46,7 @@ from celery import signals
 from celery.exceptions import Retry  # type: ignore[import-untyped]
 
 from . import Client, Lock, LockLost, LockNotAcquired, LockNotOwned
+from ._per_process import PerProcess
 
 __all__ = ["DuplicateTask", "Hold", "Singleton"]
 
@@ -373,19 +372,7 @@ signals.task_revoked.connect(_on_revoked, weak=False)
 
 # -- one Client per URL and prefix, per process -------------------------------
 
-_clients: dict[tuple[str, Optional[str]], Client] = {}
-_clients_lock = threading.Lock()
-
-
-def _forget_clients() -> None:
-    """In a forked child (the prefork pool): build its own clients, under a
-    lock no thread of the parent may have held at the fork."""
-    global _clients_lock
-    _clients.clear()
-    _clients_lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_clients)
+_clients: PerProcess[Client] = PerProcess()
 
 
 def _client_for(app: Any) -> Client:
@@ -401,8 +388,4 @@ def _client_for(app: Any) -> Client:
             )
         url = broker
     prefix = app.conf.get("ferrolock_prefix")
-    with _clients_lock:
-        client = _clients.get((url, prefix))
-        if client is None:
-            client = _clients[(url, prefix)] = Client(url, prefix=prefix)
-        return client
+    return _clients.get((url, prefix), lambda: Client(url, prefix=prefix))

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import os
-import threading
 from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 from django.conf import settings
@@ -13,15 +11,16 @@ from django.core.signals import setting_changed
 
 import ferrolock
 
+from .._per_process import PerProcess
+
 SETTING = "FERROLOCK"
 """The name of the Django setting that configures the client."""
 
 _KEYS = ("URL", "OPTIONS")
 
-# The process's client, built at the first get_client() (under _guard), and
-# forgotten when FERROLOCK changes or the process forks.
-_client: Optional[ferrolock.Client] = None
-_guard = threading.Lock()
+# The process's client, built at the first get_client(), and forgotten when
+# FERROLOCK changes or the process forks.
+_client: PerProcess[ferrolock.Client] = PerProcess()
 
 
 def _client_keywords() -> Optional[Tuple[str, ...]]:
@@ -104,35 +103,12 @@ def get_client() -> ferrolock.Client:
         ImproperlyConfigured: as :func:`client_from_settings`; nothing is
             kept, so the next call tries again.
     """
-    client = _client
-    if client is not None:
-        return client
-    return _build()
-
-
-def _build() -> ferrolock.Client:
-    global _client
-    with _guard:
-        if _client is None:
-            _client = client_from_settings()
-        return _client
-
-
-def _forget(**_: Any) -> None:
-    global _client
-    _client = None
+    return _client.get(SETTING, client_from_settings)
 
 
 def _on_setting_changed(*, setting: str, **_: Any) -> None:
     if setting == SETTING:
-        _forget()
-
-
-def _after_fork_in_child() -> None:
-    global _guard
-    _guard = threading.Lock()  # another thread may have held it at the fork
-    _forget()
+        _client.clear()
 
 
 setting_changed.connect(_on_setting_changed, dispatch_uid="ferrolock.django.setting_changed")
-os.register_at_fork(after_in_child=_after_fork_in_child)
