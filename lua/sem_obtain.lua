@@ -43,7 +43,8 @@ if configured ~= permits then
   fields = {'permits', permits}
 end
 
-local expiry = tonumber(redis.call('ZSCORE', holders, token))
+-- Re-entered only when some permit is held: with none, this token holds none.
+local expiry = held > 0 and tonumber(redis.call('ZSCORE', holders, token))
 if expiry and expiry > now then
   if fair then
     leave_queue(alive, tags, token, queue)
@@ -74,7 +75,7 @@ if can then
     fields = fields or {}
     fields[#fields + 1], fields[#fields + 2] = 'w', '1'
   end
-  return {1, sem_take(holders, data, token, meta, ttl, us, last, fields)}
+  return {1, sem_take(holders, data, token, meta, ttl, us, last, fields, held == 0)}
 end
 
 if fields then

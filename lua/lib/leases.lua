@@ -1,7 +1,7 @@
 -- include:
 -- lib/leases.lua: a set of leases (zset: token -> expiry, server ms): an
 -- RWMutex's readers, a semaphore's permits.
--- Defines: expire_with_last_reader.
+-- Defines: expire_with_last_reader, expire_with_only_lease.
 
 -- The set `readers` lives as long as its latest lease (`now`: server ms),
 -- and so do the keys given after it.
@@ -11,5 +11,14 @@ local function expire_with_last_reader(readers, now, ...)
     for _, key in ipairs({readers, ...}) do
       redis.call('PEXPIRE', key, tonumber(last[2]) - now)
     end
+  end
+end
+
+-- The set `readers` holds one lease, `ms` ms more: the set and the keys given
+-- after it live as long (what expire_with_last_reader would find, without
+-- reading the set).
+local function expire_with_only_lease(readers, ms, ...)
+  for _, key in ipairs({readers, ...}) do
+    redis.call('PEXPIRE', key, ms)
   end
 end

@@ -30,9 +30,10 @@ end
 
 -- `token` holds a permit for `ms` ms, with the fence after `last` (the last
 -- one in `data`, read by the caller), and metadata `meta` (none stored when
--- false); `fields`: more of `data`'s fields to set in the same HSET, or nil.
--- Returns the fence.
-local function sem_take(holders, data, token, meta, ms, us, last, fields)
+-- false); `fields`: more of `data`'s fields to set in the same HSET, or nil;
+-- `alone`: no other permit is held (the caller counted none), so the keys
+-- live as long as this one lease. Returns the fence.
+local function sem_take(holders, data, token, meta, ms, us, last, fields, alone)
   local fence = next_fence(last, us)
   local f = fence_text(fence)
   fields = fields or {}
@@ -45,7 +46,11 @@ local function sem_take(holders, data, token, meta, ms, us, last, fields)
   redis.call('HSET', data, unpack(fields))
   local now = math.floor(us / 1000)
   redis.call('ZADD', holders, now + ms, token)
-  expire_with_last_reader(holders, now, data)
+  if alone then
+    expire_with_only_lease(holders, ms, data)
+  else
+    expire_with_last_reader(holders, now, data)
+  end
   return fence
 end
 
