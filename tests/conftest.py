@@ -5,6 +5,7 @@ ferrolock.testing plugin; a throwaway Redis Cluster."""
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
 
@@ -14,6 +15,16 @@ from helpers import Events, announced_server
 from redis_cluster import RedisCluster
 
 pytest_plugins = ["pytester"]
+
+
+def pytest_configure(config):
+    """A shell runs a background job (`make test &`, `nohup`) with SIGINT
+    ignored, and every process it starts inherits that: the children the
+    Ctrl-C tests interrupt would never see their SIGINT. Python's own
+    handler here makes each child start with the default disposition
+    again (a handler is reset at exec, an ignored signal is not)."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_addoption(parser):
