@@ -210,7 +210,11 @@ impl Deployment {
     /// Lets a waiter of this process woken on `channels` try first (see
     /// `Wakeups::yield_to_woken`); a quorum's waiters, woken by several
     /// masters, are not waited for.
-    pub(crate) async fn yield_to_woken(&self, channels: &[String], until: tokio::time::Instant) {
+    pub(crate) async fn yield_to_woken(
+        &self,
+        channels: impl FnOnce() -> Vec<String>,
+        until: tokio::time::Instant,
+    ) {
         if let On::One(c) = &self.0 {
             c.yield_to_woken(channels, until).await;
         }

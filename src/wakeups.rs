@@ -93,12 +93,21 @@ impl Wakeups {
     /// (or until `until`), so a task that releases and comes straight back
     /// does not take the lock from under the waiter its release woke. The
     /// newcomer still makes its own first attempt after that.
-    pub(crate) async fn yield_to_woken(&self, channels: &[String], until: tokio::time::Instant) {
+    /// `channels` is asked for only when this process has a waiter at all.
+    pub(crate) async fn yield_to_woken(
+        &self,
+        channels: impl FnOnce() -> Vec<String>,
+        until: tokio::time::Instant,
+    ) {
+        if self.waiters.lock().unwrap().is_empty() {
+            return;
+        }
+        let channels = channels();
         loop {
             let settled = self.settled.notified();
             tokio::pin!(settled);
             settled.as_mut().enable();
-            if !self.woken_on(channels) || tokio::time::timeout_at(until, settled).await.is_err() {
+            if !self.woken_on(&channels) || tokio::time::timeout_at(until, settled).await.is_err() {
                 return;
             }
         }
@@ -106,9 +115,6 @@ impl Wakeups {
 
     fn woken_on(&self, channels: &[String]) -> bool {
         let waiters = self.waiters.lock().unwrap();
-        if waiters.is_empty() {
-            return false;
-        }
         channels
             .iter()
             .any(|c| waiters.get(c).is_some_and(|q| q.iter().any(|w| w.woken.load(Ordering::SeqCst))))
@@ -391,12 +397,14 @@ mod tests {
         let soon = Duration::from_secs(10);
         let waiter = waiter_on(&wakeups, "c");
         // Nobody woken: the newcomer goes at once.
-        tokio::time::timeout(soon, wakeups.yield_to_woken(&channels, far)).await.expect("nobody was woken");
+        tokio::time::timeout(soon, wakeups.yield_to_woken(|| channels.clone(), far))
+            .await
+            .expect("nobody was woken");
         // A release woke the waiter: the newcomer waits until it has tried.
         wakeups.dispatch("c", "");
         let newcomer = tokio::spawn({
             let (wakeups, channels) = (wakeups.clone(), channels.clone());
-            async move { wakeups.yield_to_woken(&channels, far).await }
+            async move { wakeups.yield_to_woken(|| channels.clone(), far).await }
         });
         for _ in 0..20 {
             tokio::task::yield_now().await; // one thread: the newcomer runs meanwhile
@@ -408,13 +416,17 @@ mod tests {
         // on this channel no longer than its bound.
         wakeups.dispatch("c", "");
         let other = vec!["other".to_string()];
-        tokio::time::timeout(soon, wakeups.yield_to_woken(&other, far)).await.expect("another channel");
+        tokio::time::timeout(soon, wakeups.yield_to_woken(|| other.clone(), far))
+            .await
+            .expect("another channel");
         let bound = tokio::time::Instant::now() + Duration::from_millis(20);
-        tokio::time::timeout(soon, wakeups.yield_to_woken(&channels, bound)).await.expect("bounded");
+        tokio::time::timeout(soon, wakeups.yield_to_woken(|| channels.clone(), bound))
+            .await
+            .expect("bounded");
         // Taking the lock (or leaving the line) lets newcomers go too.
         let newcomer = tokio::spawn({
             let (wakeups, channels) = (wakeups.clone(), channels.clone());
-            async move { wakeups.yield_to_woken(&channels, far).await }
+            async move { wakeups.yield_to_woken(|| channels.clone(), far).await }
         });
         for _ in 0..20 {
             tokio::task::yield_now().await;

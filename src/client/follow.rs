@@ -58,7 +58,11 @@ impl Client {
     }
 
     /// See `Wakeups::yield_to_woken`.
-    pub(crate) async fn yield_to_woken(&self, channels: &[String], until: tokio::time::Instant) {
+    pub(crate) async fn yield_to_woken(
+        &self,
+        channels: impl FnOnce() -> Vec<String>,
+        until: tokio::time::Instant,
+    ) {
         self.local().wakeups.yield_to_woken(channels, until).await;
     }
 

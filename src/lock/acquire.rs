@@ -102,7 +102,7 @@ impl Lock {
             if let Wait::Until(deadline) = wait {
                 until = until.min(deadline);
             }
-            client.yield_to_woken(&self.mode.channels(), until.into()).await;
+            client.yield_to_woken(|| self.mode.channels(), until.into()).await;
         }
         let mut attempts = Attempts::default();
         let mut waiting = Waiting { registration: None, subscribe: wait != Wait::No };
