@@ -208,8 +208,9 @@ lint-workflows: $(VENV)/.wheel-ready
 
 # -- documentation site ---------------------------------------------------------
 # MkDocs with the Material theme; the API reference is generated from the
-# package and its type stubs (mkdocstrings). The code examples in README.md and
-# docs/ are run by tests/test_doc_examples.py, part of test-python.
+# package and its type stubs (mkdocstrings). The code examples of README.md,
+# CONTRIBUTING.md and every page under docs/ are run by tests/test_doc_examples.py,
+# part of test-python.
 $(VENV)/.docs-ready: docs/requirements.txt $(VENV)/.ready
 	@echo "== installing the documentation tools in docs/requirements.txt (mkdocs-material, mkdocstrings)"
 	$(PIP) -r docs/requirements.txt
