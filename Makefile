@@ -201,8 +201,9 @@ $(WHEEL_STAMP): $(VENV)/.wheel-ready $(EXT_SOURCES) $(PY_SOURCES) README.md LICE
 test-wheel: redis wheel $(VENV)/.ready
 	$(PY) -m pytest -v -s -p no:cacheprovider tests/wheel_check.py
 
-# The release workflow (.github/workflows/) checked with actionlint, pinned in
-# tests/requirements-wheel.txt; part of `make lint`.
+# The release workflow (.github/workflows/) checked with actionlint, and its
+# `run:` scripts with shellcheck (both pinned in tests/requirements-wheel.txt);
+# part of `make lint`.
 lint-workflows: $(VENV)/.wheel-ready
 	$(VENV)/bin/actionlint -no-color
 
