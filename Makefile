@@ -23,7 +23,7 @@ EXT_STAMP   := $(VENV)/.ext-built
 EXT_MODULE  := $(wildcard python/ferrolock/_ferrolock*.so)
 
 .PHONY: all test test-rust test-python test-wheel test-docs demo build-dev redis postgresql venv lint format clean \
-        wheel docs old-redis new-redis valkey test-servers FORCE
+        wheel lint-workflows docs old-redis new-redis valkey test-servers FORCE
 
 all: lint test
 
@@ -105,7 +105,7 @@ options: build-dev
 stubs: build-dev
 	$(PY) scripts/gen_stubs.py
 
-lint: build-dev
+lint: build-dev lint-workflows
 	$(PY) -m mypy.stubtest ferrolock._ferrolock
 	cargo fmt --all -- --check
 	cargo clippy --all-targets -- -D warnings
@@ -170,15 +170,22 @@ $(VALKEY): tests/valkey.txt | $(VENV)/.ready
 # A manylinux2014 (glibc 2.17) abi3 wheel, linked with zig (the `ziglang`
 # package) so it runs on any Linux x86_64 from 2014 on, with the symbols
 # stripped; and the sdist. Built in target/wheel so the development build
-# (another linker) is not thrown away each time.
+# (another linker) is not thrown away each time. A fresh clone builds them
+# with `make wheel` alone: it needs the Rust toolchain and a venv with maturin
+# (pinned in tests/requirements.txt), zig and twine
+# (tests/requirements-wheel.txt), and nothing of the test suite.
+# .github/workflows/release.yml builds the wheels of every platform with the
+# same maturin settings (pyproject.toml) and publishes them on a tag.
 WHEEL_STAMP := dist/.built
+PY_SOURCES  := $(shell find python -name '*.py' -o -name '*.pyi' -o -name py.typed)
 wheel: $(WHEEL_STAMP)
-$(VENV)/.wheel-ready: tests/requirements-wheel.txt $(VENV)/.ready
-	@echo "== installing the wheel tools in tests/requirements-wheel.txt (ziglang)"
-	$(PIP) -r tests/requirements-wheel.txt
+$(VENV)/.wheel-ready: tests/requirements-wheel.txt tests/requirements.txt
+	@echo "== installing the wheel tools: maturin, ziglang, twine"
+	[ -x $(PY) ] || python3 -m venv $(VENV)
+	$(PIP) -q pip==$(PIP_VERSION)
+	$(PIP) "$$(grep '^maturin==' tests/requirements.txt)" -r tests/requirements-wheel.txt
 	@touch $@
-$(WHEEL_STAMP): $(VENV)/.wheel-ready $(EXT_SOURCES) $(wildcard python/ferrolock/*.py* python/ferrolock/*/*.py) python/ferrolock/py.typed \
-               README.md LICENSE
+$(WHEEL_STAMP): $(VENV)/.wheel-ready $(EXT_SOURCES) $(PY_SOURCES) README.md LICENSE CHANGELOG.md
 	rm -rf dist && mkdir -p dist
 	@echo "== building the manylinux2014 abi3 wheel (release mode, zig as linker, stripped)"
 	CARGO_TARGET_DIR=$(CURDIR)/target/wheel $(VENV)/bin/maturin build --release --strip --zig \
@@ -189,16 +196,22 @@ $(WHEEL_STAMP): $(VENV)/.wheel-ready $(EXT_SOURCES) $(wildcard python/ferrolock/
 	@ls -l dist
 
 # Installs the wheel into fresh venvs (the oldest and newest CPython found) and
-# runs the demo with each; checks the wheel's and the sdist's metadata, and
-# that the sdist builds.
-test-wheel: redis wheel
+# runs the demo with each; checks the wheel's and the sdist's metadata (twine
+# check), and that pip builds and installs the sdist.
+test-wheel: redis wheel $(VENV)/.ready
 	$(PY) -m pytest -v -s -p no:cacheprovider tests/wheel_check.py
 
+# The release workflow (.github/workflows/) checked with actionlint, and its
+# `run:` scripts with shellcheck (both pinned in tests/requirements-wheel.txt);
+# part of `make lint`.
+lint-workflows: $(VENV)/.wheel-ready
+	$(VENV)/bin/actionlint -no-color
 
 # -- documentation site ---------------------------------------------------------
 # MkDocs with the Material theme; the API reference is generated from the
-# package and its type stubs (mkdocstrings). The code examples in README.md and
-# docs/ are run by tests/test_doc_examples.py, part of test-python.
+# package and its type stubs (mkdocstrings). The code examples of README.md,
+# CONTRIBUTING.md and every page under docs/ are run by tests/test_doc_examples.py,
+# part of test-python.
 $(VENV)/.docs-ready: docs/requirements.txt $(VENV)/.ready
 	@echo "== installing the documentation tools in docs/requirements.txt (mkdocs-material, mkdocstrings)"
 	$(PIP) -r docs/requirements.txt

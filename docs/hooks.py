@@ -1,7 +1,9 @@
 """MkDocs hooks for the documentation site (see mkdocs.yml).
 
-- README.md becomes the home page and CHANGELOG.md the changelog page, so each
-  is written once, where a visitor of the repository finds it too.
+- CHANGELOG.md becomes the changelog page and CONTRIBUTING.md the contributors'
+  page, so each is written once, where a visitor of the repository finds it
+  too. (README.md is not a page: it is the short front door of the repository
+  and the package index, and links into these pages.)
 - Links are rewritten for the site: to a page under docs/ relative to the
   page, to the type stubs as a link to the API reference, and to any other
   file of the repository (which the site does not carry) as its plain label.
@@ -19,7 +21,7 @@ from mkdocs.structure.files import File
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = "docs"
 # Pages made from files outside docs/: (site page, repository file).
-BROUGHT_IN = {"index.md": "README.md", "changelog.md": "CHANGELOG.md"}
+BROUGHT_IN = {"changelog.md": "CHANGELOG.md", "contributing.md": "CONTRIBUTING.md"}
 STUBS = "python/ferrolock/_ferrolock.pyi"
 LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^(```|~~~)")

@@ -2,7 +2,7 @@
 the wheel is manylinux2014 abi3 with a stripped extension and the licence in
 its metadata, it installs into a fresh venv of the oldest and of the newest
 CPython this machine has, and the demo runs against it there; the sdist holds
-what a build needs and builds.
+what a build needs, pip builds and installs it, and twine passes both.
 
 Not collected by a plain `pytest` run (its name does not start with test_):
 it needs dist/ built first."""
@@ -200,18 +200,36 @@ def test_wheel_installs_and_runs_the_demo(wheel, version, python, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1800)  # a release build from nothing
-def test_sdist_builds(sdist, tmp_path):
-    """pip builds a wheel from the sdist alone (with this venv's maturin), and it imports."""
-    out = tmp_path / "built"
+@pytest.mark.timeout(3600)  # a release build from nothing, on 2 busy cores
+def test_pip_builds_and_installs_the_sdist(sdist, tmp_path):
+    """`pip install` of the sdist alone builds the extension (with this venv's
+    maturin) and installs a package that imports and runs the demo."""
+    target = tmp_path / "installed"
     env = dict(os.environ, CARGO_TARGET_DIR=str(ROOT / "target" / "sdist"))
-    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                            "-w", str(out), str(sdist)], capture_output=True, text=True, env=env, timeout=1800)
+    build = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                            "--target", str(target), str(sdist)], capture_output=True, text=True, env=env,
+                           timeout=3600)
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
-    [built] = out.glob("ferrolock-*.whl")
+    assert list(target.glob("ferrolock/_ferrolock*.so")), sorted(p.name for p in (target / "ferrolock").iterdir())
     py = fresh_venv(sys.executable, tmp_path / "venv")
-    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(built)],
-                   check=True, timeout=120)
-    check = subprocess.run([str(py), "-c", "import ferrolock; print(ferrolock.__version__)"],
-                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
-    assert check.returncode == 0 and check.stdout.strip() == VERSION, check.stderr
+    run_env = dict(os.environ, PYTHONPATH=str(target))
+    check = subprocess.run([str(py), "-c", "import ferrolock; print(ferrolock.__version__, ferrolock.__file__)"],
+                           capture_output=True, text=True, timeout=60, cwd=tmp_path, env=run_env)
+    assert check.returncode == 0, check.stderr
+    version, module_file = check.stdout.split()
+    assert version == VERSION and Path(module_file).is_relative_to(target), check.stdout
+    demo = subprocess.run([str(py), str(ROOT / "examples" / "demo.py")], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path, env=run_env)
+    assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
+    assert "demo OK: all checks passed" in demo.stdout
+
+
+def test_twine_check_passes(wheel, sdist):
+    """The metadata of both renders and is complete, as the package index
+    checks it on upload (twine, pinned in tests/requirements-wheel.txt)."""
+    twine = Path(sys.executable).with_name("twine")
+    assert twine.exists(), "no twine in this venv: `make wheel` installs it (tests/requirements-wheel.txt)"
+    check = subprocess.run([str(twine), "check", "--strict", str(wheel), str(sdist)], capture_output=True,
+                           text=True, timeout=120)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert check.stdout.count("PASSED") == 2, check.stdout

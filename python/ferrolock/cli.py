@@ -20,7 +20,7 @@ import ferrolock
 
 log = logging.getLogger("ferrolock.cli")
 
-# Exit codes (documented in --help and the README).
+# Exit codes (documented in --help and in docs/operations/cli.md).
 OK = 0
 NOT_FOUND = 1  # inspect / release: nothing stored under the name; any Redis error
 USAGE = 2  # bad arguments, URL or name; a server the URL does not fit (LockConfigurationError)
