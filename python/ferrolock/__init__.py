@@ -15,18 +15,20 @@ import logging
 from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable, Generator, Iterable, TypeVar, Union
 
 from ._ferrolock import _at_exit, _semaphore
-from ._ferrolock import (
-    Client as _Client,
-    Lock,
+from .exceptions import (
     LockConfigurationError,
     LockConnectionError,
     LockError,
-    LockEvent,
-    LockInfo,
     LockLost,
     LockNotAcquired,
     LockNotOwned,
     LockNotReplicated,
+)
+from ._ferrolock import (
+    Client as _Client,
+    Lock,
+    LockEvent,
+    LockInfo,
     LockState,
     Retry,
     RWMutex,

@@ -32,13 +32,6 @@ __all__ = [
     "Retry",
     "Operation",
     "__version__",
-    "LockError",
-    "LockNotAcquired",
-    "LockNotOwned",
-    "LockLost",
-    "LockNotReplicated",
-    "LockConnectionError",
-    "LockConfigurationError",
     "LockState",
     "LockEvent",
     "add_listener",
@@ -90,82 +83,7 @@ class _HandleOptions(_CommonOptions, total=False):
 
 # end of the generated handle options
 
-# ---------------------------------------------------------------------------
-# Exceptions
-
-class LockError(Exception):
-    """Base class of every ferrolock error.
-
-    Raised as itself when Redis answers a command with an error (for example
-    ``WRONGTYPE`` when a lock's key holds something that is not a lock).
-    """
-
-class LockNotAcquired(LockError):
-    """The lock could not be taken in the time allowed.
-
-    Raised by ``with lock:`` and ``async with lock:`` when ``blocking_timeout``
-    passes, or the :class:`Retry` strategy runs out of attempts, before the lock
-    is taken. ``Lock.acquire`` returns ``False`` instead.
-    """
-
-class LockNotOwned(LockError):
-    """This handle does not hold the lock (any more).
-
-    Raised by ``release`` and ``extend`` when the handle holds nothing, or when
-    Redis shows that its hold had already expired or been taken over (nobody
-    else's hold is touched then).
-
-    Both a :class:`LockError` and a builtin :class:`RuntimeError` (what
-    ``threading.Lock.release`` raises for a lock it does not hold), so either
-    ``except`` clause catches it.
-    """
-
-class LockLost(LockError):
-    """The lock was lost while held: mutual exclusion no longer covered the holder.
-
-    Raised at the end of a ``with`` / ``async with`` block whose hold was lost
-    while the block ran (renewal failed, the ttl ran out with ``auto_renew``
-    off, or someone else took the lock over), when the block itself raised
-    nothing. An exception raised by the block propagates unchanged instead (so
-    Ctrl-C stays ``KeyboardInterrupt``), with a note (``__notes__``, Python
-    3.11+) saying the lock was lost too; the loss is also logged.
-    """
-
-class LockNotReplicated(LockError):
-    """Fewer replicas than the client's ``replicas`` acknowledged a step in time.
-
-    Raised under ``replica_policy="fail"`` by an acquire whose grant the
-    replicas did not acknowledge within ``replica_timeout`` (the grant is undone
-    first: nothing is left in Redis), and by ``extend`` (the hold keeps its
-    previous validity). A renewal by the watchdog that is not acknowledged does
-    not count, and is retried; if none is acknowledged before the hold's validity
-    runs out, the hold is lost (``LockLost`` says the replicas are why).
-    """
-
-class LockConnectionError(LockError, ConnectionError):
-    """Redis could not be reached, refused the credentials, or did not answer in time.
-
-    Both a :class:`LockError` and a builtin :class:`ConnectionError`, so either
-    ``except`` clause catches it.
-    """
-
-class LockConfigurationError(LockConnectionError):
-    """The server answered, but the client's settings do not fit it.
-
-    Raised when connecting, with a message that names the server (never the
-    password), the cause and what to change:
-
-    * the URL points at a port where something other than Redis listens;
-    * a password is given to a server that has none, or the credentials are
-      refused, or the server needs a password and the URL gives none;
-    * the database number is one the server does not have;
-    * ``rediss://`` (TLS) points at a plain-TCP port;
-    * the server is older than Redis 6.2 (7.0 for a Cluster), or older than
-      7.2 with ``replica_fsync=True`` (``WAITAOF`` came with 7.2).
-
-    Retrying does not help. It is a :class:`LockConnectionError` (and so a
-    :class:`ConnectionError`) too, so code that catches those catches it.
-    """
+# The exceptions are Python's: ferrolock/exceptions.py (the core raises those classes).
 
 # ---------------------------------------------------------------------------
 # Retry
