@@ -19,7 +19,11 @@ import pytest
 
 import ferrolock
 import ferrolock.celery
+import ferrolock.compat
+import ferrolock.compat.redis_py
+import ferrolock.compat.redis_py.asyncio
 import ferrolock.django
+import ferrolock.exceptions
 import ferrolock.fencing
 import ferrolock.fencing.redis
 import ferrolock.fencing.sqlalchemy
@@ -33,7 +37,8 @@ API = ROOT / "docs" / "api.md"
 
 
 # The package's public modules besides ``ferrolock`` itself.
-MODULES = (ferrolock.celery, ferrolock.django, ferrolock.fencing, ferrolock.fencing.redis,
+MODULES = (ferrolock.celery, ferrolock.compat, ferrolock.compat.redis_py, ferrolock.compat.redis_py.asyncio,
+           ferrolock.django, ferrolock.exceptions, ferrolock.fencing, ferrolock.fencing.redis,
            ferrolock.fencing.sqlalchemy, ferrolock.otel, ferrolock.testing)
 
 

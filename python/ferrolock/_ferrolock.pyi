@@ -39,6 +39,9 @@ __all__ = [
     "flush_events",
     "_dropped_events",
     "_semaphore",
+    "_plain_lock",
+    "_plain_force_release",
+    "_plain_inspect",
     "_handle_options",
     "Election",
     "ElectionObserver",
@@ -1025,6 +1028,16 @@ class Lock(Generic[_NameT_co]):
             LockError: Redis answered with an error (when awaited).
         """
 
+    def _extend_plain(self, seconds: _Seconds, add: bool) -> int:
+        """A plain hold's extend (``ferrolock.compat``): its expiry set to
+        ``seconds`` from now, or with ``add`` those seconds added to the time
+        left. Returns 1 when extended, 0 when the hold is no longer this
+        handle's (it is reported lost), 2 when it was taken without expiry
+        (nothing changed).
+        """
+    def _aextend_plain(self, seconds: _Seconds, add: bool) -> Operation[int]:
+        """Asyncio version of :meth:`_extend_plain`."""
+
     # -- state, as Redis sees it ----------------------------------------------
 
     def locked(self) -> bool:
@@ -1464,6 +1477,47 @@ def _semaphore(
     **options: Unpack[_LockOptions],
 ) -> Lock[str]:
     """A handle on one permit of the semaphore ``name`` (see ``Client.semaphore``)."""
+
+def _plain_lock(
+    client: Client,
+    key: str,
+    *,
+    ttl: _Seconds | None = None,
+    token: str | None = None,
+    adopt: bool = False,
+    auto_renew: bool = False,
+    on_lost: Callable[[], object] | None = None,
+    retry: Retry | None = None,
+    signal: tuple[str, float] | None = None,
+    wake: bool = True,
+) -> Lock[str]:
+    """_plain_lock(client, key, *, ttl=None, token=None, adopt=False, auto_renew=False, on_lost=None, retry=None, signal=None, wake=True)
+    --
+
+    A ``Lock`` handle on the plain hold at ``key``: the string key itself,
+    no prefix, its value the owner's token. ``ttl``: seconds (``None``:
+    taken without expiry, never renewed). ``token``: the token every hold
+    of the handle takes (``None``: a fresh one each); with ``adopt``, the
+    handle starts out holding it. ``signal``: ``(list, expire_seconds)``,
+    python-redis-lock's signal list, pushed by each release. ``wake``:
+    ferrolock's waiters are woken on a channel of the key's (else they poll
+    on ``retry``).
+    """
+def _plain_force_release(client: Client, key: str, *, signal: tuple[str, float] | None = None) -> bool:
+    """_plain_force_release(client, key, *, signal=None)
+    --
+
+    Ends the plain hold at ``key`` whoever holds it (python-redis-lock's
+    ``reset``), pushing the signal list as a release does. Returns whether
+    a hold was there.
+    """
+def _plain_inspect(client: Client, key: str) -> LockInfo | None:
+    """_plain_inspect(client, key)
+    --
+
+    Who holds the plain hold at ``key``: a ``LockInfo`` named ``key`` (the
+    key's value as its token, ``fence`` 0: none is stored), or ``None``.
+    """
 
 @final
 class Leader:

@@ -2,6 +2,7 @@
 
 pub mod args;
 pub mod client;
+mod compat;
 pub mod coro;
 pub mod election;
 pub mod errors;
@@ -68,6 +69,8 @@ pub mod _ferrolock {
     #[pymodule_export]
     use super::state::{LockInfo, LockState};
 
+    #[pymodule_export]
+    use super::compat::{_plain_force_release, _plain_inspect, _plain_lock};
     #[pymodule_export]
     use super::coro::Operation;
     #[pymodule_export]

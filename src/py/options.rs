@@ -305,7 +305,7 @@ fn wait_limit(v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Duration>> {
 }
 
 /// `on_lost` is called once, with no arguments, on a thread of its own.
-fn on_lost_callback(f: Option<&Bound<'_, PyAny>>) -> PyResult<Option<LostCallback>> {
+pub(crate) fn on_lost_callback(f: Option<&Bound<'_, PyAny>>) -> PyResult<Option<LostCallback>> {
     let Some(f) = f.filter(|f| !f.is_none()) else {
         return Ok(None);
     };
