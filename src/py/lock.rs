@@ -172,10 +172,15 @@ impl PyLock {
         })
     }
 
-    /// Push the expiry of the hold to ``ttl`` seconds from now.
+    /// Set the hold's expiry to ``ttl`` seconds from now: it does not add to the time left.
     ///
-    /// Later renewals keep this ttl, and the watchdog re-plans its next
-    /// renewal for it. The GIL is released while waiting for Redis.
+    /// ``extend(5)`` on a hold with 10 s left leaves 5 s (redis-py's
+    /// ``Lock.extend(5)`` adds, leaving 15 s; its ``replace_ttl=True`` is
+    /// this one; ``ferrolock.compat.redis_py.Lock.extend`` adds, as
+    /// redis-py's). The ttl is a time to live from now everywhere in
+    /// ferrolock: the option, each renewal, and this. Later renewals keep
+    /// this ttl, and the watchdog re-plans its next renewal for it. The GIL
+    /// is released while waiting for Redis.
     ///
     /// Args:
     ///     ttl: the new time to live, in seconds, between 0.001 and 366 days;
@@ -195,7 +200,7 @@ impl PyLock {
         wait(py, async move { core.extend_via(ttl, io).await })
     }
 
-    /// Asyncio version of :meth:`extend`.
+    /// Asyncio version of :meth:`extend`: the expiry set to ``ttl`` seconds from now, not added to.
     ///
     /// Args:
     ///     ttl: as for :meth:`extend`.
