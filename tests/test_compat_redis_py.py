@@ -17,11 +17,13 @@ ferrolock, holding the same key, so old and new processes exclude each other.
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import redis
@@ -644,3 +646,31 @@ async def test_cancelling_an_async_acquire_leaves_nothing_held(ar, r, name):
         pass
     wait_for(lambda: r.get(name) is None, 10, "the cancelled acquire to leave nothing")
     assert waiter.local.token is None or r.get(name) is None
+
+
+def test_the_command_line_shows_a_plain_hold(redis_url, r, name):
+    """`ferrolock inspect NAME --plain` reads the key redis-py's Lock (or python-redis-lock) keeps."""
+    ferrolock_cli = str(Path(sys.executable).parent / "ferrolock")
+
+    def inspect(*args):
+        return subprocess.run([ferrolock_cli, "--url", redis_url, "inspect", name, *args], capture_output=True,
+                              text=True, timeout=60)
+
+    old = redis.lock.Lock(r, name, timeout=30)
+    assert old.acquire(blocking=False)
+    shown = inspect("--plain")
+    assert shown.returncode == 0, shown.stderr
+    assert old.local.token.decode() in shown.stdout and "redis-py" in shown.stdout and "fence:    -" in shown.stdout
+    as_json = json.loads(inspect("--plain", "--json").stdout)
+    assert [(h["library"], h["key"], h["token"]) for h in as_json] == [("redis-py", name, old.local.token.decode())]
+    assert 0 < as_json[0]["ttl"] <= 30
+    plain_only = inspect()
+    assert plain_only.returncode == 1 and "--plain" in plain_only.stdout, "the hint names --plain"
+    old.release()
+    r.set("lock:" + name, "some-id")
+    shown = inspect("--plain")
+    assert shown.returncode == 0 and "python-redis-lock" in shown.stdout and "never expires" in shown.stdout
+    r.delete("lock:" + name)
+    r.hset(name, "not", "a string")
+    gone = inspect("--plain")
+    assert gone.returncode == 1 and "no plain hold" in gone.stdout
