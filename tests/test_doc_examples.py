@@ -1,4 +1,4 @@
-"""Every ```python example in README.md and docs/*.md runs, as written, against
+"""Every ```python example in README.md and docs/ (subfolders too) runs, as written, against
 a throwaway redis-server (its URL put in place of redis://127.0.0.1:6379/0)
 and leaves no key behind. A block that shows signatures rather than a program
 says so on the line before its fence (<!-- not run: why -->); there are few."""
@@ -15,7 +15,7 @@ import pytest
 from helpers import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 EXAMPLE_URL = "redis://127.0.0.1:6379/0"
 NOT_RUN = re.compile(r"^<!-- not run: .+ -->$")
 RUNNABLE = {"python", "py", "python3"}
