@@ -52,6 +52,9 @@ pub struct ClientOptions {
     pub urls: Vec<String>,
     /// Replicas that must acknowledge every grant and renewal (off by default).
     pub replication: Replication,
+    /// The name each command connection is given (`CLIENT SETNAME`), from
+    /// the URL's `?client_name=`.
+    pub client_name: Option<String>,
 }
 
 impl Default for ClientOptions {
@@ -64,6 +67,7 @@ impl Default for ClientOptions {
             ca_file: None,
             urls: Vec::new(),
             replication: Replication::default(),
+            client_name: None,
         }
     }
 }

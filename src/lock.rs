@@ -21,6 +21,7 @@ use crate::watchdog;
 mod acquire;
 mod options;
 mod outage;
+mod plain;
 mod undo;
 
 pub use crate::token::MAX_TOKEN;
@@ -29,6 +30,7 @@ pub(crate) use options::validate;
 pub use options::{
     check_name, check_ttl, LockOptions, LostCallback, Wait, MAX_METADATA, MAX_NAME, MAX_TTL, MIN_TTL,
 };
+pub use plain::{PlainExtended, PlainHold};
 
 pub struct Lock {
     client: Deployment,
@@ -38,6 +40,9 @@ pub struct Lock {
     state: Mutex<State>,
     /// What this handle's events are about.
     subject: Arc<Subject>,
+    /// The token each hold of this handle takes (a plain hold's owner id,
+    /// chosen by the caller); `None`: a fresh one per acquire.
+    named: Option<String>,
 }
 
 struct State {
@@ -127,7 +132,7 @@ impl Lock {
             state.last = Some(lease.clone());
             state.hold = Some(lease);
         }
-        Lock { client, names, mode, opts, state: Mutex::new(state), subject }
+        Lock { client, names, mode, opts, state: Mutex::new(state), subject, named: None }
     }
 
     /// This process's state: after a fork, the child's starts empty.
@@ -233,6 +238,12 @@ impl Lock {
     pub async fn extend_via(&self, ttl: Option<Duration>, io: Io) -> Result<()> {
         let ttl = ttl.unwrap_or(self.opts.ttl);
         check_ttl(ttl)?;
+        if self.never_expires() {
+            return Err(Error::InvalidArgument(format!(
+                "{} was taken without expiry: there is no expiry to extend",
+                self.label()
+            )));
+        }
         let lease = self.current().ok_or_else(|| self.not_owned())?;
         if lease.is_lost() {
             return Err(Error::NotOwned(format!(

@@ -1,5 +1,6 @@
 //! What a handle takes: an exclusive hold on one or more names, a fair
-//! lock, one side of an RWMutex (plain or fair), or a semaphore's permit.
+//! lock, one side of an RWMutex (plain or fair), a semaphore's permit, or a
+//! plain string hold shared with redis-py's and python-redis-lock's locks.
 //! `Lock` (waiting, holding, the watchdog, cancellation) is the same for
 //! all; each primitive's atomic steps are its own (`Steps`, one file each).
 
@@ -16,12 +17,14 @@ use crate::steps::{Obtaining, Released, Steps};
 mod exclusive;
 mod fair;
 mod permit;
+mod plain;
 mod rw;
 mod rw_fair;
 
 pub use exclusive::Exclusive;
 pub use fair::Fair;
 pub use permit::Permit;
+pub use plain::Plain;
 pub use rw::{Read, Write};
 pub use rw_fair::FairRw;
 
@@ -39,6 +42,9 @@ pub enum Mode {
     FairRw(FairRw),
     /// One of a semaphore's permits.
     Permit(Permit),
+    /// A plain string key holding the owner's token (redis-py's and
+    /// python-redis-lock's layout).
+    Plain(Plain),
 }
 
 /// Who goes first at an RWMutex.
@@ -128,7 +134,7 @@ impl Mode {
     /// Held by anyone: for an RWMutex, a writer or any live reader.
     pub(crate) async fn locked(&self, d: &Deployment) -> Result<bool> {
         match self {
-            Mode::Exclusive(_) | Mode::Fair(_) | Mode::Permit(_) => {
+            Mode::Exclusive(_) | Mode::Fair(_) | Mode::Permit(_) | Mode::Plain(_) => {
                 Ok(d.holders(self).await?.iter().any(Option::is_some))
             }
             Mode::Read(Read { keys, .. })
@@ -162,6 +168,7 @@ macro_rules! on_primitive {
             Mode::Write($p) => $call,
             Mode::FairRw($p) => $call,
             Mode::Permit($p) => $call,
+            Mode::Plain($p) => $call,
         }
     };
 }
@@ -197,6 +204,10 @@ impl Steps for Mode {
 
     fn channels(&self) -> Vec<String> {
         on_primitive!(self, p => p.channels())
+    }
+
+    fn wakes(&self) -> bool {
+        on_primitive!(self, p => p.wakes())
     }
 
     fn patience(&self) -> Option<Duration> {

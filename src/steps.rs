@@ -86,6 +86,11 @@ pub(crate) trait Steps: Sync {
     /// The channels on which a release that may let this handle in is announced.
     fn channels(&self) -> Vec<String>;
 
+    /// Whether a release is announced at all (else a waiter polls).
+    fn wakes(&self) -> bool {
+        true
+    }
+
     /// Fair primitives: how long a hold handed to a waiter stays its own
     /// unclaimed, and how long a waiter that stops re-asserting itself keeps its place.
     fn patience(&self) -> Option<Duration> {

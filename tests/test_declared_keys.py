@@ -29,7 +29,11 @@ from pathlib import Path
 
 import pytest
 
+import redis
+
 import ferrolock
+from ferrolock.compat import redis_lock
+from ferrolock.compat.redis_py import Lock as PyLock
 from ferrolock.testing import Connection, RedisServer, read_reply
 from helpers import key, wait_for
 
@@ -228,6 +232,20 @@ def drive(url: str, prefix: str) -> None:
     with election.campaign("a") as term:
         term.proclaim("a2")
         assert election.leader().value == "a2"
+    # Plain holds (ferrolock.compat): taken by a transaction, renewed, extended, released
+    # (with python-redis-lock's signal list), force-released.
+    conn = redis.Redis.from_url(url)
+    plain = PyLock(conn, f"{prefix}plain", timeout=30)
+    with plain:
+        plain.extend(5)
+        plain.reacquire()
+        assert not PyLock(conn, f"{prefix}plain").acquire(blocking=False)
+    signalled = redis_lock.Lock(conn, f"{prefix}signalled", expire=30)
+    with signalled:
+        signalled.extend(60)
+    signalled.acquire()
+    signalled.reset()
+    conn.close()
     # The operator's tools: describe, scan, force release (every kind).
     held = [client.lock("lock"), client.rwmutex("rw").write(), client.semaphore("sem-False", 1),
             client.lock("fair", fair=True)]

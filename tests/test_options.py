@@ -68,6 +68,19 @@ def test_an_unknown_keyword_names_the_closest_one(client, call, callee, typo, me
     assert str(caught.value) == f'{callee} got an unexpected keyword argument "{typo}"; did you mean "{meant}"?'
 
 
+@pytest.mark.parametrize("word,meant,library", [
+    ("timeout", "ttl", "redis-py"), ("expire", "ttl", "python-redis-lock"),
+    ("auto_renewal", "auto_renew", "python-redis-lock"), ("sleep", "retry", "redis-py"),
+])
+def test_another_librarys_word_names_what_it_is_here(client, word, meant, library):
+    """redis-py's timeout= is the ttl: the hint says so, not blocking_timeout (the closest spelling)."""
+    with pytest.raises(TypeError) as caught:
+        client.lock("x", **{word: 10})
+    message = str(caught.value)
+    assert message.startswith(f'Lock() got an unexpected keyword argument "{word}"; did you mean "{meant}"? ')
+    assert library in message and "blocking_timeout\"?" not in message
+
+
 def test_an_unknown_keyword_with_no_close_match_is_named_alone(client):
     with pytest.raises(TypeError, match=r'^Lock\(\) got an unexpected keyword argument "zzz"$'):
         client.lock("x", zzz=1)

@@ -150,7 +150,7 @@ def test_a_ca_that_did_not_sign_the_certificates(secure):
     from tls_certs import make_ca
 
     other = make_ca(secure.tls_dir, "unrelated")[0]
-    with pytest.raises(LockConnectionError) as info:
+    with pytest.raises(LockConfigurationError) as info:
         ferrolock.Client(secure.url(), ca_file=str(other), connect_timeout=1).connect()
     assert "Sentinel at 127.0.0.1:" in str(info.value)
 

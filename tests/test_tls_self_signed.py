@@ -132,7 +132,7 @@ def test_ssl_certfile_and_keyfile_are_a_client_certificate(certs, prefix):
 
     with WantsClientCertificates(certs, extra=("--tls-auth-clients", "yes")) as server:
         url = f"rediss://127.0.0.1:{server.port}/0"
-        with pytest.raises(ferrolock.LockConnectionError) as info:
+        with pytest.raises(ferrolock.LockConfigurationError) as info:
             ferrolock.Client(url, ca_file=str(certs.ca), connect_timeout=3).connect()
         assert "ssl_certfile" in str(info.value), str(info.value)
         with_cert = f"{url}?ssl_certfile={d / 'client.pem'}&ssl_keyfile={d / 'client.key'}"

@@ -15,18 +15,20 @@ import logging
 from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable, Generator, Iterable, TypeVar, Union
 
 from ._ferrolock import _at_exit, _semaphore
-from ._ferrolock import (
-    Client as _Client,
-    Lock,
+from .exceptions import (
     LockConfigurationError,
     LockConnectionError,
     LockError,
-    LockEvent,
-    LockInfo,
     LockLost,
     LockNotAcquired,
     LockNotOwned,
     LockNotReplicated,
+)
+from ._ferrolock import (
+    Client as _Client,
+    Lock,
+    LockEvent,
+    LockInfo,
     LockState,
     Retry,
     RWMutex,
@@ -62,6 +64,7 @@ __all__ = [
     "remove_listener",
 ]
 
+from . import _from_redis  # noqa: E402
 from .election import Election, Leader, Term  # noqa: E402  (needs the extension loaded above)
 from .fencing import StaleFence  # noqa: E402  (needs the extension loaded above)
 from .rlock import RLock  # noqa: E402  (needs the extension loaded above)
@@ -100,6 +103,38 @@ class Client(_Client):
     behind; ``"warn"``: kept, logged, counted). Every argument is described in
     the API reference and the type stubs.
     """
+
+    @classmethod
+    def from_redis(cls, redis: Any, **options: Any) -> Client:
+        """A client of the deployment a redis-py client connects to: the same
+        server (or unix socket), database, credentials, timeouts, TLS
+        settings (``ssl_ca_certs``, ``ssl_certfile`` / ``ssl_keyfile``,
+        ``ssl_cert_reqs``, ``ssl_check_hostname``), client name and TCP
+        keepalive; the same Sentinel service, Sentinels and their
+        credentials; the same Cluster's nodes.
+
+        It opens connections of its own (ferrolock's multiplexed ones) and
+        never uses the redis-py client's. Settings that shape only redis-py's
+        connections or replies (``decode_responses``, retries, health checks,
+        ``max_connections``, ``protocol``, ...) do not matter here and are
+        left behind.
+
+        Args:
+            redis: a ``redis.Redis`` or ``redis.asyncio.Redis`` (or a
+                ``ConnectionPool`` of either), a client made by
+                ``redis.Sentinel(...).master_for(...)``, or a
+                ``redis.cluster.RedisCluster``.
+            **options: :class:`Client`'s keyword arguments (``prefix``,
+                ``replicas``, ...), over what was carried over.
+
+        Raises:
+            TypeError: ``redis`` is none of those.
+            ValueError: a setting cannot be carried over (a credential
+                provider, an encrypted key, CA data given in memory, a
+                replica's client, ...): the message names it and what to do.
+        """
+        url, carried = _from_redis.url_and_options(redis)
+        return cls(url, **{**carried, **options})
 
     def synchronized(self, name: str, **options: Unpack[_LockOptions]) -> Callable[[F], F]:
         """Decorate a function to run holding the lock ``name``.

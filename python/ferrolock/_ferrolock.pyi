@@ -32,13 +32,6 @@ __all__ = [
     "Retry",
     "Operation",
     "__version__",
-    "LockError",
-    "LockNotAcquired",
-    "LockNotOwned",
-    "LockLost",
-    "LockNotReplicated",
-    "LockConnectionError",
-    "LockConfigurationError",
     "LockState",
     "LockEvent",
     "add_listener",
@@ -46,6 +39,9 @@ __all__ = [
     "flush_events",
     "_dropped_events",
     "_semaphore",
+    "_plain_lock",
+    "_plain_force_release",
+    "_plain_inspect",
     "_handle_options",
     "Election",
     "ElectionObserver",
@@ -90,82 +86,7 @@ class _HandleOptions(_CommonOptions, total=False):
 
 # end of the generated handle options
 
-# ---------------------------------------------------------------------------
-# Exceptions
-
-class LockError(Exception):
-    """Base class of every ferrolock error.
-
-    Raised as itself when Redis answers a command with an error (for example
-    ``WRONGTYPE`` when a lock's key holds something that is not a lock).
-    """
-
-class LockNotAcquired(LockError):
-    """The lock could not be taken in the time allowed.
-
-    Raised by ``with lock:`` and ``async with lock:`` when ``blocking_timeout``
-    passes, or the :class:`Retry` strategy runs out of attempts, before the lock
-    is taken. ``Lock.acquire`` returns ``False`` instead.
-    """
-
-class LockNotOwned(LockError):
-    """This handle does not hold the lock (any more).
-
-    Raised by ``release`` and ``extend`` when the handle holds nothing, or when
-    Redis shows that its hold had already expired or been taken over (nobody
-    else's hold is touched then).
-
-    Both a :class:`LockError` and a builtin :class:`RuntimeError` (what
-    ``threading.Lock.release`` raises for a lock it does not hold), so either
-    ``except`` clause catches it.
-    """
-
-class LockLost(LockError):
-    """The lock was lost while held: mutual exclusion no longer covered the holder.
-
-    Raised at the end of a ``with`` / ``async with`` block whose hold was lost
-    while the block ran (renewal failed, the ttl ran out with ``auto_renew``
-    off, or someone else took the lock over), when the block itself raised
-    nothing. An exception raised by the block propagates unchanged instead (so
-    Ctrl-C stays ``KeyboardInterrupt``), with a note (``__notes__``, Python
-    3.11+) saying the lock was lost too; the loss is also logged.
-    """
-
-class LockNotReplicated(LockError):
-    """Fewer replicas than the client's ``replicas`` acknowledged a step in time.
-
-    Raised under ``replica_policy="fail"`` by an acquire whose grant the
-    replicas did not acknowledge within ``replica_timeout`` (the grant is undone
-    first: nothing is left in Redis), and by ``extend`` (the hold keeps its
-    previous validity). A renewal by the watchdog that is not acknowledged does
-    not count, and is retried; if none is acknowledged before the hold's validity
-    runs out, the hold is lost (``LockLost`` says the replicas are why).
-    """
-
-class LockConnectionError(LockError, ConnectionError):
-    """Redis could not be reached, refused the credentials, or did not answer in time.
-
-    Both a :class:`LockError` and a builtin :class:`ConnectionError`, so either
-    ``except`` clause catches it.
-    """
-
-class LockConfigurationError(LockConnectionError):
-    """The server answered, but the client's settings do not fit it.
-
-    Raised when connecting, with a message that names the server (never the
-    password), the cause and what to change:
-
-    * the URL points at a port where something other than Redis listens;
-    * a password is given to a server that has none, or the credentials are
-      refused, or the server needs a password and the URL gives none;
-    * the database number is one the server does not have;
-    * ``rediss://`` (TLS) points at a plain-TCP port;
-    * the server is older than Redis 6.2 (7.0 for a Cluster), or older than
-      7.2 with ``replica_fsync=True`` (``WAITAOF`` came with 7.2).
-
-    Retrying does not help. It is a :class:`LockConnectionError` (and so a
-    :class:`ConnectionError`) too, so code that catches those catches it.
-    """
+# The exceptions are Python's: ferrolock/exceptions.py (the core raises those classes).
 
 # ---------------------------------------------------------------------------
 # Retry
@@ -593,8 +514,10 @@ class Client:
             ``rediss+cluster://`` for TLS; wake-ups use sharded pub/sub), or
             ``[password@]host[:port]``. A ``redis://``, ``rediss://`` or
             ``unix://`` URL's query takes redis-py's parameters (``db``,
-            ``socket_timeout``, ``ssl_cert_reqs``, ...): each is honoured or
-            refused by name, see "URL query parameters" in the API reference.
+            ``socket_timeout``, ``client_name``, ``ssl_cert_reqs``, ...):
+            each is honoured, not used (it shapes only redis-py's own
+            connections: the reason is logged) or refused by name, see "URL
+            query parameters" in the API reference.
             ``None`` (the default) means
             ``"redis://127.0.0.1:6379/0"``. A list of URLs of independent
             masters (three or five, each a server or a Sentinel service)
@@ -1067,10 +990,15 @@ class Lock(Generic[_NameT_co]):
         """
 
     def extend(self, ttl: _Seconds | None = None) -> None:
-        """Push the expiry of the hold to ``ttl`` seconds from now.
+        """Set the hold's expiry to ``ttl`` seconds from now: it does not add to the time left.
 
-        Later renewals keep this ttl, and the watchdog re-plans its next
-        renewal for it. The GIL is released while waiting for Redis.
+        ``extend(5)`` on a hold with 10 s left leaves 5 s (redis-py's
+        ``Lock.extend(5)`` adds, leaving 15 s; its ``replace_ttl=True`` is
+        this one; ``ferrolock.compat.redis_py.Lock.extend`` adds, as
+        redis-py's). The ttl is a time to live from now everywhere in
+        ferrolock: the option, each renewal, and this. Later renewals keep
+        this ttl, and the watchdog re-plans its next renewal for it. The GIL
+        is released while waiting for Redis.
 
         Args:
             ttl: the new time to live, in seconds, between 0.001 and 366 days;
@@ -1087,7 +1015,7 @@ class Lock(Generic[_NameT_co]):
         """
 
     def aextend(self, ttl: _Seconds | None = None) -> Operation[None]:
-        """Asyncio version of :meth:`extend`.
+        """Asyncio version of :meth:`extend`: the expiry set to ``ttl`` seconds from now, not added to.
 
         Args:
             ttl: as for :meth:`extend`.
@@ -1104,6 +1032,16 @@ class Lock(Generic[_NameT_co]):
                 awaited).
             LockError: Redis answered with an error (when awaited).
         """
+
+    def _extend_plain(self, seconds: _Seconds, add: bool) -> int:
+        """A plain hold's extend (``ferrolock.compat``): its expiry set to
+        ``seconds`` from now, or with ``add`` those seconds added to the time
+        left. Returns 1 when extended, 0 when the hold is no longer this
+        handle's (it is reported lost), 2 when it was taken without expiry
+        (nothing changed).
+        """
+    def _aextend_plain(self, seconds: _Seconds, add: bool) -> Operation[int]:
+        """Asyncio version of :meth:`_extend_plain`."""
 
     # -- state, as Redis sees it ----------------------------------------------
 
@@ -1544,6 +1482,47 @@ def _semaphore(
     **options: Unpack[_LockOptions],
 ) -> Lock[str]:
     """A handle on one permit of the semaphore ``name`` (see ``Client.semaphore``)."""
+
+def _plain_lock(
+    client: Client,
+    key: str,
+    *,
+    ttl: _Seconds | None = None,
+    token: str | None = None,
+    adopt: bool = False,
+    auto_renew: bool = False,
+    on_lost: Callable[[], object] | None = None,
+    retry: Retry | None = None,
+    signal: tuple[str, float] | None = None,
+    wake: bool = True,
+) -> Lock[str]:
+    """_plain_lock(client, key, *, ttl=None, token=None, adopt=False, auto_renew=False, on_lost=None, retry=None, signal=None, wake=True)
+    --
+
+    A ``Lock`` handle on the plain hold at ``key``: the string key itself,
+    no prefix, its value the owner's token. ``ttl``: seconds (``None``:
+    taken without expiry, never renewed). ``token``: the token every hold
+    of the handle takes (``None``: a fresh one each); with ``adopt``, the
+    handle starts out holding it. ``signal``: ``(list, expire_seconds)``,
+    python-redis-lock's signal list, pushed by each release. ``wake``:
+    ferrolock's waiters are woken on a channel of the key's (else they poll
+    on ``retry``).
+    """
+def _plain_force_release(client: Client, key: str, *, signal: tuple[str, float] | None = None) -> bool:
+    """_plain_force_release(client, key, *, signal=None)
+    --
+
+    Ends the plain hold at ``key`` whoever holds it (python-redis-lock's
+    ``reset``), pushing the signal list as a release does. Returns whether
+    a hold was there.
+    """
+def _plain_inspect(client: Client, key: str) -> LockInfo | None:
+    """_plain_inspect(client, key)
+    --
+
+    Who holds the plain hold at ``key``: a ``LockInfo`` named ``key`` (the
+    key's value as its token, ``fence`` 0: none is stored), or ``None``.
+    """
 
 @final
 class Leader:

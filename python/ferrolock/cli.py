@@ -36,6 +36,8 @@ examples:
   ferrolock ls                          every lock, RWMutex, semaphore and election under the prefix
   ferrolock ls 'reports:*' --json       those whose name matches, as JSON
   ferrolock inspect reports:nightly     who holds it, for how long, who waits
+  ferrolock inspect orders:42 --plain   who holds a redis-py or python-redis-lock lock (ls cannot list
+                                        those: a plain string key looks like any other data)
   ferrolock release reports:nightly --force
                                         remove the hold it shows (asks first on a terminal)
   ferrolock run reports:nightly --timeout 0 -- ./nightly.sh --full
@@ -118,12 +120,18 @@ def parser() -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help, description=help, parents=[common], epilog=EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
 
-    ls = command("ls", "list every lock, RWMutex, semaphore and election whose name matches PATTERN (found with SCAN)")
+    ls = command("ls", "list every lock, RWMutex, semaphore and election whose name matches PATTERN (found with SCAN "
+                       "under the prefix; a redis-py or python-redis-lock lock, a plain string key, is not listed: "
+                       "inspect NAME --plain)")
     ls.add_argument("pattern", nargs="?", default="*", metavar="PATTERN",
                     help="a glob over names: *, ?, [a-z]; a backslash escapes (default: *)")
 
     inspect = command("inspect", "show everything stored under NAME")
     inspect.add_argument("name", metavar="NAME")
+    inspect.add_argument("--plain", action="store_true",
+                         help="read NAME as a plain hold instead: the string key NAME, where redis-py's Lock "
+                              "(and ferrolock.compat.redis_py) keeps it, and lock:NAME, where python-redis-lock "
+                              "(and ferrolock.compat.redis_lock) does; no prefix")
 
     release = command("release", "remove the holds of NAME it shows, and only those (needs --force)")
     release.add_argument("name", metavar="NAME")
@@ -254,7 +262,8 @@ def cmd_ls(client: ferrolock.Client, args: argparse.Namespace, as_json: bool) ->
         print(json.dumps([state_dict(s) for s in states], indent=2))
         return OK
     if not states:
-        print(f"no lock matches {args.pattern!r} under prefix {client.prefix!r}")
+        print(f"no lock matches {args.pattern!r} under prefix {client.prefix!r} (ls lists ferrolock's own "
+              "keys; a redis-py or python-redis-lock lock is a plain string key: inspect NAME --plain)")
         return OK
     rows = [["NAME", "KIND", "HOLDER", "TTL", "FENCE", "WAITERS", "METADATA"]]
     for s in states:
@@ -297,12 +306,45 @@ def describe_text(s: ferrolock.LockState) -> str:
     return "\n".join(lines)
 
 
+# Where the locks ferrolock.compat stands in for keep a plain hold (a string
+# key whose value is the owner's token), by the library that keeps it there.
+PLAIN_LAYOUTS = (("redis-py", "{}"), ("python-redis-lock", "lock:{}"))
+
+
+def cmd_inspect_plain(client: ferrolock.Client, name: str, as_json: bool) -> int:
+    """The plain holds of `name`: what a string key holds, read as a lock's
+    token (no fence or metadata: a plain hold stores neither)."""
+    found = []
+    for library, layout in PLAIN_LAYOUTS:
+        key = layout.format(name)
+        try:
+            info = ferrolock._ferrolock._plain_inspect(client, key)
+        except ferrolock.LockError:  # WRONGTYPE: the key is not a string, so no such hold
+            info = None
+        if info is not None:
+            found.append({"library": library, "key": key, "token": info.token, "ttl": info.ttl})
+    if as_json:
+        print(json.dumps(found, indent=2))
+    elif not found:
+        print(f"{name!r} has no plain hold: neither the key {name!r} (redis-py) nor {'lock:' + name!r} "
+              "(python-redis-lock) holds a string")
+    else:
+        print("\n\n".join(
+            f"{f['key']} (a plain hold, as {f['library']} keeps it)\n  holder:   {f['token']}\n"
+            f"  ttl:      {ttl_text(f['ttl']) if f['ttl'] is not None else 'none (it never expires)'}\n"
+            "  fence:    - (a plain hold stores none)" for f in found))
+    return OK if found else NOT_FOUND
+
+
 def cmd_inspect(client: ferrolock.Client, args: argparse.Namespace, as_json: bool) -> int:
+    if args.plain:
+        return cmd_inspect_plain(client, args.name, as_json)
     states = client.describe(args.name)
     if as_json:
         print(json.dumps([state_dict(s) for s in states], indent=2))
     elif not states:
-        print(f"{args.name!r} is free: nothing is stored under it (prefix {client.prefix!r})")
+        print(f"{args.name!r} is free: nothing is stored under it (prefix {client.prefix!r}); a lock of "
+              f"redis-py or python-redis-lock is shown by: ferrolock inspect {shlex.quote(args.name)} --plain")
     else:
         print("\n\n".join(describe_text(s) for s in states))
     return OK if states else NOT_FOUND

@@ -12,7 +12,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterator, Optional, Type
 
 from ._ferrolock import Election as _Election
-from ._ferrolock import Leader, LockNotAcquired, LockNotOwned
+from ._ferrolock import Leader
+from .exceptions import LockNotAcquired, LockNotOwned
 
 if TYPE_CHECKING:
     from ._ferrolock import Lock

@@ -61,6 +61,10 @@ impl Client {
             || err.is_connection_refusal()
             || err.is_unrecoverable_error()
             || matches!(err.code(), Some("READONLY" | "MASTERDOWN"));
+        if self.inner.opts.client_name.is_some() && err.is_io_error() && !err.is_timeout() {
+            // A broken connection the manager would reopen by itself, unnamed (see `forget_connection`).
+            self.forget_connection();
+        }
         if !dropped || err.is_timeout() {
             return Err(err.into());
         }
@@ -119,9 +123,12 @@ impl Client {
         } else {
             let opts = &self.inner.opts;
             let limit = opts.connect_timeout.min(opts.command_timeout);
-            let conn = redis.get_connection_with_timeout(limit).ok()?;
+            let mut conn = redis.get_connection_with_timeout(limit).ok()?;
             conn.set_read_timeout(Some(opts.command_timeout)).ok()?;
             conn.set_write_timeout(Some(opts.command_timeout)).ok()?;
+            if let Some(name) = &opts.client_name {
+                set_name(name).query::<()>(&mut conn).ok()?;
+            }
             conn
         };
         Some(Conn::Inline(Arc::new(Inline::new(conn, local.inline.clone()))))
@@ -156,7 +163,11 @@ impl Client {
                 }
             };
             let manager = ConnectionManager::new_with_config(redis, config).await;
-            manager.map(Conn::Node).map_err(|e| self.connect_error(e))
+            let mut manager = manager.map_err(|e| self.connect_error(e))?;
+            if let Some(name) = &self.inner.opts.client_name {
+                set_name(name).query_async::<()>(&mut manager).await.map_err(|e| self.connect_error(e))?;
+            }
+            Ok(Conn::Node(manager))
         };
         let conn = tokio::time::timeout(timeout, connect).await.map_err(|_| {
             Error::Connection(format!(
@@ -168,4 +179,11 @@ impl Client {
         local.conn.store(Some(Arc::new(conn.clone())));
         Ok(conn)
     }
+}
+
+/// `CLIENT SETNAME name`: what every command connection is named, when the
+/// URL gives `?client_name=` (the wake-up subscription is not: a subscribed
+/// connection takes no other command).
+fn set_name(name: &str) -> redis::Cmd {
+    redis::cmd("CLIENT").arg("SETNAME").arg(name).take()
 }

@@ -41,8 +41,11 @@ impl Client {
         std::future::pending::<()>().await;
     }
 
+    /// After a dropped connection: in Sentinel mode the next command asks
+    /// where the master is now; with a client name, it goes out on a fresh,
+    /// named connection (the manager would reconnect by itself, unnamed).
     pub(super) fn forget_connection(&self) {
-        if matches!(self.inner.target, Target::Sentinel(_)) {
+        if matches!(self.inner.target, Target::Sentinel(_)) || self.inner.opts.client_name.is_some() {
             self.local().conn.store(None);
         }
     }

@@ -1,8 +1,10 @@
 //! The query of a `redis://`, `rediss://` or `unix://` URL, read the way
 //! redis-py reads it (`redis.connection.parse_url`): each parameter it
-//! documents is honoured, mapped onto ferrolock's own settings, or refused
-//! with the reason; nothing is ignored. A `unix://` URL also takes redis-rs's
-//! own `user` and `pass`.
+//! documents is honoured (mapped onto ferrolock's own settings), ignored
+//! with the reason logged (it shapes only redis-py's connections or
+//! replies: a `REDIS_URL` shared with redis-py works as it is), or refused
+//! with the reason (ignoring it would change what the connection trusts).
+//! A `unix://` URL also takes redis-rs's own `user` and `pass`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -30,18 +32,24 @@ pub(super) struct Query {
     pub client_cert: Option<(PathBuf, PathBuf)>,
     /// Whether any `ssl_*` parameter was given (they need TLS).
     pub tls_asked: bool,
+    /// `client_name`: each command connection is named so (`CLIENT SETNAME`).
+    pub client_name: Option<String>,
+    /// `socket_keepalive`, when given: TCP keepalive probes on the
+    /// connections (with the system's timings) or not.
+    pub keepalive: Option<bool>,
+    /// Parameters accepted and not used, each with the reason.
+    pub ignored: Vec<(String, &'static str)>,
 }
 
-/// Parameters redis-py takes that ferrolock refuses, and why.
+/// Parameters redis-py takes that ferrolock does not honour, and why: those
+/// in `IGNORED` are accepted (and the reason logged), the others refused.
 const REFUSED: &[(&str, &str)] = &[
-    ("socket_keepalive", "ferrolock's connections keep the system's TCP keepalive settings"),
     ("socket_keepalive_options", "ferrolock's connections keep the system's TCP keepalive settings"),
     ("retry_on_timeout", "ferrolock retries by itself (a dropped connection once; acquire by its retry= policy)"),
     ("retry_on_error", "ferrolock retries by itself (a dropped connection once; acquire by its retry= policy)"),
     ("retry", "ferrolock retries by itself (a dropped connection once; acquire by its retry= policy)"),
     ("max_connections", "ferrolock multiplexes its commands over one connection per process: there is no pool to size"),
     ("health_check_interval", "a dropped connection is found and reopened at the next command: there is no health check to schedule"),
-    ("client_name", "ferrolock does not name its connections (CLIENT SETNAME)"),
     ("lib_name", "ferrolock does not set a library name (CLIENT SETINFO)"),
     ("lib_version", "ferrolock does not set a library name (CLIENT SETINFO)"),
     ("decode_responses", "ferrolock reads its own replies; this shapes redis-py's"),
@@ -59,11 +67,36 @@ const REFUSED: &[(&str, &str)] = &[
     ("ssl_validate_ocsp", "ferrolock does not check OCSP"),
     ("ssl_validate_ocsp_stapled", "ferrolock does not check OCSP"),
     ("ssl_ocsp_expected_cert", "ferrolock does not check OCSP"),
+    ("socket_read_size", "ferrolock reads its own replies; this shapes redis-py's"),
+    ("legacy_responses", "ferrolock reads its own replies; this shapes redis-py's"),
+    ("protocol", "ferrolock speaks RESP2 on its own connections, whichever protocol redis-py's use"),
+];
+
+/// The parameters of `REFUSED` that only shape redis-py's own connections
+/// or replies: accepted, and not used.
+const IGNORED: &[&str] = &[
+    "socket_keepalive_options",
+    "retry_on_timeout",
+    "retry_on_error",
+    "retry",
+    "max_connections",
+    "health_check_interval",
+    "lib_name",
+    "lib_version",
+    "decode_responses",
+    "encoding",
+    "encoding_errors",
+    "single_connection_client",
+    "timeout",
+    "socket_read_size",
+    "legacy_responses",
+    "protocol",
 ];
 
 /// The query parameters ferrolock honours, for messages.
-const HONOURED: &str = "db, username, password, socket_timeout, socket_connect_timeout, ssl, ssl_cert_reqs, \
-                        ssl_ca_certs, ssl_certfile, ssl_keyfile, ssl_check_hostname, protocol=2";
+const HONOURED: &str = "db, username, password, socket_timeout, socket_connect_timeout, client_name, \
+                        socket_keepalive, ssl, ssl_cert_reqs, ssl_ca_certs, ssl_certfile, ssl_keyfile, \
+                        ssl_check_hostname";
 
 /// Splits `url` into what precedes its query, the query, and the fragment
 /// (with its `#`), each possibly empty.
@@ -112,20 +145,26 @@ pub(super) fn parse(query: &str, unix: bool) -> Result<Query> {
                 q.client_cert = Some((value.into(), q.client_cert.take().unwrap_or_default().1));
             }
             "ssl_keyfile" => q.client_cert = Some((q.client_cert.take().unwrap_or_default().0, value.into())),
-            "protocol" if value == "2" => {}
-            "protocol" => {
+            "client_name" if value.bytes().any(|b| !(b'!'..=b'~').contains(&b)) => {
                 return Err(invalid(
                     key,
                     value,
-                    "ferrolock speaks RESP2 (protocol=2) on its command connections",
-                ))
+                    "Redis takes a client name of printable ASCII without spaces",
+                ));
             }
+            "client_name" if !value.is_empty() => q.client_name = Some(value.to_string()),
+            "socket_keepalive" => q.keepalive = to_bool(value),
             _ => {
                 return Err(match REFUSED.iter().find(|(name, _)| *name == key) {
+                    Some((name, why)) if IGNORED.contains(name) => {
+                        q.ignored.push((key.to_string(), why));
+                        continue;
+                    }
                     Some((_, why)) => refused(key, why),
                     None => Error::InvalidArgument(format!(
                         "unknown query parameter {key:?} in the Redis URL: remove it (ferrolock honours \
-                         {HONOURED})"
+                         {HONOURED}, and accepts without using {})",
+                        IGNORED.join(", ")
                     )),
                 })
             }
@@ -189,13 +228,29 @@ mod tests {
     }
 
     #[test]
-    fn nothing_is_ignored() {
+    fn what_shapes_only_redis_pys_connections_is_ignored_with_its_reason() {
+        let q = parse(
+            "max_connections=10&decode_responses=True&protocol=3&client_name=web&socket_keepalive=1",
+            false,
+        )
+        .unwrap();
+        let ignored: Vec<&str> = q.ignored.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(ignored, ["max_connections", "decode_responses", "protocol"]);
+        assert!(q.ignored.iter().all(|(_, why)| !why.is_empty()));
+        assert_eq!(q.client_name.as_deref(), Some("web"));
+        assert_eq!(q.keepalive, Some(true));
+        for name in IGNORED {
+            assert!(REFUSED.iter().any(|(n, _)| n == name), "{name} has no reason");
+        }
+    }
+
+    #[test]
+    fn what_would_change_trust_or_nobody_knows_is_refused() {
         for (query, named) in [
-            ("max_connections=10", "max_connections"),
-            ("retry_on_timeout=true", "retry_on_timeout"),
+            ("ssl_password=x", "ssl_password"),
+            ("ssl_ciphers=HIGH", "ssl_ciphers"),
             ("frobnicate=1", "frobnicate"),
             ("user=u", "user"),
-            ("protocol=3", "protocol"),
             ("socket_timeout=0", "socket_timeout"),
             ("ssl_certfile=c.pem", "ssl_keyfile"),
             ("ssl_cert_reqs=maybe", "ssl_cert_reqs"),

@@ -39,6 +39,8 @@ pub(super) fn target(mut opts: ClientOptions) -> Result<(Target, String, ClientO
         .into_iter()
         .find_map(|(scheme, tls)| url.strip_prefix(scheme).map(|rest| (rest, tls)));
     if let Some((rest, tls)) = sentinel {
+        let (rest, client_name) = take_param(rest, "client_name");
+        opts = merge_name(opts, client_name)?;
         let ca = match (&opts.ca_file, tls) {
             (Some(_), false) => {
                 return Err(Error::InvalidArgument(
@@ -51,7 +53,7 @@ pub(super) fn target(mut opts: ClientOptions) -> Result<(Target, String, ClientO
         if tls {
             install_crypto_provider();
         }
-        let (target, display) = SentinelTarget::parse(rest, tls, ca).map_err(|e| {
+        let (target, display) = SentinelTarget::parse(&rest, tls, ca).map_err(|e| {
             Error::InvalidArgument(format!("invalid Redis Sentinel URL {}: {e}", redact(&url)))
         })?;
         return Ok((Target::Sentinel(target), display, opts));
@@ -65,6 +67,7 @@ pub(super) fn target(mut opts: ClientOptions) -> Result<(Target, String, ClientO
     }
     let unix = scheme.ends_with("unix");
     let q = query::parse(query, unix)?;
+    say_ignored(&q);
     let info = format!("{base}{fragment}").into_connection_info().map_err(|e| {
         Error::InvalidArgument(format!(
             "invalid Redis URL {}: {}",
@@ -118,6 +121,7 @@ fn cluster_target(
     url: &str,
 ) -> Result<(Target, String, ClientOptions)> {
     let q = query::parse(query, false)?;
+    say_ignored(&q);
     if !fragment.is_empty() {
         return Err(Error::InvalidArgument(format!(
             "a Redis Cluster URL takes no {fragment} fragment: its certificates are always checked"
@@ -131,6 +135,7 @@ fn cluster_target(
         ca_file: None,
         tls_asked: q.tls_asked && q.ca_file.is_some() && q.client_cert.is_none(),
         db: q.db.filter(|db| *db != 0),
+        ignored: Vec::new(),
         ..q.clone()
     };
     if taken != query::Query::default() {
@@ -198,7 +203,12 @@ fn apply_query(
     if let ConnectionAddr::TcpTls { host, port, tls_params, insecure } = addr {
         addr = ConnectionAddr::TcpTls { host, port, insecure: insecure || q.skip_verify, tls_params };
     }
-    Ok(info.set_addr(addr).set_redis_settings(settings))
+    let mut info = info.set_addr(addr).set_redis_settings(settings);
+    if q.keepalive == Some(true) {
+        let keepalive = redis::io::tcp::socket2::TcpKeepalive::new();
+        info = info.set_tcp_settings(redis::io::tcp::TcpSettings::default().set_keepalive(keepalive));
+    }
+    Ok(info)
 }
 
 /// The options with the query's timeouts and certificate authorities; a
@@ -233,6 +243,7 @@ fn merge_query(mut opts: ClientOptions, q: &query::Query) -> Result<ClientOption
         }
         opts.ca_file = Some(ca.clone());
     }
+    opts = merge_name(opts, q.client_name.clone())?;
     if q.skip_verify && opts.ca_file.is_some() {
         return Err(Error::InvalidArgument(
             "ssl_cert_reqs=none skips the certificate check that ca_file (or ssl_ca_certs) is for: give one"
@@ -240,6 +251,52 @@ fn merge_query(mut opts: ClientOptions, q: &query::Query) -> Result<ClientOption
         ));
     }
     Ok(opts)
+}
+
+/// The options with the URL's `client_name`; one given twice must agree.
+fn merge_name(mut opts: ClientOptions, name: Option<String>) -> Result<ClientOptions> {
+    if let Some(name) = name {
+        if opts.client_name.as_ref().is_some_and(|had| *had != name) {
+            return Err(Error::InvalidArgument("the Redis URL gives two client names: give one".into()));
+        }
+        opts.client_name = Some(name);
+    }
+    Ok(opts)
+}
+
+/// Logs each query parameter accepted and not used, with the reason.
+fn say_ignored(q: &query::Query) {
+    for (key, why) in &q.ignored {
+        log::info!("the Redis URL's ?{key}= is not used: {why}");
+    }
+}
+
+/// `rest` (a URL after its scheme) without the query parameter `key`, and
+/// that parameter's value (percent-decoded).
+fn take_param(rest: &str, key: &str) -> (String, Option<String>) {
+    let Some((base, query)) = rest.split_once('?') else {
+        return (rest.to_string(), None);
+    };
+    let (query, fragment) = query.split_once('#').map_or((query, None), |(q, f)| (q, Some(f)));
+    let mut found = None;
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|pair| match pair.split_once('=') {
+            Some((k, v)) if k == key => {
+                found = crate::percent::percent_decode(v).filter(|v| !v.is_empty());
+                false
+            }
+            _ => true,
+        })
+        .collect();
+    let mut out = base.to_string();
+    if !kept.is_empty() {
+        out = format!("{out}?{}", kept.join("&"));
+    }
+    if let Some(fragment) = fragment {
+        out = format!("{out}#{fragment}");
+    }
+    (out, found)
 }
 
 fn conflict(keyword: &str, param: &str) -> Error {

@@ -79,7 +79,7 @@ impl Lock {
         };
         let token = match adopted {
             Some(t) => t,
-            None => new_token()?,
+            None => self.named.clone().map_or_else(new_token, Ok)?,
         };
         let metadata = self.opts.metadata.as_deref();
         // While a script may have taken the lock (its answer not in yet), or a
@@ -105,7 +105,7 @@ impl Lock {
             client.yield_to_woken(|| self.mode.channels(), until.into()).await;
         }
         let mut attempts = Attempts::default();
-        let mut waiting = Waiting { registration: None, subscribe: wait != Wait::No };
+        let mut waiting = Waiting { registration: None, subscribe: wait != Wait::No && self.mode.wakes() };
         let mut outage = Outage::default();
         loop {
             undo.pending = true;
@@ -381,7 +381,9 @@ impl Lock {
 }
 
 /// A waiter's wake-up subscription: none until its first failed attempt, and
-/// none for good if subscribing failed (it then polls).
+/// none for good if subscribing failed, or a release of what it waits for
+/// announces nothing (a plain hold's on a Cluster, without a hash tag): it
+/// then polls.
 struct Waiting {
     registration: Option<Waits>,
     subscribe: bool,

@@ -45,8 +45,10 @@ use super::state::{LockInfo, LockState};
 ///         ``rediss+cluster://`` for TLS; wake-ups use sharded pub/sub), or
 ///         ``[password@]host[:port]``. A ``redis://``, ``rediss://`` or
 ///         ``unix://`` URL's query takes redis-py's parameters (``db``,
-///         ``socket_timeout``, ``ssl_cert_reqs``, ...): each is honoured or
-///         refused by name, see "URL query parameters" in the API reference.
+///         ``socket_timeout``, ``client_name``, ``ssl_cert_reqs``, ...):
+///         each is honoured, not used (it shapes only redis-py's own
+///         connections: the reason is logged) or refused by name, see "URL
+///         query parameters" in the API reference.
 ///         ``None`` (the default) means
 ///         ``"redis://127.0.0.1:6379/0"``. A list of URLs of independent
 ///         masters (three or five, each a server or a Sentinel service)
@@ -170,6 +172,7 @@ impl PyClient {
                 },
                 fsync: replica_fsync,
             },
+            client_name: None,
         };
         Ok(PyClient { core: Deployment::new(opts)? })
     }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple, PyType};
 
-use crate::lock::Lock;
+use crate::lock::{Lock, PlainExtended};
 
 use super::args;
 use super::client::PyClient;
@@ -66,6 +66,10 @@ pub struct PyLock {
     blocking_timeout: Option<Duration>,
     /// The `async with` block currently holding, to cancel if the hold is lost.
     scope: Arc<Mutex<Option<Py<LossScope>>>>,
+    /// Whether dropping it while it holds warns (`ResourceWarning`): not for
+    /// a `ferrolock.compat` hold, which the library it stands in for lets
+    /// its holder drop (the hold runs out in Redis).
+    warn_unreleased: bool,
 }
 
 #[pymethods]
@@ -168,10 +172,15 @@ impl PyLock {
         })
     }
 
-    /// Push the expiry of the hold to ``ttl`` seconds from now.
+    /// Set the hold's expiry to ``ttl`` seconds from now: it does not add to the time left.
     ///
-    /// Later renewals keep this ttl, and the watchdog re-plans its next
-    /// renewal for it. The GIL is released while waiting for Redis.
+    /// ``extend(5)`` on a hold with 10 s left leaves 5 s (redis-py's
+    /// ``Lock.extend(5)`` adds, leaving 15 s; its ``replace_ttl=True`` is
+    /// this one; ``ferrolock.compat.redis_py.Lock.extend`` adds, as
+    /// redis-py's). The ttl is a time to live from now everywhere in
+    /// ferrolock: the option, each renewal, and this. Later renewals keep
+    /// this ttl, and the watchdog re-plans its next renewal for it. The GIL
+    /// is released while waiting for Redis.
     ///
     /// Args:
     ///     ttl: the new time to live, in seconds, between 0.001 and 366 days;
@@ -191,7 +200,7 @@ impl PyLock {
         wait(py, async move { core.extend_via(ttl, io).await })
     }
 
-    /// Asyncio version of :meth:`extend`.
+    /// Asyncio version of :meth:`extend`: the expiry set to ``ttl`` seconds from now, not added to.
     ///
     /// Args:
     ///     ttl: as for :meth:`extend`.
@@ -209,6 +218,32 @@ impl PyLock {
     fn aextend(&self, py: Python<'_>, ttl: Option<&Bound<'_, PyAny>>) -> PyResult<Py<Operation>> {
         let (core, ttl) = (self.core.clone(), args::optional_seconds("ttl", ttl)?);
         coroutine(py, "Lock.aextend", Cancel::Drop, async move { core.extend(ttl).await })
+    }
+
+    /// A plain hold's extend (``ferrolock.compat``): its expiry set to
+    /// ``seconds`` from now, or with ``add`` those seconds added to the time
+    /// left. Returns 1 when extended, 0 when the hold is no longer this
+    /// handle's (it is reported lost), 2 when it was taken without expiry
+    /// (nothing changed).
+    #[pyo3(signature = (seconds, add))]
+    fn _extend_plain(&self, py: Python<'_>, seconds: &Bound<'_, PyAny>, add: bool) -> PyResult<u8> {
+        let (core, by) = (self.core.clone(), args::seconds("seconds", seconds)?);
+        let io = blocking_io(py);
+        wait(py, async move { core.extend_plain(by, add, io).await.map(extended_code) })
+    }
+
+    /// Asyncio version of :meth:`_extend_plain`.
+    #[pyo3(signature = (seconds, add))]
+    fn _aextend_plain(
+        &self,
+        py: Python<'_>,
+        seconds: &Bound<'_, PyAny>,
+        add: bool,
+    ) -> PyResult<Py<Operation>> {
+        let (core, by) = (self.core.clone(), args::seconds("seconds", seconds)?);
+        coroutine(py, "Lock._aextend_plain", Cancel::Drop, async move {
+            core.extend_plain(by, add, crate::conn::Io::Multiplexed).await.map(extended_code)
+        })
     }
 
     /// Whether anyone holds the lock now (any of its names, for a multi-lock).
@@ -447,5 +482,14 @@ impl PyLock {
             (true, false, None) => " held".into(),
         };
         format!("<ferrolock.Lock {:?}{kind}{state}>", self.core.names().join(", "))
+    }
+}
+
+/// `_extend_plain`'s answer as a number.
+fn extended_code(e: PlainExtended) -> u8 {
+    match e {
+        PlainExtended::To(_) => 1,
+        PlainExtended::NotHeld => 0,
+        PlainExtended::NoExpiry => 2,
     }
 }

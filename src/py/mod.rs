@@ -2,6 +2,7 @@
 
 pub mod args;
 pub mod client;
+mod compat;
 pub mod coro;
 pub mod election;
 pub mod errors;
@@ -69,6 +70,8 @@ pub mod _ferrolock {
     use super::state::{LockInfo, LockState};
 
     #[pymodule_export]
+    use super::compat::{_plain_force_release, _plain_inspect, _plain_lock};
+    #[pymodule_export]
     use super::coro::Operation;
     #[pymodule_export]
     use super::options::_handle_options;
@@ -92,13 +95,6 @@ pub mod _ferrolock {
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
         let py = m.py();
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-        m.add("LockError", py.get_type::<super::errors::LockError>())?;
-        m.add("LockNotAcquired", py.get_type::<super::errors::LockNotAcquired>())?;
-        m.add("LockNotOwned", super::errors::NOT_OWNED.get(py)?)?;
-        m.add("LockLost", py.get_type::<super::errors::LockLost>())?;
-        m.add("LockNotReplicated", py.get_type::<super::errors::LockNotReplicated>())?;
-        m.add("LockConnectionError", super::errors::CONNECTION_ERROR.get(py)?)?;
-        m.add("LockConfigurationError", super::errors::configuration_error(py)?)?;
         super::coro::register(py)?;
         // Core log records go to Python's `logging`, under the `ferrolock` logger.
         super::logging::install(py)?;

@@ -182,10 +182,35 @@ pub fn _handle_options() -> Vec<(&'static str, &'static str, &'static str, Vec<&
     OPTIONS.iter().map(|o| (o.name, o.ty, o.default, o.kinds.to_vec(), o.doc)).collect()
 }
 
-/// `TypeError` for a keyword `callee` does not take, naming the closest
+/// Keywords of the locks people come from that mean another one here, with
+/// what they mean there.
+const OTHER_WORDS: &[(&str, &str, &str)] = &[
+    (
+        "timeout",
+        "ttl",
+        "redis-py's timeout= is the hold's time to live, ttl= here (how long to wait is blocking_timeout=)",
+    ),
+    ("expire", "ttl", "python-redis-lock's expire= is the hold's time to live, ttl= here"),
+    ("auto_renewal", "auto_renew", "python-redis-lock's auto_renewal= is auto_renew= here (on by default)"),
+    (
+        "sleep",
+        "retry",
+        "redis-py's sleep= is the pause between attempts: retry=ferrolock.Retry.fixed(sleep) here",
+    ),
+];
+
+/// `TypeError` for a keyword `callee` does not take, naming the one it
+/// means here when it is another library's word for it, else the closest
 /// one it does take (as `difflib.get_close_matches` finds it).
 fn unexpected(py: Python<'_>, callee: &str, key: &str, kind: Kind) -> PyErr {
     let known: Vec<&str> = kind.names().collect();
+    if let Some((_, meant, why)) =
+        OTHER_WORDS.iter().find(|(word, meant, _)| *word == key && known.contains(meant))
+    {
+        return PyTypeError::new_err(format!(
+            "{callee} got an unexpected keyword argument {key:?}; did you mean {meant:?}? {why}"
+        ));
+    }
     let close = py
         .import("difflib")
         .and_then(|d| d.call_method1("get_close_matches", (key, known, 1)))
@@ -305,7 +330,7 @@ fn wait_limit(v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Duration>> {
 }
 
 /// `on_lost` is called once, with no arguments, on a thread of its own.
-fn on_lost_callback(f: Option<&Bound<'_, PyAny>>) -> PyResult<Option<LostCallback>> {
+pub(crate) fn on_lost_callback(f: Option<&Bound<'_, PyAny>>) -> PyResult<Option<LostCallback>> {
     let Some(f) = f.filter(|f| !f.is_none()) else {
         return Ok(None);
     };

@@ -2,8 +2,8 @@
 //! with the libraries of `lua/lib/` each one includes (`assembly`).
 //! `Script` sends EVALSHA and falls back to loading the script on NOSCRIPT.
 //! The call wrappers are grouped by what they act on: a Lock's hash
-//! (`lock`), an RWMutex (`rw`), a semaphore (`sem`), a name as a whole
-//! (`describe`). What the scripts say that Rust reads back lives beside the
+//! (`lock`), a plain string hold (`plain`), an RWMutex (`rw`), a semaphore
+//! (`sem`), a name as a whole (`describe`). What the scripts say that Rust reads back lives beside the
 //! readers: grants on a wake-up channel in `crate::handover`, refusals in
 //! `crate::error::refusal`.
 
@@ -48,6 +48,7 @@ macro_rules! lua {
 mod assembly;
 mod describe;
 mod lock;
+mod plain;
 mod rw;
 mod sem;
 
@@ -56,6 +57,7 @@ pub use lock::{
     el_proclaim, fair_obtain, fair_release, fence_raise, inspect, obtain, refresh, release,
     release_noting_retry,
 };
+pub use plain::{plain_inspect, plain_obtain, plain_refresh, plain_release, PlainKeys, Reach, Reached};
 pub use rw::{
     lease_refresh, rw_fair_obtain, rw_fair_release, rw_force_release, rw_inspect, rw_read, rw_read_release,
     rw_withdraw, rw_write, RwState,

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Optional, Protocol, Union
 
-from .._ferrolock import LockError
+from ..exceptions import LockError
 
 __all__ = ["Fenced", "StaleFence", "fence_of"]
 

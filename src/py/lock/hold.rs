@@ -93,7 +93,14 @@ impl PyLock {
             client: client.clone().unbind(),
             blocking_timeout,
             scope: Arc::new(Mutex::new(None)),
+            warn_unreleased: true,
         }
+    }
+
+    /// This handle, dropped while it holds without a warning.
+    pub(crate) fn quietly_dropped(mut self) -> PyLock {
+        self.warn_unreleased = false;
+        self
     }
 
     /// The core handle (an election's term is one).
@@ -168,7 +175,7 @@ impl NotAcquired {
 /// interpreter exit, where every handle goes.)
 impl Drop for PyLock {
     fn drop(&mut self) {
-        if !self.core.is_held() || self.core.is_restored() || exiting() {
+        if !self.warn_unreleased || !self.core.is_held() || self.core.is_restored() || exiting() {
             return;
         }
         let message = format!(

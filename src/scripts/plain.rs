@@ -1,0 +1,201 @@
+//! The steps on a plain hold: one string key whose value is its owner's
+//! token, the layout redis-py's `Lock` and python-redis-lock keep their
+//! holds in. Taking one is a transaction, not a script: `MULTI / SET key
+//! token NX [PX ttl] / GET key / PTTL key / TIME / EXEC` takes the hold and
+//! reads the server's clock (its fence) in one atomic step. Giving it up and
+//! renewing it are owner-checked scripts (`lua/plain_release.lua`,
+//! `lua/plain_refresh.lua`).
+
+use redis::Value;
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::replication::Shortfall;
+
+use super::{flag, run_held, taken, Obtain, Record};
+
+lua!(PLAIN_RELEASE, "plain_release.lua");
+lua!(PLAIN_REFRESH, "plain_refresh.lua");
+
+/// Where a plain hold lives and who is told of its release.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlainKeys {
+    /// The string key holding the owner's token.
+    pub hold: String,
+    /// python-redis-lock's signal list (`lock-signal:<name>`): a release
+    /// pushes one element on it, expiring after `expire_ms`, for the
+    /// waiters blocked on it (BLPOP).
+    pub signal: Option<(String, u64)>,
+    /// Where ferrolock's own waiters are woken (PUBLISH); `None`: they poll.
+    pub channel: Option<String>,
+}
+
+/// How `plain_refresh` moves a hold's expiry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// To `ms` from now.
+    Set,
+    /// `ms` past what is left (redis-py's `extend`).
+    Add,
+    /// Not at all: a hold without expiry is only checked.
+    Keep,
+}
+
+impl Reach {
+    fn word(self) -> &'static str {
+        match self {
+            Reach::Set => "set",
+            Reach::Add => "add",
+            Reach::Keep => "keep",
+        }
+    }
+}
+
+/// What `plain_refresh` found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reached {
+    /// The token holds it, now for `pttl_ms` (-1: no expiry).
+    Held { pttl_ms: i64, shortfall: Option<Shortfall> },
+    /// The token does not hold it (expired, released, taken by another).
+    NotHeld,
+    /// The token holds it, but the key has no expiry to move.
+    NoExpiry,
+}
+
+/// One attempt at `keys.hold` for `token`: taken (its fence the server's
+/// clock in microseconds), or busy with the holder's time left. `ttl_ms`:
+/// `None` takes it without expiry. A key `token` holds already is
+/// re-entered (an attempt sent again after a timeout, or a restored token
+/// adopted): renewed to `ttl_ms`, its fence the clock's now.
+pub async fn plain_obtain(
+    client: &Client,
+    keys: &PlainKeys,
+    token: &str,
+    ttl_ms: Option<u64>,
+) -> Result<Obtain> {
+    let hold = &keys.hold;
+    let mut set = redis::cmd("SET");
+    set.arg(hold).arg(token).arg("NX");
+    if let Some(ms) = ttl_ms {
+        set.arg("PX").arg(ms);
+    }
+    let mut pipe = redis::pipe();
+    pipe.cmd("MULTI").add_command(set).cmd("GET").arg(hold).cmd("PTTL").arg(hold).cmd("TIME").cmd("EXEC");
+    let replication = client.options().replication;
+    if replication.is_on() {
+        pipe.add_command(replication.wait_cmd());
+    }
+    let pipe = &*pipe.ignore_errors();
+    let replies: Vec<Value> = client.call(|mut c| async move { pipe.query_async(&mut c).await }).await?;
+    let taken = Taken::parse(&replies)?;
+    if taken.set {
+        let shortfall = match (replication.is_on(), replies.get(6)) {
+            (true, Some(wait)) => {
+                let acked = replication.acked(&wait.clone().extract_error()?).map_err(Error::Redis)?;
+                (acked < replication.replicas).then(|| replication.shortfall(acked))
+            }
+            _ => None,
+        };
+        return Ok(Obtain::Taken { fence: taken.now_us, shortfall });
+    }
+    if taken.holder.as_deref() == Some(token) {
+        let reach = if ttl_ms.is_some() { Reach::Set } else { Reach::Keep };
+        return Ok(match plain_refresh(client, hold, token, ttl_ms.unwrap_or(0), reach).await? {
+            Reached::Held { shortfall, .. } => Obtain::Taken { fence: taken.now_us, shortfall },
+            Reached::NoExpiry => Obtain::Taken { fence: taken.now_us, shortfall: None },
+            Reached::NotHeld => Obtain::Busy { pttl_ms: -2 },
+        });
+    }
+    Ok(Obtain::Busy { pttl_ms: taken.pttl_ms })
+}
+
+/// The transaction's answer: `[OK, QUEUED x4, [set, get, pttl, time]]`.
+struct Taken {
+    set: bool,
+    holder: Option<String>,
+    pttl_ms: i64,
+    now_us: i64,
+}
+
+impl Taken {
+    fn parse(replies: &[Value]) -> Result<Taken> {
+        let bad =
+            |what: &str| Error::Redis(format!("unexpected reply to the plain hold's transaction: {what}"));
+        for reply in replies.iter().take(5) {
+            reply.clone().extract_error()?;
+        }
+        let Some(Value::Array(exec)) = replies.get(5) else {
+            return Err(bad(&format!("{:?}", replies.get(5))));
+        };
+        let [set, get, pttl, time] = exec.as_slice() else {
+            return Err(bad(&format!("{exec:?}")));
+        };
+        let set = !matches!(set.clone().extract_error()?, Value::Nil);
+        let holder: Option<Vec<u8>> =
+            redis::from_redis_value(get.clone().extract_error()?).map_err(|e| bad(&e.to_string()))?;
+        let pttl_ms: i64 = redis::from_redis_value(pttl.clone()).map_err(|e| bad(&e.to_string()))?;
+        let (secs, micros): (i64, i64) =
+            redis::from_redis_value(time.clone()).map_err(|e| bad(&e.to_string()))?;
+        let holder = holder.map(|h| String::from_utf8_lossy(&h).into_owned());
+        Ok(Taken { set, holder, pttl_ms, now_us: secs * 1_000_000 + micros })
+    }
+}
+
+/// Moves the expiry of `token`'s hold on `hold` as `reach` says, by `ms`.
+pub async fn plain_refresh(
+    client: &Client,
+    hold: &str,
+    token: &str,
+    ms: u64,
+    reach: Reach,
+) -> Result<Reached> {
+    let mut invocation = PLAIN_REFRESH.on(client).key(hold);
+    invocation.arg(token).arg(ms).arg(reach.word());
+    // `taken`: `{1, pttl}` renewed it (the replicas are waited for then).
+    let ((code, pttl_ms), shortfall) = run_held(client, &invocation, taken).await?;
+    Ok(match code {
+        1 => Reached::Held { pttl_ms, shortfall },
+        2 => Reached::NoExpiry,
+        _ => Reached::NotHeld,
+    })
+}
+
+/// Gives up `token`'s hold on `keys.hold` (whoever's when `force`), pushing
+/// the signal and publishing on the channel when a hold was released.
+/// Returns whether one was, and whether the script was sent twice (the
+/// connection dropped: a second answer of 0 may mean the first released it).
+pub async fn plain_release(
+    client: &Client,
+    keys: &PlainKeys,
+    token: &str,
+    force: bool,
+) -> Result<(bool, bool)> {
+    let mut invocation = PLAIN_RELEASE.on(client).key(&keys.hold);
+    let expire_ms = keys.signal.as_ref().map(|(list, expire_ms)| {
+        invocation.key(list);
+        *expire_ms
+    });
+    invocation.arg(token).arg(flag(force)).arg(keys.channel.as_deref().unwrap_or(""));
+    invocation.arg(expire_ms.unwrap_or(0));
+    let invocation = &invocation;
+    let (released, retried): (i64, bool) =
+        client.call_noting_retry(|mut c| async move { invocation.invoke_async(&mut c).await }).await?;
+    Ok((released == 1, retried))
+}
+
+/// Who holds `hold` now, as a Lock's record: the key's value (read as
+/// text), no metadata, no fence (a plain hold stores none), its time left.
+/// `None` when the key is free.
+pub async fn plain_inspect(client: &Client, hold: &str) -> Result<Option<Record>> {
+    let mut pipe = redis::pipe();
+    pipe.atomic().cmd("GET").arg(hold).cmd("PTTL").arg(hold);
+    let pipe = &pipe;
+    let (value, pttl_ms): (Option<Vec<u8>>, i64) =
+        client.call(|mut c| async move { pipe.query_async(&mut c).await }).await?;
+    Ok(value.map(|v| Record {
+        token: String::from_utf8_lossy(&v).into_owned(),
+        metadata: None,
+        fence: 0,
+        pttl_ms,
+    }))
+}
