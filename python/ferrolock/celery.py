@@ -10,9 +10,10 @@
 when it enqueues; while that task is queued or running, ``export.delay(7)``
 returns the first one's ``AsyncResult`` (the same id) instead of a second
 task, or raises :class:`DuplicateTask` with ``raise_on_duplicate=True``.
-The worker adopts the hold when the task starts, renews it while the task
-runs, and releases it when the task ends or is revoked; a killed worker's
-hold ends within ``lock_ttl``.
+The worker takes the hold over when the task starts, renews it while the
+task runs, and releases it when the task ends or is revoked; a killed
+worker's hold ends within ``lock_ttl``; a message the broker delivers again
+while its task runs elsewhere is skipped.
 
 The Redis URL is ``app.conf.ferrolock_url``, else the broker's when it is
 Redis (``redis://``, ``rediss://``); ``app.conf.ferrolock_prefix`` sets the
@@ -42,8 +43,9 @@ import warnings
 from typing import Any, Iterator, Optional, Sequence
 
 import celery  # type: ignore[import-untyped]  # Celery ships no type hints
-from celery import signals
-from celery.exceptions import Retry  # type: ignore[import-untyped]
+from celery import signals, states
+from celery.backends.base import DisabledBackend  # type: ignore[import-untyped]
+from celery.exceptions import Ignore, Retry  # type: ignore[import-untyped]
 
 from . import Client, Lock, LockLost, LockNotAcquired, LockNotOwned
 from ._per_process import PerProcess
@@ -97,7 +99,7 @@ class Hold:
         self.name: str = lock.name
         """The lock name."""
         self.token: str = lock.token or ""
-        """The owner token, the same from enqueue to the end of the task."""
+        """The owner token: the worker's own, taken over from the message's as the task started."""
         self.fence: Optional[int] = lock.fence
         """The fencing token of the hold, strictly greater than any earlier holder's of this name."""
         self._lost = False
@@ -168,18 +170,32 @@ class Singleton(celery.Task):  # type: ignore[misc]  # Task is Any to a type che
     with :class:`DuplicateTask` unrun. Give ``lock_ttl`` room for the
     longest queue wait.
 
-    **Worker**: the task adopts the hold as it starts (a message without
-    one, sent by name, takes the lock there) and the watchdog renews it
-    every ``lock_ttl / 3`` while the body runs; ``self.request.singleton``
-    is its :class:`Hold`. It is released when the body returns or raises
-    (success, failure, retries exhausted, ``Ignore``, ``Reject``), before
-    the result is stored, so a caller that saw the result can enqueue the
-    next one at once. A retry keeps it: it is handed to the retry's message
-    (``lock_ttl`` plus the retry's countdown). A task revoked before it ran
-    releases it when a worker discards its message (Celery's
-    ``task_revoked`` signal, which also covers an expired message and a
-    terminated task). A killed worker stops renewing, so its hold ends
-    within ``lock_ttl``.
+    **Worker**: the task takes the hold over from the message as it starts
+    (:meth:`ferrolock.Lock.take_over`: in one step, under a token of the
+    worker's own, so no other delivery of the message can adopt it; a
+    message without one, sent by name, takes the lock there) and the
+    watchdog renews it every ``lock_ttl / 3`` while the body runs;
+    ``self.request.singleton`` is its :class:`Hold`. It is released when
+    the body returns or raises (success, failure, retries exhausted,
+    ``Ignore``, ``Reject``), before the result is stored, so a caller that
+    saw the result can enqueue the next one at once. A retry keeps it: it
+    is handed to the retry's message (``lock_ttl`` plus the retry's
+    countdown). A task revoked before it ran releases it when a worker
+    discards its message (Celery's ``task_revoked`` signal, which also
+    covers an expired message and a terminated task). A killed worker stops
+    renewing, so its hold ends within ``lock_ttl``.
+
+    **A message delivered again** (``acks_late``, and the broker hands the
+    message out again: past Redis's ``visibility_timeout``, while the task
+    runs or after its worker died) finds the name held under the task's
+    own id by another worker's token. It waits for that hold to end, at
+    most ``4/3 lock_ttl``: a live worker renews it, so the delivery is
+    skipped (``Ignore``: acknowledged, nothing stored under the task's id);
+    a dead worker's runs out within ``lock_ttl``, and the delivery takes the
+    name and runs the body, unless the task's result is stored by then. At
+    most one body per name and arguments runs at a time
+    (``tests/test_celery.py::test_a_message_redelivered_while_its_task_runs_is_skipped``,
+    ``::test_a_message_redelivered_after_its_worker_died_runs_once_the_hold_ran_out``).
 
     Why ``__call__`` rather than ``before_start`` / ``after_return``: one
     ``try`` around the body sees every way it ends, where Celery skips
@@ -300,14 +316,16 @@ class Singleton(celery.Task):  # type: ignore[misc]  # Task is Any to a type che
     # -- worker ---------------------------------------------------------------
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Run the body holding the task's lock (adopted from the message,
-        renewed while it runs, released at its end); a direct call runs it
-        without the lock."""
+        """Run the body holding the task's lock (taken over from the
+        message, renewed while it runs, released at its end); a direct call
+        runs it without the lock."""
         request = self.request
         if request.called_directly:
             return super().__call__(*args, **kwargs)
         hold = self._adopt(request, args, kwargs)
         request.singleton = hold
+        # A retry's message carries this hold, under the token it has now.
+        request.headers = {**(request.headers or {}), HEADER: {"name": hold.name, "token": hold.token}}
         try:
             result = super().__call__(*args, **kwargs)
         except Retry as exc:
@@ -320,17 +338,54 @@ class Singleton(celery.Task):  # type: ignore[misc]  # Task is Any to a type che
         return result
 
     def _adopt(self, request: Any, args: Any, kwargs: Any) -> Hold:
+        """The hold, as the task starts: the message's, taken over under
+        this worker's own token in one step (or the name, if it is free);
+        the name, for a message sent without a hold."""
         spec = _spec_of(request)
-        if spec is None:  # sent without a hold (by name): take it here
-            name, token = self.lock_name(*args, **kwargs), None
-        else:
-            name, token = spec
-        lock = self._client().lock(name, token=token, ttl=self.lock_ttl, metadata=request.id)
-        if not lock.acquire(blocking=False):
-            info = self._client().inspect(name)
-            raise DuplicateTask(name, info.metadata if info else None)
-        return Hold(lock)
+        name = spec[0] if spec else self.lock_name(*args, **kwargs)
+        client = self._client()
+        for _ in range(5):
+            lock = client.lock(name, ttl=self.lock_ttl, metadata=request.id)
+            if lock.take_over(spec[1]) if spec else lock.acquire(blocking=False):
+                return Hold(lock)
+            info = client.inspect(name)
+            if info is None:
+                continue  # freed between the attempt and the look
+            if info.metadata != request.id:
+                raise DuplicateTask(name, info.metadata)
+            return self._delivered_again(request, lock)
+        raise LockNotAcquired(f"{name} changed hands five times while {self.name} started")
 
+    def _delivered_again(self, request: Any, lock: Lock[str]) -> Hold:
+        """This task's message was handed out again (``acks_late``: past
+        the broker's visibility timeout, or after its worker died) while
+        an earlier delivery holds the name under its worker's token. That
+        hold is waited for, at most ``4/3 lock_ttl``: a live worker renews
+        it every ``lock_ttl / 3``, so it outlasts the wait and this delivery
+        is skipped; a dead worker's runs out within ``lock_ttl`` and this
+        delivery runs, unless the task has its result already (it ended
+        while this one waited). Skipped: ``Ignore``, so the message is
+        acknowledged and nothing is stored under the task's id."""
+        if not lock.acquire(timeout=self.lock_ttl * 4 / 3):
+            log.warning("task %s[%s] was delivered again while it runs in another worker: this delivery is "
+                        "skipped", self.name, request.id)
+            raise Ignore()
+        if not self._has_result(request.id):
+            return Hold(lock)
+        lock.release()
+        log.warning("task %s[%s] was delivered again and ended while this delivery waited: it is skipped",
+                    self.name, request.id)
+        raise Ignore()
+
+    def _has_result(self, task_id: str) -> bool:
+        """Whether the result backend has the task's result."""
+        if isinstance(self.backend, DisabledBackend):
+            return False
+        try:
+            return self.AsyncResult(task_id).state in states.READY_STATES
+        except Exception as exc:  # the backend unreachable: the hold is this delivery's, it runs
+            log.warning("the result of task %s[%s] could not be read (%r)", self.name, task_id, exc)
+            return False
 
 def _spec_of(request: Any) -> Optional[tuple[str, str]]:
     """The (name, token) a task's message carries, if any."""
@@ -355,16 +410,21 @@ def _delay(countdown: Any, eta: Any) -> float:
 
 
 def _on_revoked(sender: Any = None, request: Any = None, **_: Any) -> None:
-    """A revoked (or expired, or terminated) task's hold goes with it."""
+    """A revoked (or expired, or terminated) task's hold goes with it:
+    the hold its id holds, under whichever token (the message's, or the
+    worker's that took it over)."""
     if not isinstance(sender, Singleton):
         return
     spec = _spec_of(request)
     if spec is None:
         return
+    name = spec[0]
     try:
-        sender._client().force_release(*spec)
+        info = sender._client().inspect(name)
+        if info is not None and info.metadata == request.id:
+            sender._client().force_release(name, info.token)
     except Exception as exc:
-        log.warning("the hold %r of a revoked task was not released (%r): it ends within its ttl", spec[0], exc)
+        log.warning("the hold %r of a revoked task was not released (%r): it ends within its ttl", name, exc)
 
 
 signals.task_revoked.connect(_on_revoked, weak=False)
