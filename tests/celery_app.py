@@ -5,9 +5,9 @@ broker, result backend and locks on the test's redis-server
 
 Each task records in Redis that it started and that it ran, and waits for
 the test to open its gate (a list it pushes to) before it ends. Every task
-the worker takes up records its end state under its id
-(`<prefix>postrun:<id>`), so a test sees a message that runs no body. A
-worker started with CELERY_TEST_VISIBILITY
+the worker takes up, Singleton or not, records its start and its end state
+under its id (`<prefix>prerun:<id>`, `<prefix>postrun:<id>`), so a test sees
+a message that runs no body. A worker started with CELERY_TEST_VISIBILITY
 (seconds) has the broker hand out again a message left unacknowledged that
 long (kombu's visibility_timeout), looking every 0.2 s."""
 
@@ -98,8 +98,34 @@ def late(item: str) -> str:
     return _work(item)
 
 
+@app.task(base=Singleton, lock_ttl=600)
+def fails(item: str) -> str:
+    _work(item)
+    raise ValueError(f"{item} failed")
+
+
+@app.task(base=Singleton, lock_ttl=600, ignore_result=True)
+def quiet(item: str) -> str:
+    return _work(item)
+
+
+@app.task
+def echo(value):
+    return value
+
+
+@app.task
+def exclaim(value: str) -> str:
+    return f"{value}!"
+
+
 def _record(what: str, task_id: str, value: str) -> None:
     Raw(URL)("RPUSH", f"{app.conf.ferrolock_prefix or ''}{what}:{task_id}", value)
+
+
+@signals.task_prerun.connect
+def _started(task_id=None, **_):
+    _record("prerun", task_id, "1")
 
 
 @signals.task_postrun.connect

@@ -336,9 +336,105 @@ def test_under_the_prefork_pool_a_terminated_task_frees_its_hold(app, tasks, cli
     assert llen(raw, f"ran:{a}") == 0
 
 
+def ran_up(raw, prefix, task_id: str) -> bool:
+    """Whether a worker took up the message of `task_id` (its body runs or not)."""
+    return llen(raw, f"{prefix}prerun:{task_id}") > 0
+
+
 def end_states(raw, prefix, task_id: str) -> list:
     """How each delivery of `task_id` ended in a worker (SUCCESS, IGNORED...)."""
     return [s.decode() for s in raw("LRANGE", f"{prefix}postrun:{task_id}", 0, -1)]
+
+
+def test_a_group_a_chord_and_a_chain_holding_a_duplicate_complete_with_the_first_tasks_result(
+        app, tasks, client, raw, redis_url, prefix, tmp_path):
+    """Each canvas member is sent with its own id: a duplicate is sent too,
+    waits in its worker for the first task's result and returns it, so the
+    canvas completes (the chord's body runs, the chain goes on) and the body
+    runs once. One worker runs the first task, the other the duplicate."""
+
+    def while_the_first_runs(item, send, duplicate_of):
+        first = tasks.slow.delay(item)
+        wait_for(lambda: started(raw, item), LIMIT, f"the first slow({item}) to start")
+        sent = send()
+        duplicate = duplicate_of(sent)
+        assert duplicate.id != first.id, "the member keeps the id the canvas gave it"
+        wait_for(lambda: ran_up(raw, prefix, duplicate.id), LIMIT, "the duplicate to be taken up")
+        assert tasks.slow.delay(item).id == first.id, "a plain duplicate is still the first task"
+        open_gate(raw, item)
+        assert first.get(timeout=LIMIT) == item
+        return sent, duplicate
+
+    a, b, c, d, e = (f"{prefix}{x}" for x in "abcde")
+    with worker(app, redis_url, prefix, tmp_path, name="w0"), worker(app, redis_url, prefix, tmp_path, name="w1"):
+        group, duplicate = while_the_first_runs(
+            a, lambda: celery.group(tasks.slow.s(a), tasks.slow.s(b)).apply_async(), lambda g: g.results[0])
+        open_gate(raw, b)
+        assert group.get(timeout=LIMIT) == [a, b]
+        assert duplicate.state == "SUCCESS" and duplicate.result == a
+        chord, _ = while_the_first_runs(
+            c, lambda: celery.chord([tasks.slow.s(c), tasks.slow.s(d)], tasks.echo.s()).apply_async(),
+            lambda ch: ch.parent.results[0])
+        open_gate(raw, d)
+        assert chord.get(timeout=LIMIT) == [c, d], "the chord's body ran, with the first's result for the duplicate"
+        chain, _ = while_the_first_runs(
+            e, lambda: celery.chain(tasks.echo.s(e), tasks.slow.s(), tasks.exclaim.s()).apply_async(),
+            lambda ch: ch.parent)
+        assert chain.get(timeout=LIMIT) == f"{e}!", "the chain went on from the first's result"
+    for item in (a, c, e):
+        assert llen(raw, f"ran:{item}") == 1 and llen(raw, f"started:{item}") == 1, f"slow({item}) ran once"
+        assert client.inspect(tasks.slow.lock_name(item)) is None
+
+
+def test_a_duplicate_in_a_canvas_gets_the_first_tasks_failure(app, tasks, raw, redis_url, prefix, tmp_path):
+    a = f"{prefix}a"
+    first = tasks.fails.delay(a)
+    grouped = celery.group(tasks.fails.s(a)).apply_async()  # while the first is queued
+    open_gate(raw, a)
+    with worker(app, redis_url, prefix, tmp_path):
+        with pytest.raises(ValueError, match=f"{a} failed"):
+            grouped.get(timeout=LIMIT)
+        duplicate = grouped.results[0]
+        assert duplicate.id != first.id and duplicate.state == "FAILURE"
+        assert first.state == "FAILURE"
+    assert llen(raw, f"ran:{a}") == 1
+
+
+def test_a_duplicate_in_a_canvas_runs_itself_when_the_first_tasks_worker_died(
+        app, tasks, client, raw, redis_url, prefix, tmp_path):
+    """No result will come: once the dead worker's hold has run out, and no
+    result came for lock_ttl more, the member takes the name and runs the
+    body itself, so the canvas still completes."""
+    a = f"{prefix}a"
+    first = tasks.short.delay(a)
+    name = tasks.short.lock_name(a)
+    with worker(app, redis_url, prefix, tmp_path, name="w0") as doomed:
+        wait_for(lambda: started(raw, a), LIMIT, "the first task to start")
+        with worker(app, redis_url, prefix, tmp_path, name="w1"):
+            grouped = celery.group(tasks.short.s(a)).apply_async()
+            duplicate = grouped.results[0]
+            wait_for(lambda: ran_up(raw, prefix, duplicate.id), LIMIT, "the duplicate to be taken up")
+            doomed.proc.send_signal(signal.SIGKILL)
+            doomed.proc.wait(timeout=30)
+            wait_for(lambda: llen(raw, f"started:{a}") == 2, LIMIT, "the duplicate to run the body itself")
+            assert client.inspect(name).metadata == duplicate.id
+            open_gate(raw, a)
+            assert grouped.get(timeout=LIMIT) == [a]
+    assert first.state == "PENDING", "the first task, killed, has no result"
+    assert llen(raw, f"ran:{a}") == 1
+    assert client.inspect(name) is None
+
+
+def test_a_duplicate_in_a_canvas_whose_result_is_not_stored_is_refused_at_once(app, tasks, client, prefix):
+    """The member would wait for a result that never comes: sending the
+    canvas raises DuplicateTask instead, and nothing is sent."""
+    a = f"{prefix}a"
+    first = tasks.quiet.delay(a)
+    with pytest.raises(DuplicateTask, match="ignore_result") as caught:
+        celery.group(tasks.quiet.s(a)).apply_async()
+    assert caught.value.task_id == first.id
+    assert tasks.quiet.delay(a).id == first.id, "a plain duplicate is still the first task"
+    assert tasks.quiet.unlock(a)
 
 
 REDELIVERING = {"CELERY_TEST_VISIBILITY": "1"}

@@ -9,11 +9,13 @@
 ``export.delay(7)`` takes the lock on ``export``'s name and its arguments
 when it enqueues; while that task is queued or running, ``export.delay(7)``
 returns the first one's ``AsyncResult`` (the same id) instead of a second
-task, or raises :class:`DuplicateTask` with ``raise_on_duplicate=True``.
-The worker takes the hold over when the task starts, renews it while the
-task runs, and releases it when the task ends or is revoked; a killed
-worker's hold ends within ``lock_ttl``; a message the broker delivers again
-while its task runs elsewhere is skipped.
+task, or raises :class:`DuplicateTask` with ``raise_on_duplicate=True``;
+a duplicate inside a group, chord or chain is sent, waits in a worker for
+the first one's result and ends with it. The worker takes the hold over
+when the task starts, renews it while the task runs, and releases it when
+the task ends or is revoked; a killed worker's hold ends within
+``lock_ttl``; a message the broker delivers again while its task runs
+elsewhere is skipped.
 
 The Redis URL is ``app.conf.ferrolock_url``, else the broker's when it is
 Redis (``redis://``, ``rediss://``); ``app.conf.ferrolock_prefix`` sets the
@@ -46,6 +48,7 @@ import celery  # type: ignore[import-untyped]  # Celery ships no type hints
 from celery import signals, states
 from celery.backends.base import DisabledBackend  # type: ignore[import-untyped]
 from celery.exceptions import Ignore, Retry  # type: ignore[import-untyped]
+from celery.exceptions import TimeoutError as ResultTimeout
 
 from . import Client, Lock, LockLost, LockNotAcquired, LockNotOwned
 from ._per_process import PerProcess
@@ -57,12 +60,21 @@ log = logging.getLogger("ferrolock")
 HEADER = "ferrolock_hold"
 """The message header that carries a queued task's hold (``{"name", "token"}``)."""
 
+FOLLOW = "ferrolock_follow"
+"""The message header of a duplicate sent to wait for the first task's
+result (``{"name", "task_id"}``: the lock name and the first task's id)."""
+
+AWAITED = ("link", "link_error", "chain", "chord", "group_id")
+"""Options that only the message of the call that has them can act on."""
+
 
 class DuplicateTask(LockNotAcquired):
     """A task with these arguments is already queued or running.
 
     Raised by ``delay`` / ``apply_async`` of a :class:`Singleton` task with
-    ``raise_on_duplicate=True``, and by a worker that starts a task whose
+    ``raise_on_duplicate=True`` (or by one inside a group, chord or chain
+    when the task's results are not stored: no result backend, or
+    ``ignore_result``), and by a worker that starts a task whose
     name another task holds (one queued longer than ``lock_ttl``, whose hold
     ran out and was taken by a later duplicate; or one sent by name, without
     a hold, while another runs): that task then fails with it, unrun.
@@ -72,13 +84,15 @@ class DuplicateTask(LockNotAcquired):
         task_id: the id of the task that holds it, or ``None`` if it is not known.
     """
 
-    def __init__(self, name: str, task_id: Optional[str]):
+    def __init__(self, name: str, task_id: Optional[str], why: str = ""):
         super().__init__(name, task_id)
         self.name = name
         self.task_id = task_id
+        self._why = why
 
     def __str__(self) -> str:
-        return f"{self.name} is held by task {self.task_id}: a task with these arguments is queued or running"
+        told = f"{self.name} is held by task {self.task_id}: a task with these arguments is queued or running"
+        return f"{told}; {self._why}" if self._why else told
 
 
 class Hold:
@@ -169,6 +183,22 @@ class Singleton(celery.Task):  # type: ignore[misc]  # Task is Any to a type che
     the name, so the older task, starting while the newer holds it, fails
     with :class:`DuplicateTask` unrun. Give ``lock_ttl`` room for the
     longest queue wait.
+
+    **A duplicate inside a group, chord or chain** (one that names a task
+    id of its own, as each canvas member does, or carries ``link`` /
+    ``link_error`` callbacks) is sent all the same, since Celery waits on
+    the id it gave the member: in the worker it does not run the body but
+    waits for the first task's result and ends with it (its value, or its
+    exception raised again), so the group completes, the chord's body runs
+    and the chain goes on. If the first task's hold ends and no result
+    comes within ``lock_ttl`` more (its worker died), the member takes the
+    name and runs the body itself. It holds a worker slot while it waits.
+    When the task's results are not stored (no result backend,
+    ``ignore_result``), sending it raises :class:`DuplicateTask` at once
+    (``tests/test_celery.py::test_a_group_a_chord_and_a_chain_holding_a_duplicate_complete_with_the_first_tasks_result``,
+    ``::test_a_duplicate_in_a_canvas_gets_the_first_tasks_failure``,
+    ``::test_a_duplicate_in_a_canvas_runs_itself_when_the_first_tasks_worker_died``,
+    ``::test_a_duplicate_in_a_canvas_whose_result_is_not_stored_is_refused_at_once``).
 
     **Worker**: the task takes the hold over from the message as it starts
     (:meth:`ferrolock.Lock.take_over`: in one step, under a token of the
@@ -279,33 +309,34 @@ class Singleton(celery.Task):  # type: ignore[misc]  # Task is Any to a type che
 
     def apply_async(self, args: Any = None, kwargs: Any = None, task_id: Optional[str] = None,
                     **options: Any) -> Any:
-        """Enqueue the task holding its lock, or return the first one's
-        ``AsyncResult`` when it is held (see the class); Celery's arguments.
+        """Enqueue the task holding its lock; when it is held, the first
+        one's ``AsyncResult``, or a message that waits for its result (see
+        the class); Celery's arguments.
 
         Raises:
-            DuplicateTask: it is held and ``raise_on_duplicate`` is set.
+            DuplicateTask: it is held and ``raise_on_duplicate`` is set, or
+                held outside Celery; or a duplicate that must wait for the
+                first's result finds no result stored to wait for.
             LockConnectionError: Redis could not be reached in time.
         """
         headers = dict(options.pop("headers", None) or {})
-        if HEADER in headers:  # a retry, or a message sent again: it carries its hold
+        if HEADER in headers or FOLLOW in headers:  # a retry, or a message sent again: it carries its part
             return super().apply_async(args, kwargs, task_id=task_id, headers=headers, **options)
         name = self.lock_name(*(args or ()), **(kwargs or {}))
-        task_id = task_id or str(uuid.uuid4())
+        own_id = task_id or str(uuid.uuid4())
         ttl = self.lock_ttl + _delay(options.get("countdown"), options.get("eta"))
         for _ in range(5):
-            lock = self._client().lock(name, ttl=ttl, auto_renew=False, metadata=task_id)
+            lock = self._client().lock(name, ttl=ttl, auto_renew=False, metadata=own_id)
             if lock.acquire(blocking=False):
                 break
             info = self._client().inspect(name)
             if info is not None:  # held: by the first task
-                if self.raise_on_duplicate or info.metadata is None:  # no task id: held outside Celery
-                    raise DuplicateTask(name, info.metadata)
-                return self.AsyncResult(info.metadata)
+                return self._duplicate(name, info.metadata, args, kwargs, task_id, headers, options)
         else:  # freed between each attempt and the look: taken and released again and again
             raise LockNotAcquired(f"{name} changed hands five times while {self.name} was enqueued; try again")
         headers[HEADER] = {"name": name, "token": lock.token}
         try:
-            result = super().apply_async(args, kwargs, task_id=task_id, headers=headers, **options)
+            result = super().apply_async(args, kwargs, task_id=own_id, headers=headers, **options)
         except BaseException:
             lock.release()
             raise
@@ -313,19 +344,47 @@ class Singleton(celery.Task):  # type: ignore[misc]  # Task is Any to a type che
             del lock
         return result
 
+    def _duplicate(self, name: str, first: Optional[str], args: Any, kwargs: Any, task_id: Optional[str],
+                   headers: dict[str, Any], options: dict[str, Any]) -> Any:
+        """A duplicate of the task ``first`` (its id; ``None``: held outside
+        Celery). A call that only wants the task gets the first's
+        ``AsyncResult``. One whose own message is waited on (it names a task
+        id of its own, as each member of a group, chord or chain does, or
+        carries callbacks) is sent, to wait for the first's result in a
+        worker and end with it."""
+        if self.raise_on_duplicate or first is None:
+            raise DuplicateTask(name, first)
+        if task_id == first or (task_id is None and not any(options.get(o) for o in AWAITED)):
+            return self.AsyncResult(first)
+        if isinstance(self.backend, DisabledBackend) or self.ignore_result:
+            raise DuplicateTask(name, first, "a duplicate in a group, chord or chain (or with callbacks) ends with "
+                                             "the first task's result, and this task's result is not stored (no "
+                                             "result backend, or ignore_result)")
+        headers[FOLLOW] = {"name": name, "task_id": first}
+        return super().apply_async(args, kwargs, task_id=task_id or str(uuid.uuid4()), headers=headers, **options)
+
     # -- worker ---------------------------------------------------------------
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the body holding the task's lock (taken over from the
-        message, renewed while it runs, released at its end); a direct call
-        runs it without the lock."""
+        message, renewed while it runs, released at its end); a duplicate
+        sent to wait ends with the first task's result; a direct call runs
+        the body without the lock."""
         request = self.request
         if request.called_directly:
             return super().__call__(*args, **kwargs)
-        hold = self._adopt(request, args, kwargs)
+        follow = _follow_of(request)
+        if follow is None:
+            hold = self._adopt(request, args, kwargs)
+        else:
+            first, taken = self._follow(request, *follow)
+            if taken is None:
+                return _forward(first)
+            hold = taken
         request.singleton = hold
         # A retry's message carries this hold, under the token it has now.
-        request.headers = {**(request.headers or {}), HEADER: {"name": hold.name, "token": hold.token}}
+        headers = {k: v for k, v in (request.headers or {}).items() if k != FOLLOW}
+        request.headers = {**headers, HEADER: {"name": hold.name, "token": hold.token}}
         try:
             result = super().__call__(*args, **kwargs)
         except Retry as exc:
@@ -387,13 +446,73 @@ class Singleton(celery.Task):  # type: ignore[misc]  # Task is Any to a type che
             log.warning("the result of task %s[%s] could not be read (%r)", self.name, task_id, exc)
             return False
 
+    def _follow(self, request: Any, name: str, first: str) -> tuple[Any, Optional[Hold]]:
+        """A duplicate sent to wait: the first task's ``AsyncResult`` once
+        it is ready. If the first's hold ends and no result comes within
+        ``lock_ttl`` more (its worker died, and nothing runs it again),
+        this task takes the name and gets its :class:`Hold` instead, to run
+        the body itself; a task that holds the name by then is followed in
+        turn."""
+        client = self._client()
+        while True:
+            result = self.AsyncResult(first)
+            if _ready(result, self.lock_ttl / 3):
+                return result, None
+            info = client.inspect(name)
+            if info is not None and info.metadata == first:
+                continue  # still queued or running
+            if _ready(result, self.lock_ttl):  # it ended: its result comes at once, unless its worker died
+                return result, None
+            lock = client.lock(name, ttl=self.lock_ttl, metadata=request.id)
+            if lock.acquire(blocking=False):
+                if not result.ready():
+                    return None, Hold(lock)
+                lock.release()
+                return result, None
+            info = client.inspect(name)
+            if info is not None:
+                if info.metadata is None:
+                    raise DuplicateTask(name, None)
+                first = info.metadata
+
+
+def _ready(result: Any, timeout: float) -> bool:
+    """Whether ``result`` is ready, waiting up to ``timeout`` seconds for it."""
+    try:
+        result.get(timeout=timeout, propagate=False, disable_sync_subtasks=False)
+    except ResultTimeout:
+        return False
+    return True
+
+
+def _forward(result: Any) -> Any:
+    """A ready result as this task's own: its value, or its exception raised again."""
+    if result.successful():
+        return result.result
+    if isinstance(result.result, BaseException):
+        raise result.result
+    raise celery.exceptions.TaskError(f"task {result.id} ended {result.state}: {result.result!r}")
+
+
 def _spec_of(request: Any) -> Optional[tuple[str, str]]:
     """The (name, token) a task's message carries, if any."""
-    headers = getattr(request, "headers", None) or {}
-    spec = headers.get(HEADER) or getattr(request, HEADER, None)
+    spec = _header(request, HEADER)
     if isinstance(spec, dict) and isinstance(spec.get("name"), str) and isinstance(spec.get("token"), str):
         return spec["name"], spec["token"]
     return None
+
+
+def _follow_of(request: Any) -> Optional[tuple[str, str]]:
+    """The (name, first task's id) of a duplicate sent to wait, if it is one."""
+    spec = _header(request, FOLLOW)
+    if isinstance(spec, dict) and isinstance(spec.get("name"), str) and isinstance(spec.get("task_id"), str):
+        return spec["name"], spec["task_id"]
+    return None
+
+
+def _header(request: Any, key: str) -> Any:
+    headers = getattr(request, "headers", None) or {}
+    return headers.get(key) or getattr(request, key, None)
 
 
 def _delay(countdown: Any, eta: Any) -> float:
