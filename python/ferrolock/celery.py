@@ -42,13 +42,12 @@ import logging
 import time
 import uuid
 import warnings
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence, Union
 
 import celery  # type: ignore[import-untyped]  # Celery ships no type hints
 from celery import signals, states
 from celery.backends.base import DisabledBackend  # type: ignore[import-untyped]
 from celery.exceptions import Ignore, Retry  # type: ignore[import-untyped]
-from celery.exceptions import TimeoutError as ResultTimeout
 
 from . import Client, Lock, LockLost, LockNotAcquired, LockNotOwned
 from ._per_process import PerProcess
@@ -377,10 +376,10 @@ class Singleton(celery.Task):  # type: ignore[misc]  # Task is Any to a type che
         if follow is None:
             hold = self._adopt(request, args, kwargs)
         else:
-            first, taken = self._follow(request, *follow)
-            if taken is None:
-                return _forward(first)
-            hold = taken
+            outcome = self._follow(request, *follow)
+            if not isinstance(outcome, Hold):
+                return _forward(outcome)
+            hold = outcome
         request.singleton = hold
         # A retry's message carries this hold, under the token it has now.
         headers = {k: v for k, v in (request.headers or {}).items() if k != FOLLOW}
@@ -441,57 +440,76 @@ class Singleton(celery.Task):  # type: ignore[misc]  # Task is Any to a type che
         if isinstance(self.backend, DisabledBackend):
             return False
         try:
-            return self.AsyncResult(task_id).state in states.READY_STATES
+            return _meta(self.backend, task_id) is not None
         except Exception as exc:  # the backend unreachable: the hold is this delivery's, it runs
             log.warning("the result of task %s[%s] could not be read (%r)", self.name, task_id, exc)
             return False
 
-    def _follow(self, request: Any, name: str, first: str) -> tuple[Any, Optional[Hold]]:
-        """A duplicate sent to wait: the first task's ``AsyncResult`` once
-        it is ready. If the first's hold ends and no result comes within
-        ``lock_ttl`` more (its worker died, and nothing runs it again),
-        this task takes the name and gets its :class:`Hold` instead, to run
-        the body itself; a task that holds the name by then is followed in
-        turn."""
+    def _follow(self, request: Any, name: str, first: str) -> Union[dict[str, Any], Hold]:
+        """A duplicate sent to wait: the first task's result (as the
+        backend stores it) once it is stored. If the first's hold ends and
+        no result comes within ``lock_ttl`` more (its worker died, and
+        nothing runs it again), this task takes the name and gets its
+        :class:`Hold` instead, to run the body itself; a task that holds
+        the name by then is followed in turn."""
         client = self._client()
         while True:
-            result = self.AsyncResult(first)
-            if _ready(result, self.lock_ttl / 3):
-                return result, None
+            meta = _wait_for_meta(self.backend, first, self.lock_ttl / 3)
+            if meta is not None:
+                return meta
             info = client.inspect(name)
             if info is not None and info.metadata == first:
                 continue  # still queued or running
-            if _ready(result, self.lock_ttl):  # it ended: its result comes at once, unless its worker died
-                return result, None
+            # It ended: its result comes at once, unless its worker died.
+            meta = _wait_for_meta(self.backend, first, self.lock_ttl)
+            if meta is not None:
+                return meta
             lock = client.lock(name, ttl=self.lock_ttl, metadata=request.id)
             if lock.acquire(blocking=False):
-                if not result.ready():
-                    return None, Hold(lock)
+                meta = _meta(self.backend, first)
+                if meta is None:
+                    return Hold(lock)
                 lock.release()
-                return result, None
+                return meta
             info = client.inspect(name)
-            if info is not None:
+            if info is not None and info.metadata != first:
                 if info.metadata is None:
                     raise DuplicateTask(name, None)
                 first = info.metadata
 
 
-def _ready(result: Any, timeout: float) -> bool:
-    """Whether ``result`` is ready, waiting up to ``timeout`` seconds for it."""
-    try:
-        result.get(timeout=timeout, propagate=False, disable_sync_subtasks=False)
-    except ResultTimeout:
-        return False
-    return True
+def _meta(backend: Any, task_id: str) -> Optional[dict[str, Any]]:
+    """The task's result as the backend stores it (``status``, ``result``:
+    its value, or its exception), or ``None`` while it has none."""
+    meta: dict[str, Any] = backend.get_task_meta(task_id)
+    return meta if meta.get("status") in states.READY_STATES else None
 
 
-def _forward(result: Any) -> Any:
-    """A ready result as this task's own: its value, or its exception raised again."""
-    if result.successful():
-        return result.result
-    if isinstance(result.result, BaseException):
-        raise result.result
-    raise celery.exceptions.TaskError(f"task {result.id} ended {result.state}: {result.result!r}")
+def _wait_for_meta(backend: Any, task_id: str, timeout: float) -> Optional[dict[str, Any]]:
+    """``_meta``, looked at again for up to ``timeout`` seconds, every
+    50 ms at first and at most every second. Polled rather than waited for
+    through the backend's pub/sub (``AsyncResult.get``): the same for every
+    backend, and no subscription in the worker (Celery 5.5's Redis backend
+    can deadlock when an ``AsyncResult`` is collected during such a wait)."""
+    deadline = time.monotonic() + timeout
+    pause = 0.05
+    while True:
+        meta = _meta(backend, task_id)
+        left = deadline - time.monotonic()
+        if meta is not None or left <= 0:
+            return meta
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, 1.0)
+
+
+def _forward(meta: dict[str, Any]) -> Any:
+    """A stored result as this task's own: its value, or its exception raised again."""
+    result = meta.get("result")
+    if meta.get("status") == states.SUCCESS:
+        return result
+    if isinstance(result, BaseException):
+        raise result
+    raise celery.exceptions.TaskError(f"task {meta.get('task_id')} ended {meta.get('status')}: {result!r}")
 
 
 def _spec_of(request: Any) -> Optional[tuple[str, str]]:
