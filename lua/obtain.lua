@@ -6,13 +6,18 @@
 --        records ('1' when KEYS carries the fence records, else '0'),
 --        will_wait ('1': a busy answer marks the holds waited on, so their
 --        release wakes this waiter), waited ('1': this owner waited before
---        this attempt: a new hold is marked waited on, for those behind it)]
+--        this attempt: a new hold is marked waited on, for those behind it),
+--        from (optional; '' or absent: none): another token whose hold this
+--        owner takes over (Lock.take_over): where `from` holds, the hold is
+--        this owner's as if re-entered, and now carries `token`, so `from`
+--        holds nothing any more]
 -- Returns {1, fence} when the owner now holds every key (taken now, or already
--- its own: the hold is re-entered, its fence kept, and its metadata too unless
--- set_metadata is '1'), or {0, pttl} with the longest remaining hold among the
--- other owners.
+-- its own or `from`'s: the hold is re-entered, its fence kept, and its
+-- metadata too unless set_metadata is '1'), or {0, pttl} with the longest
+-- remaining hold among the other owners.
 local token, ttl, meta = ARGV[1], ARGV[2], ARGV[4] == '1' and ARGV[3]
 local will_wait, waited = ARGV[6] == '1', ARGV[7] == '1'
+local from = ARGV[8] ~= '' and ARGV[8]
 local locks, records = KEYS, {}
 if ARGV[5] == '1' then
   locks, records = split_records(KEYS)
@@ -22,7 +27,7 @@ local busy, mine, last, fences = nil, 0, 0, {}
 for i, key in ipairs(locks) do
   local rec = redis.call('HMGET', key, 'token', 'fence')
   fences[i] = tonumber(rec[2])
-  if rec[1] and rec[1] ~= token then
+  if rec[1] and rec[1] ~= token and rec[1] ~= from then
     busy = math.max(busy or -1, redis.call('PTTL', key))
     if will_wait then
       waited_on(key)

@@ -13,6 +13,9 @@ use crate::scripts::{Obtain, Record, Refreshed};
 /// that `will_wait` leaves its intent when readers hold (writer preference);
 /// a one-shot attempt (try_write) never does; a fair waiter that will wait
 /// queues. `metadata`: `None` keeps what a re-entered hold has stored.
+/// `from`: a token whose hold this attempt takes over, as if it were
+/// `token`'s, re-keyed to `token` (`Lock::take_over`: an exclusive hold only,
+/// the other primitives never get one).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Obtaining<'a> {
     pub token: &'a str,
@@ -20,6 +23,7 @@ pub(crate) struct Obtaining<'a> {
     pub metadata: Option<&'a str>,
     pub will_wait: bool,
     pub attempt: u64,
+    pub from: Option<&'a str>,
 }
 
 /// What a release found.

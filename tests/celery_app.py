@@ -4,14 +4,19 @@ broker, result backend and locks on the test's redis-server
 (CELERY_TEST_URL), lock keys under the test's prefix (CELERY_TEST_PREFIX).
 
 Each task records in Redis that it started and that it ran, and waits for
-the test to open its gate (a list it pushes to) before it ends."""
+the test to open its gate (a list it pushes to) before it ends. Every task
+the worker takes up, Singleton or not, records its start and its end state
+under its id (`<prefix>prerun:<id>`, `<prefix>postrun:<id>`), so a test sees
+a message that runs no body. A worker started with CELERY_TEST_VISIBILITY
+(seconds) has the broker hand out again a message left unacknowledged that
+long (kombu's visibility_timeout), looking every 0.2 s."""
 
 from __future__ import annotations
 
 import os
 import time
 
-from celery import Celery
+from celery import Celery, signals
 
 from ferrolock.celery import Singleton
 from ferrolock.throwaway import Raw
@@ -22,6 +27,12 @@ app = Celery("celery_app", broker=URL, backend=URL)
 app.conf.ferrolock_prefix = os.environ.get("CELERY_TEST_PREFIX")
 app.conf.broker_connection_retry_on_startup = True
 app.conf.result_extended = True
+if os.environ.get("CELERY_TEST_VISIBILITY"):
+    app.conf.broker_transport_options = {
+        "visibility_timeout": float(os.environ["CELERY_TEST_VISIBILITY"]),
+        "unacked_restore_interval": 0.2,
+        "unacked_restore_throttle": 1,
+    }
 
 GATE_LIMIT = 60.0
 
@@ -78,3 +89,45 @@ def flaky(self, item: str) -> str:
     if attempt == 0:
         raise self.retry(countdown=0)
     return item
+
+
+@app.task(base=Singleton, lock_ttl=2, acks_late=True)
+def late(item: str) -> str:
+    """Acknowledged when it ends: the broker hands its message out again
+    while it runs past the visibility timeout, or after its worker died."""
+    return _work(item)
+
+
+@app.task(base=Singleton, lock_ttl=600)
+def fails(item: str) -> str:
+    _work(item)
+    raise ValueError(f"{item} failed")
+
+
+@app.task(base=Singleton, lock_ttl=600, ignore_result=True)
+def quiet(item: str) -> str:
+    return _work(item)
+
+
+@app.task
+def echo(value):
+    return value
+
+
+@app.task
+def exclaim(value: str) -> str:
+    return f"{value}!"
+
+
+def _record(what: str, task_id: str, value: str) -> None:
+    Raw(URL)("RPUSH", f"{app.conf.ferrolock_prefix or ''}{what}:{task_id}", value)
+
+
+@signals.task_prerun.connect
+def _started(task_id=None, **_):
+    _record("prerun", task_id, "1")
+
+
+@signals.task_postrun.connect
+def _ended(task_id=None, state=None, **_):
+    _record("postrun", task_id, state or "")

@@ -37,6 +37,7 @@ def run(loop: str, main):
 def coroutines_of(client: ferrolock.Client, lock: ferrolock.Lock, rw: ferrolock.RWMutex) -> dict:
     return {
         "Lock.aacquire": lock.aacquire(),
+        "Lock.atake_over": lock.atake_over("t"),
         "Lock.arelease": lock.arelease(),
         "Lock.aextend": lock.aextend(),
         "Lock.alocked": lock.alocked(),

@@ -957,6 +957,58 @@ class Lock(Generic[_NameT_co]):
             LockError: Redis answered with an error (when awaited).
         """
 
+    def take_over(self, token: str) -> bool:
+        """Take the lock in one attempt, taking over the hold of ``token`` if
+        that token holds it.
+
+        As ``acquire(blocking=False)``, and where ``token`` (another handle's,
+        process's or machine's) holds the lock, that hold becomes this
+        handle's in the same atomic step: under a token of this handle's own
+        (:attr:`token` afterwards), with its fence kept (on a quorum, whose
+        masters may disagree, the highest of theirs) and its metadata set to
+        this handle's (kept when the handle has none). Whoever else knows
+        ``token`` can then no longer adopt, extend or release it, where
+        ``Lock(client, name, token=token).acquire()`` would share it. The
+        handle renews it from then on, as after :meth:`acquire`. On a quorum
+        it is taken over where ``token`` holds it on a majority of masters.
+
+        Args:
+            token: the owner token of the hold to take over, 1 to 512 bytes.
+
+        Returns:
+            ``True`` once the lock is this handle's (taken over, or taken
+            because it was free); ``False`` when another token holds it.
+
+        Raises:
+            ValueError: ``token`` is empty or too long; the handle is a fair
+                Lock's, an RWMutex's or a semaphore's, or was restored from a
+                token (its ``acquire`` adopts that hold).
+            TypeError: ``token`` is not a ``str``.
+            LockConnectionError: Redis could not be reached in time.
+            LockError: Redis answered with an error.
+        """
+    def atake_over(self, token: str) -> Operation[bool]:
+        """Asyncio version of :meth:`take_over`.
+
+        Cancelling the future (or the task awaiting it) leaves no lock behind,
+        even when Redis had already granted it: the hold it took over is
+        then released.
+
+        Args:
+            token: as for :meth:`take_over`.
+
+        Returns:
+            A future of ``True`` once the lock is this handle's, or ``False``
+            (as for :meth:`take_over`).
+
+        Raises:
+            RuntimeError: awaited with no event loop running.
+            ValueError: as for :meth:`take_over` (when awaited).
+            TypeError: ``token`` is not a ``str``, raised at the call (before any await).
+            LockConnectionError: Redis could not be reached in time (when
+                awaited).
+            LockError: Redis answered with an error (when awaited).
+        """
     def release(self) -> None:
         """Give the lock up and stop renewing it.
 

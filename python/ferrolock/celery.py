@@ -9,10 +9,13 @@
 ``export.delay(7)`` takes the lock on ``export``'s name and its arguments
 when it enqueues; while that task is queued or running, ``export.delay(7)``
 returns the first one's ``AsyncResult`` (the same id) instead of a second
-task, or raises :class:`DuplicateTask` with ``raise_on_duplicate=True``.
-The worker adopts the hold when the task starts, renews it while the task
-runs, and releases it when the task ends or is revoked; a killed worker's
-hold ends within ``lock_ttl``.
+task, or raises :class:`DuplicateTask` with ``raise_on_duplicate=True``;
+a duplicate inside a group, chord or chain is sent, waits in a worker for
+the first one's result and ends with it. The worker takes the hold over
+when the task starts, renews it while the task runs, and releases it when
+the task ends or is revoked; a killed worker's hold ends within
+``lock_ttl``; a message the broker delivers again while its task runs
+elsewhere is skipped.
 
 The Redis URL is ``app.conf.ferrolock_url``, else the broker's when it is
 Redis (``redis://``, ``rediss://``); ``app.conf.ferrolock_prefix`` sets the
@@ -39,11 +42,12 @@ import logging
 import time
 import uuid
 import warnings
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence, Union
 
 import celery  # type: ignore[import-untyped]  # Celery ships no type hints
-from celery import signals
-from celery.exceptions import Retry  # type: ignore[import-untyped]
+from celery import signals, states
+from celery.backends.base import DisabledBackend  # type: ignore[import-untyped]
+from celery.exceptions import Ignore, Retry  # type: ignore[import-untyped]
 
 from . import Client, Lock, LockLost, LockNotAcquired, LockNotOwned
 from ._per_process import PerProcess
@@ -55,12 +59,21 @@ log = logging.getLogger("ferrolock")
 HEADER = "ferrolock_hold"
 """The message header that carries a queued task's hold (``{"name", "token"}``)."""
 
+FOLLOW = "ferrolock_follow"
+"""The message header of a duplicate sent to wait for the first task's
+result (``{"name", "task_id"}``: the lock name and the first task's id)."""
+
+AWAITED = ("link", "link_error", "chain", "chord", "group_id")
+"""Options that only the message of the call that has them can act on."""
+
 
 class DuplicateTask(LockNotAcquired):
     """A task with these arguments is already queued or running.
 
     Raised by ``delay`` / ``apply_async`` of a :class:`Singleton` task with
-    ``raise_on_duplicate=True``, and by a worker that starts a task whose
+    ``raise_on_duplicate=True`` (or by one inside a group, chord or chain
+    when the task's results are not stored: no result backend, or
+    ``ignore_result``), and by a worker that starts a task whose
     name another task holds (one queued longer than ``lock_ttl``, whose hold
     ran out and was taken by a later duplicate; or one sent by name, without
     a hold, while another runs): that task then fails with it, unrun.
@@ -70,13 +83,15 @@ class DuplicateTask(LockNotAcquired):
         task_id: the id of the task that holds it, or ``None`` if it is not known.
     """
 
-    def __init__(self, name: str, task_id: Optional[str]):
+    def __init__(self, name: str, task_id: Optional[str], why: str = ""):
         super().__init__(name, task_id)
         self.name = name
         self.task_id = task_id
+        self._why = why
 
     def __str__(self) -> str:
-        return f"{self.name} is held by task {self.task_id}: a task with these arguments is queued or running"
+        told = f"{self.name} is held by task {self.task_id}: a task with these arguments is queued or running"
+        return f"{told}; {self._why}" if self._why else told
 
 
 class Hold:
@@ -97,7 +112,7 @@ class Hold:
         self.name: str = lock.name
         """The lock name."""
         self.token: str = lock.token or ""
-        """The owner token, the same from enqueue to the end of the task."""
+        """The owner token: the worker's own, taken over from the message's as the task started."""
         self.fence: Optional[int] = lock.fence
         """The fencing token of the hold, strictly greater than any earlier holder's of this name."""
         self._lost = False
@@ -168,18 +183,48 @@ class Singleton(celery.Task):  # type: ignore[misc]  # Task is Any to a type che
     with :class:`DuplicateTask` unrun. Give ``lock_ttl`` room for the
     longest queue wait.
 
-    **Worker**: the task adopts the hold as it starts (a message without
-    one, sent by name, takes the lock there) and the watchdog renews it
-    every ``lock_ttl / 3`` while the body runs; ``self.request.singleton``
-    is its :class:`Hold`. It is released when the body returns or raises
-    (success, failure, retries exhausted, ``Ignore``, ``Reject``), before
-    the result is stored, so a caller that saw the result can enqueue the
-    next one at once. A retry keeps it: it is handed to the retry's message
-    (``lock_ttl`` plus the retry's countdown). A task revoked before it ran
-    releases it when a worker discards its message (Celery's
-    ``task_revoked`` signal, which also covers an expired message and a
-    terminated task). A killed worker stops renewing, so its hold ends
-    within ``lock_ttl``.
+    **A duplicate inside a group, chord or chain** (one that names a task
+    id of its own, as each canvas member does, or carries ``link`` /
+    ``link_error`` callbacks) is sent all the same, since Celery waits on
+    the id it gave the member: in the worker it does not run the body but
+    waits for the first task's result and ends with it (its value, or its
+    exception raised again), so the group completes, the chord's body runs
+    and the chain goes on. If the first task's hold ends and no result
+    comes within ``lock_ttl`` more (its worker died), the member takes the
+    name and runs the body itself. It holds a worker slot while it waits.
+    When the task's results are not stored (no result backend,
+    ``ignore_result``), sending it raises :class:`DuplicateTask` at once
+    (``tests/test_celery.py::test_a_group_a_chord_and_a_chain_holding_a_duplicate_complete_with_the_first_tasks_result``,
+    ``::test_a_duplicate_in_a_canvas_gets_the_first_tasks_failure``,
+    ``::test_a_duplicate_in_a_canvas_runs_itself_when_the_first_tasks_worker_died``,
+    ``::test_a_duplicate_in_a_canvas_whose_result_is_not_stored_is_refused_at_once``).
+
+    **Worker**: the task takes the hold over from the message as it starts
+    (:meth:`ferrolock.Lock.take_over`: in one step, under a token of the
+    worker's own, so no other delivery of the message can adopt it; a
+    message without one, sent by name, takes the lock there) and the
+    watchdog renews it every ``lock_ttl / 3`` while the body runs;
+    ``self.request.singleton`` is its :class:`Hold`. It is released when
+    the body returns or raises (success, failure, retries exhausted,
+    ``Ignore``, ``Reject``), before the result is stored, so a caller that
+    saw the result can enqueue the next one at once. A retry keeps it: it
+    is handed to the retry's message (``lock_ttl`` plus the retry's
+    countdown). A task revoked before it ran releases it when a worker
+    discards its message (Celery's ``task_revoked`` signal, which also
+    covers an expired message and a terminated task). A killed worker stops
+    renewing, so its hold ends within ``lock_ttl``.
+
+    **A message delivered again** (``acks_late``, and the broker hands the
+    message out again: past Redis's ``visibility_timeout``, while the task
+    runs or after its worker died) finds the name held under the task's
+    own id by another worker's token. It waits for that hold to end, at
+    most ``4/3 lock_ttl``: a live worker renews it, so the delivery is
+    skipped (``Ignore``: acknowledged, nothing stored under the task's id);
+    a dead worker's runs out within ``lock_ttl``, and the delivery takes the
+    name and runs the body, unless the task's result is stored by then. At
+    most one body per name and arguments runs at a time
+    (``tests/test_celery.py::test_a_message_redelivered_while_its_task_runs_is_skipped``,
+    ``::test_a_message_redelivered_after_its_worker_died_runs_once_the_hold_ran_out``).
 
     Why ``__call__`` rather than ``before_start`` / ``after_return``: one
     ``try`` around the body sees every way it ends, where Celery skips
@@ -263,33 +308,34 @@ class Singleton(celery.Task):  # type: ignore[misc]  # Task is Any to a type che
 
     def apply_async(self, args: Any = None, kwargs: Any = None, task_id: Optional[str] = None,
                     **options: Any) -> Any:
-        """Enqueue the task holding its lock, or return the first one's
-        ``AsyncResult`` when it is held (see the class); Celery's arguments.
+        """Enqueue the task holding its lock; when it is held, the first
+        one's ``AsyncResult``, or a message that waits for its result (see
+        the class); Celery's arguments.
 
         Raises:
-            DuplicateTask: it is held and ``raise_on_duplicate`` is set.
+            DuplicateTask: it is held and ``raise_on_duplicate`` is set, or
+                held outside Celery; or a duplicate that must wait for the
+                first's result finds no result stored to wait for.
             LockConnectionError: Redis could not be reached in time.
         """
         headers = dict(options.pop("headers", None) or {})
-        if HEADER in headers:  # a retry, or a message sent again: it carries its hold
+        if HEADER in headers or FOLLOW in headers:  # a retry, or a message sent again: it carries its part
             return super().apply_async(args, kwargs, task_id=task_id, headers=headers, **options)
         name = self.lock_name(*(args or ()), **(kwargs or {}))
-        task_id = task_id or str(uuid.uuid4())
+        own_id = task_id or str(uuid.uuid4())
         ttl = self.lock_ttl + _delay(options.get("countdown"), options.get("eta"))
         for _ in range(5):
-            lock = self._client().lock(name, ttl=ttl, auto_renew=False, metadata=task_id)
+            lock = self._client().lock(name, ttl=ttl, auto_renew=False, metadata=own_id)
             if lock.acquire(blocking=False):
                 break
             info = self._client().inspect(name)
             if info is not None:  # held: by the first task
-                if self.raise_on_duplicate or info.metadata is None:  # no task id: held outside Celery
-                    raise DuplicateTask(name, info.metadata)
-                return self.AsyncResult(info.metadata)
+                return self._duplicate(name, info.metadata, args, kwargs, task_id, headers, options)
         else:  # freed between each attempt and the look: taken and released again and again
             raise LockNotAcquired(f"{name} changed hands five times while {self.name} was enqueued; try again")
         headers[HEADER] = {"name": name, "token": lock.token}
         try:
-            result = super().apply_async(args, kwargs, task_id=task_id, headers=headers, **options)
+            result = super().apply_async(args, kwargs, task_id=own_id, headers=headers, **options)
         except BaseException:
             lock.release()
             raise
@@ -297,17 +343,47 @@ class Singleton(celery.Task):  # type: ignore[misc]  # Task is Any to a type che
             del lock
         return result
 
+    def _duplicate(self, name: str, first: Optional[str], args: Any, kwargs: Any, task_id: Optional[str],
+                   headers: dict[str, Any], options: dict[str, Any]) -> Any:
+        """A duplicate of the task ``first`` (its id; ``None``: held outside
+        Celery). A call that only wants the task gets the first's
+        ``AsyncResult``. One whose own message is waited on (it names a task
+        id of its own, as each member of a group, chord or chain does, or
+        carries callbacks) is sent, to wait for the first's result in a
+        worker and end with it."""
+        if self.raise_on_duplicate or first is None:
+            raise DuplicateTask(name, first)
+        if task_id == first or (task_id is None and not any(options.get(o) for o in AWAITED)):
+            return self.AsyncResult(first)
+        if isinstance(self.backend, DisabledBackend) or self.ignore_result:
+            raise DuplicateTask(name, first, "a duplicate in a group, chord or chain (or with callbacks) ends with "
+                                             "the first task's result, and this task's result is not stored (no "
+                                             "result backend, or ignore_result)")
+        headers[FOLLOW] = {"name": name, "task_id": first}
+        return super().apply_async(args, kwargs, task_id=task_id or str(uuid.uuid4()), headers=headers, **options)
+
     # -- worker ---------------------------------------------------------------
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Run the body holding the task's lock (adopted from the message,
-        renewed while it runs, released at its end); a direct call runs it
-        without the lock."""
+        """Run the body holding the task's lock (taken over from the
+        message, renewed while it runs, released at its end); a duplicate
+        sent to wait ends with the first task's result; a direct call runs
+        the body without the lock."""
         request = self.request
         if request.called_directly:
             return super().__call__(*args, **kwargs)
-        hold = self._adopt(request, args, kwargs)
+        follow = _follow_of(request)
+        if follow is None:
+            hold = self._adopt(request, args, kwargs)
+        else:
+            outcome = self._follow(request, *follow)
+            if not isinstance(outcome, Hold):
+                return _forward(outcome)
+            hold = outcome
         request.singleton = hold
+        # A retry's message carries this hold, under the token it has now.
+        headers = {k: v for k, v in (request.headers or {}).items() if k != FOLLOW}
+        request.headers = {**headers, HEADER: {"name": hold.name, "token": hold.token}}
         try:
             result = super().__call__(*args, **kwargs)
         except Retry as exc:
@@ -320,25 +396,141 @@ class Singleton(celery.Task):  # type: ignore[misc]  # Task is Any to a type che
         return result
 
     def _adopt(self, request: Any, args: Any, kwargs: Any) -> Hold:
+        """The hold, as the task starts: the message's, taken over under
+        this worker's own token in one step (or the name, if it is free);
+        the name, for a message sent without a hold."""
         spec = _spec_of(request)
-        if spec is None:  # sent without a hold (by name): take it here
-            name, token = self.lock_name(*args, **kwargs), None
-        else:
-            name, token = spec
-        lock = self._client().lock(name, token=token, ttl=self.lock_ttl, metadata=request.id)
-        if not lock.acquire(blocking=False):
-            info = self._client().inspect(name)
-            raise DuplicateTask(name, info.metadata if info else None)
-        return Hold(lock)
+        name = spec[0] if spec else self.lock_name(*args, **kwargs)
+        client = self._client()
+        for _ in range(5):
+            lock = client.lock(name, ttl=self.lock_ttl, metadata=request.id)
+            if lock.take_over(spec[1]) if spec else lock.acquire(blocking=False):
+                return Hold(lock)
+            info = client.inspect(name)
+            if info is None:
+                continue  # freed between the attempt and the look
+            if info.metadata != request.id:
+                raise DuplicateTask(name, info.metadata)
+            return self._delivered_again(request, lock)
+        raise LockNotAcquired(f"{name} changed hands five times while {self.name} started")
+
+    def _delivered_again(self, request: Any, lock: Lock[str]) -> Hold:
+        """This task's message was handed out again (``acks_late``: past
+        the broker's visibility timeout, or after its worker died) while
+        an earlier delivery holds the name under its worker's token. That
+        hold is waited for, at most ``4/3 lock_ttl``: a live worker renews
+        it every ``lock_ttl / 3``, so it outlasts the wait and this delivery
+        is skipped; a dead worker's runs out within ``lock_ttl`` and this
+        delivery runs, unless the task has its result already (it ended
+        while this one waited). Skipped: ``Ignore``, so the message is
+        acknowledged and nothing is stored under the task's id."""
+        if not lock.acquire(timeout=self.lock_ttl * 4 / 3):
+            log.warning("task %s[%s] was delivered again while it runs in another worker: this delivery is "
+                        "skipped", self.name, request.id)
+            raise Ignore()
+        if not self._has_result(request.id):
+            return Hold(lock)
+        lock.release()
+        log.warning("task %s[%s] was delivered again and ended while this delivery waited: it is skipped",
+                    self.name, request.id)
+        raise Ignore()
+
+    def _has_result(self, task_id: str) -> bool:
+        """Whether the result backend has the task's result."""
+        if isinstance(self.backend, DisabledBackend):
+            return False
+        try:
+            return _meta(self.backend, task_id) is not None
+        except Exception as exc:  # the backend unreachable: the hold is this delivery's, it runs
+            log.warning("the result of task %s[%s] could not be read (%r)", self.name, task_id, exc)
+            return False
+
+    def _follow(self, request: Any, name: str, first: str) -> Union[dict[str, Any], Hold]:
+        """A duplicate sent to wait: the first task's result (as the
+        backend stores it) once it is stored. If the first's hold ends and
+        no result comes within ``lock_ttl`` more (its worker died, and
+        nothing runs it again), this task takes the name and gets its
+        :class:`Hold` instead, to run the body itself; a task that holds
+        the name by then is followed in turn."""
+        client = self._client()
+        while True:
+            meta = _wait_for_meta(self.backend, first, self.lock_ttl / 3)
+            if meta is not None:
+                return meta
+            info = client.inspect(name)
+            if info is not None and info.metadata == first:
+                continue  # still queued or running
+            # It ended: its result comes at once, unless its worker died.
+            meta = _wait_for_meta(self.backend, first, self.lock_ttl)
+            if meta is not None:
+                return meta
+            lock = client.lock(name, ttl=self.lock_ttl, metadata=request.id)
+            if lock.acquire(blocking=False):
+                meta = _meta(self.backend, first)
+                if meta is None:
+                    return Hold(lock)
+                lock.release()
+                return meta
+            info = client.inspect(name)
+            if info is not None and info.metadata != first:
+                if info.metadata is None:
+                    raise DuplicateTask(name, None)
+                first = info.metadata
+
+
+def _meta(backend: Any, task_id: str) -> Optional[dict[str, Any]]:
+    """The task's result as the backend stores it (``status``, ``result``:
+    its value, or its exception), or ``None`` while it has none."""
+    meta: dict[str, Any] = backend.get_task_meta(task_id)
+    return meta if meta.get("status") in states.READY_STATES else None
+
+
+def _wait_for_meta(backend: Any, task_id: str, timeout: float) -> Optional[dict[str, Any]]:
+    """``_meta``, looked at again for up to ``timeout`` seconds, every
+    50 ms at first and at most every second. Polled rather than waited for
+    through the backend's pub/sub (``AsyncResult.get``): the same for every
+    backend, and no subscription in the worker (Celery 5.5's Redis backend
+    can deadlock when an ``AsyncResult`` is collected during such a wait)."""
+    deadline = time.monotonic() + timeout
+    pause = 0.05
+    while True:
+        meta = _meta(backend, task_id)
+        left = deadline - time.monotonic()
+        if meta is not None or left <= 0:
+            return meta
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, 1.0)
+
+
+def _forward(meta: dict[str, Any]) -> Any:
+    """A stored result as this task's own: its value, or its exception raised again."""
+    result = meta.get("result")
+    if meta.get("status") == states.SUCCESS:
+        return result
+    if isinstance(result, BaseException):
+        raise result
+    raise celery.exceptions.TaskError(f"task {meta.get('task_id')} ended {meta.get('status')}: {result!r}")
 
 
 def _spec_of(request: Any) -> Optional[tuple[str, str]]:
     """The (name, token) a task's message carries, if any."""
-    headers = getattr(request, "headers", None) or {}
-    spec = headers.get(HEADER) or getattr(request, HEADER, None)
+    spec = _header(request, HEADER)
     if isinstance(spec, dict) and isinstance(spec.get("name"), str) and isinstance(spec.get("token"), str):
         return spec["name"], spec["token"]
     return None
+
+
+def _follow_of(request: Any) -> Optional[tuple[str, str]]:
+    """The (name, first task's id) of a duplicate sent to wait, if it is one."""
+    spec = _header(request, FOLLOW)
+    if isinstance(spec, dict) and isinstance(spec.get("name"), str) and isinstance(spec.get("task_id"), str):
+        return spec["name"], spec["task_id"]
+    return None
+
+
+def _header(request: Any, key: str) -> Any:
+    headers = getattr(request, "headers", None) or {}
+    return headers.get(key) or getattr(request, key, None)
 
 
 def _delay(countdown: Any, eta: Any) -> float:
@@ -355,16 +547,21 @@ def _delay(countdown: Any, eta: Any) -> float:
 
 
 def _on_revoked(sender: Any = None, request: Any = None, **_: Any) -> None:
-    """A revoked (or expired, or terminated) task's hold goes with it."""
+    """A revoked (or expired, or terminated) task's hold goes with it:
+    the hold its id holds, under whichever token (the message's, or the
+    worker's that took it over)."""
     if not isinstance(sender, Singleton):
         return
     spec = _spec_of(request)
     if spec is None:
         return
+    name = spec[0]
     try:
-        sender._client().force_release(*spec)
+        info = sender._client().inspect(name)
+        if info is not None and info.metadata == request.id:
+            sender._client().force_release(name, info.token)
     except Exception as exc:
-        log.warning("the hold %r of a revoked task was not released (%r): it ends within its ttl", spec[0], exc)
+        log.warning("the hold %r of a revoked task was not released (%r): it ends within its ttl", name, exc)
 
 
 signals.task_revoked.connect(_on_revoked, weak=False)

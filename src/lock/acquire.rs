@@ -15,10 +15,11 @@ use crate::deployment::Deployment;
 use crate::error::{Error, Result};
 use crate::events::{self, AcquireProbe, Event, Outcome, ReplicaStep, Wakeup};
 use crate::lease::Lease;
+use crate::mode::Mode;
 use crate::replication::{self, Policy, Shortfall};
 use crate::scripts::Obtain;
 use crate::steps::{Obtaining, Steps};
-use crate::token::new_token;
+use crate::token::{check_token, new_token};
 use crate::wakeups::{Handed, Waits};
 
 /// Holds this process took straight from a fair release's wake-up, without
@@ -45,11 +46,55 @@ impl Lock {
     /// says (see `conn`). Its wake-up subscription, and the clean-up of an
     /// acquire dropped part-way, are multiplexed whatever `io` is.
     pub async fn acquire_via(&self, wait: Wait, io: Io) -> Result<bool> {
+        self.observed(wait, self.take(wait, io, None)).await
+    }
+
+    /// One attempt to take the lock, as `acquire(Wait::No)`, that also takes
+    /// over the hold of `from` (another handle's token) where `from` holds
+    /// it: in the same atomic step that hold becomes this handle's, under a
+    /// token of its own, its fence kept (a quorum's: the highest its masters
+    /// granted) and its metadata set to this
+    /// handle's (kept without), so whoever else knows `from` can no longer
+    /// adopt, renew or release it. A plain (not fair) lock's handle only,
+    /// not restored from a token (a restored handle adopts with `acquire`).
+    /// A quorum takes it over where it holds on a majority. As any acquire,
+    /// cancelled part-way it leaves no hold behind: the hold it took over
+    /// is then released.
+    pub async fn take_over(&self, from: &str) -> Result<bool> {
+        self.take_over_via(from, Io::Multiplexed).await
+    }
+
+    /// `take_over`, its attempt (and its undo) sent as `io` says.
+    pub async fn take_over_via(&self, from: &str, io: Io) -> Result<bool> {
+        check_token(from)?;
+        if !matches!(self.mode, Mode::Exclusive(_)) {
+            return Err(Error::InvalidArgument(format!(
+                "{} cannot be taken over: take_over is for a plain Lock's handle, not a fair Lock's, an \
+                 RWMutex's or a semaphore's",
+                self.label()
+            )));
+        }
+        if self.is_restored() {
+            return Err(Error::InvalidArgument(format!(
+                "take_over on a handle restored from a token: make the handle without `token` and pass \
+                 the token to take_over, or adopt the restored hold with acquire ({})",
+                self.label()
+            )));
+        }
+        self.observed(Wait::No, self.take(Wait::No, io, Some(from))).await
+    }
+
+    /// Runs `take`, reporting its outcome to the listeners.
+    async fn observed(
+        &self,
+        wait: Wait,
+        take: impl std::future::Future<Output = Result<bool>>,
+    ) -> Result<bool> {
         // Boxed: the attempt nests each primitive's steps on one server or a
         // quorum's masters, deeper than rustc's default recursion limit lets
         // a caller's future be laid out (a crate awaiting `acquire` would
         // otherwise need `#![recursion_limit]`). One allocation an acquire.
-        let take = Box::pin(self.take(wait, io));
+        let take = Box::pin(take);
         if !events::observed() {
             return take.await;
         }
@@ -66,7 +111,8 @@ impl Lock {
         taken
     }
 
-    async fn take(&self, wait: Wait, io: Io) -> Result<bool> {
+    /// `from`: a token whose hold the attempts take over (`take_over`).
+    async fn take(&self, wait: Wait, io: Io, from: Option<&str>) -> Result<bool> {
         self.forget_lost_hold();
         let adopted = self.adopted_token();
         let ours = adopted.is_none();
@@ -111,7 +157,8 @@ impl Lock {
             undo.pending = true;
             let will_wait = wait != Wait::No;
             let number = attempts.next();
-            let ask = Obtaining { token: &token, ttl: self.opts.ttl, metadata, will_wait, attempt: number };
+            let ask =
+                Obtaining { token: &token, ttl: self.opts.ttl, metadata, will_wait, attempt: number, from };
             let answer = match client.obtain(&self.mode, &ask, ours).await {
                 Ok(answer) => {
                     outage.over();

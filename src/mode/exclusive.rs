@@ -19,8 +19,8 @@ pub struct Exclusive {
 impl Steps for Exclusive {
     async fn obtain_on(&self, c: &Client, ask: &Obtaining<'_>, quorum: bool) -> Result<Obtain> {
         let ttl_ms = ask.ttl.as_millis() as u64;
-        scripts::obtain(c, &self.keys, ask.token, ttl_ms, ask.metadata, quorum, attempt(ask, Duration::ZERO))
-            .await
+        let attempt = attempt(ask, Duration::ZERO);
+        scripts::obtain(c, &self.keys, ask.token, ttl_ms, ask.metadata, quorum, attempt, ask.from).await
     }
 
     async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<Refreshed> {

@@ -27,6 +27,9 @@ lua!(EL_PROCLAIM, "el_proclaim.lua");
 /// busy answer marks the holds waited on (`will_wait`), and whether this
 /// owner waited before (`number` > 1: its new hold is marked, for those
 /// behind it), so that a release nobody waits for publishes nothing.
+/// `from`: another token whose hold this attempt takes over (re-keyed to
+/// `token`, its fence kept).
+#[allow(clippy::too_many_arguments)]
 pub async fn obtain(
     client: &Client,
     keys: &[String],
@@ -35,11 +38,15 @@ pub async fn obtain(
     metadata: Option<&str>,
     quorum: bool,
     attempt: Attempt,
+    from: Option<&str>,
 ) -> Result<Obtain> {
     let mut invocation =
         if quorum { OBTAIN.on(client).key(with_fence_records(keys)) } else { OBTAIN.on(client).key(keys) };
     invocation.arg(token).arg(ttl_ms).arg(metadata.unwrap_or("")).arg(flag(metadata.is_some()));
     invocation.arg(flag(quorum)).arg(flag(attempt.will_wait)).arg(flag(attempt.number > 1));
+    if let Some(from) = from {
+        invocation.arg(from);
+    }
     run_held(client, &invocation, taken).await.map(taken_or_busy)
 }
 
