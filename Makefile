@@ -22,7 +22,7 @@ EXT_STAMP   := $(VENV)/.ext-built
 # (make clean, a fresh clone with an old venv), build again whatever the stamp says.
 EXT_MODULE  := $(wildcard python/ferrolock/_ferrolock*.so)
 
-.PHONY: all test test-rust test-python test-wheel test-docs demo build-dev redis postgresql venv lint format clean \
+.PHONY: all test test-rust test-python test-wheel test-docs demo build-dev redis postgresql venv lint lint-rust lint-python lint-stubs format clean \
         wheel docs old-redis new-redis valkey test-servers FORCE
 
 all: lint test
@@ -105,11 +105,25 @@ options: build-dev
 stubs: build-dev
 	$(PY) scripts/gen_stubs.py
 
-lint: build-dev
-	$(PY) -m mypy.stubtest ferrolock._ferrolock
+# rustfmt; clippy with the pedantic lints of Cargo.toml's [lints] over both
+# feature sets (with and without the Python bindings); ruff check (pyflakes,
+# pycodestyle) over every Python file and mypy --strict over the package
+# ([tool.ruff] and [tool.mypy] in pyproject.toml); the type stubs checked
+# against the built module (mypy.stubtest). .pre-commit-config.yaml runs the
+# same before a commit (`.venv/bin/pre-commit install`).
+lint: lint-rust lint-python lint-stubs
+
+lint-rust:
 	cargo fmt --all -- --check
-	cargo clippy --all-targets -- -D warnings
-	cargo clippy --no-default-features --all-targets -- -D warnings
+	cargo clippy -q --all-targets -- -D warnings
+	cargo clippy -q --no-default-features --all-targets -- -D warnings
+
+lint-python: venv
+	$(VENV)/bin/ruff check --quiet .
+	$(PY) -m mypy
+
+lint-stubs: build-dev
+	$(PY) -m mypy.stubtest ferrolock._ferrolock
 
 clean:
 	cargo clean
