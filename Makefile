@@ -1,10 +1,13 @@
 # ferrolock: `make demo` runs the example, `make test` runs every test.
-# Both install what is missing: redis-server (Debian packages), a venv with
-# maturin and pytest, and the extension built in release mode. The extension
-# is built again only when what it is built from changed (src/, lua/,
-# Cargo.toml, Cargo.lock, pyproject.toml), so a second `make demo` starts at once.
-# `make wheel` builds the manylinux abi3 wheel and the sdist into dist/, and
-# `make docs` the documentation site into site/ (warnings are errors).
+# `make deps` installs the system packages (Debian's, with apt-get): the
+# servers the tests start and the tools they use. `make demo` and `make test`
+# call it only when one of them is missing. The rest is installed into the
+# project: a venv with maturin and pytest, and the extension built in release
+# mode. The extension is built again only when what it is built from changed
+# (src/, lua/, Cargo.toml, Cargo.lock, pyproject.toml), so a second `make demo`
+# starts at once. `make wheel` builds the manylinux abi3 wheel and the sdist
+# into dist/, and `make docs` the documentation site into site/ (warnings are
+# errors).
 
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -22,25 +25,33 @@ EXT_STAMP   := $(VENV)/.ext-built
 # (make clean, a fresh clone with an old venv), build again whatever the stamp says.
 EXT_MODULE  := $(wildcard python/ferrolock/_ferrolock*.so)
 
-.PHONY: all test test-rust test-python test-wheel test-docs demo build-dev redis postgresql venv lint lint-rust lint-python lint-stubs format clean \
+.PHONY: all test test-rust test-python test-wheel test-docs demo build-dev deps redis postgresql venv lint lint-rust lint-python lint-stubs format clean \
         wheel docs old-redis new-redis valkey test-servers FORCE
 
 all: lint test
 
-# faketime: libfaketime, which skews the wall clock of some history-checker workers.
-redis:
-	@{ command -v redis-server && command -v redis-sentinel && command -v openssl && command -v faketime; } >/dev/null 2>&1 || { \
-	  echo "== installing redis-server, redis-sentinel, openssl and faketime (Debian packages, with apt-get)"; \
-	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q redis-server redis-tools redis-sentinel openssl faketime; }
+# -- system packages (Debian's, with apt-get) ------------------------------------
+# redis-server, redis-tools and redis-sentinel (Redis 7.0): the servers the
+# tests start; openssl: the TLS tests' certificates; faketime (libfaketime):
+# the skewed clocks of some history-checker workers; postgresql: the server
+# binaries of tests/test_fencing.py's throwaway PostgreSQL; iproute2 (`ip
+# netns`): the network namespaces of the partition tests; strace: the system
+# calls `make bench` counts.
+DEB_PACKAGES := redis-server redis-tools redis-sentinel openssl faketime postgresql iproute2 strace
+# True when every package above is installed (a command or file of each).
+DEBS_PRESENT := command -v redis-server && command -v redis-cli && command -v redis-sentinel && \
+                command -v openssl && command -v faketime && ls /usr/lib/postgresql/*/bin/initdb && \
+                command -v ip && command -v strace
 
-# PostgreSQL's server binaries, for tests/test_fencing.py (which starts its own
-# throwaway server on a free loopback port, and skips saying why without them).
-postgresql:
-	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
-	  echo "== installing postgresql (Debian packages, with apt-get)"; \
+# Installs what is missing (nothing, and no apt-get, when all is there).
+deps:
+	@if { $(DEBS_PRESENT); } >/dev/null 2>&1; then echo "== system packages present: $(DEB_PACKAGES)"; else \
+	  echo "== installing $(DEB_PACKAGES) (Debian packages, with apt-get)" && \
 	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q postgresql; }
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $(DEB_PACKAGES); fi
+
+# The names the system packages had before `deps`.
+redis postgresql: deps
 
 venv: $(VENV)/.ready
 $(VENV)/.ready: tests/requirements.txt
@@ -59,10 +70,10 @@ $(EXT_STAMP): $(VENV)/.ready $(EXT_SOURCES) $(if $(EXT_MODULE),,FORCE)
 
 FORCE:
 
-test-rust: redis
+test-rust: deps
 	cargo test --no-default-features -q
 
-test-python: redis postgresql build-dev old-redis new-redis $(VENV)/.docs-ready
+test-python: deps build-dev old-redis new-redis $(VENV)/.docs-ready
 	$(PY) -m pytest -q
 
 # The core suite (Lock, RWMutex, fair modes, semaphore, election, wake-ups,
@@ -76,7 +87,7 @@ SERVER_TESTS := tests/test_servers.py tests/test_lock.py tests/test_rwmutex.py t
                 tests/test_replicas.py tests/test_fair_handover.py tests/test_watchdog.py tests/test_declared_keys.py
 OTHER_SERVERS = $(CURDIR)/$(NEW_REDIS) $(CURDIR)/$(VALKEY)
 
-test-servers: redis build-dev new-redis valkey
+test-servers: deps build-dev new-redis valkey
 	@for binary in $(OTHER_SERVERS); do \
 	  if [ ! -x "$$binary" ]; then echo "== no $$binary on $$(uname -sm): its run is skipped"; continue; fi; \
 	  echo "== the core suite against $$($$binary --version)"; \
@@ -85,7 +96,7 @@ test-servers: redis build-dev new-redis valkey
 
 test: test-rust test-python test-servers test-wheel test-docs
 
-demo: redis build-dev
+demo: deps build-dev
 	@echo "== running examples/demo.py"
 	$(PY) examples/demo.py
 
@@ -205,7 +216,7 @@ $(WHEEL_STAMP): $(VENV)/.wheel-ready $(EXT_SOURCES) $(wildcard python/ferrolock/
 # Installs the wheel into fresh venvs (the oldest and newest CPython found) and
 # runs the demo with each; checks the wheel's and the sdist's metadata, and
 # that the sdist builds.
-test-wheel: redis wheel
+test-wheel: deps wheel
 	$(PY) -m pytest -v -s -p no:cacheprovider tests/wheel_check.py
 
 
@@ -230,15 +241,12 @@ test-docs: docs
 # then prints the server cost of each primitive's cycle (benches/server_cost.py).
 # BENCH_ARGS=--quick for a ~1 minute run; BENCH_ARGS="--baseline DIR" adds the
 # figures of another build's ferrolock package (in DIR) beside this one's.
-# strace (Debian package) counts the system calls of one cycle.
+# strace (a Debian package `make deps` installs) counts the system calls of one cycle.
 BENCH_REQS := benches/requirements.txt
 BENCH_ARGS ?=
 
 .PHONY: bench
-bench: redis build-dev
-	@command -v strace >/dev/null 2>&1 || { \
-	  echo "installing strace (Debian package)"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq strace >/dev/null; }
+bench: deps build-dev
 	$(PY) -m pip install -q -r $(BENCH_REQS)
 	$(PY) benches/bench.py $(BENCH_ARGS)
 	$(PY) benches/server_cost.py
@@ -246,7 +254,7 @@ bench: redis build-dev
 # `make bench-cost`: what one acquire + release cycle costs the server, every
 # primitive beside redis-py's Lock and a SET/DEL floor (benches/server_cost.py).
 .PHONY: bench-cost
-bench-cost: redis build-dev
+bench-cost: deps build-dev
 	$(PY) -m pip install -q -r $(BENCH_REQS)
 	$(PY) benches/server_cost.py
 
@@ -254,7 +262,7 @@ bench-cost: redis build-dev
 # redis-server and on a 3-master Redis Cluster, beside a SET/DEL floor, with each
 # server's and the clients' CPU (benches/scale.py; BENCH_ARGS=--quick for a short run).
 .PHONY: bench-scale
-bench-scale: redis build-dev
+bench-scale: deps build-dev
 	$(PY) -m pip install -q -r $(BENCH_REQS)
 	$(PY) benches/scale.py $(BENCH_ARGS)
 
@@ -270,5 +278,5 @@ DURATION ?= 600
 SCENARIOS ?=
 
 .PHONY: chaos
-chaos: redis build-dev
+chaos: deps build-dev
 	PYTHONPATH=tests $(PY) -m history --duration $(DURATION) $(if $(SCENARIOS),--scenarios $(SCENARIOS))

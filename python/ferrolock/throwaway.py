@@ -251,7 +251,7 @@ def server_binary() -> str:
     if binary is None:
         raise RuntimeError(
             "redis-server is not installed: install it (Debian/Ubuntu: apt-get install "
-            f"redis-server, or `make redis`), set {SERVER_BINARY} to a server binary, or set REDIS_URL "
+            f"redis-server, or `make deps`), set {SERVER_BINARY} to a server binary, or set REDIS_URL "
             "to a server tests may use"
         )
     return binary
