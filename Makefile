@@ -1,4 +1,6 @@
-# ferrolock: `make demo` runs the example, `make test` runs every test.
+# ferrolock: `make demo` runs the example, `make test` runs every test and
+# `make lint` every check of style and types; `bash .ci/run` runs both the way
+# CI does, in parallel stages (docs/testing.md says how, and what each costs).
 # `make deps` installs the system packages (Debian's, with apt-get): the
 # servers the tests start and the tools they use. `make demo` and `make test`
 # call it only when one of them is missing. The rest is installed into the
@@ -25,8 +27,27 @@ EXT_STAMP   := $(VENV)/.ext-built
 # (make clean, a fresh clone with an old venv), build again whatever the stamp says.
 EXT_MODULE  := $(wildcard python/ferrolock/_ferrolock*.so)
 
-.PHONY: all test test-rust test-python test-wheel test-docs demo build-dev deps redis postgresql venv lint lint-rust lint-python lint-stubs format clean \
-        wheel docs old-redis new-redis valkey test-servers FORCE
+# The extension the tests import: `build-dev` (maturin develop in release
+# mode, editable, into python/ferrolock/), or `install-wheel` (the manylinux
+# wheel of `make wheel` installed into the venv: one release compile serves
+# the tests and the wheel, and the tests run the binary that ships; .ci/run
+# sets EXT=install-wheel).
+EXT ?= build-dev
+WHEEL_STAMP := dist/.built
+
+# A prefix for the compile-only commands (cargo test --no-run, clippy, the
+# sdist's build): .ci/run sets NICE="nice -n 10" so compiles running beside
+# the tests take the CPU the tests leave, and never delay a test's timing.
+NICE ?=
+
+# pytest's worker processes (pytest-xdist); each starts its own servers on
+# free loopback ports (tests/conftest.py). 0 runs the tests in this process.
+PYTEST_WORKERS ?= 4
+PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadgroup --durations=15
+
+.PHONY: all test test-rust test-python test-wheel test-docs demo build-dev install-wheel deps redis postgresql \
+        venv lint lint-rust lint-python lint-stubs format clean wheel docs old-redis new-redis valkey test-servers \
+        test-servers-new-redis test-servers-valkey FORCE
 
 all: lint test
 
@@ -65,16 +86,28 @@ build-dev: $(EXT_STAMP)
 $(EXT_STAMP): $(VENV)/.ready $(EXT_SOURCES) $(if $(EXT_MODULE),,FORCE)
 	@echo "== building the extension with cargo (release mode): a first build compiles about 100 crates"
 	@echo "   and takes a few minutes; later builds only what changed"
+	rm -f $(WHEEL_INSTALLED)
 	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(VENV)/bin/maturin develop --release --extras otel
+	@touch $@
+
+# The wheel of `make wheel`, installed into the venv in place of build-dev's
+# editable install (EXT=install-wheel).
+WHEEL_INSTALLED := $(VENV)/.wheel-installed
+install-wheel: $(WHEEL_INSTALLED)
+$(WHEEL_INSTALLED): $(WHEEL_STAMP)
+	@echo "== installing dist/'s wheel into $(VENV): the tests import the extension that ships"
+	$(PIP) -q --no-deps --force-reinstall dist/ferrolock-*.whl
+	rm -f $(EXT_STAMP)
 	@touch $@
 
 FORCE:
 
 test-rust: deps
+	$(NICE) cargo test --no-default-features -q --no-run
 	cargo test --no-default-features -q
 
-test-python: deps build-dev old-redis new-redis $(VENV)/.docs-ready
-	$(PY) -m pytest -q
+test-python: deps $(EXT) old-redis new-redis $(VENV)/.docs-ready
+	$(PYTEST)
 
 # The core suite (Lock, RWMutex, fair modes, semaphore, election, wake-ups,
 # replicas, hand-over, watchdog) run again against each other server the
@@ -85,14 +118,14 @@ test-python: deps build-dev old-redis new-redis $(VENV)/.docs-ready
 SERVER_TESTS := tests/test_servers.py tests/test_lock.py tests/test_rwmutex.py tests/test_fair.py \
                 tests/test_fair_rwmutex.py tests/test_semaphore.py tests/test_election.py tests/test_wakeups.py \
                 tests/test_replicas.py tests/test_fair_handover.py tests/test_watchdog.py tests/test_declared_keys.py
-OTHER_SERVERS = $(CURDIR)/$(NEW_REDIS) $(CURDIR)/$(VALKEY)
 
-test-servers: deps build-dev new-redis valkey
-	@for binary in $(OTHER_SERVERS); do \
-	  if [ ! -x "$$binary" ]; then echo "== no $$binary on $$(uname -sm): its run is skipped"; continue; fi; \
-	  echo "== the core suite against $$($$binary --version)"; \
-	  FERROLOCK_TEST_SERVER=$$binary $(PY) -m pytest -q $(SERVER_TESTS) || exit 1; \
-	done
+test-servers: test-servers-new-redis test-servers-valkey
+test-servers-new-redis: SERVER = $(NEW_REDIS)
+test-servers-valkey: SERVER = $(VALKEY)
+test-servers-new-redis test-servers-valkey: deps $(EXT) new-redis valkey
+	@if [ ! -x "$(SERVER)" ]; then echo "== no $(SERVER) on $$(uname -sm): its run is skipped"; exit 0; fi; \
+	echo "== the core suite against $$($(SERVER) --version)"; \
+	FERROLOCK_TEST_SERVER=$(CURDIR)/$(SERVER) $(PYTEST) $(SERVER_TESTS)
 
 test: test-rust test-python test-servers test-wheel test-docs
 
@@ -116,6 +149,7 @@ options: build-dev
 stubs: build-dev
 	$(PY) scripts/gen_stubs.py
 
+# -- lint -------------------------------------------------------------------------
 # rustfmt; clippy with the pedantic lints of Cargo.toml's [lints] over both
 # feature sets (with and without the Python bindings); ruff check (pyflakes,
 # pycodestyle) over every Python file and mypy --strict over the package
@@ -126,14 +160,14 @@ lint: lint-rust lint-python lint-stubs
 
 lint-rust:
 	cargo fmt --all -- --check
-	cargo clippy -q --all-targets -- -D warnings
-	cargo clippy -q --no-default-features --all-targets -- -D warnings
+	$(NICE) cargo clippy -q --all-targets -- -D warnings
+	$(NICE) cargo clippy -q --no-default-features --all-targets -- -D warnings
 
 lint-python: venv
 	$(VENV)/bin/ruff check --quiet .
 	$(PY) -m mypy
 
-lint-stubs: build-dev
+lint-stubs: $(EXT)
 	$(PY) -m mypy.stubtest ferrolock._ferrolock
 
 clean:
@@ -196,7 +230,8 @@ $(VALKEY): tests/valkey.txt | $(VENV)/.ready
 # package) so it runs on any Linux x86_64 from 2014 on, with the symbols
 # stripped; and the sdist. Built in target/wheel so the development build
 # (another linker) is not thrown away each time.
-WHEEL_STAMP := dist/.built
+WHEEL_FLAGS  := --strip --zig --compatibility manylinux2014
+WHEEL_TARGET := $(CURDIR)/target/wheel
 wheel: $(WHEEL_STAMP)
 $(VENV)/.wheel-ready: tests/requirements-wheel.txt $(VENV)/.ready
 	@echo "== installing the wheel tools in tests/requirements-wheel.txt (ziglang)"
@@ -206,8 +241,7 @@ $(WHEEL_STAMP): $(VENV)/.wheel-ready $(EXT_SOURCES) $(wildcard python/ferrolock/
                README.md LICENSE
 	rm -rf dist && mkdir -p dist
 	@echo "== building the manylinux2014 abi3 wheel (release mode, zig as linker, stripped)"
-	CARGO_TARGET_DIR=$(CURDIR)/target/wheel $(VENV)/bin/maturin build --release --strip --zig \
-	  --compatibility manylinux2014 --out dist
+	CARGO_TARGET_DIR=$(WHEEL_TARGET) $(VENV)/bin/maturin build --release $(WHEEL_FLAGS) -i $(CURDIR)/$(PY) --out dist
 	@echo "== building the sdist"
 	$(VENV)/bin/maturin sdist --out dist
 	@touch $@
@@ -215,9 +249,12 @@ $(WHEEL_STAMP): $(VENV)/.wheel-ready $(EXT_SOURCES) $(wildcard python/ferrolock/
 
 # Installs the wheel into fresh venvs (the oldest and newest CPython found) and
 # runs the demo with each; checks the wheel's and the sdist's metadata, and
-# that the sdist builds.
+# that the sdist builds: with the wheel's flags in the wheel's target
+# directory, so the registry crates `make wheel` compiled are reused and only
+# the crate itself is compiled, from the sdist's files.
 test-wheel: deps wheel
-	$(PY) -m pytest -v -s -p no:cacheprovider tests/wheel_check.py
+	CARGO_TARGET_DIR=$(WHEEL_TARGET) MATURIN_PEP517_ARGS="$(WHEEL_FLAGS)" \
+	  $(PY) -m pytest -v -s -p no:cacheprovider --durations=5 tests/wheel_check.py
 
 
 # -- documentation site ---------------------------------------------------------
