@@ -35,9 +35,10 @@ EXT_MODULE  := $(wildcard python/ferrolock/_ferrolock*.so)
 EXT ?= build-dev
 WHEEL_STAMP := dist/.built
 
-# A prefix for the compile-only commands (cargo test --no-run, clippy, the
-# sdist's build): .ci/run sets NICE="nice -n 10" so compiles running beside
-# the tests take the CPU the tests leave, and never delay a test's timing.
+# A prefix for the commands that compile or check but run no test (cargo
+# test --no-run, clippy, ruff, mypy, the documentation build): .ci/run sets
+# NICE="nice -n 10", so that they take the CPU the tests and the wheel's
+# compile leave, and never delay a test's timing.
 NICE ?=
 
 # pytest's worker processes (pytest-xdist); each starts its own servers on
@@ -74,11 +75,18 @@ deps:
 # The names the system packages had before `deps`.
 redis postgresql: deps
 
+# The venv: the build tools of tests/requirements-wheel.txt (maturin, zig)
+# first, on their own, so that .ci/run starts the wheel's compile while the
+# rest of tests/requirements.txt installs.
 venv: $(VENV)/.ready
-$(VENV)/.ready: tests/requirements.txt
-	@echo "== creating $(VENV) with the tools in tests/requirements.txt (maturin, pytest, ...)"
+$(VENV)/.build-ready: tests/requirements-wheel.txt
+	@echo "== creating $(VENV) with the build tools in tests/requirements-wheel.txt (maturin, zig)"
 	python3 -m venv $(VENV)
 	$(PIP) -q pip==$(PIP_VERSION)
+	$(PIP) -r tests/requirements-wheel.txt
+	@touch $@
+$(VENV)/.ready: tests/requirements.txt $(VENV)/.build-ready
+	@echo "== installing the tools in tests/requirements.txt (pytest, ...) into $(VENV)"
 	$(PIP) -r tests/requirements.txt
 	@touch $@
 
@@ -94,7 +102,7 @@ $(EXT_STAMP): $(VENV)/.ready $(EXT_SOURCES) $(if $(EXT_MODULE),,FORCE)
 # editable install (EXT=install-wheel).
 WHEEL_INSTALLED := $(VENV)/.wheel-installed
 install-wheel: $(WHEEL_INSTALLED)
-$(WHEEL_INSTALLED): $(WHEEL_STAMP)
+$(WHEEL_INSTALLED): $(WHEEL_STAMP) $(VENV)/.ready
 	@echo "== installing dist/'s wheel into $(VENV): the tests import the extension that ships"
 	$(PIP) -q --no-deps --force-reinstall dist/ferrolock-*.whl
 	rm -f $(EXT_STAMP)
@@ -164,11 +172,11 @@ lint-rust:
 	$(NICE) cargo clippy -q --no-default-features --all-targets -- -D warnings
 
 lint-python: venv
-	$(VENV)/bin/ruff check --quiet .
-	$(PY) -m mypy
+	$(NICE) $(VENV)/bin/ruff check --quiet .
+	$(NICE) $(PY) -m mypy
 
 lint-stubs: $(EXT)
-	$(PY) -m mypy.stubtest ferrolock._ferrolock
+	$(NICE) $(PY) -m mypy.stubtest ferrolock._ferrolock
 
 clean:
 	cargo clean
@@ -233,11 +241,7 @@ $(VALKEY): tests/valkey.txt | $(VENV)/.ready
 WHEEL_FLAGS  := --strip --zig --compatibility manylinux2014
 WHEEL_TARGET := $(CURDIR)/target/wheel
 wheel: $(WHEEL_STAMP)
-$(VENV)/.wheel-ready: tests/requirements-wheel.txt $(VENV)/.ready
-	@echo "== installing the wheel tools in tests/requirements-wheel.txt (ziglang)"
-	$(PIP) -r tests/requirements-wheel.txt
-	@touch $@
-$(WHEEL_STAMP): $(VENV)/.wheel-ready $(EXT_SOURCES) $(wildcard python/ferrolock/*.py* python/ferrolock/*/*.py) python/ferrolock/py.typed \
+$(WHEEL_STAMP): $(VENV)/.build-ready $(EXT_SOURCES) $(wildcard python/ferrolock/*.py* python/ferrolock/*/*.py) python/ferrolock/py.typed \
                README.md LICENSE
 	rm -rf dist && mkdir -p dist
 	@echo "== building the manylinux2014 abi3 wheel (release mode, zig as linker, stripped)"
@@ -269,7 +273,7 @@ $(VENV)/.docs-ready: docs/requirements.txt $(VENV)/.ready
 # Material for MkDocs 9 prints a notice of its end of life (May 2027) at every
 # build; NO_MKDOCS_2_WARNING turns that notice off.
 docs: $(VENV)/.docs-ready
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(NICE) $(VENV)/bin/mkdocs build --strict
 
 test-docs: docs
 
