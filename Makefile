@@ -1,10 +1,15 @@
-# ferrolock: `make demo` runs the example, `make test` runs every test.
-# Both install what is missing: redis-server (Debian packages), a venv with
-# maturin and pytest, and the extension built in release mode. The extension
-# is built again only when what it is built from changed (src/, lua/,
-# Cargo.toml, Cargo.lock, pyproject.toml), so a second `make demo` starts at once.
-# `make wheel` builds the manylinux abi3 wheel and the sdist into dist/, and
-# `make docs` the documentation site into site/ (warnings are errors).
+# ferrolock: `make demo` runs the example, `make test` runs every test and
+# `make lint` every check of style and types; `bash .ci/run` runs both the way
+# CI does, in parallel stages (docs/testing.md says how, and what each costs).
+# `make deps` installs the system packages (Debian's, with apt-get): the
+# servers the tests start and the tools they use. `make demo` and `make test`
+# call it only when one of them is missing. The rest is installed into the
+# project: a venv with maturin and pytest, and the extension built in release
+# mode. The extension is built again only when what it is built from changed
+# (src/, lua/, Cargo.toml, Cargo.lock, pyproject.toml), so a second `make demo`
+# starts at once. `make wheel` builds the manylinux abi3 wheel and the sdist
+# into dist/, and `make docs` the documentation site into site/ (warnings are
+# errors).
 
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -22,31 +27,66 @@ EXT_STAMP   := $(VENV)/.ext-built
 # (make clean, a fresh clone with an old venv), build again whatever the stamp says.
 EXT_MODULE  := $(wildcard python/ferrolock/_ferrolock*.so)
 
-.PHONY: all test test-rust test-python test-wheel test-docs demo build-dev redis postgresql venv lint format clean \
-        wheel lint-workflows docs old-redis new-redis valkey test-servers FORCE
+# The extension the tests import: `build-dev` (maturin develop in release
+# mode, editable, into python/ferrolock/), or `install-wheel` (the manylinux
+# wheel of `make wheel` installed into the venv: one release compile serves
+# the tests and the wheel, and the tests run the binary that ships; .ci/run
+# sets EXT=install-wheel).
+EXT ?= build-dev
+WHEEL_STAMP := dist/.built
+
+# A prefix for the commands that compile or check but run no test (cargo
+# test --no-run, clippy, ruff, mypy, the documentation build): .ci/run sets
+# NICE="nice -n 10", so that they take the CPU the tests and the wheel's
+# compile leave, and never delay a test's timing.
+NICE ?=
+
+# pytest's worker processes (pytest-xdist); each starts its own servers on
+# free loopback ports (tests/conftest.py). 0 runs the tests in this process.
+PYTEST_WORKERS ?= 4
+PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadgroup --durations=15
+
+.PHONY: all test test-rust test-python test-wheel test-docs demo build-dev install-wheel deps redis postgresql \
+        venv lint lint-rust lint-python lint-stubs format clean wheel docs old-redis new-redis valkey test-servers \
+        test-servers-new-redis test-servers-valkey lint-workflows FORCE
 
 all: lint test
 
-# faketime: libfaketime, which skews the wall clock of some history-checker workers.
-redis:
-	@{ command -v redis-server && command -v redis-sentinel && command -v openssl && command -v faketime; } >/dev/null 2>&1 || { \
-	  echo "== installing redis-server, redis-sentinel, openssl and faketime (Debian packages, with apt-get)"; \
-	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q redis-server redis-tools redis-sentinel openssl faketime; }
+# -- system packages (Debian's, with apt-get) ------------------------------------
+# redis-server, redis-tools and redis-sentinel (Redis 7.0): the servers the
+# tests start; openssl: the TLS tests' certificates; faketime (libfaketime):
+# the skewed clocks of some history-checker workers; postgresql: the server
+# binaries of tests/test_fencing.py's throwaway PostgreSQL; iproute2 (`ip
+# netns`): the network namespaces of the partition tests; strace: the system
+# calls `make bench` counts.
+DEB_PACKAGES := redis-server redis-tools redis-sentinel openssl faketime postgresql iproute2 strace
+# True when every package above is installed (a command or file of each).
+DEBS_PRESENT := command -v redis-server && command -v redis-cli && command -v redis-sentinel && \
+                command -v openssl && command -v faketime && ls /usr/lib/postgresql/*/bin/initdb && \
+                command -v ip && command -v strace
 
-# PostgreSQL's server binaries, for tests/test_fencing.py (which starts its own
-# throwaway server on a free loopback port, and skips saying why without them).
-postgresql:
-	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
-	  echo "== installing postgresql (Debian packages, with apt-get)"; \
+# Installs what is missing (nothing, and no apt-get, when all is there).
+deps:
+	@if { $(DEBS_PRESENT); } >/dev/null 2>&1; then echo "== system packages present: $(DEB_PACKAGES)"; else \
+	  echo "== installing $(DEB_PACKAGES) (Debian packages, with apt-get)" && \
 	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q postgresql; }
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $(DEB_PACKAGES); fi
 
+# The names the system packages had before `deps`.
+redis postgresql: deps
+
+# The venv: the build tools of tests/requirements-wheel.txt (maturin, zig)
+# first, on their own, so that .ci/run starts the wheel's compile while the
+# rest of tests/requirements.txt installs.
 venv: $(VENV)/.ready
-$(VENV)/.ready: tests/requirements.txt
-	@echo "== creating $(VENV) with the tools in tests/requirements.txt (maturin, pytest, ...)"
+$(VENV)/.build-ready: tests/requirements-wheel.txt
+	@echo "== creating $(VENV) with the build tools in tests/requirements-wheel.txt (maturin, zig)"
 	python3 -m venv $(VENV)
 	$(PIP) -q pip==$(PIP_VERSION)
+	$(PIP) -r tests/requirements-wheel.txt
+	@touch $@
+$(VENV)/.ready: tests/requirements.txt $(VENV)/.build-ready
+	@echo "== installing the tools in tests/requirements.txt (pytest, ...) into $(VENV)"
 	$(PIP) -r tests/requirements.txt
 	@touch $@
 
@@ -54,16 +94,28 @@ build-dev: $(EXT_STAMP)
 $(EXT_STAMP): $(VENV)/.ready $(EXT_SOURCES) $(if $(EXT_MODULE),,FORCE)
 	@echo "== building the extension with cargo (release mode): a first build compiles about 100 crates"
 	@echo "   and takes a few minutes; later builds only what changed"
+	rm -f $(WHEEL_INSTALLED)
 	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(VENV)/bin/maturin develop --release --extras otel
+	@touch $@
+
+# The wheel of `make wheel`, installed into the venv in place of build-dev's
+# editable install (EXT=install-wheel).
+WHEEL_INSTALLED := $(VENV)/.wheel-installed
+install-wheel: $(WHEEL_INSTALLED)
+$(WHEEL_INSTALLED): $(WHEEL_STAMP) $(VENV)/.ready
+	@echo "== installing dist/'s wheel into $(VENV): the tests import the extension that ships"
+	$(PIP) -q --no-deps --force-reinstall dist/ferrolock-*.whl
+	rm -f $(EXT_STAMP)
 	@touch $@
 
 FORCE:
 
-test-rust: redis
+test-rust: deps
+	$(NICE) cargo test --no-default-features -q --no-run
 	cargo test --no-default-features -q
 
-test-python: redis postgresql build-dev old-redis new-redis $(VENV)/.docs-ready
-	$(PY) -m pytest -q
+test-python: deps $(EXT) old-redis new-redis $(VENV)/.docs-ready
+	$(PYTEST)
 
 # The core suite (Lock, RWMutex, fair modes, semaphore, election, wake-ups,
 # replicas, hand-over, watchdog) run again against each other server the
@@ -74,18 +126,18 @@ test-python: redis postgresql build-dev old-redis new-redis $(VENV)/.docs-ready
 SERVER_TESTS := tests/test_servers.py tests/test_lock.py tests/test_rwmutex.py tests/test_fair.py \
                 tests/test_fair_rwmutex.py tests/test_semaphore.py tests/test_election.py tests/test_wakeups.py \
                 tests/test_replicas.py tests/test_fair_handover.py tests/test_watchdog.py tests/test_declared_keys.py
-OTHER_SERVERS = $(CURDIR)/$(NEW_REDIS) $(CURDIR)/$(VALKEY)
 
-test-servers: redis build-dev new-redis valkey
-	@for binary in $(OTHER_SERVERS); do \
-	  if [ ! -x "$$binary" ]; then echo "== no $$binary on $$(uname -sm): its run is skipped"; continue; fi; \
-	  echo "== the core suite against $$($$binary --version)"; \
-	  FERROLOCK_TEST_SERVER=$$binary $(PY) -m pytest -q $(SERVER_TESTS) || exit 1; \
-	done
+test-servers: test-servers-new-redis test-servers-valkey
+test-servers-new-redis: SERVER = $(NEW_REDIS)
+test-servers-valkey: SERVER = $(VALKEY)
+test-servers-new-redis test-servers-valkey: deps $(EXT) new-redis valkey
+	@if [ ! -x "$(SERVER)" ]; then echo "== no $(SERVER) on $$(uname -sm): its run is skipped"; exit 0; fi; \
+	echo "== the core suite against $$($(SERVER) --version)"; \
+	FERROLOCK_TEST_SERVER=$(CURDIR)/$(SERVER) $(PYTEST) $(SERVER_TESTS)
 
 test: test-rust test-python test-servers test-wheel test-docs
 
-demo: redis build-dev
+demo: deps build-dev
 	@echo "== running examples/demo.py"
 	$(PY) examples/demo.py
 
@@ -105,11 +157,26 @@ options: build-dev
 stubs: build-dev
 	$(PY) scripts/gen_stubs.py
 
-lint: build-dev lint-workflows
-	$(PY) -m mypy.stubtest ferrolock._ferrolock
+# -- lint -------------------------------------------------------------------------
+# rustfmt; clippy with the pedantic lints of Cargo.toml's [lints] over both
+# feature sets (with and without the Python bindings); ruff check (pyflakes,
+# pycodestyle) over every Python file and mypy --strict over the package
+# ([tool.ruff] and [tool.mypy] in pyproject.toml); the type stubs checked
+# against the built module (mypy.stubtest). .pre-commit-config.yaml runs the
+# same before a commit (`.venv/bin/pre-commit install`).
+lint: lint-rust lint-python lint-stubs lint-workflows
+
+lint-rust:
 	cargo fmt --all -- --check
-	cargo clippy --all-targets -- -D warnings
-	cargo clippy --no-default-features --all-targets -- -D warnings
+	$(NICE) cargo clippy -q --all-targets -- -D warnings
+	$(NICE) cargo clippy -q --no-default-features --all-targets -- -D warnings
+
+lint-python: venv
+	$(NICE) $(VENV)/bin/ruff check --quiet .
+	$(NICE) $(PY) -m mypy
+
+lint-stubs: $(EXT)
+	$(NICE) $(PY) -m mypy.stubtest ferrolock._ferrolock
 
 clean:
 	cargo clean
@@ -171,40 +238,37 @@ $(VALKEY): tests/valkey.txt | $(VENV)/.ready
 # package) so it runs on any Linux x86_64 from 2014 on, with the symbols
 # stripped; and the sdist. Built in target/wheel so the development build
 # (another linker) is not thrown away each time. A fresh clone builds them
-# with `make wheel` alone: it needs the Rust toolchain and a venv with maturin
-# (pinned in tests/requirements.txt), zig and twine
-# (tests/requirements-wheel.txt), and nothing of the test suite.
-# .github/workflows/release.yml builds the wheels of every platform with the
-# same maturin settings (pyproject.toml) and publishes them on a tag.
-WHEEL_STAMP := dist/.built
-PY_SOURCES  := $(shell find python -name '*.py' -o -name '*.pyi' -o -name py.typed)
+# with `make wheel` alone: it needs the Rust toolchain and a venv with the
+# build tools of tests/requirements-wheel.txt (maturin, zig, twine), and
+# nothing of the test suite. .github/workflows/release.yml builds the wheels
+# of every platform with the same maturin settings (pyproject.toml) and
+# publishes them on a tag.
+WHEEL_FLAGS  := --strip --zig --compatibility manylinux2014
+WHEEL_TARGET := $(CURDIR)/target/wheel
 wheel: $(WHEEL_STAMP)
-$(VENV)/.wheel-ready: tests/requirements-wheel.txt tests/requirements.txt
-	@echo "== installing the wheel tools: maturin, ziglang, twine"
-	[ -x $(PY) ] || python3 -m venv $(VENV)
-	$(PIP) -q pip==$(PIP_VERSION)
-	$(PIP) "$$(grep '^maturin==' tests/requirements.txt)" -r tests/requirements-wheel.txt
-	@touch $@
-$(WHEEL_STAMP): $(VENV)/.wheel-ready $(EXT_SOURCES) $(PY_SOURCES) README.md LICENSE CHANGELOG.md
+PY_SOURCES   := $(shell find python -name '*.py' -o -name '*.pyi' -o -name py.typed)
+$(WHEEL_STAMP): $(VENV)/.build-ready $(EXT_SOURCES) $(PY_SOURCES) README.md LICENSE CHANGELOG.md
 	rm -rf dist && mkdir -p dist
 	@echo "== building the manylinux2014 abi3 wheel (release mode, zig as linker, stripped)"
-	CARGO_TARGET_DIR=$(CURDIR)/target/wheel $(VENV)/bin/maturin build --release --strip --zig \
-	  --compatibility manylinux2014 --out dist
+	CARGO_TARGET_DIR=$(WHEEL_TARGET) $(VENV)/bin/maturin build --release $(WHEEL_FLAGS) -i $(CURDIR)/$(PY) --out dist
 	@echo "== building the sdist"
 	$(VENV)/bin/maturin sdist --out dist
 	@touch $@
 	@ls -l dist
 
 # Installs the wheel into fresh venvs (the oldest and newest CPython found) and
-# runs the demo with each; checks the wheel's and the sdist's metadata (twine
-# check), and that pip builds and installs the sdist.
-test-wheel: redis wheel $(VENV)/.ready
-	$(PY) -m pytest -v -s -p no:cacheprovider tests/wheel_check.py
+# runs the demo with each; checks the wheel's and the sdist's metadata, and
+# that the sdist builds: with the wheel's flags in the wheel's target
+# directory, so the registry crates `make wheel` compiled are reused and only
+# the crate itself is compiled, from the sdist's files.
+test-wheel: deps wheel $(VENV)/.ready
+	CARGO_TARGET_DIR=$(WHEEL_TARGET) MATURIN_PEP517_ARGS="$(WHEEL_FLAGS)" \
+	  $(PY) -m pytest -v -s -p no:cacheprovider --durations=5 tests/wheel_check.py
 
 # The release workflow (.github/workflows/) checked with actionlint, and its
 # `run:` scripts with shellcheck (both pinned in tests/requirements-wheel.txt);
 # part of `make lint`.
-lint-workflows: $(VENV)/.wheel-ready
+lint-workflows: $(VENV)/.build-ready
 	$(VENV)/bin/actionlint -no-color
 
 # -- documentation site ---------------------------------------------------------
@@ -220,7 +284,7 @@ $(VENV)/.docs-ready: docs/requirements.txt $(VENV)/.ready
 # Material for MkDocs 9 prints a notice of its end of life (May 2027) at every
 # build; NO_MKDOCS_2_WARNING turns that notice off.
 docs: $(VENV)/.docs-ready
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(NICE) $(VENV)/bin/mkdocs build --strict
 
 test-docs: docs
 
@@ -229,15 +293,12 @@ test-docs: docs
 # then prints the server cost of each primitive's cycle (benches/server_cost.py).
 # BENCH_ARGS=--quick for a ~1 minute run; BENCH_ARGS="--baseline DIR" adds the
 # figures of another build's ferrolock package (in DIR) beside this one's.
-# strace (Debian package) counts the system calls of one cycle.
+# strace (a Debian package `make deps` installs) counts the system calls of one cycle.
 BENCH_REQS := benches/requirements.txt
 BENCH_ARGS ?=
 
 .PHONY: bench
-bench: redis build-dev
-	@command -v strace >/dev/null 2>&1 || { \
-	  echo "installing strace (Debian package)"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq strace >/dev/null; }
+bench: deps build-dev
 	$(PY) -m pip install -q -r $(BENCH_REQS)
 	$(PY) benches/bench.py $(BENCH_ARGS)
 	$(PY) benches/server_cost.py
@@ -245,7 +306,7 @@ bench: redis build-dev
 # `make bench-cost`: what one acquire + release cycle costs the server, every
 # primitive beside redis-py's Lock and a SET/DEL floor (benches/server_cost.py).
 .PHONY: bench-cost
-bench-cost: redis build-dev
+bench-cost: deps build-dev
 	$(PY) -m pip install -q -r $(BENCH_REQS)
 	$(PY) benches/server_cost.py
 
@@ -253,7 +314,7 @@ bench-cost: redis build-dev
 # redis-server and on a 3-master Redis Cluster, beside a SET/DEL floor, with each
 # server's and the clients' CPU (benches/scale.py; BENCH_ARGS=--quick for a short run).
 .PHONY: bench-scale
-bench-scale: redis build-dev
+bench-scale: deps build-dev
 	$(PY) -m pip install -q -r $(BENCH_REQS)
 	$(PY) benches/scale.py $(BENCH_ARGS)
 
@@ -269,5 +330,5 @@ DURATION ?= 600
 SCENARIOS ?=
 
 .PHONY: chaos
-chaos: redis build-dev
+chaos: deps build-dev
 	PYTHONPATH=tests $(PY) -m history --duration $(DURATION) $(if $(SCENARIOS),--scenarios $(SCENARIOS))

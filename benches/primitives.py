@@ -163,7 +163,7 @@ def replicated(n: int) -> dict:
     import asyncio
 
     with RedisServer(extra=("--repl-diskless-sync-delay", "0")) as master, \
-            RedisServer(extra=("--replicaof", "127.0.0.1", str(master.port))) as replica:
+            RedisServer(extra=("--replicaof", "127.0.0.1", str(master.port))) as _replica:
         url = master.url
         r = redis.Redis.from_url(url)
         deadline = time.monotonic() + 30

@@ -43,7 +43,55 @@ def pytest_report_header(config):
     return f"ferrolock tests: {name} {version} ({binary})"
 
 
+# How pytest-xdist shares the tests out among its workers (`-n N --dist
+# loadgroup`, see pytest_xdist_make_scheduler): each test goes to the next free
+# worker, except those of the files named here, which run on one worker, one
+# after the other, as one unit. The units start in this order, before the
+# single tests, the longest first.
+ONE_WORKER = {
+    # Suites that keep every core busy on their own (processes hammering one
+    # lock, the history checker's workers and nemesis): one at a time.
+    "test_chaos_stress.py": "cpu-bound",
+    "test_history.py": "cpu-bound",
+    # A deployment started once per module (PostgreSQL, Sentinel, TLS
+    # servers, quorum masters, a cluster with replicas): started once.
+    "test_fencing.py": "test_fencing.py",
+    "test_replicas.py": "test_replicas.py",
+    "test_chaos_security.py": "test_chaos_security.py",
+    "test_sentinel_tls.py": "test_sentinel_tls.py",
+    "test_sentinel_unresponsive.py": "test_sentinel_unresponsive.py",
+    "test_sentinel_majority.py": "test_sentinel_majority.py",
+    "test_newcomer_errors.py": "test_newcomer_errors.py",
+    "test_cluster_failover.py": "test_cluster_failover.py",
+    "test_tls_self_signed.py": "test_tls_self_signed.py",
+}
+
+
+def _unit(nodeid: str) -> str:
+    """The unit of work a test belongs to: its group, or the test alone."""
+    return ONE_WORKER.get(nodeid.split("::", 1)[0].rsplit("/", 1)[-1], nodeid)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadgroup with the groups of ONE_WORKER (pytest-xdist's own
+    loadgroup reads xdist_group marks through the node ids it rewrites,
+    which pytest 9.2's node ids no longer allow: pytest-xdist issue 1386)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Grouped(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _unit(nodeid)
+
+    config.option.loadscopereorder = False  # the order pytest_collection_modifyitems gives
+    return Grouped(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
+    order = list(dict.fromkeys(ONE_WORKER.values()))
+    items.sort(key=lambda item: order.index(_unit(item.nodeid)) if _unit(item.nodeid) in order else len(order))
     if config.getoption("--heavy"):
         return
     skip = pytest.mark.skip(reason="heavy variant: run with --heavy")

@@ -11,7 +11,7 @@ import subprocess
 import threading
 import time
 
-# libfaketime (Debian package `faketime`, installed by `make redis`): a
+# libfaketime (Debian package `faketime`, installed by `make deps`): a
 # process started with `skewed_clock(seconds)` in its environment sees its
 # wall clock (and its monotonic clock) that far off.
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
@@ -19,7 +19,7 @@ FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
 def skewed_clock(seconds: float) -> dict:
     """The environment of a process whose clocks run `seconds` ahead."""
-    assert os.path.exists(FAKETIME_LIB), f"{FAKETIME_LIB} is missing: run `make redis` (installs faketime)"
+    assert os.path.exists(FAKETIME_LIB), f"{FAKETIME_LIB} is missing: run `make deps` (installs faketime)"
     return {**os.environ, "LD_PRELOAD": FAKETIME_LIB, "FAKETIME": f"{seconds:+g}s"}
 
 

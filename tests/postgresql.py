@@ -1,5 +1,5 @@
 """A throwaway PostgreSQL server on a free loopback port, from the server
-binaries of Debian's `postgresql` package (`make postgresql` installs it):
+binaries of Debian's `postgresql` package (`make deps` installs it):
 initdb into a temporary directory, no fsync, removed at the end. PostgreSQL
 refuses to run as root, so as root it runs as the package's `postgres` user."""
 
@@ -27,7 +27,7 @@ def binaries() -> Optional[str]:
 def missing() -> Optional[str]:
     """Why no server can be started here, or None when one can."""
     if binaries() is None:
-        return "no PostgreSQL server binaries (/usr/lib/postgresql/*/bin): `make postgresql` installs Debian's"
+        return "no PostgreSQL server binaries (/usr/lib/postgresql/*/bin): `make deps` installs Debian's"
     if os.geteuid() == 0:
         try:
             pwd.getpwnam("postgres")

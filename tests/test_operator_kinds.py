@@ -7,7 +7,6 @@ stays readable once the term ends."""
 
 from __future__ import annotations
 
-import asyncio
 import threading
 
 import pytest

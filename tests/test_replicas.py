@@ -74,7 +74,7 @@ class Pair:
     def waits(self) -> int:
         """WAIT commands the master has run so far."""
         stats = self.raw_master("INFO", "commandstats").decode()
-        line = next((l for l in stats.splitlines() if l.startswith("cmdstat_wait:")), "calls=0,")
+        line = next((s for s in stats.splitlines() if s.startswith("cmdstat_wait:")), "calls=0,")
         return int(line.split("calls=")[1].split(",")[0])
 
     def keys(self, pattern: str) -> list:

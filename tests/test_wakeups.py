@@ -7,7 +7,6 @@ import random
 import threading
 import time
 
-import pytest
 
 import ferrolock
 from ferrolock import Retry

@@ -8,7 +8,6 @@ bindings (``src/py/``), it is copied from the built module by ``make stubs``
 Edit a docstring in ``src/py/``, never here.
 """
 
-import asyncio
 import contextvars
 import os
 import types
@@ -785,9 +784,9 @@ class Operation(Coroutine[Any, Any, _T_co]):
     def close(self) -> None:
         """Cancels the operation (see `throw`); one never stepped did nothing."""
     @property
-    def __name__(self) -> str: ...  # type: ignore[override]
+    def __name__(self) -> str: ...
     @property
-    def __qualname__(self) -> str: ...  # type: ignore[override]
+    def __qualname__(self) -> str: ...
 
 # ---------------------------------------------------------------------------
 # Lock

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from typing import Callable, Dict, Generic, Hashable, TypeVar
+from typing import Any, Callable, Dict, Generic, Hashable, TypeVar
 
 V = TypeVar("V")
 
@@ -45,7 +45,7 @@ class PerProcess(Generic[V]):
         self._values = {}
 
 
-def _forget_in_child(ref: "weakref.ref[PerProcess]") -> Callable[[], None]:
+def _forget_in_child(ref: "weakref.ref[PerProcess[Any]]") -> Callable[[], None]:
     """The fork hook of the :class:`PerProcess` behind ``ref`` (held weakly,
     so that registering it keeps nothing alive)."""
 

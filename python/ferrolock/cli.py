@@ -468,7 +468,7 @@ class Signals:
     def __init__(self) -> None:
         self.raising = True
         self.pending: List[int] = []
-        self.child: Optional[subprocess.Popen] = None
+        self.child: Optional[subprocess.Popen[bytes]] = None
 
     def __enter__(self) -> "Signals":
         self.previous = {s: signal.signal(s, self.handle) for s in FORWARDED}
@@ -487,7 +487,7 @@ class Signals:
         else:
             self.pending.append(signum)
 
-    def started(self, child: subprocess.Popen) -> None:
+    def started(self, child: subprocess.Popen[bytes]) -> None:
         """CMD runs: what came meanwhile goes to it, and so will what comes next."""
         self.child = child
         for signum in self.pending:
@@ -570,7 +570,7 @@ def supervise(cmd: List[str], lock: ferrolock.Lock, lost: threading.Event, done:
     return 128 - code if code < 0 else code
 
 
-def with_group(child: subprocess.Popen, signum: int) -> None:
+def with_group(child: subprocess.Popen[bytes], signum: int) -> None:
     """Sends `signum` to CMD's process group (CMD and what it started)."""
     try:
         os.killpg(child.pid, signum)

@@ -51,6 +51,7 @@ from typing import Any, Iterator, Optional
 import pytest
 
 import ferrolock
+from ferrolock._ferrolock import _semaphore
 from ferrolock.throwaway import (
     Connection, Raw, RedisServer, RespError, encode, env_url, free_port, read_reply, redis_url, server_binary,
 )
@@ -103,7 +104,7 @@ class Holder:
 
     A context manager: releases at the end of the ``with`` block."""
 
-    def __init__(self, proc: subprocess.Popen, token: str):
+    def __init__(self, proc: "subprocess.Popen[str]", token: str):
         self.proc = proc
         self.token = token
 
@@ -185,14 +186,15 @@ class Helpers:
         if token is None:
             raise ValueError(f"{lock!r} holds nothing: acquire it before expire_now")
         client, names = hold.client, list(hold.names)
+        twin: ferrolock.Lock[Any]
         if isinstance(lock, Term):
             twin = lock._election._core.candidate(lock.value, token=token)
         elif hold.kind == "lock":
-            twin = client.lock(names, token=token, fair=hold.fair)
+            twin = ferrolock.Lock(client, names, token=token, fair=hold.fair)
         elif hold.kind == "permit":
-            twin = client.semaphore(names[0], 1, token=token, fair=hold.fair)  # permits: not needed to release
+            twin = _semaphore(client, names[0], 1, token=token, fair=hold.fair)  # permits: not needed to release
         else:
-            rw = client.rwmutex(names[0], fair=hold.fair)
+            rw = ferrolock.RWMutex(client, names[0], fair=hold.fair)
             twin = rw.read(token=token) if hold.kind == "read" else rw.write(token=token)
         twin.release()
         with contextlib.suppress(ferrolock.LockNotOwned):

@@ -48,7 +48,8 @@ def free_port() -> int:
     """A TCP port free on 127.0.0.1 now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def env_url() -> Optional[str]:
@@ -107,7 +108,7 @@ class Connection:
         db: a database to SELECT first (0: none).
     """
 
-    def __init__(self, sock: socket.socket, auth: tuple = (), db: int = 0):
+    def __init__(self, sock: socket.socket, auth: tuple[str, ...] = (), db: int = 0):
         self.sock = sock
         self.file = sock.makefile("rb")
         try:
@@ -199,7 +200,7 @@ class Raw:
     def connect(self) -> Connection:
         """A kept connection to the server, authenticated, on the URL's database."""
         if self.password is None:
-            auth: tuple = ()
+            auth: tuple[str, ...] = ()
         else:
             auth = (self.username, self.password) if self.username else (self.password,)
         return Connection(self._open(), auth, self.db)
@@ -212,7 +213,7 @@ class Raw:
         """The same call, named as :meth:`RedisServer.command`."""
         return self(*args)
 
-    def scan(self, pattern: str) -> list:
+    def scan(self, pattern: str) -> list[str]:
         """Every key matching the glob ``pattern``, with SCAN."""
         cursor, found = b"0", []
         while True:
@@ -221,7 +222,7 @@ class Raw:
             if cursor == b"0":
                 return sorted(set(found))
 
-    def keys(self, pattern: str) -> list:
+    def keys(self, pattern: str) -> list[str]:
         """Like :meth:`scan` (named after KEYS; it never blocks the server)."""
         return self.scan(pattern)
 
@@ -250,13 +251,13 @@ def server_binary() -> str:
     if binary is None:
         raise RuntimeError(
             "redis-server is not installed: install it (Debian/Ubuntu: apt-get install "
-            f"redis-server, or `make redis`), set {SERVER_BINARY} to a server binary, or set REDIS_URL "
+            f"redis-server, or `make deps`), set {SERVER_BINARY} to a server binary, or set REDIS_URL "
             "to a server tests may use"
         )
     return binary
 
 
-def _await(ready: Callable[[], bool], proc: subprocess.Popen, what: str) -> bool:
+def _await(ready: Callable[[], bool], proc: "subprocess.Popen[bytes]", what: str) -> bool:
     """Until `ready()` (True), or `proc` exits (False); RuntimeError after 10 s."""
     deadline = time.monotonic() + 10
     while proc.poll() is None:
@@ -291,7 +292,7 @@ class RedisServer:
             (:attr:`unix_url`).
     """
 
-    def __init__(self, port: Optional[int] = None, password: Optional[str] = None, extra: tuple = (),
+    def __init__(self, port: Optional[int] = None, password: Optional[str] = None, extra: tuple[str, ...] = (),
                  user: Optional[str] = None, unix_socket: bool = False):
         self.binary = server_binary()
         self._port_chosen = port is None
@@ -301,7 +302,7 @@ class RedisServer:
         self.extra = extra
         self.dir = tempfile.mkdtemp(prefix="ferrolock-redis-")
         self.socket = os.path.join(self.dir, "redis.sock") if unix_socket else None
-        self.proc: Optional[subprocess.Popen] = None
+        self.proc: Optional[subprocess.Popen[bytes]] = None
 
     def _auth(self) -> str:
         """The ``user:password@`` part of a URL (%-escaped), or ''."""
@@ -324,7 +325,7 @@ class RedisServer:
             query.update({"user": self.user, "pass": self.password} if self.user else {"pass": self.password})
         return f"unix://{self.socket}?{urllib.parse.urlencode(query)}"
 
-    def _args(self) -> list:
+    def _args(self) -> list[str]:
         """The command line (a subclass may listen differently)."""
         args = [
             self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
@@ -354,16 +355,16 @@ class RedisServer:
         """Start it (again, on the same port, after :meth:`stop` or :meth:`kill`)."""
         first = self.proc is None and self._port_chosen
         for _ in range(3 if first else 1):
-            self.proc = subprocess.Popen(
+            self.proc = proc = subprocess.Popen(
                 self._args(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
             )
-            if _await(self._answers, self.proc, "redis-server"):
+            if _await(self._answers, proc, "redis-server"):
                 self._port_chosen = False  # it has its port now: a restart keeps it
                 return self
             if not first:
                 break
             self.port = free_port()  # another process took the port before the server bound it
-        raise RuntimeError(f"redis-server exited with {self.proc.returncode}")
+        raise RuntimeError(f"redis-server exited with {proc.returncode}")
 
     def pause(self) -> None:
         """SIGSTOP: its port still accepts connections (the kernel queues them), nothing answers."""

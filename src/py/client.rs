@@ -133,7 +133,7 @@ impl PyClient {
         url=None, *, connect_timeout=None, command_timeout=None, prefix=None, ca_file=None,
         replicas=None, replica_timeout=None, replica_policy=None, replica_fsync=false,
     ))]
-    #[allow(clippy::too_many_arguments)]
+    #[expect(clippy::too_many_arguments)]
     fn new(
         url: Option<&Bound<'_, PyAny>>,
         connect_timeout: Option<&Bound<'_, PyAny>>,

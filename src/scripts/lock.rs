@@ -95,7 +95,6 @@ pub async fn inspect(client: &Client, keys: &[String]) -> Result<Vec<Option<Reco
     entries.into_iter().map(parse_record).collect()
 }
 
-#[allow(clippy::too_many_arguments)]
 pub async fn fair_obtain(
     client: &Client,
     k: &FairKeys,

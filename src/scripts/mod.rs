@@ -182,7 +182,7 @@ pub(crate) fn taken(reply: &(i64, i64)) -> bool {
 }
 
 /// A hold was renewed: `1`.
-#[allow(clippy::trivially_copy_pass_by_ref)] // the shape of `run_held`'s `made`
+#[expect(clippy::trivially_copy_pass_by_ref)] // the shape of `run_held`'s `made`
 pub(crate) fn one(reply: &i64) -> bool {
     *reply == 1
 }

@@ -34,7 +34,7 @@ pub async fn rw_read(
     run_held(client, &invocation, taken).await.map(taken_or_busy)
 }
 
-#[allow(clippy::too_many_arguments)]
+#[expect(clippy::too_many_arguments)]
 pub async fn rw_write(
     client: &Client,
     k: &RwKeys,

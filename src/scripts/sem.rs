@@ -16,7 +16,7 @@ fn sem_keys(k: &SemKeys) -> [&String; 5] {
     [&k.holders, &k.data, &k.queue, &k.alive, &k.tags]
 }
 
-#[allow(clippy::too_many_arguments)]
+#[expect(clippy::too_many_arguments)]
 /// One attempt at a semaphore's permit. Another permit count in force while
 /// a permit is held is `InvalidArgument` (`Refusal::Permits`).
 pub async fn sem_obtain(

@@ -38,7 +38,7 @@ impl Server {
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .expect("redis-server must be installed (make test installs it)");
+            .expect("redis-server must be installed (make deps installs it)");
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         let pid = line.trim().parse().expect("the shell wrapper prints redis-server's pid");

@@ -1,5 +1,5 @@
 """Workers whose wall clock runs fast or slow: libfaketime (Debian's
-``faketime`` package, installed by ``make redis``) preloaded into a worker
+``faketime`` package, installed by ``make deps``) preloaded into a worker
 process with an offset such as ``+5s`` or ``-3s``.
 
 Only the wall clock (``time.time()``, Rust's ``SystemTime``) is skewed:
@@ -41,7 +41,7 @@ def offset_s(offset: str) -> float:
 def library() -> str:
     found = sorted(glob.glob(LIBFAKETIME))
     if not found:
-        raise RuntimeError("libfaketime not found: install Debian's faketime package (make redis does)")
+        raise RuntimeError("libfaketime not found: install Debian's faketime package (make deps does)")
     return found[0]
 
 

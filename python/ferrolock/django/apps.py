@@ -6,7 +6,7 @@ from django.apps import AppConfig
 from django.core import checks
 
 
-class FerrolockConfig(AppConfig):  # type: ignore[misc]  # Django ships no type hints
+class FerrolockConfig(AppConfig):
     """``"ferrolock.django"`` in ``INSTALLED_APPS``: registers the check ``ferrolock.E001``."""
 
     name = "ferrolock.django"
