@@ -16,7 +16,7 @@ from redis.sentinel import Sentinel
 import ferrolock
 from ferrolock.testing import RedisServer
 from helpers import key
-from redis_sentinel import APP, ADMIN, SERVICE, WATCHER, SentinelDeployment
+from redis_sentinel import APP, SERVICE, WATCHER, SentinelDeployment
 from tls_certs import TlsRedisServer, make_certs
 
 

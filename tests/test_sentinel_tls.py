@@ -15,7 +15,7 @@ from urllib.parse import quote
 import pytest
 
 import ferrolock
-from ferrolock import LockConfigurationError, LockConnectionError, Retry
+from ferrolock import LockConfigurationError, Retry
 from redis_sentinel import APP, WATCHER, SentinelDeployment
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-sentinel") is None, reason="redis-sentinel not installed")

@@ -314,7 +314,7 @@ PLAIN_LAYOUTS = (("redis-py", "{}"), ("python-redis-lock", "lock:{}"))
 def cmd_inspect_plain(client: ferrolock.Client, name: str, as_json: bool) -> int:
     """The plain holds of `name`: what a string key holds, read as a lock's
     token (no fence or metadata: a plain hold stores neither)."""
-    found = []
+    found: List[Dict[str, Any]] = []
     for library, layout in PLAIN_LAYOUTS:
         key = layout.format(name)
         try:
