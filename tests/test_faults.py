@@ -182,6 +182,42 @@ def test_a_watchdog_failing_to_renew_warns_once_not_on_every_retry(server, prefi
         server.start()
 
 
+def test_a_level_set_after_the_first_records_is_obeyed(server, prefix):
+    """Records at INFO logged while the logger says WARNING do not stop
+    those logged once it says INFO; DEBUG follows within the second the
+    level cache lives."""
+    import logging
+
+    seen: list = []
+
+    class Catch(logging.Handler):
+        def emit(self, record):
+            seen.append(record)
+
+    logger = logging.getLogger("ferrolock")
+    before = logger.level
+    handler = Catch(level=logging.DEBUG)
+    logger.addHandler(handler)
+    try:
+        logger.setLevel(logging.WARNING)
+        ferrolock.Client(server.url + "?max_connections=3", prefix=prefix)
+        ferrolock.Client(server.url + "?max_connections=3", prefix=prefix)
+        logger.setLevel(logging.INFO)
+        ferrolock.Client(server.url + "?lib_name=after", prefix=prefix)
+        assert wait_until_logged(seen, "?lib_name= is not used")
+        logger.setLevel(logging.DEBUG)
+        client = ferrolock.Client(server.url, prefix=prefix)
+        deadline = time.monotonic() + 10
+        while not any(r.levelno == logging.DEBUG for r in seen):
+            assert time.monotonic() < deadline, "no DEBUG record after the level was lowered to DEBUG"
+            with client.lock("debug-level", ttl=0.3) as lock:
+                lock.extend(0.3)
+                time.sleep(0.15)  # a renewal is due each third of the ttl: debug records
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(before)
+
+
 def wait_until_logged(seen: list, text: str) -> bool:
     """Log records reach Python from a forwarding thread: waits for one."""
     deadline = time.monotonic() + 5

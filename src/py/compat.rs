@@ -55,7 +55,7 @@ fn hold_of(
     client, key, *, ttl=None, token=None, adopt=false, auto_renew=false, on_lost=None, retry=None,
     signal=None, wake=true,
 ))]
-#[allow(clippy::too_many_arguments)]
+#[expect(clippy::too_many_arguments)]
 pub fn _plain_lock(
     client: &Bound<'_, PyClient>,
     key: &Bound<'_, PyAny>,

@@ -5,9 +5,17 @@
 //! thread, so the call returns with an error set (a SystemError, and a result
 //! lost). Here the calling thread only queues the record; a forwarding thread,
 //! never the main one, hands it to pyo3-log.
+//!
+//! Levels: a record at info or above (rare: a failover, a lost hold, a URL
+//! parameter not used) is always queued and the forwarding thread asks the
+//! Python logger whether it is enabled, so a level set at any time is obeyed.
+//! A debug record (one per renewal) is filtered on the calling thread by
+//! pyo3-log's level cache, which the forwarding thread clears every second:
+//! a level lowered to DEBUG takes effect within a second.
 
-use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use log::{Level, Log, Metadata, Record};
 use pyo3::prelude::*;
@@ -24,8 +32,29 @@ struct Queued {
     line: Option<u32>,
 }
 
+/// How stale the level cache of debug records may get.
+const LEVEL_CACHE_LIFE: Duration = Duration::from_secs(1);
+
+/// The two views of Python's `logging` a record goes through.
+struct Loggers {
+    /// Loggers cached, levels asked each time: info and above.
+    exact: pyo3_log::Logger,
+    /// Loggers and levels cached: debug and below.
+    cached: pyo3_log::Logger,
+}
+
+impl Loggers {
+    fn for_level(&self, level: Level) -> &pyo3_log::Logger {
+        if level <= Level::Info {
+            &self.exact
+        } else {
+            &self.cached
+        }
+    }
+}
+
 struct Forwarder {
-    python: Arc<pyo3_log::Logger>,
+    python: Arc<Loggers>,
     /// The queue of this process and its forwarding thread: a forked child
     /// starts its own (its parent's thread does not exist there).
     queue: Mutex<Option<(u32, Sender<Queued>)>>,
@@ -48,12 +77,24 @@ impl Forwarder {
     }
 }
 
-fn forward(python: &pyo3_log::Logger, records: &Receiver<Queued>) {
-    for r in records {
+fn forward(python: &Loggers, records: &Receiver<Queued>) {
+    let levels = python.cached.reset_handle();
+    let mut reset = Instant::now();
+    loop {
+        let next = records.recv_timeout(LEVEL_CACHE_LIFE);
+        if reset.elapsed() >= LEVEL_CACHE_LIFE {
+            levels.reset();
+            reset = Instant::now();
+        }
+        let r = match next {
+            Ok(r) => r,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
         if exiting() {
             return;
         }
-        python.log(
+        python.for_level(r.level).log(
             &Record::builder()
                 .level(r.level)
                 .target(&r.target)
@@ -68,8 +109,9 @@ fn forward(python: &pyo3_log::Logger, records: &Receiver<Queued>) {
 
 impl Log for Forwarder {
     fn enabled(&self, metadata: &Metadata) -> bool {
-        // pyo3-log's level cache: no call into Python.
-        self.python.enabled(metadata)
+        // No call into Python on the calling thread: info and above are
+        // always queued, debug goes by pyo3-log's level cache.
+        metadata.level() <= Level::Info || self.python.cached.enabled(metadata)
     }
 
     fn log(&self, record: &Record) {
@@ -106,7 +148,10 @@ fn logger_target(target: &str) -> String {
 
 /// Routes the core's `log` records to Python's `logging`.
 pub fn install(py: Python<'_>) -> PyResult<()> {
-    let python = pyo3_log::Logger::new(py, pyo3_log::Caching::LoggersAndLevels)?;
+    let python = Loggers {
+        exact: pyo3_log::Logger::new(py, pyo3_log::Caching::Loggers)?,
+        cached: pyo3_log::Logger::new(py, pyo3_log::Caching::LoggersAndLevels)?,
+    };
     let forwarder = Forwarder { python: Arc::new(python), queue: Mutex::new(None) };
     if log::set_boxed_logger(Box::new(forwarder)).is_ok() {
         log::set_max_level(log::LevelFilter::Debug);

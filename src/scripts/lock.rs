@@ -29,7 +29,7 @@ lua!(EL_PROCLAIM, "el_proclaim.lua");
 /// behind it), so that a release nobody waits for publishes nothing.
 /// `from`: another token whose hold this attempt takes over (re-keyed to
 /// `token`, its fence kept).
-#[allow(clippy::too_many_arguments)]
+#[expect(clippy::too_many_arguments)]
 pub async fn obtain(
     client: &Client,
     keys: &[String],
