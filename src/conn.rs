@@ -36,15 +36,74 @@ pub enum Io {
     #[default]
     Multiplexed,
     /// Written, and their replies read, on the calling thread, on a blocking
-    /// connection from a per-process pool: for a caller blocked on the call
-    /// (`Runtime::block_on`), whose round trips then wake no runtime thread.
-    /// Only a single plain (not TLS) server is reached so; other targets,
-    /// and a call for which no connection opens at once, go multiplexed.
+    /// connection from a per-process pool of at most `INLINE_MAX`: for a
+    /// caller blocked on the call (`Runtime::block_on`), whose round trips
+    /// then wake no runtime thread. Only a single plain (not TLS) server is
+    /// reached so; other targets, a call made while the pool's connections
+    /// are all in use, and one for which no connection opens at once, go
+    /// multiplexed.
     Inline,
 }
 
-/// Idle inline connections of one process, for any thread to take.
-pub(crate) type InlinePool = Mutex<Vec<redis::Connection>>;
+/// The most inline connections one process keeps to a server: as many
+/// threads as this make synchronous calls at once each on its own
+/// connection; more share the multiplexed one meanwhile. So a process never
+/// holds more than this plus two (the multiplexed connection and the
+/// wake-up subscription) whatever its number of threads (docs/design.md,
+/// "Connections").
+pub(crate) const INLINE_MAX: usize = 8;
+
+/// The inline connections of one process: the idle ones, for any thread to
+/// take, and how many are open (idle or in use), never over `INLINE_MAX`.
+#[derive(Default)]
+pub(crate) struct InlinePool {
+    idle: Mutex<Vec<redis::Connection>>,
+    open: Mutex<usize>,
+}
+
+impl InlinePool {
+    /// An idle connection, or `open()`'s new one while fewer than
+    /// `INLINE_MAX` are open; `None` when all are in use or none opens.
+    pub(crate) fn take(
+        self: &Arc<Self>,
+        open: impl FnOnce() -> Option<redis::Connection>,
+    ) -> Option<Inline> {
+        let idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner).pop();
+        let conn = match idle {
+            Some(conn) => conn,
+            None => {
+                {
+                    let mut count = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+                    if *count >= INLINE_MAX {
+                        return None;
+                    }
+                    *count += 1;
+                }
+                match open() {
+                    Some(conn) => conn,
+                    None => {
+                        self.closed();
+                        return None;
+                    }
+                }
+            }
+        };
+        Some(Inline { conn: Mutex::new(Some(conn)), pool: self.clone() })
+    }
+
+    /// Closes the idle connections (those in use go when given back, with
+    /// the pool, which the closed client's state no longer holds).
+    pub(crate) fn clear(&self) {
+        let idle = std::mem::take(&mut *self.idle.lock().unwrap_or_else(PoisonError::into_inner));
+        let mut count = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        *count = count.saturating_sub(idle.len());
+    }
+
+    fn closed(&self) {
+        let mut count = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        *count = count.saturating_sub(1);
+    }
+}
 
 /// A blocking connection taken from its pool for one operation; it goes back
 /// when the operation is done, unless it failed (a connection that timed out
@@ -55,10 +114,6 @@ pub(crate) struct Inline {
 }
 
 impl Inline {
-    pub(crate) fn new(conn: redis::Connection, pool: Arc<InlinePool>) -> Inline {
-        Inline { conn: Mutex::new(Some(conn)), pool }
-    }
-
     fn run<T>(&self, f: impl FnOnce(&mut redis::Connection) -> RedisResult<T>) -> RedisResult<T> {
         let mut slot = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(conn) = slot.as_mut() else {
@@ -78,9 +133,9 @@ impl Inline {
 
 impl Drop for Inline {
     fn drop(&mut self) {
-        let conn = self.conn.get_mut().unwrap_or_else(PoisonError::into_inner).take();
-        if let Some(conn) = conn {
-            self.pool.lock().unwrap_or_else(PoisonError::into_inner).push(conn);
+        match self.conn.get_mut().unwrap_or_else(PoisonError::into_inner).take() {
+            Some(conn) => self.pool.idle.lock().unwrap_or_else(PoisonError::into_inner).push(conn),
+            None => self.pool.closed(),
         }
     }
 }
