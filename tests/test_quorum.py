@@ -361,6 +361,40 @@ def test_a_waiter_rides_through_a_majority_outage(masters):
     waiter.release()
 
 
+def test_a_step_left_to_a_slow_master_still_runs_there(masters, prefix):
+    """A quorum's step stops waiting for a master a short grace after a
+    majority answered; whatever it sent still runs there. A master that had
+    never run a script would first answer NOSCRIPT, and a step dropped then
+    would never send the script nor itself: so the quorum loads every script
+    on each master it connects. Here the third master's replies are held
+    back from the first use of the writer's step on: its intent still
+    reaches it, long before the writer's next attempt (10 s)."""
+    from fault_proxy import FaultProxy
+
+    proxy = FaultProxy(masters.servers[2].port)
+    client = ferrolock.Client(masters.urls[:2] + [proxy.url], prefix=prefix, command_timeout=3.0)
+    try:
+        client.connect()
+        reader = client.rwmutex("rw").read()
+        assert reader.acquire()
+        proxy.hold("command", "down")
+        writer = client.rwmutex("rw").write(retry=Retry.fixed(10.0))
+        result: list = []
+        t = threading.Thread(target=lambda: result.append(writer.acquire(timeout=5)), daemon=True)
+        t.start()
+        intent = f"{key(prefix, 'rw')}:rw:i"
+        wait_for(lambda: masters.servers[2].command("EXISTS", intent) == 1, 4,
+                 "the writer's intent on the master whose replies are held back")
+        proxy.resume("command", "down")
+        t.join(30)
+        assert result == [False]
+        reader.release()
+    finally:
+        proxy.resume("command", "down")
+        client.close()
+        proxy.close()
+
+
 def test_rwmutex_on_a_quorum(masters):
     client = masters.client()
     rw = client.rwmutex("doc")

@@ -143,6 +143,29 @@ pub(crate) fn flag(on: bool) -> &'static str {
     }
 }
 
+/// Every step, each module's `STEPS` (a cargo test checks each file of
+/// `lua/` is among them).
+fn every_step() -> impl Iterator<Item = &'static Lua> {
+    lock::STEPS.iter().chain(&rw::STEPS).chain(&sem::STEPS).chain(&describe::STEPS).copied()
+}
+
+/// Loads every step into the server `client` reaches (SCRIPT LOAD, one
+/// pipeline), so that no step's EVALSHA answers NOSCRIPT there until the
+/// server loses its scripts (a restart, SCRIPT FLUSH). A quorum loads them
+/// on each master it connects: its steps stop waiting for a master a short
+/// grace after a majority answered, and a master whose EVALSHA had answered
+/// NOSCRIPT by then would get neither the script nor the step
+/// (`Quorum::verify`).
+pub(crate) async fn load_every_step(client: &Client) -> Result<()> {
+    let publish = if client.is_cluster() { "SPUBLISH" } else { "PUBLISH" };
+    let mut pipe = redis::pipe();
+    for step in every_step() {
+        pipe.cmd("SCRIPT").arg("LOAD").arg(assembly::assemble(publish, step.source)).ignore();
+    }
+    let pipe = &pipe;
+    client.call(|mut c| async move { pipe.query_async::<()>(&mut c).await }).await
+}
+
 pub(crate) async fn run<T: redis::FromRedisValue>(
     client: &Client,
     invocation: &ScriptInvocation<'_>,
@@ -198,4 +221,23 @@ pub(crate) fn parse_record(entry: Vec<Value>) -> Result<Option<Record>> {
     let fence: i64 = redis::from_redis_value(next()).map_err(bad)?;
     let pttl_ms: i64 = redis::from_redis_value(next()).map_err(bad)?;
     Ok(Some(Record { token, metadata, fence, pttl_ms }))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_file_of_lua_is_a_step_loaded_with_the_others() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("lua");
+        let steps: Vec<&str> = super::every_step().map(|s| s.source).collect();
+        let mut files = 0;
+        for entry in std::fs::read_dir(dir).expect("lua/ is readable") {
+            let path = entry.expect("a directory entry").path();
+            if path.extension().is_some_and(|e| e == "lua") {
+                files += 1;
+                let source = std::fs::read_to_string(&path).expect("a readable Lua file");
+                assert!(steps.contains(&source.as_str()), "{} is in no module's STEPS", path.display());
+            }
+        }
+        assert_eq!(files, steps.len(), "a step is listed twice");
+    }
 }
