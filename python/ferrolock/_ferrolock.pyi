@@ -374,8 +374,14 @@ class LockState:
         ...
 
     @property
+    def prefix(self) -> str:
+        """The key prefix it lives under: the client's own, unless listed with
+        ``scan(all_prefixes=True)``.
+        """
+
+    @property
     def name(self) -> str:
-        """The name (without the client's prefix)."""
+        """The name (without the prefix)."""
 
     @property
     def kind(self) -> Literal["lock", "rwmutex", "semaphore", "election"]:
@@ -426,10 +432,20 @@ class LockState:
         """
 
     @property
+    def subscribed(self) -> int:
+        """Connections subscribed to its wake-ups while it is held: one per
+        process (and client) with a waiter, however many of its threads or
+        tasks wait; a waiter that polls (its subscription failed) is not
+        counted, nor is any where the Redis user may not run ``PUBSUB``.
+        """
+
+    @property
     def waiters(self) -> int:
-        """Waiters Redis knows of: both fair queues, plus one for a writer's
-        intent. Waiters of a non-fair Lock are not stored in Redis and do not
-        count.
+        """How many wait, as far as Redis can tell: the live waiters of the
+        fair queues plus one for a writer's intent, or, where more,
+        :attr:`subscribed`. A non-fair primitive keeps no queue, so its
+        waiters count by process: three threads of one process waiting for a
+        Lock count as 1.
         """
 
 @final
@@ -808,12 +824,16 @@ class Client:
             ValueError: ``name`` is empty or too long.
         """
 
-    def scan(self, pattern: str | None = None) -> list[LockState]:
+    def scan(self, pattern: str | None = None, *, all_prefixes: bool = False) -> list[LockState]:
         """Every name whose name matches the glob ``pattern``, held or waited
         for as any kind of primitive (Lock, RWMutex, semaphore, election):
-        one :class:`LockState` per name and kind.
+        one :class:`LockState` per name and kind. With ``all_prefixes=True``,
+        under every key prefix, not only this client's (each state says its
+        :attr:`~LockState.prefix`); a key of another application shaped as
+        ferrolock's (``<prefix>{<name>}``) that Redis cannot read as a
+        primitive is left out.
         """
-    def ascan(self, pattern: str | None = None) -> Operation[list[LockState]]:
+    def ascan(self, pattern: str | None = None, *, all_prefixes: bool = False) -> Operation[list[LockState]]:
         """Asyncio version of :meth:`scan`."""
     def describe(self, name: str) -> list[LockState]:
         """Everything stored under ``name``: one :class:`LockState` per kind of
