@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
 #[derive(Clone)]
@@ -180,6 +180,19 @@ impl ConnectionLike for Conn {
 }
 
 impl Conn {
+    /// Runs `cmd` where a command on `key` goes: on a Cluster, the master of
+    /// the key's slot (for a command Redis does not route by a key, such as
+    /// SCRIPT LOAD, which redis-rs would send to every node); elsewhere, here.
+    pub(crate) async fn on_node_of(&mut self, key: &[u8], cmd: Cmd) -> RedisResult<Value> {
+        match self {
+            Conn::Cluster(c) => {
+                let at = SingleNodeRoutingInfo::SpecificNode(Route::with_key(key, SlotAddr::Master));
+                c.route_command(cmd, RoutingInfo::SingleNode(at)).await
+            }
+            _ => cmd.query_async(self).await,
+        }
+    }
+
     /// Every key matching `pattern`, found with SCAN (never KEYS, which
     /// blocks the server): on a Cluster, on each master in turn.
     pub(crate) async fn scan_match(&mut self, pattern: &str) -> redis::RedisResult<Vec<Vec<u8>>> {

@@ -275,6 +275,31 @@ def test_ls_finds_names_on_every_master(cclient, cluster, prefix):
     assert [r["token"] for r in listed["doc"]["readers"]] == [reader.token]
 
 
+def test_a_node_without_the_scripts_runs_them_while_another_node_is_stopped(cluster, cluster_raw, prefix):
+    """A node that has not loaded the scripts (a restart, SCRIPT FLUSH, a
+    replica just promoted: scripts are not replicated) answers NOSCRIPT; the
+    script is then loaded on that node alone, not on every node, which waits
+    for every node (here one is stopped) and would fail the step."""
+    c = ferrolock.Client(cluster.url, prefix=prefix, command_timeout=2.0)
+    names = {cluster.node_port_for(f"{prefix}{{n{i}}}"): f"n{i}" for i in range(30)}
+    assert len(names) == len(cluster.ports)
+    for name in names.values():  # every node has run the scripts, and the client knows them all
+        lock = c.lock(name)
+        assert lock.acquire(blocking=False)
+        lock.release()
+    flushed, stopped = cluster.ports[0], cluster.ports[1]
+    assert cluster_raw.nodes[flushed]("SCRIPT", "FLUSH") in (b"OK", "OK")
+    node = next(n for n in cluster.nodes if n.port == stopped)
+    node.pause()
+    try:
+        lock = c.lock(names[flushed])
+        assert lock.acquire(blocking=False), "the step failed on the node that lost its scripts"
+        lock.release()
+    finally:
+        node.resume()
+    c.close()
+
+
 def test_every_prefix_is_listed_on_every_master(cluster, prefix):
     """scan(all_prefixes=True) on a Cluster: every master is scanned, each
     name read back with its own prefix; a waiter of a non-fair Lock counts
