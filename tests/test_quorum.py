@@ -373,14 +373,14 @@ def test_a_step_left_to_a_slow_master_still_runs_there(masters, prefix):
 
     proxy = FaultProxy(masters.servers[2].port)
     client = ferrolock.Client(masters.urls[:2] + [proxy.url], prefix=prefix, command_timeout=3.0)
+    result: list = []
+    writer = client.rwmutex("rw").write(retry=Retry.fixed(10.0))
+    t = threading.Thread(target=lambda: result.append(writer.acquire(timeout=5)), daemon=True)
     try:
         client.connect()
         reader = client.rwmutex("rw").read()
         assert reader.acquire()
         proxy.hold("command", "down")
-        writer = client.rwmutex("rw").write(retry=Retry.fixed(10.0))
-        result: list = []
-        t = threading.Thread(target=lambda: result.append(writer.acquire(timeout=5)), daemon=True)
         t.start()
         intent = f"{key(prefix, 'rw')}:rw:i"
         wait_for(lambda: masters.servers[2].command("EXISTS", intent) == 1, 4,
