@@ -93,14 +93,7 @@ impl Deployment {
             .map(|(name, _)| name)
             .filter(|name| glob.matches(name))
             .collect();
-        let describe = |name: String| async move { self.state_of(&name).await };
-        let described: Vec<Result<Vec<State>>> =
-            futures_util::stream::iter(names.into_iter().map(describe)).buffered(CONCURRENCY).collect().await;
-        let mut out = Vec::new();
-        for states in described {
-            out.extend(states?);
-        }
-        Ok(out)
+        self.states(names.into_iter().map(|name| (self.keys().clone(), name)), false).await
     }
 
     /// `scan` under every prefix: each key shaped as the key layout makes
@@ -117,17 +110,28 @@ impl Deployment {
             .map(|(prefix, name, _)| (prefix, name))
             .filter(|(_, name)| glob.matches(name))
             .collect();
-        let describe = |(prefix, name): (String, String)| async move {
-            match self.state_in(&KeySpace::new(&prefix), &name).await {
-                Err(Error::Redis(why)) => {
-                    log::debug!("not listed: {name:?} under prefix {prefix:?} ({why})");
+        self.states(names.into_iter().map(|(prefix, name)| (KeySpace::new(&prefix), name)), true).await
+    }
+
+    /// The states of `names`, each under its key space, up to `CONCURRENCY`
+    /// described at once, in the order given. `skip_unreadable`: a name
+    /// whose keys Redis will not read as a primitive's is left out, not an error.
+    async fn states(
+        &self,
+        names: impl Iterator<Item = (KeySpace, String)>,
+        skip_unreadable: bool,
+    ) -> Result<Vec<State>> {
+        let describe = |(keys, name): (KeySpace, String)| async move {
+            match self.state_in(&keys, &name).await {
+                Err(Error::Redis(why)) if skip_unreadable => {
+                    log::debug!("not listed: {name:?} under prefix {:?} ({why})", keys.prefix());
                     Ok(Vec::new())
                 }
                 other => other,
             }
         };
         let described: Vec<Result<Vec<State>>> =
-            futures_util::stream::iter(names.into_iter().map(describe)).buffered(CONCURRENCY).collect().await;
+            futures_util::stream::iter(names.map(describe)).buffered(CONCURRENCY).collect().await;
         let mut out = Vec::new();
         for states in described {
             out.extend(states?);

@@ -372,11 +372,12 @@ class Shown:
     """Part of a state that was shown: those of its holds whose tokens are in `tokens`."""
 
     def __init__(self, s: ferrolock.LockState, tokens: "set[str]"):
-        self.name, self.kind, self.limit = s.name, s.kind, s.limit
+        self.prefix, self.name, self.kind, self.limit = s.prefix, s.name, s.kind, s.limit
         self.holder = s.holder if s.holder is not None and s.holder.token in tokens else None
         self.readers = [r for r in s.readers if r[0] in tokens]
         self.holders = [h for h in s.holders if h.token in tokens]
         self.waiters, self.queued_readers, self.queued_writers = s.waiters, s.queued_readers, s.queued_writers
+        self.subscribed = s.subscribed
         self.writer_intent = s.writer_intent
 
 
