@@ -970,9 +970,11 @@ class Lock(Generic[_NameT_co]):
         fair: take turns in arrival order, across processes. Waiters
             queue in Redis. A release hands over straight to the oldest
             live waiter (an RWMutex's: every reader queued before the next
-            writer), so no newcomer can barge in. A waiter that dies or gives
-            up loses its place; a dead waiter keeps it for at most
-            min(ttl, 2 s). Use it with one name, on every handle of that name
+            writer), so no newcomer can barge in. A waiter keeps its place
+            while its process runs, whatever its threads do; one that gives
+            up loses it at once, one whose process dies or is stopped
+            (SIGSTOP) after at most min(ttl, 2 s). Use it with one name, on
+            every handle of that name
             (an RWMutex takes it as a whole, not per handle).
 
     Raises:
@@ -1457,9 +1459,11 @@ class RWMutex:
         fair: take turns in arrival order, across processes. Waiters
             queue in Redis. A release hands over straight to the oldest
             live waiter (an RWMutex's: every reader queued before the next
-            writer), so no newcomer can barge in. A waiter that dies or gives
-            up loses its place; a dead waiter keeps it for at most
-            min(ttl, 2 s). Use it with one name, on every handle of that name
+            writer), so no newcomer can barge in. A waiter keeps its place
+            while its process runs, whatever its threads do; one that gives
+            up loses it at once, one whose process dies or is stopped
+            (SIGSTOP) after at most min(ttl, 2 s). Use it with one name, on
+            every handle of that name
             (an RWMutex takes it as a whole, not per handle).
         writer_preference: hold new readers back while a writer waits;
             ``None`` means ``True`` (``False`` cannot be combined with ``fair``).
