@@ -64,29 +64,23 @@ pub(crate) struct InlinePool {
 impl InlinePool {
     /// An idle connection, or `open()`'s new one while fewer than
     /// `INLINE_MAX` are open; `None` when all are in use or none opens.
-    pub(crate) fn take(
-        self: &Arc<Self>,
-        open: impl FnOnce() -> Option<redis::Connection>,
-    ) -> Option<Inline> {
+    pub(crate) fn take(self: &Arc<Self>, open: impl FnOnce() -> Option<redis::Connection>) -> Option<Inline> {
         let idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner).pop();
-        let conn = match idle {
-            Some(conn) => conn,
-            None => {
-                {
-                    let mut count = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-                    if *count >= INLINE_MAX {
-                        return None;
-                    }
-                    *count += 1;
+        let conn = if let Some(conn) = idle {
+            conn
+        } else {
+            {
+                let mut count = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+                if *count >= INLINE_MAX {
+                    return None;
                 }
-                match open() {
-                    Some(conn) => conn,
-                    None => {
-                        self.closed();
-                        return None;
-                    }
-                }
+                *count += 1;
             }
+            let Some(conn) = open() else {
+                self.closed();
+                return None;
+            };
+            conn
         };
         Some(Inline { conn: Mutex::new(Some(conn)), pool: self.clone() })
     }

@@ -127,7 +127,10 @@ mod tests {
             assert_eq!(ks.prefix(), prefix);
             for (part, key) in ks.parts("n{1}") {
                 if part.role().is_key() {
-                    assert_eq!(KeySpace::parse_any(&key), Some((prefix.to_string(), "n{1}".to_string(), part)));
+                    assert_eq!(
+                        KeySpace::parse_any(&key),
+                        Some((prefix.to_string(), "n{1}".to_string(), part))
+                    );
                 }
             }
         }

@@ -88,7 +88,8 @@ async fn scan_lists_holders_waiters_and_readers_under_the_prefix_only() {
         .map(|s| (s.prefix, s.name))
         .collect();
     let other_prefix = format!("{p}other:");
-    let expected = [(p.as_str(), "jobs:fair"), (p.as_str(), "jobs:{nightly}%"), (other_prefix.as_str(), "jobs:foreign")];
+    let expected =
+        [(p.as_str(), "jobs:fair"), (p.as_str(), "jobs:{nightly}%"), (other_prefix.as_str(), "jobs:foreign")];
     assert_eq!(every, expected.map(|(prefix, name)| (prefix.to_string(), name.to_string())));
     assert!(all.iter().all(|s| s.prefix == p));
 

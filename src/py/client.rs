@@ -398,7 +398,12 @@ impl PyClient {
     /// ferrolock's (``<prefix>{<name>}``) that Redis cannot read as a
     /// primitive is left out.
     #[pyo3(signature = (pattern=None, *, all_prefixes=false))]
-    fn scan(&self, py: Python<'_>, pattern: Option<&Bound<'_, PyAny>>, all_prefixes: bool) -> PyResult<Vec<LockState>> {
+    fn scan(
+        &self,
+        py: Python<'_>,
+        pattern: Option<&Bound<'_, PyAny>>,
+        all_prefixes: bool,
+    ) -> PyResult<Vec<LockState>> {
         let (client, pattern) = (self.core.via(blocking_io(py)), glob(pattern)?);
         wait(py, async move { Ok(LockState::all(listed(&client, &pattern, all_prefixes).await?)) })
     }

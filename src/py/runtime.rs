@@ -104,11 +104,12 @@ where
         return super::green::wait_interruptible(py, &hub, client, rt.spawn(fut), undo);
     }
     let mut fut = Box::pin(fut);
-    let first = py.detach(|| match rt.block_on(async { tokio::time::timeout(SIGNAL_POLL, &mut fut).await }) {
-        Ok(result) => Ok(result),
-        // Handed to the runtime before this thread asks for the GIL again.
-        Err(_) => Err(rt.spawn(fut)),
-    });
+    let first =
+        py.detach(|| match rt.block_on(async { tokio::time::timeout(SIGNAL_POLL, &mut fut).await }) {
+            Ok(result) => Ok(result),
+            // Handed to the runtime before this thread asks for the GIL again.
+            Err(_) => Err(rt.spawn(fut)),
+        });
     let mut task = match first {
         Ok(result) => return result,
         Err(task) => task,
@@ -129,8 +130,11 @@ where
 /// Stops an interrupted call's task (see `wait_interruptible`): aborted, its
 /// result handed to `undo` if it had one already, and this process's
 /// clean-ups waited for, all within the command timeout.
-pub(super) async fn abandon<T, U, UF>(task: tokio::task::JoinHandle<PyResult<T>>, client: &Deployment, undo: U)
-where
+pub(super) async fn abandon<T, U, UF>(
+    task: tokio::task::JoinHandle<PyResult<T>>,
+    client: &Deployment,
+    undo: U,
+) where
     U: FnOnce(T) -> UF,
     UF: Future<Output = ()>,
 {

@@ -121,7 +121,12 @@ impl Quorum {
             if answer.is_none() {
                 let member = member.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = async { member.ready().await?; crate::scripts::load_every_step(&member).await }.await {
+                    if let Err(e) = async {
+                        member.ready().await?;
+                        crate::scripts::load_every_step(&member).await
+                    }
+                    .await
+                    {
                         log::debug!("master {} of the quorum: not ready yet ({e})", member.describe());
                     }
                 });

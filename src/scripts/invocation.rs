@@ -96,10 +96,7 @@ mod tests {
         run.arg("a").arg(7);
         let packed = String::from_utf8(run.evalsha().get_packed_command()).unwrap();
         let expected = ["EVALSHA", &built.hash, "2", "k1", "k2", "a", "7"];
-        let mut parts = String::new();
-        for part in expected {
-            parts.push_str(&format!("${}\r\n{part}\r\n", part.len()));
-        }
+        let parts: String = expected.iter().map(|part| format!("${}\r\n{part}\r\n", part.len())).collect();
         assert_eq!(packed, format!("*{}\r\n{parts}", expected.len()));
         assert_eq!(built.hash, redis::Script::new(built.code()).get_hash());
     }

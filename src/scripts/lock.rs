@@ -22,7 +22,8 @@ lua!(FAIR_RELEASE, "fair_release.lua");
 lua!(EL_PROCLAIM, "el_proclaim.lua");
 
 /// The steps of this module, for `every_step`.
-pub(super) static STEPS: [&Lua; 8] = [&OBTAIN, &RELEASE, &REFRESH, &INSPECT, &FENCE_RAISE, &FAIR_OBTAIN, &FAIR_RELEASE, &EL_PROCLAIM];
+pub(super) static STEPS: [&Lua; 8] =
+    [&OBTAIN, &RELEASE, &REFRESH, &INSPECT, &FENCE_RAISE, &FAIR_OBTAIN, &FAIR_RELEASE, &EL_PROCLAIM];
 
 /// `metadata`: stored with a new hold; on re-entry (the token holds already)
 /// `None` keeps what is stored. `quorum`: on a quorum's master, where a new

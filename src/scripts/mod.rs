@@ -195,7 +195,10 @@ pub(crate) async fn run_held<T: redis::FromRedisValue>(
             }
             invocation.load(&mut c).await?;
             let again = replication::invoke_acked(&mut c, invocation.evalsha(), replication).await?;
-            again.ok_or_else(|| (redis::ErrorKind::Server(redis::ServerErrorKind::NoScript), "NOSCRIPT after SCRIPT LOAD").into())
+            again.ok_or_else(|| {
+                (redis::ErrorKind::Server(redis::ServerErrorKind::NoScript), "NOSCRIPT after SCRIPT LOAD")
+                    .into()
+            })
         })
         .await?;
     let answer: T = redis::from_redis_value(reply)

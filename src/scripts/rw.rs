@@ -19,7 +19,18 @@ lua!(RW_FAIR_RELEASE, "rw_fair_release.lua");
 lua!(RW_FORCE_RELEASE, "rw_force_release.lua");
 
 /// The steps of this module, for `every_step`.
-pub(super) static STEPS: [&Lua; 10] = [&RW_READ, &RW_WRITE, &LEASE_REFRESH, &RW_READ_RELEASE, &RW_WITHDRAW, &RW_INSPECT, &RW_FAIR_READ, &RW_FAIR_WRITE, &RW_FAIR_RELEASE, &RW_FORCE_RELEASE];
+pub(super) static STEPS: [&Lua; 10] = [
+    &RW_READ,
+    &RW_WRITE,
+    &LEASE_REFRESH,
+    &RW_READ_RELEASE,
+    &RW_WITHDRAW,
+    &RW_INSPECT,
+    &RW_FAIR_READ,
+    &RW_FAIR_WRITE,
+    &RW_FAIR_RELEASE,
+    &RW_FORCE_RELEASE,
+];
 
 /// `will_wait`: a writer's hold found busy is marked waited on, so that its
 /// release wakes this reader (a release nobody waits for publishes nothing).
