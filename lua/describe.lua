@@ -10,16 +10,32 @@
 --       (fair queues of writers / readers), alive (their liveness), tags,
 --       wake, watch
 -- Returns one entry per kind, in the order of its first key:
---   {kind, holders, queued writers, queued readers, limit, intent pttl}
+--   {kind, holders, queued writers, queued readers, limit, intent pttl,
+--    subscribed}
 --   holders: {role, token, meta, fence, ms left} each: the hold first, then
 --     the live readers and permits, earliest expiry first (meta false, a nil
 --     reply, where the holder gave none or the kind keeps none; fence 0 where
 --     the kind keeps none);
 --   queued: waiters still alive (whose liveness has not run out);
 --   limit: the data's `permits` (-1: none stored);
---   intent pttl: a waiting writer's intent (-2: none).
+--   intent pttl: a waiting writer's intent (-2: none);
+--   subscribed: the connections subscribed to the kind's wake channel (one
+--     per process with a waiter; PUBSUB NUMSUB, SHARDNUMSUB on a Cluster),
+--     asked only while the kind is held; 0 where the user may not ask.
 local kinds, order = parts_by_kind()
 local now = now_ms()
+local NUMSUB = PUBLISH == 'SPUBLISH' and 'SHARDNUMSUB' or 'NUMSUB'
+
+-- Who waits for a non-fair primitive is kept in no key: the subscribers of
+-- its wake channel are what Redis can tell. pcall: a user allowed only the
+-- primitives' own commands (no PUBSUB) still inspects, seeing 0.
+local function subscribed(channel)
+  local reply = redis.pcall('PUBSUB', NUMSUB, channel)
+  if type(reply) ~= 'table' or reply.err then
+    return 0
+  end
+  return tonumber(reply[2]) or 0
+end
 
 local function live(waiting, liveness)
   local n = 0
@@ -55,6 +71,10 @@ for _, kind in ipairs(order) do
   end
   local limit = k.data and tonumber(redis.call('HGET', k.data, 'permits')) or -1
   local intent = k.intent and redis.call('PTTL', k.intent) or -2
-  out[#out + 1] = {kind, holders, live(k.queue, k.alive), live(k.rqueue, k.alive), limit, intent}
+  local subscribers = 0
+  if #holders > 0 and k.wake then
+    subscribers = subscribed(k.wake)
+  end
+  out[#out + 1] = {kind, holders, live(k.queue, k.alive), live(k.rqueue, k.alive), limit, intent, subscribers}
 end
 return out

@@ -3,16 +3,24 @@
 -- KEYS: [readers zset (token -> expiry, server ms), writer hash]
 -- ARGV: [token, channel]   the last reader out announces it on `channel`
 --       when a writer waits: one marked the writer hash `w` (rw_write.lua),
---       alone in that hash while no writer holds (it goes with the mark)
+--       alone in that hash while no writer holds (it goes with the mark);
+--       a holding writer's mark is left to its release
 -- Returns 1 when this reader was still reading, 0 when it had expired or was gone.
 local readers, writer, token = KEYS[1], KEYS[2], ARGV[1]
 local now = now_ms()
 -- Expired readers go first, so removing this one answers whether it was live.
 redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
 local live = redis.call('ZREM', readers, token)
--- The mark is used up: whoever the message wakes and still finds the lock
--- taken marks it again in that same attempt.
-if redis.call('ZCARD', readers) == 0 and redis.call('HDEL', writer, 'w') == 1 then
-  publish(ARGV[2], '')
+-- The mark is a waiting writer's only while no writer holds: then it is
+-- used up (whoever the message wakes and still finds the lock taken marks
+-- it again in that same attempt). A holding writer's mark is its own
+-- waiters', for its release: a reader whose lease ran out before that
+-- writer took over, released late, leaves it and wakes nobody.
+if redis.call('ZCARD', readers) == 0 then
+  local rec = redis.call('HMGET', writer, 'token', 'w')
+  if not rec[1] and rec[2] then
+    redis.call('HDEL', writer, 'w')
+    publish(ARGV[2], '')
+  end
 end
 return live

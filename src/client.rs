@@ -114,7 +114,7 @@ struct Local {
     pid: u32,
     conn: ArcSwapOption<Conn>,
     connecting: tokio::sync::Mutex<()>,
-    /// Idle connections for commands sent inline (`Io::Inline`).
+    /// Connections for commands sent inline (`Io::Inline`).
     inline: Arc<InlinePool>,
     cleanups: Arc<Cleanups>,
     wakeups: Arc<Wakeups>,
@@ -233,7 +233,7 @@ impl Client {
             return;
         }
         local.conn.store(None);
-        local.inline.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
+        local.inline.clear();
         local.wakeups.clone().drop_subscription().await;
     }
 

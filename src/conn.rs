@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
 #[derive(Clone)]
@@ -36,15 +36,68 @@ pub enum Io {
     #[default]
     Multiplexed,
     /// Written, and their replies read, on the calling thread, on a blocking
-    /// connection from a per-process pool: for a caller blocked on the call
-    /// (`Runtime::block_on`), whose round trips then wake no runtime thread.
-    /// Only a single plain (not TLS) server is reached so; other targets,
-    /// and a call for which no connection opens at once, go multiplexed.
+    /// connection from a per-process pool of at most `INLINE_MAX`: for a
+    /// caller blocked on the call (`Runtime::block_on`), whose round trips
+    /// then wake no runtime thread. Only a single plain (not TLS) server is
+    /// reached so; other targets, a call made while the pool's connections
+    /// are all in use, and one for which no connection opens at once, go
+    /// multiplexed.
     Inline,
 }
 
-/// Idle inline connections of one process, for any thread to take.
-pub(crate) type InlinePool = Mutex<Vec<redis::Connection>>;
+/// The most inline connections one process keeps to a server: as many
+/// threads as this make synchronous calls at once each on its own
+/// connection; more share the multiplexed one meanwhile. So a process never
+/// holds more than this plus two (the multiplexed connection and the
+/// wake-up subscription) whatever its number of threads (docs/design.md,
+/// "Connections").
+pub(crate) const INLINE_MAX: usize = 8;
+
+/// The inline connections of one process: the idle ones, for any thread to
+/// take, and how many are open (idle or in use), never over `INLINE_MAX`.
+#[derive(Default)]
+pub(crate) struct InlinePool {
+    idle: Mutex<Vec<redis::Connection>>,
+    open: Mutex<usize>,
+}
+
+impl InlinePool {
+    /// An idle connection, or `open()`'s new one while fewer than
+    /// `INLINE_MAX` are open; `None` when all are in use or none opens.
+    pub(crate) fn take(self: &Arc<Self>, open: impl FnOnce() -> Option<redis::Connection>) -> Option<Inline> {
+        let idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner).pop();
+        let conn = if let Some(conn) = idle {
+            conn
+        } else {
+            {
+                let mut count = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+                if *count >= INLINE_MAX {
+                    return None;
+                }
+                *count += 1;
+            }
+            let Some(conn) = open() else {
+                self.closed();
+                return None;
+            };
+            conn
+        };
+        Some(Inline { conn: Mutex::new(Some(conn)), pool: self.clone() })
+    }
+
+    /// Closes the idle connections (those in use go when given back, with
+    /// the pool, which the closed client's state no longer holds).
+    pub(crate) fn clear(&self) {
+        let idle = std::mem::take(&mut *self.idle.lock().unwrap_or_else(PoisonError::into_inner));
+        let mut count = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        *count = count.saturating_sub(idle.len());
+    }
+
+    fn closed(&self) {
+        let mut count = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        *count = count.saturating_sub(1);
+    }
+}
 
 /// A blocking connection taken from its pool for one operation; it goes back
 /// when the operation is done, unless it failed (a connection that timed out
@@ -55,10 +108,6 @@ pub(crate) struct Inline {
 }
 
 impl Inline {
-    pub(crate) fn new(conn: redis::Connection, pool: Arc<InlinePool>) -> Inline {
-        Inline { conn: Mutex::new(Some(conn)), pool }
-    }
-
     fn run<T>(&self, f: impl FnOnce(&mut redis::Connection) -> RedisResult<T>) -> RedisResult<T> {
         let mut slot = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(conn) = slot.as_mut() else {
@@ -78,9 +127,9 @@ impl Inline {
 
 impl Drop for Inline {
     fn drop(&mut self) {
-        let conn = self.conn.get_mut().unwrap_or_else(PoisonError::into_inner).take();
-        if let Some(conn) = conn {
-            self.pool.lock().unwrap_or_else(PoisonError::into_inner).push(conn);
+        match self.conn.get_mut().unwrap_or_else(PoisonError::into_inner).take() {
+            Some(conn) => self.pool.idle.lock().unwrap_or_else(PoisonError::into_inner).push(conn),
+            None => self.pool.closed(),
         }
     }
 }
@@ -125,6 +174,19 @@ impl ConnectionLike for Conn {
 }
 
 impl Conn {
+    /// Runs `cmd` where a command on `key` goes: on a Cluster, the master of
+    /// the key's slot (for a command Redis does not route by a key, such as
+    /// SCRIPT LOAD, which redis-rs would send to every node); elsewhere, here.
+    pub(crate) async fn on_node_of(&mut self, key: &[u8], cmd: Cmd) -> RedisResult<Value> {
+        match self {
+            Conn::Cluster(c) => {
+                let at = SingleNodeRoutingInfo::SpecificNode(Route::with_key(key, SlotAddr::Master));
+                c.route_command(cmd, RoutingInfo::SingleNode(at)).await
+            }
+            _ => cmd.query_async(self).await,
+        }
+    }
+
     /// Every key matching `pattern`, found with SCAN (never KEYS, which
     /// blocks the server): on a Cluster, on each master in turn.
     pub(crate) async fn scan_match(&mut self, pattern: &str) -> redis::RedisResult<Vec<Vec<u8>>> {

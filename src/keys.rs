@@ -57,6 +57,25 @@ impl KeySpace {
     pub fn scan_pattern(&self, names: &Glob) -> String {
         names.scan_pattern(&self.prefix)
     }
+
+    /// The prefix, as it was given.
+    pub fn prefix(&self) -> String {
+        unescape(&self.prefix).unwrap_or_else(|| self.prefix.clone())
+    }
+
+    /// `scan_pattern` under any prefix.
+    pub fn scan_pattern_every_prefix(names: &Glob) -> String {
+        format!("*{}", names.scan_pattern(""))
+    }
+
+    /// The prefix, name and part a key of the layout stands for, under
+    /// whatever prefix: an escaped prefix has no `{`, so the first one opens
+    /// the hash tag. `None` for a key the layout does not make.
+    pub fn parse_any(key: &str) -> Option<(String, String, Part)> {
+        let prefix = unescape(&key[..key.find('{')?])?;
+        let (name, part) = KeySpace::new(&prefix).parse(key)?;
+        Some((prefix, name, part))
+    }
 }
 
 /// Whether a Redis Cluster keeps all of `keys` in one hash slot (one script
@@ -99,6 +118,25 @@ mod tests {
             ["app:{doc%7D7}:rw:w", "app:{doc%7D7}:rw:r", "app:{doc%7D7}:rw:i"]
         );
         assert_eq!(wake_channel(&ks.lock("n")), ks.fair("n").channel);
+    }
+
+    #[test]
+    fn keys_read_back_under_any_prefix() {
+        for prefix in ["app:", "", "{x}:", "a%b"] {
+            let ks = KeySpace::new(prefix);
+            assert_eq!(ks.prefix(), prefix);
+            for (part, key) in ks.parts("n{1}") {
+                if part.role().is_key() {
+                    assert_eq!(
+                        KeySpace::parse_any(&key),
+                        Some((prefix.to_string(), "n{1}".to_string(), part))
+                    );
+                }
+            }
+        }
+        assert_eq!(KeySpace::parse_any("app:{n}:not-ours"), None);
+        assert_eq!(KeySpace::parse_any("no-tag"), None);
+        assert_eq!(KeySpace::scan_pattern_every_prefix(&Glob::new("o*")), "*{o*}*");
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! What an operator looks at: every name under the client's prefix whose
-//! name matches a glob (found with SCAN, on every master of a Cluster), and
-//! everything stored under one name, every kind of primitive alike
+//! What an operator looks at: every name under the client's prefix (or
+//! under every prefix) whose name matches a glob (found with SCAN, on every
+//! master of a Cluster), and everything stored under one name, every kind of
+//! primitive alike
 //! (`describe.lua`, told each key's role by the layout table: a kind added
 //! there is listed without a change here).
 
@@ -10,7 +11,7 @@ use futures_util::StreamExt;
 
 use crate::deployment::Deployment;
 use crate::error::{Error, Result};
-use crate::keys::{Glob, Kind, Role};
+use crate::keys::{Glob, KeySpace, Kind, Role};
 use crate::lock::check_name;
 use crate::rwmutex::RwMutex;
 use crate::scripts::{self, Record};
@@ -26,6 +27,9 @@ pub struct Reader {
 /// One name used as one kind of primitive, as Redis holds it now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct State {
+    /// The key prefix it lives under (the client's own, unless listed
+    /// under every prefix).
+    pub prefix: String,
     pub name: String,
     pub kind: Kind,
     /// The one-token hold: a Lock's holder, an RWMutex's writer, an
@@ -45,12 +49,19 @@ pub struct State {
     pub queued_writers: u64,
     /// Milliseconds left on a waiting writer's intent (writer preference).
     pub intent_pttl_ms: Option<i64>,
+    /// Connections subscribed to its wake-ups while it is held: one per
+    /// process (and client) with a waiter, however many of its threads or
+    /// tasks wait; a waiter that polls is not among them.
+    pub subscribed: u64,
 }
 
 impl State {
-    /// Waiters in Redis: fair queues, and a writer's intent.
+    /// How many wait, as far as Redis can tell: the live waiters of the fair
+    /// queues plus a writer's intent, or, where more, the processes
+    /// subscribed to the wake-ups (a non-fair primitive keeps no queue).
     pub fn waiters(&self) -> u64 {
-        self.queued_readers + self.queued_writers + u64::from(self.intent_pttl_ms.is_some())
+        let queued = self.queued_readers + self.queued_writers + u64::from(self.intent_pttl_ms.is_some());
+        queued.max(self.subscribed)
     }
 
     /// Nobody holds it and nobody waits in Redis (a free lock leaves at most
@@ -63,7 +74,7 @@ impl State {
 /// One hold as `describe.lua` reports it: role, token, meta, fence, ms left.
 type HoldReply = (String, String, Option<String>, i64, i64);
 /// One kind as `describe.lua` reports it.
-type KindReply = (String, Vec<HoldReply>, i64, i64, i64, i64);
+type KindReply = (String, Vec<HoldReply>, i64, i64, i64, i64, i64);
 
 /// The most names described at once while listing.
 const CONCURRENCY: usize = 32;
@@ -74,29 +85,53 @@ impl Deployment {
     /// primitive, sorted by name then kind. Found with SCAN, so the server
     /// never blocks (names created or deleted meanwhile may or may not show).
     pub async fn scan(&self, pattern: &str) -> Result<Vec<State>> {
-        let client = self.single("scan (listing locks)")?;
-        if pattern.is_empty() {
-            return Err(Error::InvalidArgument(
-                "the name pattern is empty; use \"*\" to list every name".into(),
-            ));
-        }
-        let glob = Glob::new(pattern);
-        let matching = self.keys().scan_pattern(&glob);
-        let found = client
-            .call(|mut c| {
-                let matching = matching.clone();
-                async move { c.scan_match(&matching).await }
-            })
-            .await?;
+        let glob = checked_glob(pattern)?;
+        let found = self.scan_keys(&self.keys().scan_pattern(&glob)).await?;
         let names: BTreeSet<String> = found
             .iter()
             .filter_map(|key| self.keys().parse(std::str::from_utf8(key).ok()?))
             .map(|(name, _)| name)
             .filter(|name| glob.matches(name))
             .collect();
-        let describe = |name: String| async move { self.state_of(&name).await };
+        self.states(names.into_iter().map(|name| (self.keys().clone(), name)), false).await
+    }
+
+    /// `scan` under every prefix: each key shaped as the key layout makes
+    /// them (`<prefix>{<name>}<part>`) is read back as its prefix and name;
+    /// sorted by prefix, name, then kind. A name whose keys Redis refuses to
+    /// read as a primitive's (another application's key of that shape, of
+    /// another type, or one this user may not read) is left out.
+    pub async fn scan_every_prefix(&self, pattern: &str) -> Result<Vec<State>> {
+        let glob = checked_glob(pattern)?;
+        let found = self.scan_keys(&KeySpace::scan_pattern_every_prefix(&glob)).await?;
+        let names: BTreeSet<(String, String)> = found
+            .iter()
+            .filter_map(|key| KeySpace::parse_any(std::str::from_utf8(key).ok()?))
+            .map(|(prefix, name, _)| (prefix, name))
+            .filter(|(_, name)| glob.matches(name))
+            .collect();
+        self.states(names.into_iter().map(|(prefix, name)| (KeySpace::new(&prefix), name)), true).await
+    }
+
+    /// The states of `names`, each under its key space, up to `CONCURRENCY`
+    /// described at once, in the order given. `skip_unreadable`: a name
+    /// whose keys Redis will not read as a primitive's is left out, not an error.
+    async fn states(
+        &self,
+        names: impl Iterator<Item = (KeySpace, String)>,
+        skip_unreadable: bool,
+    ) -> Result<Vec<State>> {
+        let describe = |(keys, name): (KeySpace, String)| async move {
+            match self.state_in(&keys, &name).await {
+                Err(Error::Redis(why)) if skip_unreadable => {
+                    log::debug!("not listed: {name:?} under prefix {:?} ({why})", keys.prefix());
+                    Ok(Vec::new())
+                }
+                other => other,
+            }
+        };
         let described: Vec<Result<Vec<State>>> =
-            futures_util::stream::iter(names.into_iter().map(describe)).buffered(CONCURRENCY).collect().await;
+            futures_util::stream::iter(names.map(describe)).buffered(CONCURRENCY).collect().await;
         let mut out = Vec::new();
         for states in described {
             out.extend(states?);
@@ -104,14 +139,32 @@ impl Deployment {
         Ok(out)
     }
 
+    /// Every key matching the SCAN pattern `matching`, on one server or on
+    /// every master of a Cluster.
+    async fn scan_keys(&self, matching: &str) -> Result<Vec<Vec<u8>>> {
+        let client = self.single("scan (listing locks)")?;
+        client
+            .call(|mut c| {
+                let matching = matching.to_string();
+                async move { c.scan_match(&matching).await }
+            })
+            .await
+    }
+
     /// Everything stored under `name`: its state as each kind of primitive,
     /// each only if held or waited for (so an empty list for a free name).
     pub async fn state_of(&self, name: &str) -> Result<Vec<State>> {
+        self.state_in(self.keys(), name).await
+    }
+
+    /// `state_of` for `name` under the prefix of `keys`.
+    async fn state_in(&self, keys: &KeySpace, name: &str) -> Result<Vec<State>> {
         check_name(name)?;
         let client = self.single("describe")?;
-        let (keys, roles) = self.parts_of(name);
-        let reply: Vec<KindReply> = scripts::by_parts(client, &keys, &roles, None).await?;
-        let mut states = reply.into_iter().map(|k| state(name, k)).collect::<Result<Vec<_>>>()?;
+        let (parts, roles) = parts_in(keys, name);
+        let reply: Vec<KindReply> = scripts::by_parts(client, &parts, &roles, None).await?;
+        let prefix = keys.prefix();
+        let mut states = reply.into_iter().map(|k| state(&prefix, name, k)).collect::<Result<Vec<_>>>()?;
         states.retain(|s| !s.idle());
         states.sort_by_key(|s| s.kind);
         Ok(states)
@@ -120,12 +173,24 @@ impl Deployment {
     /// Every part of `name`, of every kind: the keys, and each one's
     /// '<kind> <role>' for `describe.lua` and `force_release.lua`.
     pub(crate) fn parts_of(&self, name: &str) -> (Vec<String>, Vec<String>) {
-        self.keys()
-            .parts(name)
-            .into_iter()
-            .map(|(part, key)| (key, format!("{} {}", part.kind().as_str(), part.role().as_str())))
-            .unzip()
+        parts_in(self.keys(), name)
     }
+}
+
+/// `parts_of` under the prefix of `keys`.
+fn parts_in(keys: &KeySpace, name: &str) -> (Vec<String>, Vec<String>) {
+    keys.parts(name)
+        .into_iter()
+        .map(|(part, key)| (key, format!("{} {}", part.kind().as_str(), part.role().as_str())))
+        .unzip()
+}
+
+/// A listing's name pattern, refused when empty.
+fn checked_glob(pattern: &str) -> Result<Glob> {
+    if pattern.is_empty() {
+        return Err(Error::InvalidArgument("the name pattern is empty; use \"*\" to list every name".into()));
+    }
+    Ok(Glob::new(pattern))
 }
 
 /// The kind named `kind` in a script's reply.
@@ -137,10 +202,12 @@ pub(crate) fn kind_named(kind: &str) -> Result<Kind> {
 }
 
 fn state(
+    prefix: &str,
     name: &str,
-    (kind, holds, queued_writers, queued_readers, limit, intent): KindReply,
+    (kind, holds, queued_writers, queued_readers, limit, intent, subscribed): KindReply,
 ) -> Result<State> {
     let mut s = State {
+        prefix: prefix.to_string(),
         name: name.to_string(),
         kind: kind_named(&kind)?,
         holder: None,
@@ -150,6 +217,7 @@ fn state(
         queued_readers: queued_readers.max(0) as u64,
         queued_writers: queued_writers.max(0) as u64,
         intent_pttl_ms: (intent >= 0).then_some(intent),
+        subscribed: subscribed.max(0) as u64,
     };
     for (role, token, meta, fence, pttl_ms) in holds {
         let record = Record { token, metadata: meta, fence, pttl_ms };

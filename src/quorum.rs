@@ -315,9 +315,10 @@ impl Quorum {
     }
 
     /// The holder of each key as a majority sees it: the token a majority
-    /// of masters name, with the highest fence among them and the time left
-    /// on the majority (the `need`-th longest). `None` where no token has a
-    /// majority.
+    /// of masters name, with the fence and the time left a majority has (the
+    /// `need`-th largest of each: a master whose grant came too late to
+    /// count may hold a higher fence, not the hold's). `None` where no token
+    /// has a majority.
     pub(crate) async fn inspect(&self, mode: &impl Steps) -> Result<Vec<Option<Record>>> {
         let need = self.needed();
         let answers = self.on_majority(|m| mode.inspect_on(m)).await;
@@ -335,8 +336,8 @@ impl Quorum {
                     (same.len() >= need).then(|| Record {
                         token: first.token.clone(),
                         metadata: first.metadata.clone(),
-                        fence: same.iter().map(|r| r.fence).max().unwrap_or(0),
-                        pttl_ms: majority_pttl(same.iter().map(|r| r.pttl_ms).collect(), need),
+                        fence: majority(same.iter().map(|r| r.fence).collect(), need),
+                        pttl_ms: majority(same.iter().map(|r| r.pttl_ms).collect(), need),
                     })
                 })
             })
@@ -355,7 +356,7 @@ impl Quorum {
         if values.len() < self.needed() {
             return Err(self.unreachable(what, &answers));
         }
-        Ok(majority_pttl(values, self.needed()))
+        Ok(majority(values, self.needed()))
     }
 }
 
@@ -377,7 +378,7 @@ fn worst<T>(answers: &Answers<T>, shortfall: impl Fn(&T) -> Option<Shortfall>) -
 
 /// The `need`-th largest of `values` (what a majority has at least), or -2
 /// when fewer.
-fn majority_pttl(mut values: Vec<i64>, need: usize) -> i64 {
+fn majority(mut values: Vec<i64>, need: usize) -> i64 {
     values.sort_unstable_by(|a, b| b.cmp(a));
     values.get(need.saturating_sub(1)).copied().unwrap_or(-2)
 }
@@ -388,9 +389,9 @@ mod tests {
 
     #[test]
     fn a_majority_sees_the_need_th_largest() {
-        assert_eq!(majority_pttl(vec![100, 300, 200], 2), 200);
-        assert_eq!(majority_pttl(vec![100, -2, 200, 50, 400], 3), 100);
-        assert_eq!(majority_pttl(vec![100], 2), -2);
+        assert_eq!(majority(vec![100, 300, 200], 2), 200);
+        assert_eq!(majority(vec![100, -2, 200, 50, 400], 3), 100);
+        assert_eq!(majority(vec![100], 2), -2);
     }
 
     #[test]

@@ -15,7 +15,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use redis::{RedisResult, ScriptInvocation, Value};
+use redis::{Cmd, RedisResult, Value};
 
 use crate::conn::Conn;
 use crate::error::{Error, Result};
@@ -175,22 +175,21 @@ impl Shortfall {
     }
 }
 
-/// Runs the script and then WAIT (or WAITAOF) in one pipeline on `conn`, and
-/// returns the script's reply with how many replicas acknowledged. On
-/// NOSCRIPT (the server lost its script cache: a restart, SCRIPT FLUSH) the
-/// script is loaded, and the pipeline sent again: the script did not run the
-/// first time, so the first WAIT counted nothing of it.
+/// Runs the step `script` and then WAIT (or WAITAOF) in one pipeline on
+/// `conn`, and returns the script's reply with how many replicas
+/// acknowledged; `None` on NOSCRIPT (the server has not loaded the script: a
+/// restart, SCRIPT FLUSH, a replica just promoted): the script did not run,
+/// and the caller loads it and sends the pipeline again.
 pub(crate) async fn invoke_acked(
     conn: &mut Conn,
-    invocation: &ScriptInvocation<'_>,
+    script: Cmd,
     replication: &Replication,
-) -> RedisResult<(Value, u32)> {
+) -> RedisResult<Option<(Value, u32)>> {
     let mut pipe = redis::pipe();
-    pipe.ignore_errors().invoke_script(invocation).add_command(replication.wait_cmd());
-    let mut replies: Vec<Value> = pipe.query_async(conn).await?;
+    pipe.ignore_errors().add_command(script).add_command(replication.wait_cmd());
+    let replies: Vec<Value> = pipe.query_async(conn).await?;
     if replies.first().is_some_and(is_noscript) {
-        invocation.load_async(conn).await?;
-        replies = pipe.query_async(conn).await?;
+        return Ok(None);
     }
     let mut replies = replies.into_iter();
     let (Some(script), Some(wait)) = (replies.next(), replies.next()) else {
@@ -200,7 +199,7 @@ pub(crate) async fn invoke_acked(
     let acked = replication
         .acked(&wait.extract_error()?)
         .map_err(|detail| redis::RedisError::from((redis::ErrorKind::Client, "bad wait reply", detail)))?;
-    Ok((script, acked))
+    Ok(Some((script, acked)))
 }
 
 fn is_noscript(reply: &Value) -> bool {

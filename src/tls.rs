@@ -58,7 +58,19 @@ pub(crate) fn certificate_error(e: &redis::RedisError, who: &str, ca_given: bool
     } else if problem("invalid peer certificate") {
         let detail = text.rsplit("invalid peer certificate: ").next().unwrap_or("");
         let code = detail.split(|c: char| !c.is_alphanumeric()).rfind(|w| !w.is_empty()).unwrap_or("");
-        format!("the certificate {who} presents was refused ({code}): check it against {trusted}")
+        if ca_given {
+            format!("the certificate {who} presents was refused ({code}): check it against {trusted}")
+        } else {
+            // No ca_file: checked against this machine's authorities, which
+            // did not sign it (a self-signed certificate, or one of your own
+            // CA, reads so: BadSignature when its issuer's name is found
+            // among them but not its key).
+            format!(
+                "the certificate {who} presents was refused ({code}) by {trusted}: give ca_file=PATH, the PEM \
+                 of the authority that signed it (your own CA, for a certificate you made); for a self-signed \
+                 certificate, {REMAKE}"
+            )
+        }
     } else {
         return None;
     };

@@ -5,7 +5,8 @@ SUBSCRIBE, or let a command run on the server and drop the connection
 before its reply reaches the client.
 
 Connections are told apart by what the client sends: one that has sent
-SUBSCRIBE or SSUBSCRIBE is a pub/sub connection, any other a command one.
+SUBSCRIBE or SSUBSCRIBE (as a command, not a word in a script's text) is a
+pub/sub connection, any other a command one.
 """
 
 from __future__ import annotations
@@ -132,7 +133,9 @@ class _Pair:
                 if not data:
                     break
                 upper = data.upper()
-                if b"SUBSCRIBE" in upper:
+                # The command's name, a bulk string of its own: a script's
+                # text may say "subscribe" too (lua/lib/hold.lua does).
+                if b"\r\nSUBSCRIBE\r\n" in upper or b"\r\nSSUBSCRIBE\r\n" in upper:
                     self.kind = "pubsub"
                     if p._subscribe_delay:
                         p.subscribe_seen.set()

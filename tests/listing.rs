@@ -77,6 +77,21 @@ async fn scan_lists_holders_waiters_and_readers_under_the_prefix_only() {
     assert_eq!(braces, ["jobs:{nightly}%"]);
     assert!(c.scan("nothing*").await.unwrap().is_empty());
     assert!(matches!(c.scan("").await, Err(ferrolock::Error::InvalidArgument(_))));
+    // Under every prefix: this one's and the other's, each read back with its own.
+    let p = c.options().prefix.clone();
+    let every: Vec<(String, String)> = c
+        .scan_every_prefix("jobs:*")
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|s| s.prefix.starts_with(&p))
+        .map(|s| (s.prefix, s.name))
+        .collect();
+    let other_prefix = format!("{p}other:");
+    let expected =
+        [(p.as_str(), "jobs:fair"), (p.as_str(), "jobs:{nightly}%"), (other_prefix.as_str(), "jobs:foreign")];
+    assert_eq!(every, expected.map(|(prefix, name)| (prefix.to_string(), name.to_string())));
+    assert!(all.iter().all(|s| s.prefix == p));
 
     assert_eq!(rw.force_release(None).await.unwrap(), (false, 2));
     assert!(intent.await.unwrap().unwrap(), "the waiting writer gets in once the readers are gone");

@@ -100,6 +100,94 @@ def test_ls_counts_fair_waiters(redis_url, prefix, client, ferrolock_helpers):
     assert client.describe("q") == [], "the interrupted waiter left nothing behind"
 
 
+NON_FAIR = {
+    # kind: (a handle that holds the name, one that waits for it)
+    "lock": (lambda c: c.lock("busy"), lambda c: c.lock("busy", retry=ferrolock.Retry.fixed(10.0))),
+    "rwmutex": (lambda c: c.rwmutex("busy").write(),
+                lambda c: c.rwmutex("busy").read(retry=ferrolock.Retry.fixed(10.0))),
+    "semaphore": (lambda c: c.semaphore("busy", 1),
+                  lambda c: c.semaphore("busy", 1, retry=ferrolock.Retry.fixed(10.0))),
+}
+
+WAITING_ELSEWHERE = """
+    import sys, ferrolock
+    url, prefix, kind = sys.argv[1:4]
+    client = ferrolock.Client(url, prefix=prefix)
+    slow = ferrolock.Retry.fixed(10.0)
+    handle = {"lock": lambda: client.lock("busy", retry=slow),
+              "rwmutex": lambda: client.rwmutex("busy").read(retry=slow),
+              "semaphore": lambda: client.semaphore("busy", 1, retry=slow)}[kind]()
+    handle.acquire(timeout=60)
+"""
+
+
+@pytest.mark.parametrize("kind", sorted(NON_FAIR))
+def test_waiters_of_a_non_fair_primitive_count_by_process(redis_url, prefix, client, kind):
+    """No queue is kept for a non-fair primitive: its waiters are what Redis
+    can tell, the processes subscribed to its wake-ups. Three threads here
+    and one other process wait: 2, in describe(), scan(), ls and inspect."""
+    import threading
+
+    held_by, waiting = NON_FAIR[kind]
+    holder = held_by(client)
+    assert holder.acquire(blocking=False)
+    assert client.describe("busy")[0].waiters == 0
+    here = [waiting(client) for _ in range(3)]
+    got: list = []
+
+    def take_and_give_back(h) -> None:
+        got.append(h.acquire(timeout=60))
+        h.release()
+
+    threads = [threading.Thread(target=take_and_give_back, args=(h,)) for h in here]
+    for t in threads:
+        t.start()
+    elsewhere = subprocess.Popen(py(WAITING_ELSEWHERE) + [redis_url, prefix, kind])
+    try:
+        wait_for(lambda: client.describe("busy")[0].waiters == 2, 20, "two waiting processes")
+        (state,) = client.describe("busy")
+        assert (state.kind, state.subscribed, state.queued_writers, state.queued_readers) == (kind, 2, 0, 0)
+        assert [s.waiters for s in client.scan("busy")] == [2]
+        listed = json.loads(run(redis_url, prefix, "ls", "busy", "--json").stdout)
+        assert (listed[0]["waiters"], listed[0]["subscribed"]) == (2, 2)
+        table = run(redis_url, prefix, "ls", "busy").stdout.splitlines()
+        assert table[0].split()[-2:] == ["WAITERS", "METADATA"] and table[1].split()[-1] == "2", table  # no metadata
+        shown = run(redis_url, prefix, "inspect", "busy").stdout
+        assert "waiters:  2 (processes subscribed to its wake-ups" in shown, shown
+    finally:
+        elsewhere.kill()
+        elsewhere.wait(30)
+    holder.release()
+    for t in threads:
+        t.join(60)
+    assert got == [True] * 3
+
+
+def test_ls_all_prefixes_lists_every_prefix(redis_url, prefix, raw):
+    """`ls` lists the --prefix only; --all-prefixes (Client.scan(all_prefixes=True))
+    every prefix, each name shown with its prefix; a key of another
+    application shaped as ours but of another type is left out."""
+    one, two = ferrolock.Client(redis_url, prefix=f"{prefix}one:"), ferrolock.Client(redis_url, prefix=f"{prefix}two:")
+    a, b = one.lock("job", metadata="a"), two.semaphore("job", 2)
+    assert a.acquire(blocking=False) and b.acquire(blocking=False)
+    raw("SET", f"{prefix}foreign:{{job}}", "not a lock")  # shaped as a Lock's key, but a string
+    ours = lambda states: [(s.prefix, s.name, s.kind) for s in states if s.prefix.startswith(prefix)]  # noqa: E731
+    assert ours(one.scan("job")) == [(f"{prefix}one:", "job", "lock")]
+    expected = [(f"{prefix}one:", "job", "lock"), (f"{prefix}two:", "job", "semaphore")]
+    assert ours(one.scan("job", all_prefixes=True)) == expected
+    listed = run(redis_url, f"{prefix}one:", "ls", "job", "--all-prefixes", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [(s["prefix"], s["name"], s["kind"]) for s in json.loads(listed.stdout)
+            if s["prefix"].startswith(prefix)] == expected
+    table = run(redis_url, f"{prefix}one:", "ls", "job", "-A")
+    lines = table.stdout.splitlines()
+    assert lines[0].split()[:2] == ["PREFIX", "NAME"]
+    assert [line.split()[0] for line in lines[1:] if prefix in line] == [repr(f"{prefix}one:"), repr(f"{prefix}two:")]
+    a.release()
+    b.release()
+    raw("DEL", f"{prefix}foreign:{{job}}")
+
+
 def test_inspect_tells_everything_and_exits_1_when_free(redis_url, prefix, client):
     writer = client.rwmutex("doc").write(metadata="migration 7")
     assert writer.acquire(blocking=False)

@@ -275,6 +275,63 @@ def test_ls_finds_names_on_every_master(cclient, cluster, prefix):
     assert [r["token"] for r in listed["doc"]["readers"]] == [reader.token]
 
 
+def test_a_node_without_the_scripts_runs_them_while_another_node_is_stopped(cluster, cluster_raw, prefix):
+    """A node that has not loaded the scripts (a restart, SCRIPT FLUSH, a
+    replica just promoted: scripts are not replicated) answers NOSCRIPT; the
+    script is then loaded on that node alone, not on every node, which waits
+    for every node (here one is stopped) and would fail the step."""
+    c = ferrolock.Client(cluster.url, prefix=prefix, command_timeout=2.0)
+    names = {cluster.node_port_for(f"{prefix}{{n{i}}}"): f"n{i}" for i in range(30)}
+    assert len(names) == len(cluster.ports)
+    for name in names.values():  # every node has run the scripts, and the client knows them all
+        lock = c.lock(name)
+        assert lock.acquire(blocking=False)
+        lock.release()
+    flushed, stopped = cluster.ports[0], cluster.ports[1]
+    assert cluster_raw.nodes[flushed]("SCRIPT", "FLUSH") in (b"OK", "OK")
+    node = next(n for n in cluster.nodes if n.port == stopped)
+    node.pause()
+    try:
+        lock = c.lock(names[flushed])
+        assert lock.acquire(blocking=False), "the step failed on the node that lost its scripts"
+        lock.release()
+    finally:
+        node.resume()
+    c.close()
+
+
+def test_every_prefix_is_listed_on_every_master(cluster, prefix):
+    """scan(all_prefixes=True) on a Cluster: every master is scanned, each
+    name read back with its own prefix; a waiter of a non-fair Lock counts
+    by its sharded subscription."""
+    import threading
+
+    one = ferrolock.Client(cluster.url, prefix=f"{prefix}one:")
+    two = ferrolock.Client(cluster.url, prefix=f"{prefix}two:")
+    names = [f"job:{i}" for i in range(9)]
+    assert {cluster.node_port_for(f"{prefix}one:{{{n}}}") for n in names} == set(cluster.ports)
+    held = [one.lock(n) for n in names] + [two.lock(n) for n in names]
+    for h in held:
+        assert h.acquire(blocking=False)
+    waiter = two.lock("job:0", retry=ferrolock.Retry.fixed(10.0))
+    got: list = []
+    t = threading.Thread(target=lambda: got.append(waiter.acquire(timeout=60)))
+    t.start()
+    try:
+        wait_for(lambda: two.describe("job:0")[0].waiters == 1, 10, "the waiter's subscription")
+        listed = [(s.prefix, s.name, s.waiters) for s in one.scan("job:*", all_prefixes=True)
+                  if s.prefix.startswith(prefix)]
+        assert listed == ([(f"{prefix}one:", n, 0) for n in names]
+                          + [(f"{prefix}two:", n, int(n == "job:0")) for n in names])
+        assert [s.prefix for s in one.scan("job:*")] == [f"{prefix}one:"] * len(names)
+    finally:
+        for h in held:
+            h.release()
+        t.join(60)
+    assert got == [True]
+    waiter.release()
+
+
 def test_semaphores_and_elections_are_listed_and_force_released_on_every_master(cclient, cluster, prefix):
     """Every key of a name shares its hash tag, so one script reads (or
     clears) a semaphore's or an election's keys wherever the slot lives."""

@@ -51,17 +51,37 @@ def test_metadata_reads_back_as_given(client, kind, given):
     handle.release()
 
 
-def test_a_handed_over_fair_lock_keeps_no_metadata_of_the_last_holder(client):
-    first = taken(client, "fair", "handed", metadata="first")
-    second = client.lock("handed", fair=True)
+FAIR_KINDS = ["fair", "fair-writer", "fair-permit"]
+
+
+def fair_handle(client, kind: str, name: str, **options):
+    if kind == "fair":
+        return client.lock(name, fair=True, **options)
+    if kind == "fair-writer":
+        return client.rwmutex(name, fair=True).write(**options)
+    return client.semaphore(name, 1, fair=True, **options)
+
+
+@pytest.mark.parametrize("kind", FAIR_KINDS)
+@pytest.mark.parametrize("given", ["", None, "w-7"])
+def test_a_hold_handed_over_reads_back_the_metadata_its_waiter_gave(client, kind, given):
+    """A fair release hands the hold to the next waiter in its own script:
+    the new holder's metadata is what that waiter gave (none as None), never
+    the last holder's, nor a placeholder of the hand-over."""
+    name = f"handed-{kind}"
+    first = fair_handle(client, kind, name, metadata="first")
+    assert first.acquire(blocking=False)
+    second = fair_handle(client, kind, name, **({} if given is None else {"metadata": given}))
     got = []
     thread = threading.Thread(target=lambda: got.append(second.acquire(timeout=30)))
     thread.start()
-    wait_for(lambda: client.describe("handed")[0].waiters == 1, 30, "the second to queue")
+    wait_for(lambda: client.describe(name)[0].waiters == 1, 30, "the second to queue")
     first.release()
     thread.join(30)
     assert got == [True]
-    assert client.inspect("handed").metadata is None
+    (state,) = client.describe(name)
+    assert [(h.token, h.metadata) for h in state.holders] == [(second.token, given)]
+    assert [info.metadata for info in second.inspect() if info is not None] == [given]
     second.release()
 
 

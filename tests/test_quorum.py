@@ -361,6 +361,70 @@ def test_a_waiter_rides_through_a_majority_outage(masters):
     waiter.release()
 
 
+def test_a_step_left_to_a_slow_master_still_runs_there(masters, prefix):
+    """A quorum's step stops waiting for a master a short grace after a
+    majority answered; whatever it sent still runs there. A master that had
+    never run a script would first answer NOSCRIPT, and a step dropped then
+    would never send the script nor itself: so the quorum loads every script
+    on each master it connects. Here the third master's replies are held
+    back from the first use of the writer's step on: its intent still
+    reaches it, long before the writer's next attempt (10 s)."""
+    from fault_proxy import FaultProxy
+
+    proxy = FaultProxy(masters.servers[2].port)
+    client = ferrolock.Client(masters.urls[:2] + [proxy.url], prefix=prefix, command_timeout=3.0)
+    result: list = []
+    writer = client.rwmutex("rw").write(retry=Retry.fixed(10.0))
+    t = threading.Thread(target=lambda: result.append(writer.acquire(timeout=5)), daemon=True)
+    try:
+        client.connect()
+        reader = client.rwmutex("rw").read()
+        assert reader.acquire()
+        proxy.hold("command", "down")
+        t.start()
+        intent = f"{key(prefix, 'rw')}:rw:i"
+        wait_for(lambda: masters.servers[2].command("EXISTS", intent) == 1, 4,
+                 "the writer's intent on the master whose replies are held back")
+        proxy.resume("command", "down")
+        t.join(30)
+        assert result == [False]
+        reader.release()
+    finally:
+        proxy.resume("command", "down")
+        if t.is_alive():
+            t.join(30)
+        client.close()
+        proxy.close()
+
+
+def test_inspect_reads_the_fence_a_majority_carries_not_a_late_masters(masters, prefix):
+    """A master whose grant came too late to count (its replies held back)
+    gave a higher fence (it had one on record): the hold's fence is the one
+    the majority carries, and inspect says that one, not the late master's."""
+    from fault_proxy import FaultProxy
+
+    proxy = FaultProxy(masters.servers[2].port)
+    client = ferrolock.Client(masters.urls[:2] + [proxy.url], prefix=prefix, command_timeout=3.0)
+    try:
+        client.connect()
+        seconds, micros = masters.servers[2].command("TIME")
+        ahead = int(seconds) * 1_000_000 + int(micros) + 60_000_000
+        masters.servers[2].command("SET", key(prefix, "job") + ":fence", str(ahead), "PX", "60000")
+        proxy.hold("command", "down")
+        lock = client.lock("job", ttl=30)
+        assert lock.acquire(blocking=False)
+        wait_for(lambda: masters.field(2, "job", "token") == lock.token.encode(), 5, "the late grant")
+        proxy.resume("command", "down")
+        assert int(masters.field(2, "job", "fence")) > ahead > lock.fence
+        info = client.inspect("job")
+        assert (info.token, info.fence) == (lock.token, lock.fence)
+        lock.release()
+    finally:
+        proxy.resume("command", "down")
+        client.close()
+        proxy.close()
+
+
 def test_rwmutex_on_a_quorum(masters):
     client = masters.client()
     rw = client.rwmutex("doc")

@@ -276,6 +276,45 @@ def test_a_lost_hold_is_reported(client, ferrolock_helpers):
     assert rl.count == 0
 
 
+def test_a_nested_take_of_a_lost_hold_raises_and_runs_nothing_unguarded(client, ferrolock_helpers):
+    """The loss is known (validity run out, or the watchdog told): a nested
+    take does not return True on the count alone; it raises LockLost, the
+    count stays, and the outermost exit still ends in LockLost."""
+    rl = client.rlock("job")
+    ran = []
+    with pytest.raises(LockLost) as outer:
+        with rl:
+            ferrolock_helpers.expire_now(rl._hold)
+            assert rl.lost
+            for take in (rl.acquire, lambda: rl.acquire(blocking=False)):
+                with pytest.raises(LockLost, match="nested take"):
+                    take()
+                assert rl.count == 1
+            with rl:
+                ran.append("nested block")
+    assert ran == [] and "nested take" in str(outer.value)
+    assert rl.count == 0 and not rl.owned()
+    # Taken afresh, it nests again.
+    with rl:
+        with rl:
+            assert rl.count == 2 and not rl.lost
+
+
+async def test_a_nested_async_take_of_a_lost_hold_raises(client, ferrolock_helpers):
+    rl = client.rlock("job")
+    assert await rl.aacquire()
+    ferrolock_helpers.expire_now(rl._hold)
+    with pytest.raises(LockLost, match="nested take"):
+        await rl.aacquire()
+    with pytest.raises(LockLost, match="nested take"):
+        async with rl:
+            pytest.fail("the nested block ran on a lost hold")
+    assert rl.count == 1
+    with pytest.raises(LockNotOwned):
+        await rl.arelease()
+    assert rl.count == 0
+
+
 def test_bad_input_raises_the_locks_errors(client):
     with pytest.raises(ValueError, match="ttl"):
         client.rlock("job", ttl=-1)

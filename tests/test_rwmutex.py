@@ -737,6 +737,47 @@ def test_expired_readers_release_leaves_a_writer_alone(client, raw, prefix):
     assert raw.keys(prefix + "*") == []
 
 
+def test_an_expired_readers_late_release_keeps_the_writers_waiters_mark(client, raw, redis_url, prefix):
+    """The mark `w` on a holding writer's hash says someone waits for that
+    writer: a reader whose lease ran out, released after the writer took
+    over, neither removes it nor publishes a wake-up; the writer's own
+    release still does."""
+    import redis
+
+    rw = client.rwmutex("doc")
+    stale = rw.read(ttl=0.2, auto_renew=False)
+    assert stale.acquire()
+    w = rw.write(ttl=10.0)
+    assert w.acquire(timeout=3)
+    wkey, _, _ = rw_keys(prefix, "doc")
+    raw("HSET", wkey, "w", "1")  # what a waiter's busy attempt leaves (rw_write.lua / rw_read.lua)
+    sub = redis.Redis.from_url(redis_url).pubsub(ignore_subscribe_messages=True)
+    sub.subscribe(key(prefix, "doc") + ":rw:wake")
+
+    def next_message():
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            message = sub.get_message(timeout=deadline - time.monotonic())
+            if message is not None:
+                return message
+        return None
+
+    try:
+        with pytest.raises(LockNotOwned):
+            stale.release()
+        assert raw("HGET", wkey, "w") == b"1", "the late reader took the writer's waiters' mark"
+        # Messages arrive in the order they were published: the probe comes first unless the late release published.
+        raw("PUBLISH", key(prefix, "doc") + ":rw:wake", "probe")
+        first = next_message()
+        assert first is not None and first["data"] == b"probe", f"the late reader woke the writer's waiters: {first}"
+        w.release()
+        woke = next_message()
+        assert woke is not None and woke["data"] == b"", "the writer's release woke nobody"
+    finally:
+        sub.close()
+    assert raw.keys(prefix + "*") == []
+
+
 def test_waits_are_bounded_by_the_holders_ttl(client, raw, prefix):
     """A slow retry strategy never sleeps past the holder's expiry."""
     rw = client.rwmutex("doc")

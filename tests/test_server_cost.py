@@ -21,7 +21,7 @@ CYCLES = {
     "lock": {"evalsha": 2, "hmget": 2, "time": 1, "hset": 1, "pexpire": 1, "del": 1},
     "fair lock": {"evalsha": 2, "hmget": 2, "time": 1, "zrange": 1, "exists": 1, "hset": 1, "pexpire": 1,
                   "del": 1},
-    "rwmutex read": {"evalsha": 2, "hdel": 1, "time": 2, "exists": 1, "zadd": 1, "zrange": 1, "pexpire": 1,
+    "rwmutex read": {"evalsha": 2, "hmget": 1, "time": 2, "exists": 1, "zadd": 1, "zrange": 1, "pexpire": 1,
                      "zremrangebyscore": 1, "zrem": 1, "zcard": 1},
     "semaphore": {"evalsha": 2, "time": 2, "zcard": 2, "hmget": 2, "zscore": 1, "hset": 1, "zadd": 1,
                   "pexpire": 2, "exists": 1, "zrem": 1, "del": 1},

@@ -76,6 +76,20 @@ def test_without_ca_file_the_message_says_to_give_one(tls_server):
     assert "not signed by this machine's trusted authorities" in msg and "ca_file=PATH" in msg, msg
 
 
+def test_a_self_signed_certificate_without_ca_file_says_to_give_one(tmp_path, self_signed_server):
+    """Made as the message says (CA:FALSE), or the one-line default: checked
+    against this machine's authorities, which did not sign it (rustls says
+    BadSignature for the first): the message says to give ca_file."""
+    certs = self_signed(tmp_path, "-addext", "basicConstraints=critical,CA:FALSE",
+                        "-addext", "keyUsage=critical,digitalSignature,keyEncipherment",
+                        "-addext", "extendedKeyUsage=serverAuth")
+    with TlsRedisServer(certs) as server:
+        msg = refusal(f"rediss://127.0.0.1:{server.port}/0")
+        assert "ca_file=PATH" in msg and "this machine's trusted authorities" in msg, msg
+    msg = refusal(f"rediss://127.0.0.1:{self_signed_server.port}/0")
+    assert "ca_file" in msg, msg
+
+
 def test_plain_url_to_a_tls_port_says_use_rediss(tls_server):
     msg = refusal(f"redis://127.0.0.1:{tls_server.port}/0")
     assert "answers TLS only" in msg and "use rediss://" in msg, msg

@@ -232,3 +232,43 @@ async def test_a_cancelled_waiter_passes_its_wakeup_on(client):
         await first.arelease()
     assert await asyncio.wait_for(t2, 1.0) is True
     await second.arelease()
+
+
+def test_a_waiter_whose_subscribing_failed_subscribes_again_soon(server, prefix):
+    """Subscribing timed out once (a SUBSCRIBE held back past the command
+    timeout: a failover, a partition): the waiter tries again at its next
+    short pause, not at its retry's 10 s, so the release still wakes it."""
+    from fault_proxy import FaultProxy
+
+    def subscribes() -> int:
+        stats = server.command("INFO", "commandstats")
+        stats = stats.decode() if isinstance(stats, bytes) else stats
+        line = next((l for l in stats.splitlines() if l.startswith("cmdstat_subscribe:")), "calls=0,")
+        return int(line.split("calls=")[1].split(",")[0])
+
+    proxy = FaultProxy(server.port)
+    client = ferrolock.Client(proxy.url, prefix=prefix, command_timeout=0.5)
+    holder = client.lock("w")
+    got: dict = {}
+    try:
+        assert holder.acquire()
+        proxy.slow_subscribe(2.0)  # longer than the command timeout: the first SUBSCRIBE fails
+        waiter = client.lock("w", retry=SLOW)
+        t = threading.Thread(target=lambda: got.update(ok=waiter.acquire(timeout=20), at=time.monotonic()))
+        t.start()
+        assert proxy.subscribe_seen.wait(10)
+        proxy.slow_subscribe(0)
+        # The held-back SUBSCRIBE reaches the server late, on a connection the waiter gave up; the next goes through.
+        wait_for(lambda: subscribes() >= 2, 5, "the waiter to subscribe again")
+        assert "ok" not in got
+        released = time.monotonic()
+        holder.release()
+        t.join(20)
+        assert got.get("ok") is True
+        assert got["at"] - released < 2.0, f"the waiter took the lock {got['at'] - released:.1f} s after the release"
+        waiter.release()
+    finally:
+        proxy.slow_subscribe(0)
+        t.join(20)
+        client.close()
+        proxy.close()

@@ -68,7 +68,9 @@ local function sem_serve(holders, data, queue, alive, tags, us, channel)
       break
     end
     leave_queue(alive, tags, head, queue)
-    local fence = sem_take(holders, data, head, '', patience, us, last)
+    -- No metadata: the waiter's own, if any, comes with its claim (its next
+    -- attempt), so one that gave none reads back none.
+    local fence = sem_take(holders, data, head, false, patience, us, last)
     last = fence
     lines[#lines + 1] = grant_line(head, fence, attempt)
     free = free - 1

@@ -294,8 +294,14 @@ class LockState:
         ...
 
     @property
+    def prefix(self) -> str:
+        """The key prefix it lives under: the client's own, unless listed with
+        ``scan(all_prefixes=True)``.
+        """
+
+    @property
     def name(self) -> str:
-        """The name (without the client's prefix)."""
+        """The name (without the prefix)."""
 
     @property
     def kind(self) -> Literal["lock", "rwmutex", "semaphore", "election"]:
@@ -346,10 +352,20 @@ class LockState:
         """
 
     @property
+    def subscribed(self) -> int:
+        """Connections subscribed to its wake-ups while it is held: one per
+        process (and client) with a waiter, however many of its threads or
+        tasks wait; a waiter that polls (its subscription failed) is not
+        counted, nor is any where the Redis user may not run ``PUBSUB``.
+        """
+
+    @property
     def waiters(self) -> int:
-        """Waiters Redis knows of: both fair queues, plus one for a writer's
-        intent. Waiters of a non-fair Lock are not stored in Redis and do not
-        count.
+        """How many wait, as far as Redis can tell: the live waiters of the
+        fair queues plus one for a writer's intent, or, where more,
+        :attr:`subscribed`. A non-fair primitive keeps no queue, so its
+        waiters count by process: three threads of one process waiting for a
+        Lock count as 1.
         """
 
 @final
@@ -730,12 +746,16 @@ class Client:
             ValueError: ``name`` is empty or too long.
         """
 
-    def scan(self, pattern: str | None = None) -> list[LockState]:
+    def scan(self, pattern: str | None = None, *, all_prefixes: bool = False) -> list[LockState]:
         """Every name whose name matches the glob ``pattern``, held or waited
         for as any kind of primitive (Lock, RWMutex, semaphore, election):
-        one :class:`LockState` per name and kind.
+        one :class:`LockState` per name and kind. With ``all_prefixes=True``,
+        under every key prefix, not only this client's (each state says its
+        :attr:`~LockState.prefix`); a key of another application shaped as
+        ferrolock's (``<prefix>{<name>}``) that Redis cannot read as a
+        primitive is left out.
         """
-    def ascan(self, pattern: str | None = None) -> Operation[list[LockState]]:
+    def ascan(self, pattern: str | None = None, *, all_prefixes: bool = False) -> Operation[list[LockState]]:
         """Asyncio version of :meth:`scan`."""
     def describe(self, name: str) -> list[LockState]:
         """Everything stored under ``name``: one :class:`LockState` per kind of
@@ -872,9 +892,11 @@ class Lock(Generic[_NameT_co]):
         fair: take turns in arrival order, across processes. Waiters
             queue in Redis. A release hands over straight to the oldest
             live waiter (an RWMutex's: every reader queued before the next
-            writer), so no newcomer can barge in. A waiter that dies or gives
-            up loses its place; a dead waiter keeps it for at most
-            min(ttl, 2 s). Use it with one name, on every handle of that name
+            writer), so no newcomer can barge in. A waiter keeps its place
+            while its process runs, whatever its threads do; one that gives
+            up loses it at once, one whose process dies or is stopped
+            (SIGSTOP) after at most min(ttl, 2 s). Use it with one name, on
+            every handle of that name
             (an RWMutex takes it as a whole, not per handle).
 
     Raises:
@@ -1426,9 +1448,11 @@ class RWMutex:
         fair: take turns in arrival order, across processes. Waiters
             queue in Redis. A release hands over straight to the oldest
             live waiter (an RWMutex's: every reader queued before the next
-            writer), so no newcomer can barge in. A waiter that dies or gives
-            up loses its place; a dead waiter keeps it for at most
-            min(ttl, 2 s). Use it with one name, on every handle of that name
+            writer), so no newcomer can barge in. A waiter keeps its place
+            while its process runs, whatever its threads do; one that gives
+            up loses it at once, one whose process dies or is stopped
+            (SIGSTOP) after at most min(ttl, 2 s). Use it with one name, on
+            every handle of that name
             (an RWMutex takes it as a whole, not per handle).
         writer_preference: hold new readers back while a writer waits;
             ``None`` means ``True`` (``False`` cannot be combined with ``fair``).

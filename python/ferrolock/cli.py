@@ -35,6 +35,7 @@ EPILOG = """\
 examples:
   ferrolock ls                          every lock, RWMutex, semaphore and election under the prefix
   ferrolock ls 'reports:*' --json       those whose name matches, as JSON
+  ferrolock ls --all-prefixes           under every key prefix, each shown with its prefix
   ferrolock inspect reports:nightly     who holds it, for how long, who waits
   ferrolock inspect orders:42 --plain   who holds a redis-py or python-redis-lock lock (ls cannot list
                                         those: a plain string key looks like any other data)
@@ -125,6 +126,8 @@ def parser() -> argparse.ArgumentParser:
                        "inspect NAME --plain)")
     ls.add_argument("pattern", nargs="?", default="*", metavar="PATTERN",
                     help="a glob over names: *, ?, [a-z]; a backslash escapes (default: *)")
+    ls.add_argument("--all-prefixes", "-A", action="store_true",
+                    help="list under every key prefix, not only --prefix (a PREFIX column, and \"prefix\" in --json)")
 
     inspect = command("inspect", "show everything stored under NAME")
     inspect.add_argument("name", metavar="NAME")
@@ -212,6 +215,7 @@ def hold_dict(h: Any) -> Dict[str, Any]:
 def state_dict(s: Any) -> Dict[str, Any]:
     """A `ferrolock.LockState` (or the part of one `Shown` names) as JSON."""
     return {
+        "prefix": s.prefix,
         "name": s.name,
         "kind": s.kind,
         "holder": None if s.holder is None else hold_dict(s.holder),
@@ -219,6 +223,7 @@ def state_dict(s: Any) -> Dict[str, Any]:
         "holders": [hold_dict(h) for h in s.holders],
         "limit": s.limit,
         "waiters": s.waiters,
+        "subscribed": s.subscribed,
         "queued_readers": s.queued_readers,
         "queued_writers": s.queued_writers,
         "writer_intent_ttl": s.writer_intent,
@@ -257,19 +262,21 @@ def table(rows: List[List[str]]) -> str:
 
 
 def cmd_ls(client: ferrolock.Client, args: argparse.Namespace, as_json: bool) -> int:
-    states = client.scan(args.pattern)
+    every = args.all_prefixes
+    states = client.scan(args.pattern, all_prefixes=every)
     if as_json:
         print(json.dumps([state_dict(s) for s in states], indent=2))
         return OK
     if not states:
-        print(f"no lock matches {args.pattern!r} under prefix {client.prefix!r} (ls lists ferrolock's own "
-              "keys; a redis-py or python-redis-lock lock is a plain string key: inspect NAME --plain)")
+        where = "under any prefix" if every else f"under prefix {client.prefix!r}"
+        print(f"no lock matches {args.pattern!r} {where} (ls lists ferrolock's own keys; a redis-py or "
+              "python-redis-lock lock is a plain string key: inspect NAME --plain)")
         return OK
-    rows = [["NAME", "KIND", "HOLDER", "TTL", "FENCE", "WAITERS", "METADATA"]]
+    rows = [(["PREFIX"] if every else []) + ["NAME", "KIND", "HOLDER", "TTL", "FENCE", "WAITERS", "METADATA"]]
     for s in states:
         h = s.holder if s.holder is not None else (s.holders[0] if len(s.holders) == 1 else None)
         ttls = [x.ttl for x in s.holders if x.ttl is not None]
-        rows.append([
+        rows.append(([repr(s.prefix)] if every else []) + [
             s.name, s.kind, holder_text(s), ttl_text(h.ttl if h else min(ttls, default=None)),
             str(h.fence) if h and h.fence else "-", str(s.waiters), (h.metadata or "") if h else "",
         ])
@@ -301,8 +308,7 @@ def describe_text(s: ferrolock.LockState) -> str:
         lines.append(f"  queued:   {s.queued_readers} reader(s), {s.queued_writers} writer(s)")
         if s.writer_intent is not None:
             lines.append(f"  a writer waits for the readers (its intent lasts {ttl_text(s.writer_intent)})")
-    else:
-        lines.append(f"  waiters:  {s.waiters} (fair queue)")
+    lines.append(f"  waiters:  {waiters_text(s)}")
     return "\n".join(lines)
 
 
@@ -334,6 +340,16 @@ def cmd_inspect_plain(client: ferrolock.Client, name: str, as_json: bool) -> int
             f"  ttl:      {ttl_text(f['ttl']) if f['ttl'] is not None else 'none (it never expires)'}\n"
             "  fence:    - (a plain hold stores none)" for f in found))
     return OK if found else NOT_FOUND
+
+
+def waiters_text(s: ferrolock.LockState) -> str:
+    """How many wait, and how Redis knows: a fair queue lists each waiter;
+    otherwise each waiting process is one subscriber of the wake-ups."""
+    if s.queued_readers + s.queued_writers:
+        return f"{s.waiters} (fair queue)"
+    if s.subscribed:
+        return f"{s.waiters} (processes subscribed to its wake-ups; no queue is kept)"
+    return str(s.waiters)
 
 
 def cmd_inspect(client: ferrolock.Client, args: argparse.Namespace, as_json: bool) -> int:
@@ -398,11 +414,12 @@ class Shown:
     """Part of a state that was shown: those of its holds whose tokens are in `tokens`."""
 
     def __init__(self, s: ferrolock.LockState, tokens: "set[str]"):
-        self.name, self.kind, self.limit = s.name, s.kind, s.limit
+        self.prefix, self.name, self.kind, self.limit = s.prefix, s.name, s.kind, s.limit
         self.holder = s.holder if s.holder is not None and s.holder.token in tokens else None
         self.readers = [r for r in s.readers if r[0] in tokens]
         self.holders = [h for h in s.holders if h.token in tokens]
         self.waiters, self.queued_readers, self.queued_writers = s.waiters, s.queued_readers, s.queued_writers
+        self.subscribed = s.subscribed
         self.writer_intent = s.writer_intent
 
 

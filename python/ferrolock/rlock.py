@@ -15,7 +15,7 @@ import threading
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Coroutine, Literal, Optional, Type, Union
 
-from ._ferrolock import Lock
+from ._ferrolock import Lock, LockLost
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -47,7 +47,10 @@ class RLock:
     any other thread, task or process waits for it like for a :class:`Lock`.
     ``with`` / ``async with`` take it as a Lock's do (``blocking_timeout``,
     :class:`LockNotAcquired`) and the outermost block ends in
-    :class:`LockLost` if the hold was lost. Keyword arguments are the handle
+    :class:`LockLost` if the hold was lost. A nested take (``acquire``,
+    ``with``, ``async with``) of a hold known to be lost (:attr:`lost`)
+    raises :class:`LockLost` at once, leaving the count as it was: no nested
+    block runs unguarded. Keyword arguments are the handle
     options of :class:`Lock` (``fair=True`` included), but ``token``: a
     reentrant lock does not restore a hold taken elsewhere.
 
@@ -79,9 +82,18 @@ class RLock:
         self._probe.aacquire(blocking, timeout).close()
 
     def _reenter(self, me: object) -> bool:
-        """One more take if ``me`` holds it already."""
+        """One more take if ``me`` holds it already. A hold known to be lost
+        takes no more: the nested block would run unguarded, so it raises
+        :class:`LockLost` and the count stays (the outermost exit still
+        reports the loss)."""
         with self._guard:
             if self._count and self._owner == me:
+                hold = self._hold
+                if hold is not None and hold.lost:
+                    raise LockLost(
+                        f"lock {self._probe.name!r} was lost while held (count {self._count}): "
+                        "a nested take would run unguarded, so it is refused"
+                    )
                 self._count += 1
                 return True
             return False
@@ -117,6 +129,10 @@ class RLock:
         Returns:
             ``True`` once held; ``False`` when the wait passed (or, with
             ``blocking=False``, another holder has it).
+
+        Raises:
+            LockLost: a nested take while the caller's hold is known to be
+                lost (:attr:`lost`); the count stays as it was.
         """
         me = _caller()
         if self._owner == me and self._count:  # only ``me`` changes that: nobody else can take it from me

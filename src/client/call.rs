@@ -15,7 +15,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use super::{Client, Target};
-use crate::conn::{Conn, Inline, Io};
+use crate::conn::{Conn, Io};
 use crate::error::{Error, Result};
 
 impl Client {
@@ -112,16 +112,13 @@ impl Client {
         self.conn().await
     }
 
-    /// An idle inline connection, or a new one; `None` when none can be
-    /// opened at once (the multiplexed connection then carries the call,
-    /// with its own reconnecting and its own errors).
+    /// An idle inline connection, or a new one while the pool has room;
+    /// `None` when all are in use or none can be opened at once (the
+    /// multiplexed connection then carries the call, with its own
+    /// reconnecting and its own errors).
     fn inline_conn(&self, redis: &redis::Client) -> Option<Conn> {
-        let local = self.local();
-        let idle = local.inline.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
-        let conn = if let Some(conn) = idle {
-            conn
-        } else {
-            let opts = &self.inner.opts;
+        let opts = &self.inner.opts;
+        let open = || {
             let limit = opts.connect_timeout.min(opts.command_timeout);
             let mut conn = redis.get_connection_with_timeout(limit).ok()?;
             conn.set_read_timeout(Some(opts.command_timeout)).ok()?;
@@ -129,9 +126,9 @@ impl Client {
             if let Some(name) = &opts.client_name {
                 set_name(name).query::<()>(&mut conn).ok()?;
             }
-            conn
+            Some(conn)
         };
-        Some(Conn::Inline(Arc::new(Inline::new(conn, local.inline.clone()))))
+        self.local().inline.take(open).map(|inline| Conn::Inline(Arc::new(inline)))
     }
 
     /// The multiplexed, self-reconnecting connection of this process.

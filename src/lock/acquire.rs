@@ -29,6 +29,11 @@ static HANDED_OVER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUs
 /// The longest a new acquire lets a woken waiter of its process try first.
 const YIELD_TO_WOKEN: Duration = Duration::from_millis(5);
 
+/// The longest pause before a waiter whose subscribing failed (a failover,
+/// a partition) tries to subscribe again: it is not woken meanwhile, and its
+/// retry's own delay may be seconds.
+const RESUBSCRIBE: Duration = Duration::from_millis(100);
+
 pub fn handed_over() -> usize {
     HANDED_OVER.load(std::sync::atomic::Ordering::Relaxed)
 }
@@ -335,7 +340,12 @@ impl Lock {
             }
         }
         // Wake-ups reach a subscribed waiter: the retry is only its safety net.
-        let delay = if waiting.registration.is_some() { self.opts.retry.safety_net(delay) } else { delay };
+        // One whose subscribing failed and may succeed now tries again soon.
+        let delay = match (&waiting.registration, waiting.subscribe) {
+            (Some(_), _) => self.opts.retry.safety_net(delay),
+            (None, true) => delay.min(RESUBSCRIBE),
+            (None, false) => delay,
+        };
         let mut wake = Instant::now() + self.wait_between(delay, holder_pttl_ms);
         if let Wait::Until(deadline) = wait {
             wake = wake.min(deadline);

@@ -395,19 +395,33 @@ impl PyClient {
 
     /// Every name whose name matches the glob ``pattern``, held or waited
     /// for as any kind of primitive (Lock, RWMutex, semaphore, election):
-    /// one :class:`LockState` per name and kind.
-    #[pyo3(signature = (pattern=None))]
-    fn scan(&self, py: Python<'_>, pattern: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<LockState>> {
+    /// one :class:`LockState` per name and kind. With ``all_prefixes=True``,
+    /// under every key prefix, not only this client's (each state says its
+    /// :attr:`~LockState.prefix`); a key of another application shaped as
+    /// ferrolock's (``<prefix>{<name>}``) that Redis cannot read as a
+    /// primitive is left out.
+    #[pyo3(signature = (pattern=None, *, all_prefixes=false))]
+    fn scan(
+        &self,
+        py: Python<'_>,
+        pattern: Option<&Bound<'_, PyAny>>,
+        all_prefixes: bool,
+    ) -> PyResult<Vec<LockState>> {
         let (client, pattern) = (self.core.via(blocking_io(py)), glob(pattern)?);
-        wait(py, async move { Ok(LockState::all(client.scan(&pattern).await?)) })
+        wait(py, async move { Ok(LockState::all(listed(&client, &pattern, all_prefixes).await?)) })
     }
 
     /// Asyncio version of :meth:`scan`.
-    #[pyo3(signature = (pattern=None))]
-    fn ascan<'py>(&self, py: Python<'py>, pattern: Option<&Bound<'py, PyAny>>) -> PyResult<Py<Operation>> {
+    #[pyo3(signature = (pattern=None, *, all_prefixes=false))]
+    fn ascan<'py>(
+        &self,
+        py: Python<'py>,
+        pattern: Option<&Bound<'py, PyAny>>,
+        all_prefixes: bool,
+    ) -> PyResult<Py<Operation>> {
         let (client, pattern) = (self.core.clone(), glob(pattern)?);
         coroutine(py, "Client.ascan", Cancel::Drop, async move {
-            Ok(LockState::all(client.scan(&pattern).await?))
+            Ok(LockState::all(listed(&client, &pattern, all_prefixes).await?))
         })
     }
 
@@ -439,6 +453,19 @@ impl PyClient {
 
 /// What a coroutine of no result gives: Python's `None` (a Rust `()` would be an empty tuple).
 const NONE: Option<bool> = None;
+
+/// `scan`'s listing, under this client's prefix or every one.
+async fn listed(
+    client: &crate::deployment::Deployment,
+    pattern: &str,
+    all_prefixes: bool,
+) -> crate::error::Result<Vec<crate::listing::State>> {
+    if all_prefixes {
+        client.scan_every_prefix(pattern).await
+    } else {
+        client.scan(pattern).await
+    }
+}
 
 fn glob(pattern: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
     match pattern {

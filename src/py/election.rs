@@ -81,9 +81,9 @@ impl PyObserver {
     /// Waits for the next change (the current leader the first time).
     fn next(&self, py: Python<'_>) -> PyResult<Option<PyLeader>> {
         let inner = self.inner.clone();
-        wait_interruptible(py, &self.client, async move {
-            Ok(inner.lock().await.next().await?.map(PyLeader::from))
-        })
+        let next = async move { Ok(inner.lock().await.next().await?.map(PyLeader::from)) };
+        // A change seen just as Ctrl-C came is only dropped: watching takes nothing.
+        wait_interruptible(py, &self.client, next, |_| async {})
     }
 
     /// Asyncio version of :meth:`next`.

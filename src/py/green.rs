@@ -36,7 +36,8 @@ use tokio::runtime::Runtime;
 use crate::deployment::Deployment;
 use crate::error::Result;
 
-use super::runtime::{contained, runtime};
+use super::errors::internal_error;
+use super::runtime::{abandon, contained, runtime};
 
 /// The hub's wait for a readable file descriptor, when gevent or eventlet has
 /// patched this process and the caller is a greenlet other than the hub;
@@ -80,34 +81,34 @@ where
     raised.map_or(outcome, Err)
 }
 
-/// `runtime::wait_interruptible` for a greenlet: what the hub raises into the
-/// wait drops `fut` inside the runtime (its guards start undoing what it did
-/// in Redis), and is raised once those clean-ups are done (at most the command
-/// timeout, waited for cooperatively too).
-pub(super) fn wait_interruptible<F, T>(
+/// `runtime::wait_interruptible` for a greenlet: the call runs as `task` on
+/// the runtime (so a greenlet that keeps the hub busy never stops a fair
+/// waiter's re-asserts), and the greenlet waits in the hub for its end. What
+/// the hub raises into the wait aborts the task (its guards start undoing
+/// what it did in Redis; a result it had reached already goes to `undo`),
+/// and is raised once those clean-ups are done (at most the command timeout,
+/// waited for cooperatively too).
+pub(super) fn wait_interruptible<T, U, UF>(
     py: Python<'_>,
     hub: &Bound<'_, PyAny>,
     client: &Deployment,
-    fut: F,
+    task: tokio::task::JoinHandle<PyResult<T>>,
+    undo: U,
 ) -> PyResult<T>
 where
-    F: Future<Output = Result<T>> + Send,
-    T: Send,
+    T: Send + 'static,
+    U: FnOnce(T) -> UF + Send,
+    UF: Future<Output = ()> + Send,
 {
     let rt = runtime();
-    let mut fut = Box::pin(contained(fut));
-    let raised = match drive(py, hub, &rt, fut.as_mut()) {
-        Ok(result) => return result,
+    let mut task = task;
+    let raised = match drive(py, hub, &rt, Pin::new(&mut task)) {
+        Ok(joined) => return joined.unwrap_or_else(|e| Err(internal_error(&e))),
         Err(raised) => raised,
     };
-    let limit = client.options().command_timeout;
-    let mut settled = {
-        let _inside = rt.enter();
-        drop(fut);
-        Box::pin(tokio::time::timeout(limit, client.settle()))
-    };
+    let mut abandoned = Box::pin(abandon(task, client, undo));
     // A second exception stops this wait only: the clean-ups go on in the runtime.
-    let _ = drive(py, hub, &rt, settled.as_mut());
+    let _ = drive(py, hub, &rt, abandoned.as_mut());
     Err(raised)
 }
 

@@ -76,9 +76,11 @@ macro_rules! handle_options {
             "take turns in arrival order, across processes. Waiters\n        \
              queue in Redis. A release hands over straight to the oldest\n        \
              live waiter (an RWMutex's: every reader queued before the next\n        \
-             writer), so no newcomer can barge in. A waiter that dies or gives\n        \
-             up loses its place; a dead waiter keeps it for at most\n        \
-             min(ttl, 2 s). Use it with one name, on every handle of that name\n        \
+             writer), so no newcomer can barge in. A waiter keeps its place\n        \
+             while its process runs, whatever its threads do; one that gives\n        \
+             up loses it at once, one whose process dies or is stopped\n        \
+             (SIGSTOP) after at most min(ttl, 2 s). Use it with one name, on\n        \
+             every handle of that name\n        \
              (an RWMutex takes it as a whole, not per handle).")
         (writer_preference, "bool | None", "None", [rwmutex],
             "hold new readers back while a writer waits;\n        \

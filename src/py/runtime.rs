@@ -76,40 +76,79 @@ where
     py.detach(|| rt.block_on(contained(fut)))
 }
 
-/// Like `wait`, for waits of any length: looks for signals every 50 ms (give
-/// it a multiplexed future: its commands then go through the runtime, so a
-/// reply held up never delays that). On
-/// one (Ctrl-C) it drops `fut` inside the runtime, so the future's own guards
-/// start undoing what it did in Redis (a hold granted in flight, a writer's
-/// intent, a place in a queue, the wake-up subscription), and waits for those
-/// clean-ups (at most the command timeout) before the exception is raised.
-pub fn wait_interruptible<F, T>(py: Python<'_>, client: &Deployment, fut: F) -> PyResult<T>
+/// Like `wait`, for waits of any length (give it a multiplexed future: its
+/// commands then go through the runtime, so a reply held up never delays
+/// that). The first 50 ms are polled on the calling thread, as `wait` does,
+/// so a call that ends at once (a free lock) wakes no runtime thread; a call
+/// still pending then goes on as a task of the runtime, so its attempts, a
+/// fair waiter's re-asserts of its place and a hand-over's claim go on
+/// whatever this thread waits for meanwhile (the GIL, which another thread
+/// or a garbage collection may keep for seconds). This thread looks for
+/// signals every 50 ms. On one (Ctrl-C) the task is aborted (dropped inside
+/// the runtime, so the future's own guards start undoing what it did in
+/// Redis: a hold granted in flight, a writer's intent, a place in a queue,
+/// the wake-up subscription); a result it reached before it could be
+/// stopped is given to `undo` (an acquire gives its hold back); and those
+/// clean-ups are waited for (at most the command timeout) before the
+/// exception is raised.
+pub fn wait_interruptible<F, T, U, UF>(py: Python<'_>, client: &Deployment, fut: F, undo: U) -> PyResult<T>
 where
-    F: Future<Output = Result<T>> + Send,
-    T: Send,
+    F: Future<Output = Result<T>> + Send + 'static,
+    T: Send + 'static,
+    U: FnOnce(T) -> UF + Send,
+    UF: Future<Output = ()> + Send,
 {
-    if let Some(hub) = super::green::hub_wait(py)? {
-        return super::green::wait_interruptible(py, &hub, client, fut);
-    }
     let rt = runtime();
-    let mut fut = Box::pin(contained(fut));
+    let fut = contained(fut);
+    if let Some(hub) = super::green::hub_wait(py)? {
+        return super::green::wait_interruptible(py, &hub, client, rt.spawn(fut), undo);
+    }
+    let mut fut = Box::pin(fut);
+    let first =
+        py.detach(|| match rt.block_on(async { tokio::time::timeout(SIGNAL_POLL, &mut fut).await }) {
+            Ok(result) => Ok(result),
+            // Handed to the runtime before this thread asks for the GIL again.
+            Err(_) => Err(rt.spawn(fut)),
+        });
+    let mut task = match first {
+        Ok(result) => return result,
+        Err(task) => task,
+    };
     let interrupted = loop {
-        // A timeout polls the future first: when it elapses, `fut` has not finished.
-        let polled = py.detach(|| rt.block_on(async { tokio::time::timeout(SIGNAL_POLL, &mut fut).await }));
-        if let Ok(result) = polled {
-            return result;
-        }
         if let Err(signal) = py.check_signals() {
             break signal;
         }
+        let polled = py.detach(|| rt.block_on(async { tokio::time::timeout(SIGNAL_POLL, &mut task).await }));
+        if let Ok(joined) = polled {
+            return joined.unwrap_or_else(|e| Err(internal_error(&e)));
+        }
     };
-    {
-        let _inside = rt.enter();
-        drop(fut);
-    }
-    let limit = client.options().command_timeout;
-    py.detach(|| rt.block_on(async { tokio::time::timeout(limit, client.settle()).await })).unwrap_or(());
+    py.detach(|| rt.block_on(abandon(task, client, undo)));
     Err(interrupted)
+}
+
+/// Stops an interrupted call's task (see `wait_interruptible`): aborted, its
+/// result handed to `undo` if it had one already, and this process's
+/// clean-ups waited for, all within the command timeout.
+pub(super) async fn abandon<T, U, UF>(
+    task: tokio::task::JoinHandle<PyResult<T>>,
+    client: &Deployment,
+    undo: U,
+) where
+    U: FnOnce(T) -> UF,
+    UF: Future<Output = ()>,
+{
+    task.abort();
+    // Done once the future is dropped (its guards' clean-ups started), or it had ended.
+    let late = task.await;
+    let limit = client.options().command_timeout;
+    let settled = async {
+        if let Ok(Ok(value)) = late {
+            undo(value).await;
+        }
+        client.settle().await;
+    };
+    let _ = tokio::time::timeout(limit, settled).await;
 }
 
 /// `fut`'s result as a Python one; a panic inside becomes a `LockError`

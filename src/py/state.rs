@@ -73,7 +73,10 @@ impl LockInfo {
 #[pyclass(name = "LockState", module = "ferrolock", frozen, get_all, eq)]
 #[derive(PartialEq)]
 pub struct LockState {
-    /// The name (without the client's prefix).
+    /// The key prefix it lives under: the client's own, unless listed with
+    /// ``scan(all_prefixes=True)``.
+    prefix: String,
+    /// The name (without the prefix).
     name: String,
     /// ``"lock"`` (a :class:`Lock`, fair or not), ``"rwmutex"``,
     /// ``"semaphore"`` or ``"election"`` (from the key layout table).
@@ -101,9 +104,16 @@ pub struct LockState {
     /// Seconds left on a waiting writer's intent (an RWMutex with writer
     /// preference holding new readers back), or ``None``.
     writer_intent: Option<f64>,
-    /// Waiters Redis knows of: both fair queues, plus one for a writer's
-    /// intent. Waiters of a non-fair Lock are not stored in Redis and do not
-    /// count.
+    /// Connections subscribed to its wake-ups while it is held: one per
+    /// process (and client) with a waiter, however many of its threads or
+    /// tasks wait; a waiter that polls (its subscription failed) is not
+    /// counted, nor is any where the Redis user may not run ``PUBSUB``.
+    subscribed: u64,
+    /// How many wait, as far as Redis can tell: the live waiters of the
+    /// fair queues plus one for a writer's intent, or, where more,
+    /// :attr:`subscribed`. A non-fair primitive keeps no queue, so its
+    /// waiters count by process: three threads of one process waiting for a
+    /// Lock count as 1.
     waiters: u64,
 }
 
@@ -113,6 +123,7 @@ impl LockState {
         let info = |r| LockInfo::new(s.name.clone(), r);
         LockState {
             waiters: s.waiters(),
+            subscribed: s.subscribed,
             kind: s.kind.as_str(),
             holder: s.holder.map(info),
             readers: s.readers.into_iter().map(|r| (r.token, seconds(r.pttl_ms))).collect(),
@@ -122,6 +133,7 @@ impl LockState {
             queued_writers: s.queued_writers,
             writer_intent: s.intent_pttl_ms.map(seconds),
             name: s.name,
+            prefix: s.prefix,
         }
     }
 

@@ -104,6 +104,7 @@ impl Quorum {
         let need = self.needed();
         let check = |m| async move {
             Client::ready(m).await?;
+            crate::scripts::load_every_step(m).await?;
             quorum_members::run_id(m).await
         };
         let answers = self
@@ -112,6 +113,25 @@ impl Quorum {
                     || a.iter().any(|x| matches!(x, Some(Err(Error::Configuration(_)))))
             })
             .await;
+        // A master not heard from in time goes on connecting and loading
+        // the steps in the background: a step dropped part-way on it would
+        // have sent nothing (connecting) or no script (NOSCRIPT), not just
+        // been late.
+        for (answer, member) in answers.iter().zip(&self.members) {
+            if answer.is_none() {
+                let member = member.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = async {
+                        member.ready().await?;
+                        crate::scripts::load_every_step(&member).await
+                    }
+                    .await
+                    {
+                        log::debug!("master {} of the quorum: not ready yet ({e})", member.describe());
+                    }
+                });
+            }
+        }
         for (answer, member) in answers.iter().zip(&self.members) {
             match answer {
                 Some(Err(e @ Error::Configuration(_))) => return Err(e.clone()),

@@ -6,10 +6,13 @@
 use crate::client::Client;
 use crate::error::Result;
 
-use super::run;
+use super::{run, Lua};
 
 lua!(DESCRIBE, "describe.lua");
 lua!(FORCE_RELEASE, "force_release.lua");
+
+/// The steps of this module, for `every_step`.
+pub(super) static STEPS: [&Lua; 2] = [&DESCRIBE, &FORCE_RELEASE];
 
 /// `describe.lua`, or with `token` `force_release.lua` ('' = every hold),
 /// over every part of one name: `keys` with `roles` ('<kind> <role>' each,

@@ -8,7 +8,7 @@ use crate::keys::{with_fence_records, FairKeys};
 use redis::Value;
 
 use super::{
-    flag, one, parse_record, refreshed, run, run_held, taken, taken_or_busy, Attempt, Obtain, Record,
+    flag, one, parse_record, refreshed, run, run_held, taken, taken_or_busy, Attempt, Lua, Obtain, Record,
     Refreshed,
 };
 
@@ -20,6 +20,10 @@ lua!(FENCE_RAISE, "fence_raise.lua");
 lua!(FAIR_OBTAIN, "fair_obtain.lua");
 lua!(FAIR_RELEASE, "fair_release.lua");
 lua!(EL_PROCLAIM, "el_proclaim.lua");
+
+/// The steps of this module, for `every_step`.
+pub(super) static STEPS: [&Lua; 8] =
+    [&OBTAIN, &RELEASE, &REFRESH, &INSPECT, &FENCE_RAISE, &FAIR_OBTAIN, &FAIR_RELEASE, &EL_PROCLAIM];
 
 /// `metadata`: stored with a new hold; on re-entry (the token holds already)
 /// `None` keeps what is stored. `quorum`: on a quorum's master, where a new

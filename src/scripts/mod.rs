@@ -1,6 +1,7 @@
 //! The atomic steps, one Lua file each in `lua/`, embedded at build time
 //! with the libraries of `lua/lib/` each one includes (`assembly`).
-//! `Script` sends EVALSHA and falls back to loading the script on NOSCRIPT.
+//! A step runs as EVALSHA; after a NOSCRIPT answer its script is loaded on
+//! the node the step goes to, and it runs again (`invocation`).
 //! The call wrappers are grouped by what they act on: a Lock's hash
 //! (`lock`), a plain string hold (`plain`), an RWMutex (`rw`), a semaphore
 //! (`sem`), a name as a whole (`describe`). What the scripts say that Rust reads back lives beside the
@@ -9,11 +10,13 @@
 
 use std::sync::OnceLock;
 
-use redis::{Script, ScriptInvocation, Value};
+use redis::Value;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::replication::{self, Shortfall};
+
+use invocation::{Built, Invocation};
 
 /// One atomic step, in two builds: publishing with PUBLISH (one node) or
 /// SPUBLISH (a Cluster, where a plain PUBLISH would reach every node), each
@@ -21,8 +24,8 @@ use crate::replication::{self, Shortfall};
 struct Lua {
     /// The step's own file of `lua/`.
     source: &'static str,
-    plain: OnceLock<Script>,
-    sharded: OnceLock<Script>,
+    plain: OnceLock<Built>,
+    sharded: OnceLock<Built>,
 }
 
 impl Lua {
@@ -30,10 +33,10 @@ impl Lua {
         Lua { source, plain: OnceLock::new(), sharded: OnceLock::new() }
     }
 
-    fn on(&self, client: &Client) -> &Script {
+    fn on(&self, client: &Client) -> &Built {
         let (built, publish) =
             if client.is_cluster() { (&self.sharded, "SPUBLISH") } else { (&self.plain, "PUBLISH") };
-        built.get_or_init(|| Script::new(&assembly::assemble(publish, self.source)))
+        built.get_or_init(|| Built::new(assembly::assemble(publish, self.source)))
     }
 }
 
@@ -47,6 +50,7 @@ macro_rules! lua {
 
 mod assembly;
 mod describe;
+mod invocation;
 mod lock;
 mod plain;
 mod rw;
@@ -145,10 +149,29 @@ pub(crate) fn flag(on: bool) -> &'static str {
     }
 }
 
-pub(crate) async fn run<T: redis::FromRedisValue>(
-    client: &Client,
-    invocation: &ScriptInvocation<'_>,
-) -> Result<T> {
+/// Every step, each module's `STEPS` (a cargo test checks each file of
+/// `lua/` is among them).
+fn every_step() -> impl Iterator<Item = &'static Lua> {
+    lock::STEPS.iter().chain(&rw::STEPS).chain(&sem::STEPS).chain(&describe::STEPS).copied()
+}
+
+/// Loads every step into the server `client` reaches (SCRIPT LOAD, one
+/// pipeline), so that no step's EVALSHA answers NOSCRIPT there until the
+/// server loses its scripts (a restart, SCRIPT FLUSH). A quorum loads them
+/// on each master it connects: its steps stop waiting for a master a short
+/// grace after a majority answered, and a master whose EVALSHA had answered
+/// NOSCRIPT by then would get neither the script nor the step
+/// (`Quorum::verify`).
+pub(crate) async fn load_every_step(client: &Client) -> Result<()> {
+    let mut pipe = redis::pipe();
+    for step in every_step() {
+        pipe.cmd("SCRIPT").arg("LOAD").arg(step.on(client).code()).ignore();
+    }
+    let pipe = &pipe;
+    client.call(|mut c| async move { pipe.query_async::<()>(&mut c).await }).await
+}
+
+pub(crate) async fn run<T: redis::FromRedisValue>(client: &Client, invocation: &Invocation<'_>) -> Result<T> {
     client.call(|mut c| async move { invocation.invoke_async(&mut c).await }).await
 }
 
@@ -159,7 +182,7 @@ pub(crate) async fn run<T: redis::FromRedisValue>(
 /// acknowledged, for the lock's policy to judge.
 pub(crate) async fn run_held<T: redis::FromRedisValue>(
     client: &Client,
-    invocation: &ScriptInvocation<'_>,
+    invocation: &Invocation<'_>,
     made: fn(&T) -> bool,
 ) -> Result<(T, Option<Shortfall>)> {
     let replication = client.options().replication;
@@ -168,7 +191,17 @@ pub(crate) async fn run_held<T: redis::FromRedisValue>(
     }
     let replication = &replication;
     let (reply, acked) = client
-        .call(|mut c| async move { replication::invoke_acked(&mut c, invocation, replication).await })
+        .call(|mut c| async move {
+            if let Some(done) = replication::invoke_acked(&mut c, invocation.evalsha(), replication).await? {
+                return Ok(done);
+            }
+            invocation.load(&mut c).await?;
+            let again = replication::invoke_acked(&mut c, invocation.evalsha(), replication).await?;
+            again.ok_or_else(|| {
+                (redis::ErrorKind::Server(redis::ServerErrorKind::NoScript), "NOSCRIPT after SCRIPT LOAD")
+                    .into()
+            })
+        })
         .await?;
     let answer: T = redis::from_redis_value(reply)
         .map_err(|e| Error::Redis(format!("unexpected reply from a lock script: {e}")))?;
@@ -200,4 +233,23 @@ pub(crate) fn parse_record(entry: Vec<Value>) -> Result<Option<Record>> {
     let fence: i64 = redis::from_redis_value(next()).map_err(bad)?;
     let pttl_ms: i64 = redis::from_redis_value(next()).map_err(bad)?;
     Ok(Some(Record { token, metadata, fence, pttl_ms }))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_file_of_lua_is_a_step_loaded_with_the_others() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("lua");
+        let steps: Vec<&str> = super::every_step().map(|s| s.source).collect();
+        let mut files = 0;
+        for entry in std::fs::read_dir(dir).expect("lua/ is readable") {
+            let path = entry.expect("a directory entry").path();
+            if path.extension().is_some_and(|e| e == "lua") {
+                files += 1;
+                let source = std::fs::read_to_string(&path).expect("a readable Lua file");
+                assert!(steps.contains(&source.as_str()), "{} is in no module's STEPS", path.display());
+            }
+        }
+        assert_eq!(files, steps.len(), "a step is listed twice");
+    }
 }

@@ -5,7 +5,7 @@ use crate::client::Client;
 use crate::error::Result;
 use crate::keys::{fence_record, RwKeys};
 
-use super::{flag, one, refreshed, run, run_held, taken, taken_or_busy, Attempt, Obtain, Refreshed};
+use super::{flag, one, refreshed, run, run_held, taken, taken_or_busy, Attempt, Lua, Obtain, Refreshed};
 
 lua!(RW_READ, "rw_read.lua");
 lua!(RW_WRITE, "rw_write.lua");
@@ -17,6 +17,20 @@ lua!(RW_FAIR_READ, "rw_fair_read.lua");
 lua!(RW_FAIR_WRITE, "rw_fair_write.lua");
 lua!(RW_FAIR_RELEASE, "rw_fair_release.lua");
 lua!(RW_FORCE_RELEASE, "rw_force_release.lua");
+
+/// The steps of this module, for `every_step`.
+pub(super) static STEPS: [&Lua; 10] = [
+    &RW_READ,
+    &RW_WRITE,
+    &LEASE_REFRESH,
+    &RW_READ_RELEASE,
+    &RW_WITHDRAW,
+    &RW_INSPECT,
+    &RW_FAIR_READ,
+    &RW_FAIR_WRITE,
+    &RW_FAIR_RELEASE,
+    &RW_FORCE_RELEASE,
+];
 
 /// `will_wait`: a writer's hold found busy is marked waited on, so that its
 /// release wakes this reader (a release nobody waits for publishes nothing).

@@ -6,11 +6,14 @@ use crate::client::Client;
 use crate::error::Result;
 use crate::keys::SemKeys;
 
-use super::{flag, parse_record, run, run_held, taken, taken_or_busy, Attempt, Obtain, Record};
+use super::{flag, parse_record, run, run_held, taken, taken_or_busy, Attempt, Lua, Obtain, Record};
 
 lua!(SEM_OBTAIN, "sem_obtain.lua");
 lua!(SEM_RELEASE, "sem_release.lua");
 lua!(SEM_INSPECT, "sem_inspect.lua");
+
+/// The steps of this module, for `every_step`.
+pub(super) static STEPS: [&Lua; 3] = [&SEM_OBTAIN, &SEM_RELEASE, &SEM_INSPECT];
 
 fn sem_keys(k: &SemKeys) -> [&String; 5] {
     [&k.holders, &k.data, &k.queue, &k.alive, &k.tags]

@@ -33,12 +33,21 @@ pub(super) fn names_of(name: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
 /// A blocking acquire that Ctrl-C interrupts, leaving no lock behind. One
 /// attempt without waiting is bounded by the command timeout, as any other
 /// call: it runs inline (`Io::Inline`, see `wait`); a waiting one goes
-/// through the runtime (`wait_interruptible`). Its events carry the caller's context.
+/// through the runtime (`wait_interruptible`: once it waits, as a task of
+/// the runtime, which keeps a fair waiter's place whatever this thread
+/// waits for), and a hold it took just as Ctrl-C came is given back. Its
+/// events carry the caller's context.
 pub(super) fn acquire_blocking(py: Python<'_>, core: &Arc<Lock>, wait_for: Wait) -> PyResult<bool> {
     if wait_for == Wait::No {
         return wait(py, in_caller_context(py, core.acquire_via(wait_for, blocking_io(py))));
     }
-    wait_interruptible(py, core.client(), in_caller_context(py, core.acquire(wait_for)))
+    let (taker, undo) = (core.clone(), core.clone());
+    let take = in_caller_context(py, async move { taker.acquire(wait_for).await });
+    wait_interruptible(py, core.client(), take, |taken| async move {
+        if taken {
+            let _ = undo.release().await;
+        }
+    })
 }
 
 /// Gives back a hold whose acquire nobody received (its awaiter was cancelled).
