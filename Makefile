@@ -28,11 +28,14 @@ EXT_MODULE  := $(wildcard python/ferrolock/_ferrolock*.so)
 all: lint test
 
 # faketime: libfaketime, which skews the wall clock of some history-checker workers.
+# iproute2: `ip`, which builds the network namespaces of the partition tests (tests/netns.py).
 redis:
-	@{ command -v redis-server && command -v redis-sentinel && command -v openssl && command -v faketime; } >/dev/null 2>&1 || { \
-	  echo "== installing redis-server, redis-sentinel, openssl and faketime (Debian packages, with apt-get)"; \
+	@{ command -v redis-server && command -v redis-sentinel && command -v openssl && command -v faketime \
+	   && command -v ip; } >/dev/null 2>&1 || { \
+	  echo "== installing redis-server, redis-sentinel, openssl, faketime and iproute2 (Debian packages, with apt-get)"; \
 	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q redis-server redis-tools redis-sentinel openssl faketime; }
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q redis-server redis-tools redis-sentinel openssl faketime \
+	    iproute2; }
 
 # PostgreSQL's server binaries, for tests/test_fencing.py (which starts its own
 # throwaway server on a free loopback port, and skips saying why without them).
