@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 
 use redis::{RedisResult, ScriptInvocation, Value};
 
-use crate::conn::Conn;
 use crate::error::{Error, Result};
 use crate::events::{self, Event, HoldId, ReplicaStep, Subject};
 
@@ -181,7 +180,7 @@ impl Shortfall {
 /// script is loaded, and the pipeline sent again: the script did not run the
 /// first time, so the first WAIT counted nothing of it.
 pub(crate) async fn invoke_acked(
-    conn: &mut Conn,
+    conn: &mut impl redis::aio::ConnectionLike,
     invocation: &ScriptInvocation<'_>,
     replication: &Replication,
 ) -> RedisResult<(Value, u32)> {

@@ -10,12 +10,12 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use super::{Client, Target};
-use crate::conn::{Conn, Inline, Io};
+use crate::conn::{Conn, Inline, Io, SentAt, Timed};
 use crate::error::{Error, Result};
 
 impl Client {
@@ -41,6 +41,20 @@ impl Client {
         Fut: Future<Output = redis::RedisResult<T>>,
     {
         self.call_noting_retry(op).await.map(|(v, _)| v)
+    }
+
+    /// `call`, and when the operation that answered was sent: its last
+    /// command handed to a connection already open (see `SentAt`). What a
+    /// hold's validity is measured from.
+    pub(crate) async fn call_timed<T, F, Fut>(&self, op: F) -> Result<(T, Instant)>
+    where
+        F: Fn(Timed) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        let sent = Arc::new(SentAt::default());
+        let value = self.call(|conn| op(conn.timed(sent.clone()))).await?;
+        // Every answer follows a command sent; `now` would only be later.
+        Ok((value, sent.get().unwrap_or_else(Instant::now)))
     }
 
     /// `call`, and whether the operation was sent a second time (after a
