@@ -114,7 +114,7 @@ impl Client {
         self.ready().await?;
         if let Target::Direct(redis) = &self.inner.target {
             if self.io == Io::Inline && !self.inner.tls {
-                if let Some(conn) = self.inline_conn(redis) {
+                if let Some(conn) = self.inline_conn(redis)? {
                     return Ok(conn);
                 }
             }
@@ -122,10 +122,13 @@ impl Client {
         self.conn().await
     }
 
-    /// An idle inline connection, or a new one; `None` when none can be
-    /// opened at once (the multiplexed connection then carries the call,
-    /// with its own reconnecting and its own errors).
-    fn inline_conn(&self, redis: &redis::Client) -> Option<Conn> {
+    /// An idle inline connection, or a new one; `None` when the server
+    /// answers but no connection can be had from it (the multiplexed
+    /// connection then carries the call, with its own reconnecting and its
+    /// own errors). An error when the server cannot be reached within the
+    /// command timeout: the multiplexed connection cannot do better, and
+    /// trying it too would spend the call's time twice.
+    fn inline_conn(&self, redis: &redis::Client) -> Result<Option<Conn>> {
         let local = self.local();
         let idle = local.inline.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
         let conn = if let Some(conn) = idle {
@@ -133,12 +136,22 @@ impl Client {
         } else {
             let opts = &self.inner.opts;
             let limit = opts.connect_timeout.min(opts.command_timeout);
-            let conn = redis.get_connection_with_timeout(limit).ok()?;
-            conn.set_read_timeout(Some(opts.command_timeout)).ok()?;
-            conn.set_write_timeout(Some(opts.command_timeout)).ok()?;
+            let conn = match redis.get_connection_with_timeout(limit) {
+                Ok(conn) => conn,
+                Err(e) if e.is_timeout() || e.is_io_error() || e.is_connection_refusal() => {
+                    return Err(e.into())
+                }
+                Err(_) => return Ok(None),
+            };
+            let timeouts = conn
+                .set_read_timeout(Some(opts.command_timeout))
+                .and_then(|()| conn.set_write_timeout(Some(opts.command_timeout)));
+            if timeouts.is_err() {
+                return Ok(None);
+            }
             conn
         };
-        Some(Conn::Inline(Arc::new(Inline::new(conn, local.inline.clone()))))
+        Ok(Some(Conn::Inline(Arc::new(Inline::new(conn, local.inline.clone())))))
     }
 
     /// The multiplexed, self-reconnecting connection of this process.
