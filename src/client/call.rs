@@ -71,17 +71,24 @@ impl Client {
             }
             Err(e) => e,
         };
+        if err.is_timeout() {
+            self.unanswered();
+            return Err(err.into());
+        }
         let dropped = err.is_connection_dropped()
             || err.is_connection_refusal()
             || err.is_unrecoverable_error()
             || matches!(err.code(), Some("READONLY" | "MASTERDOWN"));
-        if !dropped || err.is_timeout() {
+        if !dropped {
             return Err(err.into());
         }
         self.forget_connection();
         log::info!("connection to {} dropped ({err}); retrying once", self.inner.display);
         op(self.call_conn().await?).await.map(|v| (v, true)).map_err(|e| {
             self.forget_connection();
+            if e.is_timeout() {
+                self.unanswered();
+            }
             e.into()
         })
     }
