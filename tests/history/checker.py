@@ -1,8 +1,10 @@
 """The checks: pure functions over the merged, time-sorted history.
 
-1. ``overlap``: no two valid holds of one name intersect, where ``lock`` and
-   ``write`` exclude every hold and ``read`` excludes only ``write``; a
-   multi-lock hold counts on each of its names.
+1. ``overlap``: no two valid holds of one name intersect, where ``lock``,
+   ``write`` and ``term`` exclude every hold and ``read`` excludes only
+   ``write``; a multi-lock hold counts on each of its names.
+   ``over-permits``: more valid ``permit`` holds of a name at once than its
+   semaphore's permits.
 2. ``fence-order``: among the exclusive holds of a name that were ever
    confirmed valid, fences strictly increase in grant order. Holds never
    confirmed valid are left out: a holder frozen between the grant and its
@@ -33,6 +35,10 @@
 7. ``clock-not-skewed``: a worker started with a skewed wall clock whose
    clock is not off the server's by what was asked (or one that should run
    on the real clock and does not): the run would not test what it says.
+8. ``stale-write-accepted``: the storage's record of a name (the fenced
+   writes ``ferrolock.fencing``'s guard let through, in the order the
+   storage applied them) holds a write whose fence is below an earlier
+   one's: the guard let a stale holder's write in.
 """
 
 from __future__ import annotations
@@ -42,7 +48,8 @@ from dataclasses import dataclass, field
 
 from .clock import TOLERANCE_MS, offset_s
 
-EXCLUSIVE = ("lock", "write")
+EXCLUSIVE = ("lock", "write", "term")
+FENCED = EXCLUSIVE + ("permit",)  # a semaphore's permits are fenced, but not exclusive
 RELEASE_SOURCES = ("release", "exit", "aexit")
 # A release's answer comes within a send, a reconnect and a resend: the
 # workers' command timeout twice and their connect timeout (2 s each). On a
@@ -52,11 +59,15 @@ RELEASE_ANSWER_NS = 6_000_000_000
 EXAMPLES = 3
 LEFT_MIN_NS = 500_000_000  # still holding this long after the attempt ended: left behind
 STRAY_MIN_NS = 300_000_000  # a failed acquire's hold should go within a round trip
-# Sentinel's, then Redis Cluster's: a replica promoted while clients still hold on the old master.
-FAILOVERS = ("failover", "master-kill", "cluster-failover", "cluster-master-kill")
+# Sentinel's, then Redis Cluster's: a replica promoted while clients still hold on the old master;
+# the last two by a partition (the master, and maybe some clients, cut off from the rest).
+FAILOVERS = ("failover", "master-kill", "cluster-failover", "cluster-master-kill", "split-brain", "master-isolated")
 # A frozen owner cannot clean up; a stalled server cannot answer; in a failover nobody answers for a while.
 STALLING = ("sigstop", "debug-sleep") + FAILOVERS
-CUTTING = ("server-restart", "client-kill") + FAILOVERS  # a reply lost with its connection: the client cannot know
+# Links cut or slowed between workers and servers (tests/netns.py).
+PARTITIONS = ("partition", "cut-requests", "cut-replies", "latency")
+# A reply lost with its connection, or on a cut link: the client cannot know it was granted.
+CUTTING = ("server-restart", "client-kill") + FAILOVERS + PARTITIONS
 IN_FLIGHT_NS = 50_000_000
 STALL_GRACE_NS = 200_000_000
 LEFT_BY_CAUSE = {"interrupted": "interrupt-left-hold", "cancelled": "cancel-left-hold", "unexpected": "error-left-hold"}
@@ -79,6 +90,7 @@ class Hold:
     noticed: list = field(default_factory=list)  # (src, t): the holder saw the loss itself
     cut_in_release: bool = False  # its attempt was cancelled while the release was in flight
     released: int | None = None
+    permits: int | None = None  # a semaphore permit's: how many the name has
 
     def brief(self, t0: int = 0) -> dict:
         def ms(t):
@@ -100,7 +112,7 @@ def build_holds(events: list) -> list:
         if e["ev"] == "granted":
             holds[key] = Hold(
                 e["w"], e["seq"], e["pid"], e["kind"], tuple(e["names"]), int(e["ttl"] * 1e9),
-                e["t"], e.get("fence"), e.get("token"),
+                e["t"], e.get("fence"), e.get("token"), permits=e.get("permits"),
             )
     for e in events:
         h = holds.get((e["w"], e["seq"]))
@@ -131,6 +143,25 @@ def conflict(a: Hold, b: Hold) -> bool:
     return a.kind in EXCLUSIVE or b.kind in EXCLUSIVE
 
 
+def over_permits(holds: list, t0: int = 0) -> list:
+    """Moments a name had more valid permit holds than its semaphore's permits."""
+    found = []
+    for name, hs in sorted(per_name(holds).items()):
+        spans = sorted(
+            (h for h in hs if h.kind == "permit" and h.valid is not None and h.valid > h.granted),
+            key=lambda h: h.granted,
+        )
+        active: list = []  # the spans still valid at the last grant, by when each ends
+        for h in spans:
+            active = [a for a in active if a.valid > h.granted] + [h]
+            if h.permits is not None and len(active) > h.permits:
+                found.append({
+                    "type": "over-permits", "name": name, "permits": h.permits, "at_ms": round((h.granted - t0) / 1e6, 3),
+                    "holds": [a.brief(t0) for a in active],
+                })
+    return found
+
+
 def overlaps(holds: list, t0: int = 0) -> list:
     found = []
     for name, hs in sorted(per_name(holds).items()):
@@ -150,9 +181,9 @@ def overlaps(holds: list, t0: int = 0) -> list:
 def fences(holds: list, t0: int = 0) -> list:
     found = []
     for h in holds:
-        if h.kind in EXCLUSIVE and h.fence is None:
+        if h.kind in FENCED and h.fence is None:
             found.append({"type": "fence-missing", "holds": [h.brief(t0)]})
-        elif h.kind not in EXCLUSIVE and h.fence is not None:
+        elif h.kind not in FENCED and h.fence is not None:
             found.append({"type": "reader-fence", "holds": [h.brief(t0)]})
     for name, hs in sorted(per_name(holds).items()):
         ordered = [h for h in hs if h.kind in EXCLUSIVE and h.valid is not None and h.fence is not None]
@@ -307,6 +338,17 @@ def clock_skews(events: list) -> list:
     return found
 
 
+def stale_writes(records: dict) -> list:
+    """`records`: name -> the fences of the writes the storage took for it, in
+    the order it took them. A fence below an earlier one: a stale write let in."""
+    found = []
+    for name, fences in sorted(records.items()):
+        for i, (a, b) in enumerate(zip(fences, fences[1:])):
+            if b < a:
+                found.append({"type": "stale-write-accepted", "name": name, "at": i + 1, "fence": b, "after": a})
+    return found
+
+
 def keys_left(keys: list) -> list:
     """`keys`: (key, pttl in ms) pairs still present at the end."""
     return [{"type": "keys-left", "key": k, "pttl_ms": pttl} for k, pttl in keys]
@@ -345,12 +387,15 @@ def failover_overlaps(found: list, faults: list, max_ttl_ns: int, slack_ns: int,
     return allowed, rest
 
 
-def check(events, faults, keys, samples, slack_ns, max_ttl_ns, t0=0) -> dict:
-    """Every anomaly of the history, by type."""
+def check(events, faults, keys, samples, slack_ns, max_ttl_ns, t0=0, records=None) -> dict:
+    """Every anomaly of the history, by type. `records`: the storage's
+    fenced writes per name (see stale_writes), when the run made any."""
     holds = build_holds(events)
     stops = stops_from(faults)
     found = (
         overlaps(holds, t0)
+        + over_permits(holds, t0)
+        + stale_writes(records or {})
         + fences(holds, t0)
         + loss_reports(holds, stops, slack_ns, t0)
         + left_holds(events, stops, LEFT_MIN_NS, t0)
