@@ -287,6 +287,33 @@ def test_a_token_no_worker_was_given_must_go_within_a_round_trip():
     assert types(anomalies(known, samples=samples("stray", 3000))) == {"orphan-hold": 1}  # renewed
 
 
+def test_a_stray_hold_landing_after_a_cut_healed_is_excused_for_as_long_again_as_the_cut():
+    """TCP retransmits a request a cut held up, on a doubling timer: it may
+    land after the heal, when its client gave up and cleaned up elsewhere."""
+    known = [granted("s0", 1, 0, fence=1, token="mine")]
+
+    def stray_from(t_ms):
+        return [{**x, "t0": x["t0"] + t_ms * MS, "t": x["t"] + t_ms * MS} for x in samples("late", 500)]
+
+    cut = {"fault": "cut-requests", "t": 0, "t_end": 1500 * MS, "workers": ["s1"]}
+    assert anomalies(known, faults=[cut], samples=stray_from(2600)) == {}, "within 1.5 s after the heal"
+    assert types(anomalies(known, faults=[cut], samples=stray_from(3400))) == {"stray-hold": 1}
+
+
+def test_a_fair_hand_over_nobody_claims_may_stand_for_twice_the_patience():
+    """A fair release hands the lock to a waiter that can no longer claim or
+    withdraw it (cut off): it stands for the waiter's patience, and may come
+    a patience after the waiter last re-asserted its place."""
+    known = [granted("s0", 1, 0, fence=1, token="mine")]
+    cut = [{"fault": "partition", "t": 0, "t_end": 500 * MS}]
+    found = checker.check(history(known), cut, [], samples("handed", 1800), SLACK, 1000 * MS)
+    assert types(found) == {"orphan-hold": 1}
+    assert checker.check(history(known), cut, [], samples("handed", 1800), SLACK, 1000 * MS,
+                         handover_ns=2000 * MS) == {}
+    found = checker.check(history(known), cut, [], samples("handed", 2300), SLACK, 1000 * MS, handover_ns=2000 * MS)
+    assert types(found) == {"orphan-hold": 1}
+
+
 def test_a_stray_hold_while_a_worker_was_frozen_or_the_server_stalled_is_excused():
     known = [granted("s0", 1, 0, fence=1, token="mine")]
     stop = {"fault": "sigstop", "pid": 9, "t": 0, "t_end": 400 * MS}

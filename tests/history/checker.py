@@ -27,11 +27,17 @@
    that is not a LockError (e.g. SystemError from the bindings).
 6. Holds in Redis (sampled every 10 ms) of tokens no worker was given: an
    acquire that gave up left them. ``orphan-hold``: seen for longer than the
-   longest ttl (something keeps renewing it). ``stray-hold``: seen for
+   longest ttl (something keeps renewing it); in a fair queue, for longer
+   than twice the longest patience (a hand-over to a waiter that can no
+   longer claim it stands for its patience, and may come a patience after
+   the waiter last showed itself alive). ``stray-hold``: seen for
    300 ms while no worker was frozen and the server was not stalled
    (+200 ms), and not first seen while connections were cut (a kill -9 or
    CLIENT KILL can lose the reply of a grant: its client cannot know it
-   holds): the name stays blocked until the hold expires.
+   holds) or within as long again as a cut link stayed cut after it healed
+   (TCP retransmits a request the cut held up, and it may land after its
+   client gave up and cleaned up on another connection): the name stays
+   blocked until the hold expires.
 7. ``clock-not-skewed``: a worker started with a skewed wall clock whose
    clock is not off the server's by what was asked (or one that should run
    on the real clock and does not): the run would not test what it says.
@@ -59,9 +65,10 @@ RELEASE_ANSWER_NS = 6_000_000_000
 EXAMPLES = 3
 LEFT_MIN_NS = 500_000_000  # still holding this long after the attempt ended: left behind
 STRAY_MIN_NS = 300_000_000  # a failed acquire's hold should go within a round trip
-# Sentinel's, then Redis Cluster's: a replica promoted while clients still hold on the old master;
-# the last two by a partition (the master, and maybe some clients, cut off from the rest).
-FAILOVERS = ("failover", "master-kill", "cluster-failover", "cluster-master-kill", "split-brain", "master-isolated")
+# The failovers a partition makes: the master, and maybe some clients, cut off from the rest.
+SPLITS = ("split-brain", "master-isolated")
+# Sentinel's, then Redis Cluster's: a replica promoted while clients still hold on the old master.
+FAILOVERS = ("failover", "master-kill", "cluster-failover", "cluster-master-kill") + SPLITS
 # A frozen owner cannot clean up; a stalled server cannot answer; in a failover nobody answers for a while.
 STALLING = ("sigstop", "debug-sleep") + FAILOVERS
 # Links cut or slowed between workers and servers (tests/netns.py).
@@ -287,14 +294,18 @@ def fault_windows(faults: list, kinds: tuple, before_ns: int, after_ns: int) -> 
     return merged
 
 
-def strays(events, samples, faults, max_ttl_ns, slack_ns, t0=0) -> list:
+def strays(events, samples, faults, max_ttl_ns, slack_ns, t0=0, handover_ns=0) -> list:
     """Holds in Redis of tokens no worker was given. ``orphan-hold``: alive longer
-    than the longest ttl (renewed by something). ``stray-hold``: alive for
+    than the longest ttl (renewed by something), or in a fair queue than
+    `handover_ns` if longer: a fair release hands the lock to the head of
+    the queue, which may be a waiter that can no longer claim or withdraw it
+    (cut off, frozen), until its patience runs out, up to a patience after
+    it last re-asserted its place. ``stray-hold``: alive for
     STRAY_MIN_NS while no worker was frozen and the server did not stall, and
     not born when connections were cut (a grant whose reply was lost is
     ambiguous to its client): an acquire gave up and left its hold to expire."""
     stalls = fault_windows(faults, STALLING, 0, STALL_GRACE_NS)
-    cuts = fault_windows(faults, CUTTING, IN_FLIGHT_NS, STALL_GRACE_NS)
+    cuts = fault_windows(faults, CUTTING, IN_FLIGHT_NS, STALL_GRACE_NS) + retransmissions(faults)
     found = []
     for s in stray_tokens(events, samples):
         first, last = s["first_seen"], s["first_seen"] + s["alive_ns"]
@@ -303,11 +314,22 @@ def strays(events, samples, faults, max_ttl_ns, slack_ns, t0=0) -> list:
             "name": s["name"], "token": s["token"], "alive_ms": s["alive_ns"] / 1e6,
             "unexcused_ms": (s["alive_ns"] - stalled) / 1e6, "first_seen_ms": round((first - t0) / 1e6, 3),
         }
-        if s["alive_ns"] > max_ttl_ns + slack_ns:
+        if s["alive_ns"] > max(max_ttl_ns, handover_ns) + slack_ns:
             found.append({"type": "orphan-hold", **base})
         elif s["alive_ns"] - stalled > STRAY_MIN_NS and not any(a <= first <= b for a, b in cuts):
             found.append({"type": "stray-hold", **base, "suspects": suspects(events, s, max_ttl_ns, t0)})
     return found
+
+
+def retransmissions(faults: list) -> list:
+    """After a cut link heals, when a request it held up may still land: TCP
+    retransmits it on a timer that doubles, so up to as long again as the cut
+    lasted (and a grace), maybe after its client gave up and cleaned up on
+    another connection (a grant nobody knows of then, until its ttl)."""
+    return [
+        (f["t"] - IN_FLIGHT_NS, f["t_end"] + (f["t_end"] - f["t"]) + STALL_GRACE_NS)
+        for f in faults if f["fault"] in PARTITIONS + SPLITS and "skipped" not in f
+    ]
 
 
 def suspects(events: list, stray: dict, max_ttl_ns: int, t0: int, most: int = 5) -> list:
@@ -387,9 +409,10 @@ def failover_overlaps(found: list, faults: list, max_ttl_ns: int, slack_ns: int,
     return allowed, rest
 
 
-def check(events, faults, keys, samples, slack_ns, max_ttl_ns, t0=0, records=None) -> dict:
+def check(events, faults, keys, samples, slack_ns, max_ttl_ns, t0=0, records=None, handover_ns=0) -> dict:
     """Every anomaly of the history, by type. `records`: the storage's
-    fenced writes per name (see stale_writes), when the run made any."""
+    fenced writes per name (see stale_writes), when the run made any;
+    `handover_ns`: how long a fair hand-over may stand unclaimed (strays)."""
     holds = build_holds(events)
     stops = stops_from(faults)
     found = (
@@ -400,7 +423,7 @@ def check(events, faults, keys, samples, slack_ns, max_ttl_ns, t0=0, records=Non
         + loss_reports(holds, stops, slack_ns, t0)
         + left_holds(events, stops, LEFT_MIN_NS, t0)
         + unexpected_errors(events, t0)
-        + strays(events, samples, faults, max_ttl_ns, slack_ns, t0)
+        + strays(events, samples, faults, max_ttl_ns, slack_ns, t0, handover_ns)
         + clock_skews(events)
         + keys_left(keys)
     )

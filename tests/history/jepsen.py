@@ -90,7 +90,8 @@ def render(summaries: list, duration: float, seed: int, wall_s: float) -> str:
     rows = []
     for s in summaries:
         w = s["writes"]
-        allowed = sum(s["failover_allowed"].values())
+        allowed = sum(n for t, n in s["failover_allowed"].items() if t != "stray-behind-wait")
+        behind_waits = s["failover_allowed"].get("stray-behind-wait", 0)
         overlaps = s["anomalies"].get("overlap", 0) + s["anomalies"].get("over-permits", 0)
         told = s["told_after_cut_ms"]
         longest = f" (longest {s['failover_overlap_max_ms'] / 1000:.2f} s)" if allowed else ""
@@ -103,7 +104,8 @@ def render(summaries: list, duration: float, seed: int, wall_s: float) -> str:
             f"| {_count(w['in_hold'], 'written')} / {_count(w['in_hold'], 'refused')} "
             f"| {_count(w['late'], 'refused')} of {sum(w['late'].values())} "
             f"| {told.get('n', 0)}: {_ms(told, 'p50')} / {_ms(told, 'max')} "
-            f"| {sum(v for k, v in s['anomalies'].items() if k not in ('overlap', 'over-permits'))} |"
+            f"| {sum(v for k, v in s['anomalies'].items() if k not in ('overlap', 'over-permits'))}"
+            f"{f' ({behind_waits} undone late behind WAITs, allowed)' if behind_waits else ''} |"
         )
     kinds: dict = {}
     for s in summaries:

@@ -140,7 +140,9 @@ class Nemesis:
     _down: set = field(default_factory=set)
     _lasting: list = field(default_factory=list)
     _slowed: set = field(default_factory=set)  # workers whose link a latency fault slows now
-    _splitting: threading.Lock = field(default_factory=threading.Lock)  # one failover by a partition at a time
+    # One failover at a time (a partition's included, and a frozen Sentinel):
+    # two at once can leave no majority to elect a leader or promote a replica.
+    _failing_over: threading.Lock = field(default_factory=threading.Lock)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     deployment: object = None  # a SentinelDeployment or a RedisCluster, for the failover faults
     net: object = None  # the test network (tests/netns.py) of a run with partitions
@@ -155,7 +157,12 @@ class Nemesis:
                 if delay > 0:
                     time.sleep(delay)  # the schedule itself, not a synchronisation
                 self.rng = random.Random(f"{self.seed}:{n}")
-                getattr(self, "_" + kind.replace("-", "_"))()
+                fault = getattr(self, "_" + kind.replace("-", "_"))
+                if kind in SENTINEL_KINDS + CLUSTER_KINDS:
+                    with self._failing_over:  # not while a partition's failover runs
+                        fault()
+                else:
+                    fault()
         finally:
             for t in self._threads:
                 t.join()
@@ -516,7 +523,7 @@ class Nemesis:
         """A failover by a partition, on its own thread (it lasts ~10 s: the
         schedule goes on meanwhile), one at a time; its draws from `rng`,
         its own generator."""
-        with self._splitting:
+        with self._failing_over:
             split(rng)
 
     def _split_brain_now(self, rng: random.Random) -> None:

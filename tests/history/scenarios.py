@@ -64,6 +64,11 @@ def pick(scenario: str, rng: random.Random) -> tuple:
     raise ValueError(f"unknown scenario {scenario!r}")
 
 
+def fair(scenario: str) -> bool:
+    """Whether its holds pass through a fair queue (an election's terms do)."""
+    return scenario.startswith("fair-") or scenario == "election"
+
+
 def layout(scenario: str) -> str:
     """How the holders of a name are kept (tests/history/monitor.py reads them):
     "lock", "rw", "semaphore" or "election"."""
@@ -82,7 +87,6 @@ def topology(scenario: str) -> str:
 def handle(client: ferrolock.Client, scenario: str, kind: str, names: tuple, **opts) -> ferrolock.Lock:
     """A fresh handle (one per attempt, so on_lost and `lost` belong to that attempt).
     An election's is its campaigner: acquiring it campaigns, its fence is the term."""
-    fair = scenario.startswith("fair-")
     if kind == "permit":
         return client.semaphore(names[0], PERMITS, **opts)
     if kind == "term":
@@ -90,8 +94,8 @@ def handle(client: ferrolock.Client, scenario: str, kind: str, names: tuple, **o
     if kind == "lock":
         if len(names) > 1:
             return client.multi_lock(list(names), **opts)
-        return client.lock(names[0], fair=fair, **opts)
-    rw = client.rwmutex(names[0], fair=fair)
+        return client.lock(names[0], fair=fair(scenario), **opts)
+    rw = client.rwmutex(names[0], fair=fair(scenario))
     return rw.write(**opts) if kind == "write" else rw.read(**opts)
 
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .checker import EXAMPLES, FAILOVERS, PARTITIONS, build_holds, report_lateness, stops_from, stray_tokens
+from .checker import (
+    EXAMPLES, FAILOVERS, PARTITIONS, SPLITS, build_holds, report_lateness, stopped_ns, stops_from, stray_tokens,
+)
 
 # The faults that cut holders off from their master: the workers they name
 # (all of them, for a split that isolates the master itself).
-CUTS = tuple(k for k in PARTITIONS if k != "latency") + ("split-brain", "master-isolated")
+CUTS = tuple(k for k in PARTITIONS if k != "latency") + SPLITS
 
 
 def hold_kind(e: dict) -> str:
@@ -35,9 +37,10 @@ def writes(events: list) -> dict:
 
 def loss_after_cut(holds: list, faults: list) -> list:
     """For each hold lost to a cut: how long after the cut began its holder was
-    told (ns). A hold counts for a cut that began while it was held, named
-    its worker (or isolated its master), and ended less than a ttl before
-    on_lost fired."""
+    told (ns), not counting time its process spent SIGSTOPped. A hold counts
+    for a cut that began while it was held, named its worker (or isolated its
+    master), and ended less than a ttl before on_lost fired."""
+    stops = stops_from(faults)
     delays = []
     for h in holds:
         if not h.on_lost:
@@ -54,7 +57,7 @@ def loss_after_cut(holds: list, faults: list) -> list:
             if f["fault"] in FAILOVERS and named and h.w.split(".")[0] in named:
                 continue  # on the old master's side: not cut from it
             if told <= f["t_end"] + h.ttl_ns:
-                delays.append(told - f["t"])
+                delays.append(told - f["t"] - stopped_ns(stops, h.pid, f["t"], told))
                 break
     return delays
 
