@@ -320,7 +320,7 @@ bench-scale: deps build-dev
 
 # `make chaos DURATION=600`: the history checker under faults (tests/history).
 # Workers take locks in each scenario (lock, fair-lock, rwmutex, fair-rwmutex,
-# multi-lock, quorum) while a nemesis kills connections, freezes workers past their
+# multi-lock, semaphore, election, quorum) while a nemesis kills connections, freezes workers past their
 # ttl, restarts and stalls the server and sends Ctrl-C; the merged history is
 # then checked. The scenarios share DURATION seconds. Prints a summary per
 # scenario, writes them to target/history-summary.json, fails on any anomaly.
@@ -332,3 +332,15 @@ SCENARIOS ?=
 .PHONY: chaos
 chaos: deps build-dev
 	PYTHONPATH=tests $(PY) -m history --duration $(DURATION) $(if $(SCENARIOS),--scenarios $(SCENARIOS))
+
+# `make jepsen DURATION=1200`: the history checker under network partitions
+# (tests/history/jepsen.py): every scenario, Sentinel and Cluster with
+# replicas=0 and 1, each worker and server in a network namespace of its own
+# (tests/netns.py) while the nemesis cuts and slows the links between them,
+# one way and both, beside its other faults; the configurations share
+# DURATION seconds. Writes target/jepsen-summary.json and the report in
+# docs/reliability.md ("Report of the last long run"); fails on any anomaly.
+# Needs root, `ip` (iproute2, installed by `make deps`) and /dev/net/tun.
+.PHONY: jepsen
+jepsen: deps build-dev
+	PYTHONPATH=tests $(PY) -m history.jepsen --duration $(DURATION)

@@ -15,6 +15,9 @@ use tokio::sync::mpsc::UnboundedReceiver;
 /// command inside itself (after CLUSTERDOWN, TRYAGAIN, a slot not found).
 const RETRY_WAIT_MS: (u64, u64) = (10, 100);
 
+/// The share of the connect timeout one node's connection may take.
+const NODE_CONNECT_SHARE: u32 = 3;
+
 /// Where a Cluster is (its seed nodes) and how to reach it.
 pub(crate) struct ClusterTarget {
     /// One URL per seed node, credentials included.
@@ -61,8 +64,13 @@ impl ClusterTarget {
         // (redis-rs waits 1.28 s at least by default): callers (the watchdog,
         // acquire loops) retry on their own schedule, so a dead node is
         // reported soon, and a promoted replica is found within a pause.
+        // Connecting opens a connection to every seed node, then to every
+        // node of the slot map, each set waited for whole: a node that does
+        // not answer (cut off by a partition) gets a third of the budget
+        // each time, so the client still connects through the others within
+        // `connect_timeout`.
         let builder = ClusterClientBuilder::new(self.nodes.clone())
-            .connection_timeout(connect_timeout)
+            .connection_timeout(connect_timeout / NODE_CONNECT_SHARE)
             .response_timeout(command_timeout)
             .retries(2)
             .min_retry_wait(RETRY_WAIT_MS.0)

@@ -14,6 +14,7 @@
 //! after another.
 
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
 
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
@@ -170,6 +171,76 @@ impl ConnectionLike for Conn {
             Conn::Cluster(c) => c.get_db(),
             Conn::Inline(c) => c.run(|conn| Ok(redis::ConnectionLike::get_db(conn))).unwrap_or(0),
         }
+    }
+}
+
+/// When a step was sent: the moment its last command was handed to the
+/// connection, after connecting (a first use, a reconnect before the call)
+/// and after a script the server did not have was loaded. A hold's validity
+/// runs from there.
+#[derive(Default)]
+pub(crate) struct SentAt(Mutex<Option<Instant>>);
+
+impl SentAt {
+    fn now(&self) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+    }
+
+    /// When the last command went out; `None` if none did.
+    pub(crate) fn get(&self) -> Option<Instant> {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A connection that notes in its `SentAt` when it hands each command over.
+pub(crate) struct Timed {
+    conn: Conn,
+    sent: Arc<SentAt>,
+}
+
+impl Conn {
+    pub(crate) fn timed(self, sent: Arc<SentAt>) -> Timed {
+        Timed { conn: self, sent }
+    }
+}
+
+/// What a step runs on: a connection, or one noting when it sends
+/// (`Timed`), with the connection under it for a command routed to a key's
+/// node (loading a script is not the step's sending).
+pub(crate) trait StepConn: ConnectionLike + Send {
+    fn untimed(&mut self) -> &mut Conn;
+}
+
+impl StepConn for Conn {
+    fn untimed(&mut self) -> &mut Conn {
+        self
+    }
+}
+
+impl StepConn for Timed {
+    fn untimed(&mut self) -> &mut Conn {
+        &mut self.conn
+    }
+}
+
+impl ConnectionLike for Timed {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        self.sent.now();
+        self.conn.req_packed_command(cmd)
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        self.sent.now();
+        self.conn.req_packed_commands(pipeline, offset, count)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.conn.get_db()
     }
 }
 

@@ -174,10 +174,17 @@ impl Quorum {
                 _ => None,
             })
             .collect();
+        // The earliest sending of the answers counted: a hold on a master
+        // lasts its ttl from when its attempt reached it, which is later.
+        let sent = |taken: bool| {
+            let counted =
+                answers.iter().flatten().flatten().filter(|o| !taken || matches!(o, Obtain::Taken { .. }));
+            counted.map(Obtain::sent).min().unwrap_or_else(std::time::Instant::now)
+        };
         if granted.len() >= need {
             if let Some(fence) = self.settle_fence(mode, token, &granted, limit).await {
                 let shortfall = worst(&answers, Obtain::shortfall);
-                return Ok(Obtain::Taken { fence, shortfall });
+                return Ok(Obtain::Taken { fence, shortfall, sent: sent(true) });
             }
         }
         if ours && !granted.is_empty() {
@@ -190,7 +197,7 @@ impl Quorum {
         let busy: Vec<i64> = answers
             .iter()
             .filter_map(|a| match a {
-                Some(Ok(Obtain::Busy { pttl_ms })) => Some(*pttl_ms),
+                Some(Ok(Obtain::Busy { pttl_ms, .. })) => Some(*pttl_ms),
                 _ => None,
             })
             .collect();
@@ -198,7 +205,7 @@ impl Quorum {
             return Err(self.unreachable("taking the lock", &answers));
         }
         let pttl_ms = if busy.contains(&-1) { -1 } else { busy.iter().copied().max().unwrap_or(-2) };
-        Ok(Obtain::Busy { pttl_ms })
+        Ok(Obtain::Busy { pttl_ms, sent: sent(false) })
     }
 
     /// The fence of a hold a majority granted: the highest given, once a
@@ -412,10 +419,11 @@ mod tests {
         assert_eq!(worst(&acknowledged, |r| r.shortfall), None);
         // a tie keeps the first master's
         let tie = on(2).shortfall(1);
+        let sent = std::time::Instant::now();
         let even: Answers<Obtain> = vec![
-            Some(Ok(Obtain::Taken { fence: 1, shortfall: Some(tie) })),
-            Some(Ok(Obtain::Busy { pttl_ms: 5 })),
-            Some(Ok(Obtain::Taken { fence: 2, shortfall: Some(on(3).shortfall(1)) })),
+            Some(Ok(Obtain::Taken { fence: 1, shortfall: Some(tie), sent })),
+            Some(Ok(Obtain::Busy { pttl_ms: 5, sent })),
+            Some(Ok(Obtain::Taken { fence: 2, shortfall: Some(on(3).shortfall(1)), sent })),
         ];
         assert_eq!(worst(&even, Obtain::shortfall), Some(tie));
     }

@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 
 use redis::{Cmd, RedisResult, Value};
 
-use crate::conn::Conn;
 use crate::error::{Error, Result};
 use crate::events::{self, Event, HoldId, ReplicaStep, Subject};
 
@@ -181,7 +180,7 @@ impl Shortfall {
 /// restart, SCRIPT FLUSH, a replica just promoted): the script did not run,
 /// and the caller loads it and sends the pipeline again.
 pub(crate) async fn invoke_acked(
-    conn: &mut Conn,
+    conn: &mut impl redis::aio::ConnectionLike,
     script: Cmd,
     replication: &Replication,
 ) -> RedisResult<Option<(Value, u32)>> {

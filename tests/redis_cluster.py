@@ -36,7 +36,10 @@ def key_slot(key: str) -> int:
 
 
 class ClusterNode(RedisServer):
-    """A redis-server with cluster mode on, its nodes.conf in its own temp dir and an explicit bus port."""
+    """A redis-server with cluster mode on, its nodes.conf in its own temp dir and an explicit bus port.
+    It listens on `host` (a subclass may place it elsewhere than loopback)."""
+
+    host = "127.0.0.1"
 
     def __init__(self, node_timeout_ms: int = 2000, extra: tuple = ()) -> None:
         super().__init__(extra=extra)
@@ -57,6 +60,11 @@ class ClusterNode(RedisServer):
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def control(self) -> Raw:
+        """A client for the harness's own commands (its unix socket when it has one)."""
+        return Raw(self.unix_url if self.socket else self.url)
 
 
 class RedisCluster:
@@ -100,7 +108,7 @@ class RedisCluster:
     @property
     def url(self) -> str:
         """Seed list of every node, e.g. redis+cluster://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3."""
-        return "redis+cluster://" + ",".join(f"127.0.0.1:{p}" for p in self.all_ports)
+        return "redis+cluster://" + ",".join(f"{n.host}:{n.port}" for n in self.nodes)
 
     def _node(self, port: int) -> ClusterNode:
         for n in self.nodes:
@@ -127,17 +135,17 @@ class RedisCluster:
             if self.replicas:
                 extra = ("--cluster-replica-validity-factor", "0", "--cluster-require-full-coverage", "no",
                          "--repl-diskless-sync-delay", "0")
-            for _ in range(self.count * (1 + self.replicas)):
-                node = ClusterNode(self.node_timeout_ms, extra)
+            for i in range(self.count * (1 + self.replicas)):
+                node = self.new_node(i, extra)
                 self.nodes.append(node)  # appended first so close() removes its dir even if start fails
                 node.start()
-            self.ids = {n.port: Raw(n.url)("CLUSTER", "MYID").decode() for n in self.nodes}
+            self.ids = {n.port: n.control("CLUSTER", "MYID").decode() for n in self.nodes}
             for node, (first, last) in zip(self.nodes, self.ranges):
                 self._expect_ok(node, "CLUSTER", "ADDSLOTSRANGE", str(first), str(last))
             # Every pair meets directly (not just first -> others) so nobody waits on gossip to learn a peer.
             for i, node in enumerate(self.nodes):
                 for peer in self.nodes[i + 1:]:
-                    self._expect_ok(node, "CLUSTER", "MEET", "127.0.0.1", str(peer.port), str(peer.bus_port))
+                    self._expect_ok(node, "CLUSTER", "MEET", peer.host, str(peer.port), str(peer.bus_port))
             if self.replicas:
                 self._await_known()
                 for i, replica in enumerate(self.nodes[self.count:]):
@@ -151,10 +159,14 @@ class RedisCluster:
             raise
         return self
 
+    def new_node(self, index: int, extra: tuple) -> ClusterNode:
+        """Node `index` (the masters first; a subclass may place it elsewhere)."""
+        return ClusterNode(self.node_timeout_ms, extra)
+
     # -- with replicas: who serves what, faults, and waiting for agreement --
 
     def raw(self, port: int) -> Raw:
-        return Raw(self._node(port).url)
+        return self._node(port).control
 
     def read_replica(self, port: int, *args: object) -> object:
         """One read-only command on the replica on `port` (READONLY first,

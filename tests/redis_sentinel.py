@@ -59,7 +59,10 @@ def _text(reply):
 
 class Node(RedisServer):
     """One redis-server (data node) or redis-sentinel process, started from
-    a config file (the plugin's launcher otherwise: stop, kill, pause...)."""
+    a config file (the plugin's launcher otherwise: stop, kill, pause...).
+    It listens on `host` (a subclass may place it elsewhere than loopback)."""
+
+    host = "127.0.0.1"
 
     def __init__(self, tls_dir: Optional[Path], auth: Optional[tuple]):
         super().__init__()
@@ -76,6 +79,13 @@ class Node(RedisServer):
             f"tls-key-file {d / 'server.key'}", f"tls-ca-cert-file {d / 'ca.pem'}",
             "tls-auth-clients no", "tls-replication yes",
         ]
+
+    def listen_lines(self) -> list:
+        """Where it listens: its host and port (TLS when asked), and its unix socket if it has one."""
+        lines = [f"bind {self.host}"] + self.tls_lines()
+        if self.socket:
+            lines += [f"unixsocket {self.socket}", "unixsocketperm 700"]
+        return lines
 
     def _open(self) -> socket.socket:
         raw = socket.create_connection(("127.0.0.1", self.port), timeout=5)
@@ -105,25 +115,32 @@ class Node(RedisServer):
 
 
 class SentinelDeployment:
+    """`quorum`: how many Sentinels must agree that the master is down
+    (a failover also needs a majority of them to elect a leader)."""
+
     def __init__(self, tls: bool = False, acl: bool = False, sentinels: int = 1, down_after_ms: int = 1000,
-                 persist: bool = False):
-        self.tls, self.acl, self.persist = tls, acl, persist
+                 persist: bool = False, quorum: int = 1):
+        self.tls, self.acl, self.persist, self.quorum = tls, acl, persist, quorum
         self.tls_dir: Optional[Path] = None
         if tls:
             from tls_certs import make_certs
 
             self.tls_dir = make_certs().dir
         auth = ADMIN if acl else None
-        self.nodes = [Node(self.tls_dir, auth), Node(self.tls_dir, auth)]
-        self.sentinels = [Node(self.tls_dir, auth) for _ in range(sentinels)]
+        self.nodes = [self.new_node("node-0", auth), self.new_node("node-1", auth)]
+        self.sentinels = [self.new_node(f"sentinel-{i}", auth) for i in range(sentinels)]
         self.down_after_ms = down_after_ms
-        self._first_master = self.nodes[0].port
+        self._first_master = self.nodes[0]
+
+    def new_node(self, role: str, auth: Optional[tuple]) -> Node:
+        """A data node or a Sentinel (`role` names it; a subclass may place it elsewhere)."""
+        return Node(self.tls_dir, auth)
 
     # ------------------------------------------------------------ set-up
 
     def node_conf(self, node: Node, replica_of: Optional[int]) -> list:
-        conf = node.tls_lines() + [
-            "bind 127.0.0.1", f"dir {node.dir}", "save \"\"", "enable-debug-command local", "logfile node.log", "repl-diskless-sync-delay 0",
+        conf = node.listen_lines() + [
+            f"dir {node.dir}", "save \"\"", "enable-debug-command local", "logfile node.log", "repl-diskless-sync-delay 0",
             "appendonly yes" if self.persist else "appendonly no", "appendfsync always",
         ]
         if self.acl:
@@ -136,13 +153,14 @@ class SentinelDeployment:
                 f"masteruser {REPL[0]}", f"masterauth {REPL[1]}",
             ]
         if replica_of is not None:
-            conf.append(f"replicaof 127.0.0.1 {replica_of}")
+            conf.append(f"replicaof {self.node(replica_of).host} {replica_of}")
         return conf
 
     def sentinel_conf(self, node: Node) -> list:
-        conf = node.tls_lines() + [
-            "bind 127.0.0.1", f"dir {node.dir}", "logfile sentinel.log",
-            f"sentinel monitor {SERVICE} 127.0.0.1 {self._first_master} 1",
+        first = self._first_master
+        conf = node.listen_lines() + [
+            f"dir {node.dir}", "logfile sentinel.log",
+            f"sentinel monitor {SERVICE} {first.host} {first.port} {self.quorum}",
             f"sentinel down-after-milliseconds {SERVICE} {self.down_after_ms}",
             f"sentinel failover-timeout {SERVICE} 4000",
         ]
@@ -185,7 +203,8 @@ class SentinelDeployment:
             sentinels: Optional[list] = None) -> str:
         scheme = "rediss+sentinel" if self.tls else "redis+sentinel"
         creds = f"{quote(app[0], safe='')}:{quote(app[1], safe='')}@" if app and self.acl else ""
-        hosts = ",".join(f"127.0.0.1:{p}" for p in (sentinels or [s.port for s in self.sentinels]))
+        chosen = [next(s for s in self.sentinels if s.port == p) for p in sentinels] if sentinels else self.sentinels
+        hosts = ",".join(f"{s.host}:{s.port}" for s in chosen)
         query = ""
         if watcher and self.acl:
             query = f"?sentinel_username={quote(watcher[0], safe='')}&sentinel_password={quote(watcher[1], safe='')}"

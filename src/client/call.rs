@@ -10,12 +10,12 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use super::{Client, Target};
-use crate::conn::{Conn, Io};
+use crate::conn::{Conn, Io, SentAt, Timed};
 use crate::error::{Error, Result};
 
 impl Client {
@@ -43,6 +43,20 @@ impl Client {
         self.call_noting_retry(op).await.map(|(v, _)| v)
     }
 
+    /// `call`, and when the operation that answered was sent: its last
+    /// command handed to a connection already open (see `SentAt`). What a
+    /// hold's validity is measured from.
+    pub(crate) async fn call_timed<T, F, Fut>(&self, op: F) -> Result<(T, Instant)>
+    where
+        F: Fn(Timed) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        let sent = Arc::new(SentAt::default());
+        let value = self.call(|conn| op(conn.timed(sent.clone()))).await?;
+        // Every answer follows a command sent; `now` would only be later.
+        Ok((value, sent.get().unwrap_or_else(Instant::now)))
+    }
+
     /// `call`, and whether the operation was sent a second time (after a
     /// dropped connection, its first sending may or may not have run).
     pub(crate) async fn call_noting_retry<T, F, Fut>(&self, op: F) -> Result<(T, bool)>
@@ -57,6 +71,10 @@ impl Client {
             }
             Err(e) => e,
         };
+        if err.is_timeout() {
+            self.unanswered();
+            return Err(err.into());
+        }
         let dropped = err.is_connection_dropped()
             || err.is_connection_refusal()
             || err.is_unrecoverable_error()
@@ -65,13 +83,16 @@ impl Client {
             // A broken connection the manager would reopen by itself, unnamed (see `forget_connection`).
             self.forget_connection();
         }
-        if !dropped || err.is_timeout() {
+        if !dropped {
             return Err(err.into());
         }
         self.forget_connection();
         log::info!("connection to {} dropped ({err}); retrying once", self.inner.display);
         op(self.call_conn().await?).await.map(|v| (v, true)).map_err(|e| {
             self.forget_connection();
+            if e.is_timeout() {
+                self.unanswered();
+            }
             e.into()
         })
     }
@@ -104,7 +125,7 @@ impl Client {
         self.ready().await?;
         if let Target::Direct(redis) = &self.inner.target {
             if self.io == Io::Inline && !self.inner.tls {
-                if let Some(conn) = self.inline_conn(redis) {
+                if let Some(conn) = self.inline_conn(redis)? {
                     return Ok(conn);
                 }
             }
@@ -113,14 +134,26 @@ impl Client {
     }
 
     /// An idle inline connection, or a new one while the pool has room;
-    /// `None` when all are in use or none can be opened at once (the
-    /// multiplexed connection then carries the call, with its own
-    /// reconnecting and its own errors).
-    fn inline_conn(&self, redis: &redis::Client) -> Option<Conn> {
+    /// `None` when all are in use, or the server answers but no connection
+    /// can be had from it (the multiplexed connection then carries the
+    /// call, with its own reconnecting and its own errors). An error when
+    /// the server cannot be reached within the command timeout: the
+    /// multiplexed connection cannot do better, and trying it too would
+    /// spend the call's time twice.
+    fn inline_conn(&self, redis: &redis::Client) -> Result<Option<Conn>> {
         let opts = &self.inner.opts;
+        let mut unreachable = None;
         let open = || {
             let limit = opts.connect_timeout.min(opts.command_timeout);
-            let mut conn = redis.get_connection_with_timeout(limit).ok()?;
+            let mut conn = match redis.get_connection_with_timeout(limit) {
+                Ok(conn) => conn,
+                Err(e) => {
+                    if e.is_timeout() || e.is_io_error() || e.is_connection_refusal() {
+                        unreachable = Some(e);
+                    }
+                    return None;
+                }
+            };
             conn.set_read_timeout(Some(opts.command_timeout)).ok()?;
             conn.set_write_timeout(Some(opts.command_timeout)).ok()?;
             if let Some(name) = &opts.client_name {
@@ -128,7 +161,11 @@ impl Client {
             }
             Some(conn)
         };
-        self.local().inline.take(open).map(|inline| Conn::Inline(Arc::new(inline)))
+        let inline = self.local().inline.take(open);
+        if let Some(e) = unreachable {
+            return Err(e.into());
+        }
+        Ok(inline.map(|inline| Conn::Inline(Arc::new(inline))))
     }
 
     /// The multiplexed, self-reconnecting connection of this process.

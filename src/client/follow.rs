@@ -50,6 +50,23 @@ impl Client {
         }
     }
 
+    /// A command got no answer in time. On a Redis Cluster its slot's master
+    /// may be cut off from the rest (a partition) while its replica is
+    /// promoted: nothing tells a client whose commands only time out, and
+    /// the connection would keep sending that slot's commands to the old
+    /// master. The connection is forgotten, so the next command connects
+    /// anew and reads the slot map from the nodes that answer. (A Sentinel
+    /// client asks the Sentinels once a second while in use: `conn`.)
+    pub(super) fn unanswered(&self) {
+        if matches!(self.inner.target, Target::Cluster(_)) {
+            log::info!(
+                "a command to {} got no answer in time: reading the slot map anew",
+                self.inner.display
+            );
+            self.local().conn.store(None);
+        }
+    }
+
     /// Joins the waiters on `channels`, subscribed before it returns.
     pub(crate) async fn register_waiter(
         &self,

@@ -178,14 +178,15 @@ impl Lock {
                     continue;
                 }
             };
+            attempts.answered(number, answer.sent());
             match answer {
-                Obtain::Taken { fence, shortfall: unacknowledged } => {
+                Obtain::Taken { fence, shortfall: unacknowledged, sent } => {
                     let kept = self.client.options().replication.policy == Policy::Warn;
                     if let Some(shortfall) = unacknowledged.filter(|_| !kept) {
                         let refused = self.refuse_unreplicated(&client, &mut undo, &token, ours, &shortfall);
                         return Err(refused.await);
                     }
-                    let lease = Lease::new(self.terms(token, fence, attempts.sent(number)));
+                    let lease = Lease::new(self.terms(token, fence, sent));
                     self.granted(&mut undo, &mut waiting, permit, lease);
                     if let Some(shortfall) = unacknowledged {
                         let hold = self.lease().map(|l| l.id());
@@ -202,7 +203,7 @@ impl Lock {
                     }
                     return Ok(true);
                 }
-                Obtain::Busy { pttl_ms } => {
+                Obtain::Busy { pttl_ms, .. } => {
                     outage.busy(pttl_ms);
                     undo.pending = will_wait && self.mode.leaves_intent();
                     let delay = match self.opts.retry.delay(attempts.failed()) {
@@ -458,7 +459,8 @@ struct Attempts {
 impl Attempts {
     const KEPT: usize = 32;
 
-    /// Numbers the attempt about to be sent.
+    /// Numbers the attempt about to be sent, noting the time now until its
+    /// answer says when it was sent (after connecting, say).
     fn next(&mut self) -> u64 {
         self.count += 1;
         if self.sent.len() == Self::KEPT {
@@ -468,15 +470,18 @@ impl Attempts {
         self.count
     }
 
+    /// Attempt `number` was answered: it was sent at `sent`.
+    fn answered(&mut self, number: u64, sent: Instant) {
+        if let Some(entry) = self.sent.iter_mut().find(|(n, _)| *n == number) {
+            entry.1 = sent;
+        }
+    }
+
     fn failed(&self) -> u32 {
         u32::try_from(self.count).unwrap_or(u32::MAX)
     }
 
     fn find(&self, number: u64) -> Option<Instant> {
         self.sent.iter().find(|(n, _)| *n == number).map(|(_, t)| *t)
-    }
-
-    fn sent(&self, number: u64) -> Instant {
-        self.find(number).unwrap_or_else(Instant::now)
     }
 }

@@ -11,7 +11,7 @@
 
 use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, ServerErrorKind, ToRedisArgs};
 
-use crate::conn::Conn;
+use crate::conn::StepConn;
 
 /// A step assembled for one kind of target (`Lua::on`): its code and hash.
 pub(crate) struct Built {
@@ -61,16 +61,16 @@ impl Invocation<'_> {
     }
 
     /// Loads the script where this run goes (after a NOSCRIPT answer).
-    pub(crate) async fn load(&self, con: &mut Conn) -> RedisResult<()> {
+    pub(crate) async fn load(&self, con: &mut impl StepConn) -> RedisResult<()> {
         let mut cmd = redis::cmd("SCRIPT");
         cmd.arg("LOAD").arg(&self.built.code);
         let key = self.keys.first().map_or(&[][..], Vec::as_slice);
-        con.on_node_of(key, cmd).await.map(drop)
+        con.untimed().on_node_of(key, cmd).await.map(drop)
     }
 
     /// Runs it on `con`: EVALSHA, and after a NOSCRIPT answer, `load` and
     /// EVALSHA again.
-    pub(crate) async fn invoke_async<T: FromRedisValue>(&self, con: &mut Conn) -> RedisResult<T> {
+    pub(crate) async fn invoke_async<T: FromRedisValue>(&self, con: &mut impl StepConn) -> RedisResult<T> {
         match self.evalsha().query_async(con).await {
             Err(e) if is_noscript_error(&e) => {
                 self.load(con).await?;

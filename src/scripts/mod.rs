@@ -9,6 +9,7 @@
 //! `crate::error::refusal`.
 
 use std::sync::OnceLock;
+use std::time::Instant;
 
 use redis::Value;
 
@@ -68,14 +69,16 @@ pub use rw::{
 };
 pub use sem::{sem_inspect, sem_obtain, sem_release, SemState};
 
-/// What `obtain.lua` answered.
+/// What `obtain.lua` answered, and when the attempt was sent (on a quorum:
+/// the earliest sending of the masters that answered so): a grant's
+/// validity runs from there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Obtain {
     /// `shortfall`: fewer replicas than asked acknowledged the grant in
     /// time (how many did); `None` when enough did, or none were asked.
-    Taken { fence: i64, shortfall: Option<Shortfall> },
+    Taken { fence: i64, shortfall: Option<Shortfall>, sent: Instant },
     /// Held by another owner for `pttl_ms` more (-1: no expiry, -2: just gone).
-    Busy { pttl_ms: i64 },
+    Busy { pttl_ms: i64, sent: Instant },
 }
 
 /// The holder of one lock key, as stored in Redis.
@@ -105,6 +108,13 @@ impl Obtain {
             Obtain::Busy { .. } => None,
         }
     }
+
+    /// When the attempt that answered was sent.
+    pub fn sent(&self) -> Instant {
+        match self {
+            Obtain::Taken { sent, .. } | Obtain::Busy { sent, .. } => *sent,
+        }
+    }
 }
 
 /// What a renewal found.
@@ -128,17 +138,27 @@ impl Refreshed {
     }
 }
 
-pub(crate) fn taken_or_busy(((taken, n), shortfall): ((i64, i64), Option<Shortfall>)) -> Obtain {
+/// A step that makes or re-asserts a hold: its answer, the replicas'
+/// shortfall when too few acknowledged a hold it made, and when it was sent.
+#[derive(Clone, Copy)]
+pub(crate) struct Held<T> {
+    pub answer: T,
+    pub shortfall: Option<Shortfall>,
+    pub sent: Instant,
+}
+
+pub(crate) fn taken_or_busy(held: Held<(i64, i64)>) -> Obtain {
+    let Held { answer: (taken, n), shortfall, sent } = held;
     if taken == 1 {
-        Obtain::Taken { fence: n, shortfall }
+        Obtain::Taken { fence: n, shortfall, sent }
     } else {
-        Obtain::Busy { pttl_ms: n }
+        Obtain::Busy { pttl_ms: n, sent }
     }
 }
 
 /// A renewal's answer: `1` when the token still held.
-pub(crate) fn refreshed((renewed, shortfall): (i64, Option<Shortfall>)) -> Refreshed {
-    Refreshed { held: renewed == 1, shortfall }
+pub(crate) fn refreshed(held: Held<i64>) -> Refreshed {
+    Refreshed { held: held.answer == 1, shortfall: held.shortfall }
 }
 
 pub(crate) fn flag(on: bool) -> &'static str {
@@ -176,22 +196,24 @@ pub(crate) async fn run<T: redis::FromRedisValue>(client: &Client, invocation: &
 }
 
 /// `run` for a step that makes or re-asserts a hold when `made` says so of
-/// its answer. With replica acknowledgement on, the script is followed by
-/// WAIT (or WAITAOF) in one pipeline on the same connection; the answer
-/// comes with the shortfall of a hold made that fewer replicas than asked
-/// acknowledged, for the lock's policy to judge.
+/// its answer, noting when it was sent. With replica acknowledgement on, the
+/// script is followed by WAIT (or WAITAOF) in one pipeline on the same
+/// connection; the answer comes with the shortfall of a hold made that
+/// fewer replicas than asked acknowledged, for the lock's policy to judge.
 pub(crate) async fn run_held<T: redis::FromRedisValue>(
     client: &Client,
     invocation: &Invocation<'_>,
     made: fn(&T) -> bool,
-) -> Result<(T, Option<Shortfall>)> {
+) -> Result<Held<T>> {
     let replication = client.options().replication;
     if !replication.is_on() {
-        return Ok((run(client, invocation).await?, None));
+        let (answer, sent) =
+            client.call_timed(|mut c| async move { invocation.invoke_async(&mut c).await }).await?;
+        return Ok(Held { answer, shortfall: None, sent });
     }
     let replication = &replication;
-    let (reply, acked) = client
-        .call(|mut c| async move {
+    let ((reply, acked), sent) = client
+        .call_timed(|mut c| async move {
             if let Some(done) = replication::invoke_acked(&mut c, invocation.evalsha(), replication).await? {
                 return Ok(done);
             }
@@ -206,7 +228,7 @@ pub(crate) async fn run_held<T: redis::FromRedisValue>(
     let answer: T = redis::from_redis_value(reply)
         .map_err(|e| Error::Redis(format!("unexpected reply from a lock script: {e}")))?;
     let shortfall = (acked < replication.replicas && made(&answer)).then(|| replication.shortfall(acked));
-    Ok((answer, shortfall))
+    Ok(Held { answer, shortfall, sent })
 }
 
 /// A hold was taken (or re-entered): `{1, fence}`.

@@ -12,7 +12,7 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::replication::Shortfall;
 
-use super::{flag, run_held, taken, Obtain, Record};
+use super::{flag, run_held, taken, Held, Obtain, Record};
 
 lua!(PLAIN_RELEASE, "plain_release.lua");
 lua!(PLAIN_REFRESH, "plain_refresh.lua");
@@ -86,7 +86,8 @@ pub async fn plain_obtain(
         pipe.add_command(replication.wait_cmd());
     }
     let pipe = &*pipe.ignore_errors();
-    let replies: Vec<Value> = client.call(|mut c| async move { pipe.query_async(&mut c).await }).await?;
+    let (replies, sent): (Vec<Value>, _) =
+        client.call_timed(|mut c| async move { pipe.query_async(&mut c).await }).await?;
     let taken = Taken::parse(&replies)?;
     if taken.set {
         let shortfall = match (replication.is_on(), replies.get(6)) {
@@ -96,17 +97,18 @@ pub async fn plain_obtain(
             }
             _ => None,
         };
-        return Ok(Obtain::Taken { fence: taken.now_us, shortfall });
+        return Ok(Obtain::Taken { fence: taken.now_us, shortfall, sent });
     }
     if taken.holder.as_deref() == Some(token) {
         let reach = if ttl_ms.is_some() { Reach::Set } else { Reach::Keep };
+        // Validity from the transaction's sending: earlier than the renewal's, so never longer.
         return Ok(match plain_refresh(client, hold, token, ttl_ms.unwrap_or(0), reach).await? {
-            Reached::Held { shortfall, .. } => Obtain::Taken { fence: taken.now_us, shortfall },
-            Reached::NoExpiry => Obtain::Taken { fence: taken.now_us, shortfall: None },
-            Reached::NotHeld => Obtain::Busy { pttl_ms: -2 },
+            Reached::Held { shortfall, .. } => Obtain::Taken { fence: taken.now_us, shortfall, sent },
+            Reached::NoExpiry => Obtain::Taken { fence: taken.now_us, shortfall: None, sent },
+            Reached::NotHeld => Obtain::Busy { pttl_ms: -2, sent },
         });
     }
-    Ok(Obtain::Busy { pttl_ms: taken.pttl_ms })
+    Ok(Obtain::Busy { pttl_ms: taken.pttl_ms, sent })
 }
 
 /// The transaction's answer: `[OK, QUEUED x4, [set, get, pttl, time]]`.
@@ -152,7 +154,7 @@ pub async fn plain_refresh(
     let mut invocation = PLAIN_REFRESH.on(client).key(hold);
     invocation.arg(token).arg(ms).arg(reach.word());
     // `taken`: `{1, pttl}` renewed it (the replicas are waited for then).
-    let ((code, pttl_ms), shortfall) = run_held(client, &invocation, taken).await?;
+    let Held { answer: (code, pttl_ms), shortfall, .. } = run_held(client, &invocation, taken).await?;
     Ok(match code {
         1 => Reached::Held { pttl_ms, shortfall },
         2 => Reached::NoExpiry,

@@ -15,6 +15,7 @@ import traceback
 import ferrolock
 
 from .events import EventLog, now_ns
+from .scenarios import PERMITS
 
 # After a loss, how long a worker waits for on_lost beyond the hold's ttl.
 ON_LOST_GRACE_S = 1.0
@@ -28,6 +29,7 @@ class Attempt:
         self.phase = "acquire"
         self.asked = now_ns()
         self.last_valid: int | None = None
+        self.fence: int | None = None  # the hold's, kept once it ends (for a late write)
         self.lost_seen = False
         self.reported = threading.Event()
 
@@ -39,13 +41,16 @@ class Attempt:
         self.write("lost", src="on_lost")
         self.reported.set()
 
-    def granted(self, handle: ferrolock.Lock) -> None:
+    def granted(self, handle: ferrolock.Lock, **fields) -> None:
         t = now_ns()
         self.phase = "hold"
         self.holding[self.slot] += 1
+        self.fence = handle.fence
+        if self.kind == "permit":
+            fields["permits"] = PERMITS
         self.write(
             "granted", t, ttl=self.ttl,
-            fence=handle.fence, token=handle.token, t_ask=self.asked,
+            fence=self.fence, token=handle.token, t_ask=self.asked, **fields,
         )
 
     def still_valid(self, handle: ferrolock.Lock) -> bool:

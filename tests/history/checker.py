@@ -1,8 +1,10 @@
 """The checks: pure functions over the merged, time-sorted history.
 
-1. ``overlap``: no two valid holds of one name intersect, where ``lock`` and
-   ``write`` exclude every hold and ``read`` excludes only ``write``; a
-   multi-lock hold counts on each of its names.
+1. ``overlap``: no two valid holds of one name intersect, where ``lock``,
+   ``write`` and ``term`` exclude every hold and ``read`` excludes only
+   ``write``; a multi-lock hold counts on each of its names.
+   ``over-permits``: more valid ``permit`` holds of a name at once than its
+   semaphore's permits.
 2. ``fence-order``: among the exclusive holds of a name that were ever
    confirmed valid, fences strictly increase in grant order. Holds never
    confirmed valid are left out: a holder frozen between the grant and its
@@ -25,14 +27,24 @@
    that is not a LockError (e.g. SystemError from the bindings).
 6. Holds in Redis (sampled every 10 ms) of tokens no worker was given: an
    acquire that gave up left them. ``orphan-hold``: seen for longer than the
-   longest ttl (something keeps renewing it). ``stray-hold``: seen for
+   longest ttl (something keeps renewing it); in a fair queue, for longer
+   than twice the longest patience (a hand-over to a waiter that can no
+   longer claim it stands for its patience, and may come a patience after
+   the waiter last showed itself alive). ``stray-hold``: seen for
    300 ms while no worker was frozen and the server was not stalled
    (+200 ms), and not first seen while connections were cut (a kill -9 or
    CLIENT KILL can lose the reply of a grant: its client cannot know it
-   holds): the name stays blocked until the hold expires.
+   holds) or within as long again as a cut link stayed cut after it healed
+   (TCP retransmits a request the cut held up, and it may land after its
+   client gave up and cleaned up on another connection): the name stays
+   blocked until the hold expires.
 7. ``clock-not-skewed``: a worker started with a skewed wall clock whose
    clock is not off the server's by what was asked (or one that should run
    on the real clock and does not): the run would not test what it says.
+8. ``stale-write-accepted``: the storage's record of a name (the fenced
+   writes ``ferrolock.fencing``'s guard let through, in the order the
+   storage applied them) holds a write whose fence is below an earlier
+   one's: the guard let a stale holder's write in.
 """
 
 from __future__ import annotations
@@ -42,7 +54,8 @@ from dataclasses import dataclass, field
 
 from .clock import TOLERANCE_MS, offset_s
 
-EXCLUSIVE = ("lock", "write")
+EXCLUSIVE = ("lock", "write", "term")
+FENCED = EXCLUSIVE + ("permit",)  # a semaphore's permits are fenced, but not exclusive
 RELEASE_SOURCES = ("release", "exit", "aexit")
 # A release's answer comes within a send, a reconnect and a resend: the
 # workers' command timeout twice and their connect timeout (2 s each). On a
@@ -52,11 +65,16 @@ RELEASE_ANSWER_NS = 6_000_000_000
 EXAMPLES = 3
 LEFT_MIN_NS = 500_000_000  # still holding this long after the attempt ended: left behind
 STRAY_MIN_NS = 300_000_000  # a failed acquire's hold should go within a round trip
+# The failovers a partition makes: the master, and maybe some clients, cut off from the rest.
+SPLITS = ("split-brain", "master-isolated")
 # Sentinel's, then Redis Cluster's: a replica promoted while clients still hold on the old master.
-FAILOVERS = ("failover", "master-kill", "cluster-failover", "cluster-master-kill")
+FAILOVERS = ("failover", "master-kill", "cluster-failover", "cluster-master-kill") + SPLITS
 # A frozen owner cannot clean up; a stalled server cannot answer; in a failover nobody answers for a while.
 STALLING = ("sigstop", "debug-sleep") + FAILOVERS
-CUTTING = ("server-restart", "client-kill") + FAILOVERS  # a reply lost with its connection: the client cannot know
+# Links cut or slowed between workers and servers (tests/netns.py).
+PARTITIONS = ("partition", "cut-requests", "cut-replies", "latency")
+# A reply lost with its connection, or on a cut link: the client cannot know it was granted.
+CUTTING = ("server-restart", "client-kill") + FAILOVERS + PARTITIONS
 IN_FLIGHT_NS = 50_000_000
 STALL_GRACE_NS = 200_000_000
 LEFT_BY_CAUSE = {"interrupted": "interrupt-left-hold", "cancelled": "cancel-left-hold", "unexpected": "error-left-hold"}
@@ -79,6 +97,7 @@ class Hold:
     noticed: list = field(default_factory=list)  # (src, t): the holder saw the loss itself
     cut_in_release: bool = False  # its attempt was cancelled while the release was in flight
     released: int | None = None
+    permits: int | None = None  # a semaphore permit's: how many the name has
 
     def brief(self, t0: int = 0) -> dict:
         def ms(t):
@@ -100,7 +119,7 @@ def build_holds(events: list) -> list:
         if e["ev"] == "granted":
             holds[key] = Hold(
                 e["w"], e["seq"], e["pid"], e["kind"], tuple(e["names"]), int(e["ttl"] * 1e9),
-                e["t"], e.get("fence"), e.get("token"),
+                e["t"], e.get("fence"), e.get("token"), permits=e.get("permits"),
             )
     for e in events:
         h = holds.get((e["w"], e["seq"]))
@@ -131,6 +150,25 @@ def conflict(a: Hold, b: Hold) -> bool:
     return a.kind in EXCLUSIVE or b.kind in EXCLUSIVE
 
 
+def over_permits(holds: list, t0: int = 0) -> list:
+    """Moments a name had more valid permit holds than its semaphore's permits."""
+    found = []
+    for name, hs in sorted(per_name(holds).items()):
+        spans = sorted(
+            (h for h in hs if h.kind == "permit" and h.valid is not None and h.valid > h.granted),
+            key=lambda h: h.granted,
+        )
+        active: list = []  # the spans still valid at the last grant, by when each ends
+        for h in spans:
+            active = [a for a in active if a.valid > h.granted] + [h]
+            if h.permits is not None and len(active) > h.permits:
+                found.append({
+                    "type": "over-permits", "name": name, "permits": h.permits, "at_ms": round((h.granted - t0) / 1e6, 3),
+                    "holds": [a.brief(t0) for a in active],
+                })
+    return found
+
+
 def overlaps(holds: list, t0: int = 0) -> list:
     found = []
     for name, hs in sorted(per_name(holds).items()):
@@ -150,9 +188,9 @@ def overlaps(holds: list, t0: int = 0) -> list:
 def fences(holds: list, t0: int = 0) -> list:
     found = []
     for h in holds:
-        if h.kind in EXCLUSIVE and h.fence is None:
+        if h.kind in FENCED and h.fence is None:
             found.append({"type": "fence-missing", "holds": [h.brief(t0)]})
-        elif h.kind not in EXCLUSIVE and h.fence is not None:
+        elif h.kind not in FENCED and h.fence is not None:
             found.append({"type": "reader-fence", "holds": [h.brief(t0)]})
     for name, hs in sorted(per_name(holds).items()):
         ordered = [h for h in hs if h.kind in EXCLUSIVE and h.valid is not None and h.fence is not None]
@@ -256,14 +294,18 @@ def fault_windows(faults: list, kinds: tuple, before_ns: int, after_ns: int) -> 
     return merged
 
 
-def strays(events, samples, faults, max_ttl_ns, slack_ns, t0=0) -> list:
+def strays(events, samples, faults, max_ttl_ns, slack_ns, t0=0, handover_ns=0) -> list:
     """Holds in Redis of tokens no worker was given. ``orphan-hold``: alive longer
-    than the longest ttl (renewed by something). ``stray-hold``: alive for
+    than the longest ttl (renewed by something), or in a fair queue than
+    `handover_ns` if longer: a fair release hands the lock to the head of
+    the queue, which may be a waiter that can no longer claim or withdraw it
+    (cut off, frozen), until its patience runs out, up to a patience after
+    it last re-asserted its place. ``stray-hold``: alive for
     STRAY_MIN_NS while no worker was frozen and the server did not stall, and
     not born when connections were cut (a grant whose reply was lost is
     ambiguous to its client): an acquire gave up and left its hold to expire."""
     stalls = fault_windows(faults, STALLING, 0, STALL_GRACE_NS)
-    cuts = fault_windows(faults, CUTTING, IN_FLIGHT_NS, STALL_GRACE_NS)
+    cuts = fault_windows(faults, CUTTING, IN_FLIGHT_NS, STALL_GRACE_NS) + retransmissions(faults)
     found = []
     for s in stray_tokens(events, samples):
         first, last = s["first_seen"], s["first_seen"] + s["alive_ns"]
@@ -272,11 +314,22 @@ def strays(events, samples, faults, max_ttl_ns, slack_ns, t0=0) -> list:
             "name": s["name"], "token": s["token"], "alive_ms": s["alive_ns"] / 1e6,
             "unexcused_ms": (s["alive_ns"] - stalled) / 1e6, "first_seen_ms": round((first - t0) / 1e6, 3),
         }
-        if s["alive_ns"] > max_ttl_ns + slack_ns:
+        if s["alive_ns"] > max(max_ttl_ns, handover_ns) + slack_ns:
             found.append({"type": "orphan-hold", **base})
         elif s["alive_ns"] - stalled > STRAY_MIN_NS and not any(a <= first <= b for a, b in cuts):
             found.append({"type": "stray-hold", **base, "suspects": suspects(events, s, max_ttl_ns, t0)})
     return found
+
+
+def retransmissions(faults: list) -> list:
+    """After a cut link heals, when a request it held up may still land: TCP
+    retransmits it on a timer that doubles, so up to as long again as the cut
+    lasted (and a grace), maybe after its client gave up and cleaned up on
+    another connection (a grant nobody knows of then, until its ttl)."""
+    return [
+        (f["t"] - IN_FLIGHT_NS, f["t_end"] + (f["t_end"] - f["t"]) + STALL_GRACE_NS)
+        for f in faults if f["fault"] in PARTITIONS + SPLITS and "skipped" not in f
+    ]
 
 
 def suspects(events: list, stray: dict, max_ttl_ns: int, t0: int, most: int = 5) -> list:
@@ -304,6 +357,17 @@ def clock_skews(events: list) -> list:
         asked_ms = offset_s(e["skew"]) * 1000 if e.get("skew") else 0.0
         if abs(e["skew_ms"] - asked_ms) > TOLERANCE_MS:
             found.append({"type": "clock-not-skewed", "w": e["w"], "asked": e.get("skew"), "skew_ms": e["skew_ms"]})
+    return found
+
+
+def stale_writes(records: dict) -> list:
+    """`records`: name -> the fences of the writes the storage took for it, in
+    the order it took them. A fence below an earlier one: a stale write let in."""
+    found = []
+    for name, fences in sorted(records.items()):
+        for i, (a, b) in enumerate(zip(fences, fences[1:])):
+            if b < a:
+                found.append({"type": "stale-write-accepted", "name": name, "at": i + 1, "fence": b, "after": a})
     return found
 
 
@@ -345,17 +409,21 @@ def failover_overlaps(found: list, faults: list, max_ttl_ns: int, slack_ns: int,
     return allowed, rest
 
 
-def check(events, faults, keys, samples, slack_ns, max_ttl_ns, t0=0) -> dict:
-    """Every anomaly of the history, by type."""
+def check(events, faults, keys, samples, slack_ns, max_ttl_ns, t0=0, records=None, handover_ns=0) -> dict:
+    """Every anomaly of the history, by type. `records`: the storage's
+    fenced writes per name (see stale_writes), when the run made any;
+    `handover_ns`: how long a fair hand-over may stand unclaimed (strays)."""
     holds = build_holds(events)
     stops = stops_from(faults)
     found = (
         overlaps(holds, t0)
+        + over_permits(holds, t0)
+        + stale_writes(records or {})
         + fences(holds, t0)
         + loss_reports(holds, stops, slack_ns, t0)
         + left_holds(events, stops, LEFT_MIN_NS, t0)
         + unexpected_errors(events, t0)
-        + strays(events, samples, faults, max_ttl_ns, slack_ns, t0)
+        + strays(events, samples, faults, max_ttl_ns, slack_ns, t0, handover_ns)
         + clock_skews(events)
         + keys_left(keys)
     )

@@ -5,10 +5,11 @@ that reported failure (timeout, Ctrl-C, cancellation). Its clean-up should
 remove it within a round trip; otherwise it blocks the name until it expires
 (or for good, if a watchdog keeps renewing it). The checker compares.
 
-The keys read here follow the layout of src/keys.rs: ``{prefix}{name}``, a
-hash whose ``token`` field is the exclusive holder's; for an RWMutex the
+The keys read here follow the layout of src/keys/layout.rs: ``{prefix}{name}``,
+a hash whose ``token`` field is the exclusive holder's; for an RWMutex the
 writer's hash ``...:rw:w`` and the readers' sorted set ``...:rw:r`` (token ->
-expiry in server milliseconds). A run that samples nothing shows the layout
+expiry in server milliseconds); a semaphore's holders ``...:sem:h`` (token
+-> expiry); an election's term, the hash ``...:el``. A run that samples nothing shows the layout
 moved. On a quorum each master is asked, and a token counts as holding a
 name where a majority of the masters name it. On a Redis Cluster
 (``per_name``) each name is asked of the master serving its slot, followed
@@ -29,16 +30,17 @@ QUORUM_TIMEOUT_S = 0.05  # a stopped master is skipped, not waited for
 
 
 class HolderMonitor:
-    def __init__(self, ports: list, prefix: str, names: tuple, rw: bool, per_name: bool = False):
+    def __init__(self, ports: list, prefix: str, names: tuple, layout: str, per_name: bool = False):
         """`ports`: each server's (the masters of a quorum), or a function
         giving the current master's (a Sentinel deployment: it may move); with
-        `per_name`, the port of the master serving each name (a Cluster)."""
+        `per_name`, the port of the master serving each name (a Cluster).
+        `layout`: "lock", "rw", "semaphore" or "election" (scenarios.layout)."""
         self.per_name = per_name
         timeout = QUORUM_TIMEOUT_S if len(ports) > 1 and not per_name else 1.0
         self.port_of = [p if callable(p) else (lambda p=p: p) for p in ports]
         self.masters = [resp.Connection(port(), timeout) for port in self.port_of]
         self.keys = [(n, f"{prefix}{{{n}}}") for n in names]
-        self.rw = rw
+        self.layout = layout
         self.samples: list = []  # {"t0", "t", "name", "token"}: Redis answered between t0 and t
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -89,10 +91,13 @@ class HolderMonitor:
             self.port_of[i] = lambda port=port: port
 
     def _holders(self, redis, key: str) -> list:
-        if not self.rw:
-            return [tok for tok in [redis("HGET", key, "token")] if tok]
-        writer = redis("HGET", f"{key}:rw:w", "token")
+        if self.layout in ("lock", "election"):
+            hold = key if self.layout == "lock" else f"{key}:el"
+            return [tok for tok in [redis("HGET", hold, "token")] if tok]
         seconds, micros = redis("TIME")
         now_ms = int(seconds) * 1000 + int(micros) // 1000
-        readers = redis("ZRANGEBYSCORE", f"{key}:rw:r", f"({now_ms}", "+inf")  # live ones only
+        if self.layout == "semaphore":
+            return redis("ZRANGEBYSCORE", f"{key}:sem:h", f"({now_ms}", "+inf")  # live ones only
+        writer = redis("HGET", f"{key}:rw:w", "token")
+        readers = redis("ZRANGEBYSCORE", f"{key}:rw:r", f"({now_ms}", "+inf")
         return ([writer] if writer else []) + readers

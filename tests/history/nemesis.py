@@ -33,6 +33,24 @@ SENTINEL_STOP_S. Against a Redis Cluster with a replica per master,
 master restarted as a replica), each once every node agrees on the layout;
 ``client-kill`` goes to the master serving one of the names.
 
+With the workers and servers each in a test host of their own
+(tests/netns.py, a run with ``partitions``), links are cut and slowed in
+the router between them, one way or both, beside every other fault:
+``partition`` (one or two workers cut off both ways from the server they
+use: the master of a name on Sentinel or a Cluster; on a quorum from one
+master, a minority, or from a majority), ``cut-requests`` (what one
+worker sends to it dropped), ``cut-replies`` (what it sends back dropped),
+``latency`` (one or two workers' links slowed, 20-120 ms each way with a
+jitter of half that), each for a drawn length (LINK_CUT_S, LATENCY_S), then
+healed. Against a Sentinel deployment, ``split-brain``: the master, one
+Sentinel and maybe some workers cut off from the replica, the other
+Sentinels and the other workers, until the majority has promoted the
+replica and a little longer; then healed, and the old master demoted.
+Against a Redis Cluster, ``master-isolated``: a master (and maybe a
+worker) cut off from its replica, the other masters and the other
+workers, until its replica is promoted; then healed, and the old master
+rejoins as a replica. Each is logged with the workers and servers it cut.
+
 Each fault draws its own choices (target, length) from a generator seeded
 with the run's nemesis seed and the fault's place in the plan, so a seed
 gives the same schedule and the same draws whatever the workers do.
@@ -65,6 +83,14 @@ COMMON_KINDS = ("client-kill", "sigstop", "sigint")
 SENTINEL_KINDS = ("failover", "master-kill", "sentinel-stop")
 # With a Redis Cluster: CLUSTER FAILOVER, and a master killed (its replica promoted).
 CLUSTER_KINDS = ("cluster-failover", "cluster-master-kill")
+# With workers and servers in test hosts: links cut or slowed, on every topology...
+LINK_KINDS = ("partition", "cut-requests", "cut-replies", "latency")
+# ... and those that make a failover by a partition.
+SPLIT_KINDS = {"sentinel": ("split-brain",), "cluster": ("master-isolated",)}
+LINK_CUT_S = (0.3, 2.5)  # a cut's length: from under the shortest ttl to over two of the longest
+LATENCY_S = (1.0, 4.0)
+LATENCY_MS = (20, 120)  # each way, with a jitter of half of it
+SPLIT_EXTRA_S = (0.5, 2.0)  # a split brain lasts this much longer than the promotion it brings
 SENTINEL_STOP_S = 3.0  # longer than the workers' connect timeout (2 s)
 FIRST_SENTINEL = 1  # the Sentinel first in the workers' URL, which sentinel-stop freezes
 WAITER_WAIT_S = 4.0  # how long a waiter-master-stop looks for a worker waiting in acquire
@@ -91,9 +117,13 @@ def schedule(rng: random.Random, duration: float, counts: dict) -> list:
     return sorted(plan)
 
 
-def allowed_kinds(topology: str) -> set:
-    """The fault kinds of a topology (scenarios.topology)."""
-    return set(COMMON_KINDS) | set({"sentinel": SENTINEL_KINDS, "cluster": CLUSTER_KINDS}.get(topology, KINDS))
+def allowed_kinds(topology: str, partitions: bool = False) -> set:
+    """The fault kinds of a topology (scenarios.topology), with the network
+    faults when its processes run in test hosts."""
+    kinds = set(COMMON_KINDS) | set({"sentinel": SENTINEL_KINDS, "cluster": CLUSTER_KINDS}.get(topology, KINDS))
+    if partitions:
+        kinds |= set(LINK_KINDS) | set(SPLIT_KINDS.get(topology, ()))
+    return kinds
 
 
 @dataclass
@@ -109,8 +139,16 @@ class Nemesis:
     _threads: list = field(default_factory=list)
     _down: set = field(default_factory=set)
     _lasting: list = field(default_factory=list)
+    _slowed: set = field(default_factory=set)  # workers whose link a latency fault slows now
+    # One failover at a time (a partition's included, and a frozen Sentinel):
+    # two at once can leave no majority to elect a leader or promote a replica.
+    _failing_over: threading.Lock = field(default_factory=threading.Lock)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     deployment: object = None  # a SentinelDeployment or a RedisCluster, for the failover faults
+    net: object = None  # the test network (tests/netns.py) of a run with partitions
+    hosts: dict = field(default_factory=dict)  # worker index -> its Host, in a run with partitions
+    names: tuple = ()  # the names the workers take (a Cluster's faults aim at the master of one)
+    prefix: str = ""
 
     def run(self, plan: list, t0_ns: int) -> None:
         try:
@@ -119,16 +157,26 @@ class Nemesis:
                 if delay > 0:
                     time.sleep(delay)  # the schedule itself, not a synchronisation
                 self.rng = random.Random(f"{self.seed}:{n}")
-                getattr(self, "_" + kind.replace("-", "_"))()
+                fault = getattr(self, "_" + kind.replace("-", "_"))
+                if kind in SENTINEL_KINDS + CLUSTER_KINDS:
+                    with self._failing_over:  # not while a partition's failover runs
+                        fault()
+                else:
+                    fault()
         finally:
             for t in self._threads:
                 t.join()
 
     def resume_all(self) -> None:
-        """SIGCONT to every worker still frozen (after an error in the run)."""
+        """SIGCONT to every worker still frozen, and every link healed (after an error in the run)."""
         with self._lock:
             for pid in self._stopped:
                 os.kill(pid, signal.SIGCONT)
+        if self.net is not None:
+            self.net.heal()
+            for host in self.hosts.values():
+                if host.ip in self.net.delays:
+                    self.net.delay(host)
 
     def _record(self, kind: str, t: int, **fields) -> None:
         with self._lock:
@@ -357,3 +405,168 @@ class Nemesis:
         t = now_ns()
         os.kill(worker.pid, signal.SIGINT)
         self._record("sigint", t, pid=worker.pid, w=worker.label, waited_ms=(t - since) / 1e6)
+
+    # -- the network (a run with partitions) -----------------------------------------
+
+    def _master_hosts(self) -> list:
+        """The hosts of the servers a worker's steps go to now: every master
+        of a quorum (or the one server), the master a Sentinel names, or on
+        a Cluster the master serving one of the names, drawn."""
+        d = self.deployment
+        if d is None:
+            return [s.where for s in self.servers]
+        if hasattr(d, "owner"):
+            port = d.owner(f"{self.prefix}{{{self.rng.choice(self.names)}}}")
+            return [d.host_of(port)]
+        return [d.master.where]
+
+    def _targets(self) -> list:
+        """The servers a link fault cuts a worker from: on a quorum one
+        master, or a minority, or a majority, drawn; else the one it uses."""
+        masters = self._master_hosts()
+        if len(masters) > 1:
+            return self.rng.sample(masters, self.rng.randint(1, len(masters) // 2 + 1))
+        return masters
+
+    def _workers(self, most: int, among: list | None = None, rng: random.Random | None = None) -> list:
+        """One to `most` workers (of `among`, default all), drawn, as (index,
+        Host): mostly among those holding now, whose holds the fault then hits."""
+        rng = rng or self.rng
+        among = sorted(self.hosts) if among is None else among
+        holders = [i for i in among if self.board.holding[i] > 0]
+        if holders and rng.random() < HIT_HOLDER_P:
+            among = holders
+        if not among:
+            return []
+        picked = rng.sample(among, rng.randint(1, min(most, len(among))))
+        return [(i, self.hosts[i]) for i in picked]
+
+    def _labels(self, picked: list) -> list:
+        return [w.label for w in self.workers if w.index in {i for i, _ in picked}]
+
+    def _link_fault(self, kind: str) -> None:
+        picked = self._workers(2 if kind == "partition" else 1)
+        targets = self._targets()
+        seconds = self.rng.uniform(*LINK_CUT_S)
+        workers = [h for _, h in picked]
+        cuts = []
+        for w in workers:
+            for m in targets:
+                if kind in ("partition", "cut-requests"):
+                    cuts.append((w, m))
+                if kind in ("partition", "cut-replies"):
+                    cuts.append((m, w))
+        # Cut from a majority of a quorum's masters (or from its one master), a holder loses its hold.
+        cuts_off = len(targets) > len(self._master_hosts()) // 2
+        self._in_flight(self._cut_for, kind, cuts, seconds, workers=self._labels(picked),
+                        servers=[m.role for m in targets], cuts_off=cuts_off)
+
+    def _partition(self) -> None:
+        self._link_fault("partition")
+
+    def _cut_requests(self) -> None:
+        self._link_fault("cut-requests")
+
+    def _cut_replies(self) -> None:
+        self._link_fault("cut-replies")
+
+    def _cut_for(self, kind: str, cuts: list, seconds: float, **fields) -> None:
+        t = now_ns()
+        pairs = [p for a, b in cuts for p in self.net.cut(a, b, both=False)]
+        try:
+            time.sleep(seconds)  # the fault's length, from the schedule
+        finally:
+            self.net.restore(pairs)
+        self._record(kind, t, seconds=round(seconds, 3), **fields)
+
+    def _latency(self) -> None:
+        if not self.net.can_delay:
+            self._record("latency", now_ns(), skipped="no TUN device for added latency")
+            return
+        with self._lock:
+            picked = self._workers(2, [i for i in sorted(self.hosts) if i not in self._slowed])
+            self._slowed.update(i for i, _ in picked)  # one latency fault at a time on a link
+        if not picked:
+            self._record("latency", now_ns(), skipped="every worker's link is slowed already")
+            return
+        seconds = self.rng.uniform(*LATENCY_S)
+        base = self.rng.uniform(*LATENCY_MS) / 1000
+        self._in_flight(self._slow_for, picked, base, seconds)
+
+    def _slow_for(self, picked: list, base: float, seconds: float) -> None:
+        t = now_ns()
+        try:
+            for _, h in picked:
+                self.net.delay(h, out=(base, base / 2), into=(base, base / 2))
+            time.sleep(seconds)  # the fault's length, from the schedule
+        finally:
+            for _, h in picked:
+                self.net.delay(h)
+            with self._lock:
+                self._slowed.difference_update(i for i, _ in picked)
+        self._record("latency", t, seconds=round(seconds, 3), each_way_ms=round(base * 1000, 1),
+                     workers=self._labels(picked))
+
+    def _in_flight(self, fault, *args, **fields) -> None:
+        """A network fault on its own thread, so others land meanwhile."""
+        thread = threading.Thread(target=fault, args=args, kwargs=fields)
+        thread.start()
+        self._threads.append(thread)
+
+    def _split_brain(self) -> None:
+        self._in_flight(self._one_split, self._split_brain_now, self.rng)
+
+    def _master_isolated(self) -> None:
+        self._in_flight(self._one_split, self._master_isolated_now, self.rng)
+
+    def _one_split(self, split, rng: random.Random) -> None:
+        """A failover by a partition, on its own thread (it lasts ~10 s: the
+        schedule goes on meanwhile), one at a time; its draws from `rng`,
+        its own generator."""
+        with self._failing_over:
+            split(rng)
+
+    def _split_brain_now(self, rng: random.Random) -> None:
+        """The master, the last Sentinel and maybe some workers, cut off from the rest."""
+        d = self.deployment
+        d.wait_for(self._sentinel_ready, FAILOVER_LIMIT_S, "a replica ready for a failover")
+        old = d.master
+        picked = self._workers(2, rng=rng) if rng.random() < 0.5 else []
+        minority = [old.where, d.sentinels[-1].where] + [h for _, h in picked]
+        extra = rng.uniform(*SPLIT_EXTRA_S)
+        t = now_ns()
+        pairs = self.net.partition(minority)
+        try:
+            # Sentinel 0 is on the majority's side: it names the promoted replica.
+            d.wait_for(lambda: d.master_port() != old.port, FAILOVER_LIMIT_S, "the majority to promote the replica")
+            named = now_ns()
+            time.sleep(extra)  # the split's length past the promotion, from the schedule
+        finally:
+            self.net.restore(pairs)
+        healed = now_ns()
+        d.wait_for(lambda: d.failover_done(old.port), FAILOVER_LIMIT_S, "the Sentinels to agree")
+        d.wait_for(self._sentinel_ready, FAILOVER_LIMIT_S, "the old master back as a replica")
+        self._record("split-brain", t, old=old.port, new=d.master_port(), t_named=named, t_healed=healed,
+                     workers=self._labels(picked))
+
+    def _master_isolated_now(self, rng: random.Random) -> None:
+        """A master (and maybe a worker) cut off from every other node and worker."""
+        c = self.deployment
+        layout = c.await_topology(FAILOVER_LIMIT_S)
+        old = rng.choice(sorted(layout))
+        picked = self._workers(1, rng=rng) if rng.random() < 0.5 else []
+        majority = next(p for p in sorted(layout) if p != old)  # a master on the other side, to ask
+        extra = rng.uniform(*SPLIT_EXTRA_S)
+        t = now_ns()
+        pairs = self.net.partition([c.host_of(old)] + [h for _, h in picked])
+        try:
+            c._await(lambda: old not in c.masters_seen_by(majority), FAILOVER_LIMIT_S, f"{old}'s replica promoted")
+            named = now_ns()
+            time.sleep(extra)  # the split's length past the promotion, from the schedule
+        finally:
+            self.net.restore(pairs)
+        healed = now_ns()
+        c.await_topology(FAILOVER_LIMIT_S)
+        self._record("master-isolated", t, old=old, new=layout[old][0], t_named=named, t_healed=healed,
+                     workers=self._labels(picked))
+

@@ -1,9 +1,11 @@
 """What a worker takes in each scenario: names, the kind of hold, the handle.
 
 A choice is ``(kind, names)``: kind ``lock`` (exclusive; several names make
-a multi-lock), ``read`` or ``write`` (an RWMutex). Exclusion the checker
-expects: ``lock`` and ``write`` exclude every hold on a shared name,
-``read`` excludes only ``write``. ``quorum`` takes locks and multi-locks
+a multi-lock), ``read`` or ``write`` (an RWMutex), ``permit`` (one of a
+semaphore's PERMITS) or ``term`` (an election's term). Exclusion the
+checker expects: ``lock``, ``write`` and ``term`` exclude every hold on a
+shared name, ``read`` excludes only ``write``, and at most PERMITS
+``permit`` holds of a name at once. ``quorum`` takes locks and multi-locks
 on three independent masters (Redlock), whose faults hit one master at a time.
 ``sentinel-lock`` and ``cluster-lock`` take locks through Sentinel and
 through a Redis Cluster with a replica per master, under failovers.
@@ -19,7 +21,7 @@ import random
 
 import ferrolock
 
-SCENARIOS = ("lock", "fair-lock", "rwmutex", "fair-rwmutex", "multi-lock", "quorum")
+SCENARIOS = ("lock", "fair-lock", "rwmutex", "fair-rwmutex", "multi-lock", "semaphore", "election", "quorum")
 # How many independent masters a scenario runs on (one unless named here).
 MASTERS = {"quorum": 3}
 # Through redis+sentinel:// to a master, a replica and a Sentinel, under failovers.
@@ -39,7 +41,10 @@ NAMES = {
     "rwmutex": ("a", "b"),
     "fair-rwmutex": ("a", "b"),
     "multi-lock": ("a", "b"),
+    "semaphore": ("a", "b"),
+    "election": ("a", "b"),
 }
+PERMITS = 2  # the semaphore scenario's permits per name
 P_WRITE = 1 / 3
 MULTI_SUBSETS = (("a",), ("b",), ("a", "b"))
 
@@ -52,7 +57,24 @@ def pick(scenario: str, rng: random.Random) -> tuple:
         return ("write" if rng.random() < P_WRITE else "read"), (rng.choice(names),)
     if scenario in ("multi-lock", "quorum"):
         return "lock", rng.choice(MULTI_SUBSETS)
+    if scenario == "semaphore":
+        return "permit", (rng.choice(names),)
+    if scenario == "election":
+        return "term", (rng.choice(names),)
     raise ValueError(f"unknown scenario {scenario!r}")
+
+
+def fair(scenario: str) -> bool:
+    """Whether its holds pass through a fair queue (an election's terms do)."""
+    return scenario.startswith("fair-") or scenario == "election"
+
+
+def layout(scenario: str) -> str:
+    """How the holders of a name are kept (tests/history/monitor.py reads them):
+    "lock", "rw", "semaphore" or "election"."""
+    if scenario in ("rwmutex", "fair-rwmutex"):
+        return "rw"
+    return scenario if scenario in ("semaphore", "election") else "lock"
 
 
 def topology(scenario: str) -> str:
@@ -63,13 +85,17 @@ def topology(scenario: str) -> str:
 
 
 def handle(client: ferrolock.Client, scenario: str, kind: str, names: tuple, **opts) -> ferrolock.Lock:
-    """A fresh handle (one per attempt, so on_lost and `lost` belong to that attempt)."""
-    fair = scenario.startswith("fair-")
+    """A fresh handle (one per attempt, so on_lost and `lost` belong to that attempt).
+    An election's is its campaigner: acquiring it campaigns, its fence is the term."""
+    if kind == "permit":
+        return client.semaphore(names[0], PERMITS, **opts)
+    if kind == "term":
+        return client.election(names[0])._core.candidate("campaigner", **opts)
     if kind == "lock":
         if len(names) > 1:
             return client.multi_lock(list(names), **opts)
-        return client.lock(names[0], fair=fair, **opts)
-    rw = client.rwmutex(names[0], fair=fair)
+        return client.lock(names[0], fair=fair(scenario), **opts)
+    rw = client.rwmutex(names[0], fair=fair(scenario))
     return rw.write(**opts) if kind == "write" else rw.read(**opts)
 
 

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .checker import EXAMPLES, build_holds, report_lateness, stops_from, stray_tokens
+from .checker import (
+    EXAMPLES, FAILOVERS, PARTITIONS, SPLITS, build_holds, report_lateness, stopped_ns, stops_from, stray_tokens,
+)
+
+# The faults that cut holders off from their master: the workers they name
+# (all of them, for a split that isolates the master itself).
+CUTS = tuple(k for k in PARTITIONS if k != "latency") + SPLITS
 
 
 def hold_kind(e: dict) -> str:
@@ -17,6 +23,43 @@ def percentiles_ms(values_ns: list) -> dict:
     v = sorted(values_ns)
     at = lambda f: round(v[min(len(v) - 1, int(f * len(v)))] / 1e6, 1)  # noqa: E731
     return {"p50": at(0.5), "p99": at(0.99), "max": at(1.0)}
+
+
+def writes(events: list) -> dict:
+    """The fenced writes (tests/history/storage.py): as the holder, and late
+    (after the holder saw its hold lost), each written or refused."""
+    out: dict = {"in_hold": Counter(), "late": Counter()}
+    for e in events:
+        if e["ev"] == "write":
+            out["late" if e.get("late") else "in_hold"][e["result"]] += 1
+    return {k: dict(v) for k, v in out.items()}
+
+
+def loss_after_cut(holds: list, faults: list) -> list:
+    """For each hold lost to a cut: how long after the cut began its holder was
+    told (ns), not counting time its process spent SIGSTOPped. A hold counts
+    for a cut that began while it was held, named its worker (or isolated its
+    master), and ended less than a ttl before on_lost fired."""
+    stops = stops_from(faults)
+    delays = []
+    for h in holds:
+        if not h.on_lost:
+            continue
+        told = h.on_lost[0]
+        for f in faults:
+            if f["fault"] not in CUTS or "skipped" in f or not h.granted < f["t"] <= told:
+                continue
+            if f.get("cuts_off") is False:
+                continue  # a quorum's minority: the hold stands
+            named = f.get("workers")
+            if f["fault"] not in FAILOVERS and h.w.split(".")[0] not in named:
+                continue
+            if f["fault"] in FAILOVERS and named and h.w.split(".")[0] in named:
+                continue  # on the old master's side: not cut from it
+            if told <= f["t_end"] + h.ttl_ns:
+                delays.append(told - f["t"] - stopped_ns(stops, h.pid, f["t"], told))
+                break
+    return delays
 
 
 def summarize(*, scenario, seed, duration, wall_s, events, torn, faults, anomalies, keys, exits, samples, t0) -> dict:
@@ -36,6 +79,7 @@ def summarize(*, scenario, seed, duration, wall_s, events, torn, faults, anomali
     stops = stops_from(faults)
     # How close on_lost came to its deadline: the most negative is the earliest.
     lateness = [report_lateness(h, stops) for h in holds if h.on_lost]
+    told = loss_after_cut(holds, faults)
     return {
         "scenario": scenario,
         "seed": seed,
@@ -69,6 +113,9 @@ def summarize(*, scenario, seed, duration, wall_s, events, torn, faults, anomali
             "n": len(lateness), "latest": round(max(lateness) / 1e6, 1) if lateness else None,
         },
         "lost_by_source": dict(lost_by),
+        # How long after a cut began its holders were told (percentiles, ms).
+        "told_after_cut_ms": {"n": len(told), **percentiles_ms(told)},
+        "writes": writes(events),
         "timeouts": dict(timeouts),
         "interrupted": by_ev["interrupted"],
         "sigint_ignored": sum(e.get("sigint_ignored", 0) for e in events if e["ev"] == "exit"),

@@ -19,10 +19,13 @@ from dataclasses import dataclass
 
 import ferrolock
 
-from . import scenarios
+from netns_agent import enter
+
+from . import resp, scenarios
 from .attempt import Attempt
 from .clock import measured_skew_ms, sleep
 from .events import EventLog, now_ns
+from .storage import AsyncStorage, Storage
 
 STEP_S = 0.001
 ACQUIRE_TIMEOUTS = (0.02, 0.1, 0.5, 2.0)
@@ -49,6 +52,9 @@ class WorkerSpec:
     replicas: int = 0  # Client(replicas=..., replica_policy="fail") when positive
     skew: str | None = None  # the wall clock's offset under libfaketime ("+5s"), None: the real clock
     time_port: int = 0  # a server to compare the wall clock with (TIME) before starting
+    netns: str | None = None  # the test host it runs in (tests/netns.py), None: the machine's own network
+    routes: dict | None = None  # port -> unix socket of the servers in test hosts (history.resp.route)
+    storage: str | None = None  # the unix socket of the storage its fenced writes go to
 
 
 class HoldTimes:
@@ -79,7 +85,12 @@ def new_attempt(spec, rng, client, log, board, w, seq, how, blocking_timeout=Non
 
 
 def connect(spec: WorkerSpec, log: EventLog) -> ferrolock.Client:
-    """The worker's client, once its clock's offset from the server's is logged."""
+    """The worker's client (in its test host, if it has one), once its
+    clock's offset from the server's is logged."""
+    if spec.netns:
+        enter(spec.netns)  # before the client's threads start: they all live in the host
+    if spec.routes:
+        resp.route(spec.routes)
     if spec.time_port:
         log.write(spec.label, 0, "clock", skew=spec.skew, skew_ms=round(measured_skew_ms(spec.time_port), 1))
     extra = {"replicas": spec.replicas, "replica_policy": "fail"} if spec.replicas else {}
@@ -140,6 +151,7 @@ def sync_worker(spec: WorkerSpec, barrier, go, deadline, board) -> None:
     rng = random.Random(spec.seed)
     log = EventLog(spec.log_path)
     client = connect(spec, log)
+    storage = Storage(spec.storage, spec.prefix) if spec.storage else None
     gate = SigintGate()
     signal.signal(signal.SIGINT, gate.handler)
     barrier.wait(120)  # connected: the parent then sets the deadline
@@ -149,13 +161,13 @@ def sync_worker(spec: WorkerSpec, barrier, go, deadline, board) -> None:
     with _crash_logged(log, spec.label, lambda: seq):
         while now_ns() < end:
             seq += 1
-            _sync_attempt(spec, rng, client, log, gate, board, seq, times)
+            _sync_attempt(spec, rng, client, log, gate, board, seq, times, storage)
             sleep(rng.uniform(0, 0.002))  # think time between attempts
     log.write(spec.label, seq, "exit", sigint_ignored=gate.ignored)
     log.close()
 
 
-def _sync_attempt(spec, rng, client, log, gate, board, seq, times) -> None:
+def _sync_attempt(spec, rng, client, log, gate, board, seq, times, storage) -> None:
     use_with = rng.random() < 0.3
     timeout = rng.choice(ACQUIRE_TIMEOUTS)
     how, blocking_timeout = ("with", timeout) if use_with else ("acquire", None)
@@ -169,7 +181,7 @@ def _sync_attempt(spec, rng, client, log, gate, board, seq, times) -> None:
     board.waiting[spec.index] = now_ns()
     gate.waiting = h
     try:
-        _sync_try(h, att, use_with, timeout, hold_s, stop_waiting)
+        _sync_try(h, att, use_with, timeout, hold_s, stop_waiting, storage)
     except KeyboardInterrupt:
         # Also when Python ran the handler just after acquire gave up, which can
         # be inside one of _sync_try's except clauses.
@@ -183,22 +195,24 @@ def _sync_attempt(spec, rng, client, log, gate, board, seq, times) -> None:
         if h.token is not None and _left_holding(att, "unexpected", asyncio.run(_settle(h))):
             _release_quietly(h, att)
     if att.lost_seen:
+        if storage:
+            storage.write(att, late=True)
         att.reported.wait(att.report_wait_s())
 
 
-def _sync_try(h, att, use_with, timeout, hold_s, stop_waiting) -> None:
+def _sync_try(h, att, use_with, timeout, hold_s, stop_waiting, storage) -> None:
     try:
         if use_with:
             with h:
                 stop_waiting()
                 att.granted(h)
-                _hold(h, att, hold_s)
+                _hold(h, att, hold_s, storage)
                 att.end_hold()
             att.released()
         elif h.acquire(timeout=timeout):
             stop_waiting()
             att.granted(h)
-            _hold(h, att, hold_s)
+            _hold(h, att, hold_s, storage)
             att.end_hold()
             h.release()
             att.released()
@@ -219,10 +233,12 @@ def _sync_try(h, att, use_with, timeout, hold_s, stop_waiting) -> None:
         sleep(ERROR_PAUSE_S)
 
 
-def _hold(h, att, hold_s) -> None:
+def _hold(h, att, hold_s, storage) -> None:
     end = now_ns() + int(hold_s * 1e9)
     while att.still_valid(h) and now_ns() < end:
         sleep(STEP_S)
+    if storage and not att.lost_seen:
+        storage.write(att)  # as the holder: it saw the hold valid last
 
 
 def _release_quietly(h, att) -> None:
@@ -251,14 +267,15 @@ def async_worker(spec: WorkerSpec, barrier, go, deadline, board) -> None:
 
 async def _async_main(spec, rng, client, log, board, end) -> None:
     labels = [f"{spec.label}.{i}" for i in range(spec.tasks)]
+    storage = AsyncStorage(spec.storage, spec.prefix) if spec.storage else None
     seqs = await asyncio.gather(
-        *(_task_loop(spec, random.Random(rng.random()), client, log, board, w, end) for w in labels)
+        *(_task_loop(spec, random.Random(rng.random()), client, log, board, w, end, storage) for w in labels)
     )
     for w, seq in zip(labels, seqs):
         log.write(w, seq, "exit")
 
 
-async def _task_loop(spec, rng, client, log, board, w, end) -> int:
+async def _task_loop(spec, rng, client, log, board, w, end, storage) -> int:
     seq, times = 0, HoldTimes(spec, rng)
     while now_ns() < end:
         seq += 1
@@ -268,7 +285,7 @@ async def _task_loop(spec, rng, client, log, board, w, end) -> int:
         limit = rng.uniform(0.005, 0.4) + hold_s * rng.uniform(0.5, 1.5)
         timeout = rng.choice(ACQUIRE_TIMEOUTS)
         try:
-            await asyncio.wait_for(_async_attempt(h, att, hold_s, use_with, timeout), limit)
+            await asyncio.wait_for(_async_attempt(h, att, hold_s, use_with, timeout, storage), limit)
         except asyncio.TimeoutError:
             att.timeout(cancelled=True, token=h.token)
             if h.token is not None and _left_holding(att, "cancelled", await _settle(h)):
@@ -287,16 +304,18 @@ async def _task_loop(spec, rng, client, log, board, w, end) -> int:
             if h.token is not None and _left_holding(att, "unexpected", await _settle(h)):
                 await _arelease_quietly(h, att)
         if att.lost_seen:
+            if storage:
+                await storage.write(att, late=True)
             await asyncio.get_running_loop().run_in_executor(None, att.reported.wait, att.report_wait_s())
         await asyncio.sleep(rng.uniform(0, 0.002))
     return seq
 
 
-async def _async_attempt(h, att, hold_s, use_with, timeout) -> None:
+async def _async_attempt(h, att, hold_s, use_with, timeout, storage) -> None:
     if use_with:
         async with h:
             att.granted(h)
-            await _ahold(h, att, hold_s)
+            await _ahold(h, att, hold_s, storage)
         att.released()
         return
     if not await h.aacquire(timeout=timeout):
@@ -304,17 +323,19 @@ async def _async_attempt(h, att, hold_s, use_with, timeout) -> None:
         return
     att.granted(h)
     try:
-        await _ahold(h, att, hold_s)
+        await _ahold(h, att, hold_s, storage)
     finally:
         await h.arelease()
     att.released()
 
 
-async def _ahold(h, att, hold_s) -> None:
+async def _ahold(h, att, hold_s, storage) -> None:
     end = now_ns() + int(hold_s * 1e9)
     try:
         while att.still_valid(h) and now_ns() < end:
             await asyncio.sleep(STEP_S)
+        if storage and not att.lost_seen:
+            await storage.write(att)  # as the holder: it saw the hold valid last
     finally:
         att.end_hold()  # also when a loss or the time limit cancels the body
 
