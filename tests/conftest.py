@@ -12,6 +12,7 @@ import pytest
 import ferrolock
 from ferrolock.testing import TEST_URL, Raw, server_binary
 from helpers import Events, announced_server
+from netns import net  # noqa: F401 (the fixture of the partition suites)
 from redis_cluster import RedisCluster
 
 pytest_plugins = ["pytester"]

@@ -19,8 +19,6 @@ import time
 
 import pytest
 
-import ferrolock
-
 KINDS = ["lock", "writer", "permit"]
 
 # The waiters' process: three fair waiters of `kind`, queued in order (each

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 import netns
-from netns import Agent, HostedServer, net  # noqa: F401 (net: a fixture)
+from netns import Agent, HostedServer
 from netns_relay import MAX_DELAY_S, MAX_QUEUED, Delays, Relay
 
 PROBE = r"""

@@ -36,7 +36,7 @@ import pytest
 
 import ferrolock
 from ferrolock.testing import RedisServer
-from netns import Agent, HostedCluster, HostedSentinels, HostedServer, net  # noqa: F401 (net: a fixture)
+from netns import Agent, HostedCluster, HostedSentinels, HostedServer
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server not installed")
 

@@ -243,7 +243,7 @@ def test_a_waiter_whose_subscribing_failed_subscribes_again_soon(server, prefix)
     def subscribes() -> int:
         stats = server.command("INFO", "commandstats")
         stats = stats.decode() if isinstance(stats, bytes) else stats
-        line = next((l for l in stats.splitlines() if l.startswith("cmdstat_subscribe:")), "calls=0,")
+        line = next((s for s in stats.splitlines() if s.startswith("cmdstat_subscribe:")), "calls=0,")
         return int(line.split("calls=")[1].split(",")[0])
 
     proxy = FaultProxy(server.port)
