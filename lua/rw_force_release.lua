@@ -11,9 +11,9 @@ local writer, readers, intent = KEYS[1], KEYS[2], KEYS[3]
 local channel, token = ARGV[1], ARGV[2] or ''
 local us = now_us()
 local now = math.floor(us / 1000)
-local holder = redis.call('HGET', writer, 'token')
+local held_by = redis.call('HGET', writer, 'token')
 local wrote = 0
-if holder and (token == '' or holder == token) then
+if held_by and (token == '' or held_by == token) then
   end_hold(writer, tonumber(redis.call('HGET', writer, 'fence')) or 0, us)
   wrote = 1
 end
