@@ -47,7 +47,7 @@ PYTEST_WORKERS ?= 4
 PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadgroup --durations=15
 
 .PHONY: all test test-rust test-python test-wheel test-docs demo build-dev install-wheel deps redis postgresql \
-        venv lint lint-rust lint-python lint-stubs format clean wheel docs old-redis new-redis valkey test-servers \
+        venv lint lint-rust lint-lua lint-python lint-stubs format clean wheel docs old-redis new-redis valkey test-servers \
         test-servers-new-redis test-servers-valkey lint-workflows FORCE
 
 all: lint test
@@ -58,12 +58,12 @@ all: lint test
 # the skewed clocks of some history-checker workers; postgresql: the server
 # binaries of tests/test_fencing.py's throwaway PostgreSQL; iproute2 (`ip
 # netns`): the network namespaces of the partition tests; strace: the system
-# calls `make bench` counts.
-DEB_PACKAGES := redis-server redis-tools redis-sentinel openssl faketime postgresql iproute2 strace
+# calls `make bench` counts; lua-check (luacheck): `make lint-lua`.
+DEB_PACKAGES := redis-server redis-tools redis-sentinel openssl faketime postgresql iproute2 strace lua-check
 # True when every package above is installed (a command or file of each).
 DEBS_PRESENT := command -v redis-server && command -v redis-cli && command -v redis-sentinel && \
                 command -v openssl && command -v faketime && ls /usr/lib/postgresql/*/bin/initdb && \
-                command -v ip && command -v strace
+                command -v ip && command -v strace && command -v luacheck
 
 # Installs what is missing (nothing, and no apt-get, when all is there).
 deps:
@@ -162,14 +162,22 @@ stubs: build-dev
 # feature sets (with and without the Python bindings); ruff check (pyflakes,
 # pycodestyle) over every Python file and mypy --strict over the package
 # ([tool.ruff] and [tool.mypy] in pyproject.toml); the type stubs checked
-# against the built module (mypy.stubtest). .pre-commit-config.yaml runs the
-# same before a commit (`.venv/bin/pre-commit install`).
-lint: lint-rust lint-python lint-stubs lint-workflows
+# against the built module (mypy.stubtest); luacheck over the Lua steps
+# (lint-lua). .pre-commit-config.yaml runs the same before a commit
+# (`.venv/bin/pre-commit install`).
+lint: lint-rust lint-python lint-stubs lint-workflows lint-lua
 
 lint-rust:
 	cargo fmt --all -- --check
 	$(NICE) cargo clippy -q --all-targets -- -D warnings
 	$(NICE) cargo clippy -q --no-default-features --all-targets -- -D warnings
+
+# luacheck (.luacheckrc: Lua 5.1 and Redis' globals) over every step as
+# Redis runs it, with the libraries it includes: a cargo test writes them
+# to target/lua-assembled/ (src/scripts/assembly.rs).
+lint-lua: deps
+	$(NICE) cargo test --no-default-features -q --lib every_step_is_written_assembled_for_the_linter
+	$(NICE) luacheck --no-color -q target/lua-assembled
 
 lint-python: venv
 	$(NICE) $(VENV)/bin/ruff check --quiet .

@@ -4,11 +4,11 @@
 -- each key is comes from the key layout table (src/keys/layout.rs), so a
 -- kind added there is described without a change here.
 -- KEYS: every part of one name, of every kind (channels too: never read)
--- ARGV: for each key, '<kind> <role>'; roles: hold (a hash: token, meta,
---       fence), readers / permits (a zset: token -> expiry, server ms),
---       data (a hash: permits, f:<token>, m:<token>), intent, queue / rqueue
---       (fair queues of writers / readers), alive (their liveness), tags,
---       wake, watch
+-- ARGV: [roles (one for each key, '<kind> <role>'; roles: hold, a hash:
+--       token, meta, fence; readers / permits, a zset: token -> expiry,
+--       server ms; data, a hash: permits, f:<token>, m:<token>; intent,
+--       queue / rqueue, fair queues of writers / readers; alive, their
+--       liveness; tags, wake, watch)]
 -- Returns one entry per kind, in the order of its first key:
 --   {kind, holders, queued writers, queued readers, limit, intent pttl,
 --    subscribed}
@@ -22,7 +22,9 @@
 --   subscribed: the connections subscribed to the kind's wake channel (one
 --     per process with a waiter; PUBSUB NUMSUB, SHARDNUMSUB on a Cluster),
 --     asked only while the kind is held; 0 where the user may not ask.
-local kinds, order = parts_by_kind()
+local roles = ARGV
+
+local kinds, order = parts_by_kind(KEYS, roles)
 local now = now_ms()
 local NUMSUB = PUBLISH == 'SPUBLISH' and 'SHARDNUMSUB' or 'NUMSUB'
 

@@ -1,11 +1,14 @@
 -- include: wake
 -- el_proclaim.lua: the leader of an election changes its published value.
--- KEYS: [the election's term hold (a fair Lock's hash)]
--- ARGV: [token, value, watch channel]
+-- KEYS: [lock (the election's term hold, a fair Lock's hash)]
+-- ARGV: [token, value, announce (the channel its watchers listen on)]
 -- Returns 1 when `token` still leads (value set, watchers told ''), else 0.
-if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then
+local lock = KEYS[1]
+local token, value, announce = ARGV[1], ARGV[2], ARGV[3]
+
+if redis.call('HGET', lock, 'token') ~= token then
   return 0
 end
-redis.call('HSET', KEYS[1], 'meta', ARGV[2])
-publish(ARGV[3], '')
+redis.call('HSET', lock, 'meta', value)
+publish(announce, '')
 return 1

@@ -1,11 +1,12 @@
 -- include: clock fence hold wake queue handover
 -- fair_obtain.lua: take a lock in arrival order (fair mode).
--- KEYS: [lock hash, queue zset (token -> arrival, server us),
---        liveness zset (token -> expiry, server ms), tags hash (token -> '<attempt> <patience_ms>')]
+-- KEYS: [lock (the hash), queue (a zset: token -> arrival, server us),
+--        alive (liveness, a zset: token -> expiry, server ms),
+--        tags (a hash: token -> '<attempt> <patience_ms>')]
 -- ARGV: [token, ttl_ms, metadata, set_metadata ('1' or '0': keep on re-entry),
 --        patience_ms, will_wait ('1' or '0'), attempt, channel,
 --        announce (a channel told '' whenever this token takes or claims the
---        lock, or '': an election's leader changes are watched there)]
+--        lock, or '' for none: an election's leader changes are watched there)]
 -- Returns {1, fence} when this owner holds the lock: taken now as the head of
 -- the queue, or handed to it by a release (then claimed: the full ttl set),
 -- or re-entered. Otherwise {0, wait_ms}: the holder's pttl, or -1 when the
@@ -16,9 +17,11 @@
 -- for patience_ms, and is tagged with this attempt; one that stops doing so
 -- is dropped from the queue.
 local lock, queue, alive, tags = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local token, ttl, patience, attempt, channel = ARGV[1], ARGV[2], tonumber(ARGV[5]), ARGV[7], ARGV[8]
-local meta = ARGV[4] == '1' and ARGV[3]
-local announce = ARGV[9] or ''
+local token, ttl_ms, metadata, set_metadata = ARGV[1], ARGV[2], ARGV[3], ARGV[4] == '1'
+local patience_ms, will_wait, attempt = tonumber(ARGV[5]), ARGV[6] == '1', ARGV[7]
+local channel, announce = ARGV[8], ARGV[9] or ''
+
+local meta = set_metadata and metadata
 local function held(reply)
   if announce ~= '' then
     publish(announce, '')
@@ -31,7 +34,7 @@ local rec = redis.call('HMGET', lock, 'token', 'fence')
 local last = tonumber(rec[2]) or 0
 if rec[1] == token then
   leave_queue(alive, tags, token, queue)
-  return held(hold(lock, token, meta, ttl, last))
+  return held(hold(lock, token, meta, ttl_ms, last))
 end
 -- The queue is pruned only when it has someone else at its head: a free
 -- lock nobody queues for is taken with no sorted-set scan.
@@ -45,11 +48,11 @@ if not rec[1] and (not head or head == token) then
     leave_queue(alive, tags, token, queue)
   end
   local fence = next_fence(last, us)
-  return held(hold(lock, token, meta, ttl, fence, false, fence > us))
+  return held(hold(lock, token, meta, ttl_ms, fence, false, fence > us))
 end
 
-if ARGV[6] == '1' then
-  enqueue(queue, alive, tags, token, us, patience, attempt)
+if will_wait then
+  enqueue(queue, alive, tags, token, us, patience_ms, attempt)
 end
 if rec[1] then
   return {0, redis.call('PTTL', lock)}

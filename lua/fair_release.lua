@@ -1,8 +1,9 @@
 -- include: clock hold wake queue handover
 -- fair_release.lua: give a fair lock up, straight to the head of the queue;
 -- also how a waiter leaves the queue.
--- KEYS: [lock hash, queue zset (token -> arrival, server us),
---        liveness zset (token -> expiry, server ms), tags hash (token -> '<attempt> <patience_ms>')]
+-- KEYS: [lock (the hash), queue (a zset: token -> arrival, server us),
+--        alive (liveness, a zset: token -> expiry, server ms),
+--        tags (a hash: token -> '<attempt> <patience_ms>')]
 -- ARGV: [token, channel, release ('1': release this token's hold too;
 --        '0': only leave the queue, as a cancelled adopt of a restored hold does),
 --        announce (a channel told '' when the hold is released, or '')]
@@ -15,7 +16,7 @@
 -- sets its full ttl. If it does not renew within its own patience, the
 -- hand-over lapses and the next attempt of anyone passes it on.
 local lock, queue, alive, tags = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local token, channel = ARGV[1], ARGV[2]
+local token, channel, release, announce = ARGV[1], ARGV[2], ARGV[3] == '1', ARGV[4] or ''
 
 -- With no queue, nobody waits: no queue to leave or prune, nothing to publish.
 local queued = redis.call('EXISTS', queue) == 1
@@ -31,9 +32,8 @@ if queued then
   leave_queue(alive, tags, token, queue)
   prune_waiters(alive, tags, math.floor(us / 1000), queue)
 end
-local announce = ARGV[4] or ''
 local released = 0
-if rec[1] == token and ARGV[3] == '1' then
+if rec[1] == token and release then
   released = 1
 elseif rec[1] then
   return 0

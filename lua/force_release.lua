@@ -8,12 +8,13 @@
 -- hold removed: each is a release; fair waiters take what is free at their
 -- next attempt), and the kind's watchers (an election's) are told ''.
 -- KEYS: every part of one name, of every kind (channels too)
--- ARGV: for each key, '<kind> <role>' (as describe.lua); then the token
---       whose hold goes ('' = every hold, and a waiting writer's intent)
+-- ARGV: [roles (one for each key, '<kind> <role>', as describe.lua), token
+--       (whose hold goes; '' = every hold, and a waiting writer's intent)]
 -- Returns one entry per kind, in the order of its first key:
 --   {kind, holds removed (a hold, live readers and permits)}.
-local kinds, order = parts_by_kind()
-local token = ARGV[#KEYS + 1] or ''
+local roles, token = ARGV, ARGV[#KEYS + 1] or ''
+
+local kinds, order = parts_by_kind(KEYS, roles)
 local us = now_us()
 local now = math.floor(us / 1000)
 

@@ -3,23 +3,27 @@
 -- KEYS: lock hashes, one per name (fields: token, meta, fence, w, a); on a quorum's
 --       master, then as many fence records, one per hash (see recorded_fence)
 -- ARGV: [token, ttl_ms, metadata, set_metadata ('1' or '0'),
---        records ('1' when KEYS carries the fence records, else '0'),
+--        with_records ('1' when KEYS carries the fence records, else '0'),
 --        will_wait ('1': a busy answer marks the holds waited on, so their
 --        release wakes this waiter), waited ('1': this owner waited before
 --        this attempt: a new hold is marked waited on, for those behind it),
---        from (optional; '' or absent: none): another token whose hold this
---        owner takes over (Lock.take_over): where `from` holds, the hold is
+--        from (optional; '' or absent: none: another token whose hold this
+--        owner takes over, Lock.take_over: where `from` holds, the hold is
 --        this owner's as if re-entered, and now carries `token`, so `from`
---        holds nothing any more]
+--        holds nothing any more)]
 -- Returns {1, fence} when the owner now holds every key (taken now, or already
 -- its own or `from`'s: the hold is re-entered, its fence kept, and its
 -- metadata too unless set_metadata is '1'), or {0, pttl} with the longest
 -- remaining hold among the other owners.
-local token, ttl, meta = ARGV[1], ARGV[2], ARGV[4] == '1' and ARGV[3]
-local will_wait, waited = ARGV[6] == '1', ARGV[7] == '1'
-local from = ARGV[8] ~= '' and ARGV[8]
+local token, ttl_ms, metadata, set_metadata = ARGV[1], ARGV[2], ARGV[3], ARGV[4] == '1'
+local with_records, will_wait, waited, from = ARGV[5] == '1', ARGV[6] == '1', ARGV[7] == '1', ARGV[8]
+
+local meta = set_metadata and metadata
+if from == '' then
+  from = nil
+end
 local locks, records = KEYS, {}
-if ARGV[5] == '1' then
+if with_records then
   locks, records = split_records(KEYS)
 end
 
@@ -43,7 +47,7 @@ end
 
 if mine == #locks then
   for i, key in ipairs(locks) do
-    hold(key, token, meta, ttl, fences[i] or last, waited)
+    hold(key, token, meta, ttl_ms, fences[i] or last, waited)
   end
   return {1, last}
 end
@@ -52,7 +56,7 @@ end
 local us = now_us()
 local fence = next_fence(last, us)
 for i, key in ipairs(locks) do
-  hold(key, token, meta, ttl, fence, waited, fence > us)
+  hold(key, token, meta, ttl_ms, fence, waited, fence > us)
   remember_fence(records[i], fence, us)
 end
 return {1, fence}

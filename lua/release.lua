@@ -1,9 +1,9 @@
 -- include: clock hold wake
 -- release.lua: give up every lock in KEYS, only if one owner holds them all.
 -- KEYS: lock hashes
--- ARGV: [token, force, channel]   force = '1' releases whoever holds them
---       (force_release); channel: where to announce the release ('' = each
---       key's own `<key>:wake`, which shares its hash tag)
+-- ARGV: [token, force ('1' releases whoever holds them: force_release),
+--       channel (where to announce the release; '' = each key's own
+--       `<key>:wake`, which shares its hash tag)]
 -- Returns the number of keys released (0: not held by this owner, nothing changed).
 -- A release is announced only where a waiter marked the hold waited on
 -- (lib/hold.lua, `waited_on`): a release nobody waits for publishes nothing.

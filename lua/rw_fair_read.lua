@@ -1,8 +1,9 @@
 -- include: clock queue leases rw_fair
 -- rw_fair_read.lua: join the readers of a fair RWMutex, in arrival order.
--- KEYS: [writer hash, readers zset (token -> expiry, server ms),
---        queued readers, queued writers (token -> arrival, server us),
---        liveness zset (token -> expiry, server ms), tags hash (token -> '<attempt> <patience_ms>')]
+-- KEYS: [writer (the hash), readers (a zset: token -> expiry, server ms),
+--        queued_readers, queued_writers (zsets: token -> arrival, server us),
+--        alive (liveness, a zset: token -> expiry, server ms),
+--        tags (a hash: token -> '<attempt> <patience_ms>')]
 -- ARGV: [token, ttl_ms, patience_ms, will_wait ('1' or '0'), attempt, channel]
 -- A reader enters when no writer holds and no writer queued before it; one
 -- that a release let in (already among the readers) claims its full ttl.
@@ -10,8 +11,10 @@
 -- when a queued writer goes first. A reader that will wait joins the queue
 -- (once), re-asserts that it is alive for patience_ms and is tagged with this
 -- attempt. When nobody holds but others are first, they are let in now.
-local writer, readers, qr, qw, alive, tags = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local token, ttl, patience, attempt, channel = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[5], ARGV[6]
+local writer, readers, queued_readers, queued_writers = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local alive, tags = KEYS[5], KEYS[6]
+local token, ttl_ms, patience_ms = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local will_wait, attempt, channel = ARGV[4] == '1', ARGV[5], ARGV[6]
 
 local us = now_us()
 local now = math.floor(us / 1000)
@@ -20,14 +23,14 @@ local now = math.floor(us / 1000)
 -- attempt when someone queues).
 local queued = redis.call('EXISTS', alive) == 1
 if queued then
-  prune_waiters(alive, tags, now, qr, qw)
+  prune_waiters(alive, tags, now, queued_readers, queued_writers)
   redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
 end
 
 local function enter()
-  redis.call('ZADD', readers, now + ttl, token)
+  redis.call('ZADD', readers, now + ttl_ms, token)
   if queued then
-    leave_queue(alive, tags, token, qr)
+    leave_queue(alive, tags, token, queued_readers)
   end
   expire_with_last_reader(readers, now)
   return {1, 0}
@@ -42,17 +45,17 @@ if redis.call('HEXISTS', writer, 'token') == 1 then
 elseif not queued then
   return enter()
 else
-  local first = redis.call('ZRANGE', qw, 0, 0, 'WITHSCORES')
-  local mine = tonumber(redis.call('ZSCORE', qr, token))
+  local first = redis.call('ZRANGE', queued_writers, 0, 0, 'WITHSCORES')
+  local mine = tonumber(redis.call('ZSCORE', queued_readers, token))
   if not first[1] or (mine and mine < tonumber(first[2])) then
     return enter()
   end
   wait = -1
 end
-if ARGV[4] == '1' then
-  enqueue(qr, alive, tags, token, us, patience, attempt)
+if will_wait then
+  enqueue(queued_readers, alive, tags, token, us, patience_ms, attempt)
 end
 if wait == -1 and redis.call('ZCARD', readers) == 0 then
-  rw_serve(writer, readers, qr, qw, alive, tags, us, channel)
+  rw_serve(writer, readers, queued_readers, queued_writers, alive, tags, us, channel)
 end
 return {0, wait}

@@ -1,8 +1,9 @@
 -- include: clock hold wake queue rw_fair
 -- rw_fair_release.lua: leave a fair RWMutex (or its queue), handing it on.
--- KEYS: [writer hash, readers zset (token -> expiry, server ms),
---        queued readers, queued writers (token -> arrival, server us),
---        liveness zset (token -> expiry, server ms), tags hash (token -> '<attempt> <patience_ms>')]
+-- KEYS: [writer (the hash), readers (a zset: token -> expiry, server ms),
+--        queued_readers, queued_writers (zsets: token -> arrival, server us),
+--        alive (liveness, a zset: token -> expiry, server ms),
+--        tags (a hash: token -> '<attempt> <patience_ms>')]
 -- ARGV: [token, side ('r' or 'w'), channel, release ('1': release this
 --        token's hold too; '0': only leave the queue, as a cancelled adopt
 --        of a restored hold does)]
@@ -14,19 +15,20 @@
 -- for a reader). They hold from that message on; their first renewal, sent
 -- at once, sets their full ttl, and what they were given lapses after their
 -- own patience if it does not come.
-local writer, readers, qr, qw, alive, tags = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local token, side, channel = ARGV[1], ARGV[2], ARGV[3]
+local writer, readers, queued_readers, queued_writers = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local alive, tags = KEYS[5], KEYS[6]
+local token, side, channel, release = ARGV[1], ARGV[2], ARGV[3], ARGV[4] == '1'
 
 -- Nobody queued (no liveness set): nothing to leave, prune or serve, and
 -- nobody to tell (a fair waiter always queues).
 local queued = redis.call('EXISTS', alive) == 1
 if queued then
-  leave_queue(alive, tags, token, qr, qw)
+  leave_queue(alive, tags, token, queued_readers, queued_writers)
 end
 local us = now_us()
 local now = math.floor(us / 1000)
 local held = 0
-if ARGV[4] == '1' then
+if release then
   if side == 'w' then
     local rec = redis.call('HMGET', writer, 'token', 'fence')
     if rec[1] == token then
@@ -43,9 +45,9 @@ if not queued then
   return held
 end
 
-prune_waiters(alive, tags, now, qr, qw)
+prune_waiters(alive, tags, now, queued_readers, queued_writers)
 redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
-if not rw_serve(writer, readers, qr, qw, alive, tags, us, channel) and held == 1
+if not rw_serve(writer, readers, queued_readers, queued_writers, alive, tags, us, channel) and held == 1
     and redis.call('ZCARD', readers) == 0 then
   publish(channel, '')
 end

@@ -4,16 +4,16 @@
 -- hold of one token (compare-and-delete: the writer's hold or the reader's
 -- lease that token names, if still live); waiters keep their places in the
 -- fair queues and are woken.
--- KEYS: [writer hash, readers zset (token -> expiry, server ms), writer intent]
+-- KEYS: [writer (the hash), readers (a zset: token -> expiry, server ms), intent (a waiting writer's)]
 -- ARGV: [channel, token ('' = every hold, and a waiting writer's intent)]
 -- Returns {1 if a writer's hold was ended else 0, live readers removed}.
 local writer, readers, intent = KEYS[1], KEYS[2], KEYS[3]
-local token = ARGV[2] or ''
+local channel, token = ARGV[1], ARGV[2] or ''
 local us = now_us()
 local now = math.floor(us / 1000)
-local holder = redis.call('HGET', writer, 'token')
+local held_by = redis.call('HGET', writer, 'token')
 local wrote = 0
-if holder and (token == '' or holder == token) then
+if held_by and (token == '' or held_by == token) then
   end_hold(writer, tonumber(redis.call('HGET', writer, 'fence')) or 0, us)
   wrote = 1
 end
@@ -26,6 +26,6 @@ elseif (tonumber(redis.call('ZSCORE', readers, token)) or 0) > now then
   read = 1
 end
 if wrote == 1 or read > 0 then
-  publish(ARGV[1], '')
+  publish(channel, '')
 end
 return {wrote, read}

@@ -1,12 +1,13 @@
 -- include: clock wake
 -- rw_read_release.lua: leave the readers of an RWMutex.
--- KEYS: [readers zset (token -> expiry, server ms), writer hash]
--- ARGV: [token, channel]   the last reader out announces it on `channel`
---       when a writer waits: one marked the writer hash `w` (rw_write.lua),
---       alone in that hash while no writer holds (it goes with the mark);
---       a holding writer's mark is left to its release
+-- KEYS: [readers (a zset: token -> expiry, server ms), writer (the hash)]
+-- ARGV: [token, channel (the last reader out announces it there when a
+--       writer waits: one marked the writer hash `w`, rw_write.lua, alone
+--       in that hash while no writer holds, and it goes with the mark; a
+--       holding writer's mark is left to its release)]
 -- Returns 1 when this reader was still reading, 0 when it had expired or was gone.
-local readers, writer, token = KEYS[1], KEYS[2], ARGV[1]
+local readers, writer = KEYS[1], KEYS[2]
+local token, channel = ARGV[1], ARGV[2]
 local now = now_ms()
 -- Expired readers go first, so removing this one answers whether it was live.
 redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
@@ -20,7 +21,7 @@ if redis.call('ZCARD', readers) == 0 then
   local rec = redis.call('HMGET', writer, 'token', 'w')
   if not rec[1] and rec[2] then
     redis.call('HDEL', writer, 'w')
-    publish(ARGV[2], '')
+    publish(channel, '')
   end
 end
 return live

@@ -1,7 +1,8 @@
 -- include: clock fence records hold
 -- rw_write.lua: take an RWMutex for writing: no writer and no live reader.
--- KEYS: [writer hash, readers zset (token -> expiry, server ms), writer intent,
---        the writer's fence record (on a quorum's master only: see recorded_fence)]
+-- KEYS: [writer (the hash), readers (a zset: token -> expiry, server ms),
+--        intent (a waiting writer's), record (the writer's fence record, on a
+--        quorum's master only: see recorded_fence)]
 -- ARGV: [token, ttl_ms, metadata, writer_preference ('1' or '0'),
 --        set_metadata ('1' or '0': keep the stored metadata on re-entry),
 --        will_wait ('1': a busy answer marks the writer hash waited on, `w`,
@@ -12,11 +13,13 @@
 -- or {0, wait_ms}: the writer's pttl, or until the last live reader expires.
 -- A writer that must wait for readers leaves its intent (writer preference):
 -- new readers wait behind it; the intent expires by itself after ttl_ms.
-local writer, readers, intent = KEYS[1], KEYS[2], KEYS[3]
-local token, ttl, meta = ARGV[1], ARGV[2], ARGV[5] == '1' and ARGV[3]
+local writer, readers, intent, record = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local token, ttl_ms, metadata, writer_preference = ARGV[1], ARGV[2], ARGV[3], ARGV[4] == '1'
+local set_metadata, will_wait, waited = ARGV[5] == '1', ARGV[6] == '1', ARGV[7] == '1'
+
+local meta = set_metadata and metadata
 
 local rec = redis.call('HMGET', writer, 'token', 'fence')
-local will_wait, waited = ARGV[6] == '1', ARGV[7] == '1'
 if rec[1] and rec[1] ~= token then
   if will_wait then
     waited_on(writer)
@@ -24,7 +27,7 @@ if rec[1] and rec[1] ~= token then
   return {0, redis.call('PTTL', writer)}
 end
 if rec[1] == token then
-  return hold(writer, token, meta, ttl, tonumber(rec[2]))
+  return hold(writer, token, meta, ttl_ms, tonumber(rec[2]))
 end
 
 local us = now_us()
@@ -32,10 +35,10 @@ local now = math.floor(us / 1000)
 redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
 local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
 if last[1] then
-  if ARGV[4] == '1' then
+  if writer_preference then
     local other = redis.call('GET', intent)
     if not other or other == token then
-      redis.call('SET', intent, token, 'PX', ttl)
+      redis.call('SET', intent, token, 'PX', ttl_ms)
     end
   end
   local wait = tonumber(last[2]) - now
@@ -52,6 +55,6 @@ end
 if redis.call('GET', intent) == token then
   redis.call('DEL', intent)
 end
-local fence = next_fence(math.max(tonumber(rec[2]) or 0, recorded_fence(KEYS[4])), us)
-remember_fence(KEYS[4], fence, us)
-return hold(writer, token, meta, ttl, fence, waited, fence > us)
+local fence = next_fence(math.max(tonumber(rec[2]) or 0, recorded_fence(record)), us)
+remember_fence(record, fence, us)
+return hold(writer, token, meta, ttl_ms, fence, waited, fence > us)

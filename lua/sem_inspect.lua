@@ -1,6 +1,6 @@
 -- include: clock
 -- sem_inspect.lua: a semaphore's permits and holders.
--- KEYS: [holders zset, data hash, queue]
+-- KEYS: [holders (a zset), data (a hash), queue] (as sem_obtain.lua)
 -- ARGV: none
 -- Returns {permits (0: unknown, nothing held), waiters in the fair queue,
 --          {token, meta, fence, pttl} for each live holder, earliest expiry first;

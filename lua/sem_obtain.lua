@@ -1,7 +1,8 @@
 -- include: clock queue leases sem
 -- sem_obtain.lua: take one of a semaphore's permits, each its own lease.
--- KEYS: [holders zset (token -> expiry, server ms), data hash (permits, fence,
---        f:<token>, m:<token>), queue, liveness, tags (fair mode, as a fair Lock's)]
+-- KEYS: [holders (a zset: token -> expiry, server ms), data (a hash: permits,
+--        fence, f:<token>, m:<token>), queue, alive, tags (fair mode, as a
+--        fair Lock's)]
 -- ARGV: [token, ttl_ms, metadata, set_metadata ('1' or '0'), permits,
 --        fair ('1' or '0'), patience_ms, will_wait ('1' or '0'), attempt, channel]
 -- Returns {1, fence} when this token holds a permit (taken now, or re-entered:
@@ -14,9 +15,11 @@
 -- differs from what the semaphore has while any permit is held (while none
 -- is, the newest count applies).
 local holders, data, queue, alive, tags = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local token, ttl, permits = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[5])
-local meta = ARGV[4] == '1' and ARGV[3]
-local fair, patience, attempt, channel = ARGV[6] == '1', tonumber(ARGV[7]), ARGV[9], ARGV[10]
+local token, ttl_ms, metadata, set_metadata = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4] == '1'
+local permits, fair, patience_ms = tonumber(ARGV[5]), ARGV[6] == '1', tonumber(ARGV[7])
+local will_wait, attempt, channel = ARGV[8] == '1', ARGV[9], ARGV[10]
+
+local meta = set_metadata and metadata
 
 local us = now_us()
 local now = math.floor(us / 1000)
@@ -52,7 +55,7 @@ if expiry and expiry > now then
   if fields then
     redis.call('HSET', data, unpack(fields))
   end
-  redis.call('ZADD', holders, now + ttl, token)
+  redis.call('ZADD', holders, now + ttl_ms, token)
   if meta then
     redis.call('HSET', data, 'm:' .. token, meta)
   end
@@ -70,20 +73,20 @@ if can then
   if fair then
     leave_queue(alive, tags, token, queue)
   end
-  if tonumber(ARGV[9]) > 1 then
+  if tonumber(attempt) > 1 then
     -- It waited: others may wait behind it, so its release wakes them.
     fields = fields or {}
     fields[#fields + 1], fields[#fields + 2] = 'w', '1'
   end
-  return {1, sem_take(holders, data, token, meta, ttl, us, last, fields, held == 0)}
+  return {1, sem_take(holders, data, token, meta, ttl_ms, us, last, fields, held == 0)}
 end
 
 if fields then
   redis.call('HSET', data, unpack(fields))
 end
-if ARGV[8] == '1' then
+if will_wait then
   if fair then
-    enqueue(queue, alive, tags, token, us, patience, attempt)
+    enqueue(queue, alive, tags, token, us, patience_ms, attempt)
   elseif held > 0 then
     -- A release wakes waiters only when one marked the data (sem_release.lua).
     redis.call('HSET', data, 'w', '1')

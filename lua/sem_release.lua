@@ -1,14 +1,14 @@
 -- include: clock wake queue sem
 -- sem_release.lua: give a semaphore's permit back; also how a fair waiter
 -- leaves the queue.
--- KEYS: [holders zset, data hash, queue, liveness, tags] (as sem_obtain.lua)
+-- KEYS: [holders, data, queue, alive, tags] (as sem_obtain.lua)
 -- ARGV: [token, channel, release ('1': give this token's permit back too;
 --        '0': only leave the queue, as a cancelled adopt does)]
 -- Returns 1 when this token held a live permit (given back now), else 0.
 -- Free permits go to the next waiters in line at once (fair mode), named on
 -- `channel`; otherwise a given-back permit is announced with ''.
 local holders, data, queue, alive, tags = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local token, channel = ARGV[1], ARGV[2]
+local token, channel, release = ARGV[1], ARGV[2], ARGV[3] == '1'
 
 -- With no queue (not fair, or nobody queued) there is nothing to leave,
 -- prune or serve; a release is announced only when someone waits: a queue,
@@ -21,7 +21,7 @@ local us = now_us()
 local now = math.floor(us / 1000)
 local rec = redis.call('HMGET', data, 'fence', 'w')
 local held, expiry = 0, nil
-if ARGV[3] == '1' then
+if release then
   expiry = tonumber(redis.call('ZSCORE', holders, token))
   if expiry then
     redis.call('ZREM', holders, token)

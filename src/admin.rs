@@ -6,7 +6,7 @@ use crate::error::Result;
 use crate::keys::Kind;
 use crate::listing::kind_named;
 use crate::mode::Mode;
-use crate::scripts::{self, Record};
+use crate::scripts::{self, Record, Whose};
 use crate::token::check_token;
 
 impl Deployment {
@@ -33,7 +33,7 @@ impl Deployment {
             return removed.into_iter().map(|(kind, n)| Ok((kind_named(&kind)?, n.max(0) as u64))).collect();
         }
         let keys = &[self.keys().lock(name)];
-        let (token, force) = token.map_or(("", true), |t| (t, false));
+        let (token, force) = token.map_or(("", Whose::Anyone), |t| (t, Whose::Own));
         let release = |c| async move { Ok(scripts::release(c, keys, token, force, "").await? > 0) };
         let released = self.any("force_release", release).await?;
         Ok(vec![(Kind::Lock, u64::from(released))])

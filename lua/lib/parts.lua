@@ -1,14 +1,15 @@
 -- include:
 -- lib/parts.lua: the operator's tools (describe.lua, force_release.lua) read
--- every kind of primitive alike: KEYS are every part of one name and ARGV[i]
--- is KEYS[i]'s '<kind> <role>' (from the key layout table, src/keys/layout.rs).
+-- every kind of primitive alike: `keys` are every part of one name and
+-- `roles[i]` is `keys[i]`'s '<kind> <role>' (from the key layout table,
+-- src/keys/layout.rs).
 -- Defines: parts_by_kind, present.
 
 -- Returns kind -> {role -> key}, and the kinds in the order of their first key.
-local function parts_by_kind()
+local function parts_by_kind(keys, roles)
   local kinds, order = {}, {}
-  for i, key in ipairs(KEYS) do
-    local kind, role = string.match(ARGV[i], '^(%S+) (%S+)$')
+  for i, key in ipairs(keys) do
+    local kind, role = string.match(roles[i], '^(%S+) (%S+)$')
     if not kinds[kind] then
       kinds[kind] = {}
       order[#order + 1] = kind

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::keys::one_slot;
 use crate::mode::{Mode, Plain};
 use crate::replication::Policy;
-use crate::scripts::{self, PlainKeys, Reach, Reached, Record};
+use crate::scripts::{self, PlainKeys, Reach, Reached, Record, Whose};
 
 /// Where a plain hold lives and how it is taken.
 #[derive(Debug, Clone)]
@@ -57,7 +57,7 @@ impl PlainHold {
     pub async fn force_release(self, client: &Deployment) -> Result<bool> {
         let one = client.single("a plain (redis-py or python-redis-lock) hold")?;
         let keys = self.keys(one.is_cluster())?;
-        Ok(scripts::plain_release(one, &keys, "", true).await?.0)
+        Ok(scripts::plain_release(one, &keys, "", Whose::Anyone).await?.0)
     }
 
     /// Who holds it now: the key's value as the token, its time left (-1:

@@ -7,7 +7,7 @@ use super::attempt;
 use crate::client::Client;
 use crate::error::Result;
 use crate::keys::wake_channel;
-use crate::scripts::{self, Obtain, Record, Refreshed};
+use crate::scripts::{self, Obtain, Record, Refreshed, Whose};
 use crate::steps::{Obtaining, Released, Steps};
 
 /// One hash per name.
@@ -28,7 +28,7 @@ impl Steps for Exclusive {
     }
 
     async fn release_on(&self, c: &Client, token: &str) -> Result<Released> {
-        let (n, retried) = scripts::release_noting_retry(c, &self.keys, token, false, "").await?;
+        let (n, retried) = scripts::release_noting_retry(c, &self.keys, token, Whose::Own, "").await?;
         Ok(Released { held: n > 0, retried })
     }
 

@@ -7,7 +7,7 @@ use super::attempt;
 use crate::client::Client;
 use crate::error::Result;
 use crate::keys::FairKeys;
-use crate::scripts::{self, Obtain, Record, Refreshed};
+use crate::scripts::{self, Leave, Obtain, Record, Refreshed};
 use crate::steps::{Obtaining, Released, Steps};
 
 /// `patience`: how long a waiter that stops re-asserting itself keeps its place.
@@ -29,12 +29,12 @@ impl Steps for Fair {
     }
 
     async fn release_on(&self, c: &Client, token: &str) -> Result<Released> {
-        let held = scripts::fair_release(c, &self.keys, token, true).await?;
+        let held = scripts::fair_release(c, &self.keys, token, Leave::Hold).await?;
         Ok(Released { held, retried: false })
     }
 
     async fn withdraw_on(&self, c: &Client, token: &str, ours: bool) -> Result<()> {
-        scripts::fair_release(c, &self.keys, token, ours).await.map(drop)
+        scripts::fair_release(c, &self.keys, token, Leave::ours(ours)).await.map(drop)
     }
 
     async fn inspect_on(&self, c: &Client) -> Result<Vec<Option<Record>>> {

@@ -8,7 +8,7 @@ use super::attempt;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys::SemKeys;
-use crate::scripts::{self, Obtain, Record, Refreshed};
+use crate::scripts::{self, Leave, Obtain, Record, Refreshed};
 use crate::steps::{Obtaining, Released, Steps};
 
 #[derive(Debug, Clone)]
@@ -40,7 +40,7 @@ impl Steps for Permit {
     }
 
     async fn release_on(&self, c: &Client, token: &str) -> Result<Released> {
-        let held = scripts::sem_release(c, &self.keys, token, true).await?;
+        let held = scripts::sem_release(c, &self.keys, token, Leave::Hold).await?;
         Ok(Released { held, retried: false })
     }
 
@@ -48,7 +48,7 @@ impl Steps for Permit {
         if self.patience.is_none() {
             return Ok(());
         }
-        scripts::sem_release(c, &self.keys, token, ours).await.map(drop)
+        scripts::sem_release(c, &self.keys, token, Leave::ours(ours)).await.map(drop)
     }
 
     async fn inspect_on(&self, c: &Client) -> Result<Vec<Option<Record>>> {

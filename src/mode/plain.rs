@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::client::Client;
 use crate::error::Result;
-use crate::scripts::{self, Obtain, PlainKeys, Reach, Reached, Record, Refreshed};
+use crate::scripts::{self, Obtain, PlainKeys, Reach, Reached, Record, Refreshed, Whose};
 use crate::steps::{Obtaining, Released, Steps};
 
 #[derive(Debug, Clone)]
@@ -38,7 +38,7 @@ impl Steps for Plain {
     }
 
     async fn release_on(&self, c: &Client, token: &str) -> Result<Released> {
-        let (held, retried) = scripts::plain_release(c, &self.keys, token, false).await?;
+        let (held, retried) = scripts::plain_release(c, &self.keys, token, Whose::Own).await?;
         Ok(Released { held, retried })
     }
 

@@ -7,7 +7,7 @@ use super::attempt;
 use crate::client::Client;
 use crate::error::Result;
 use crate::keys::RwKeys;
-use crate::scripts::{self, Obtain, Record, Refreshed};
+use crate::scripts::{self, Obtain, Record, Refreshed, Whose};
 use crate::steps::{Obtaining, Released, Steps};
 
 /// A shared hold among the readers, each with its own expiry.
@@ -78,7 +78,8 @@ impl Steps for Write {
 
     async fn release_on(&self, c: &Client, token: &str) -> Result<Released> {
         let writer = std::slice::from_ref(&self.keys.writer);
-        let (n, retried) = scripts::release_noting_retry(c, writer, token, false, &self.keys.channel).await?;
+        let (n, retried) =
+            scripts::release_noting_retry(c, writer, token, Whose::Own, &self.keys.channel).await?;
         Ok(Released { held: n > 0, retried })
     }
 

@@ -7,7 +7,7 @@ use super::attempt;
 use crate::client::Client;
 use crate::error::Result;
 use crate::keys::RwKeys;
-use crate::scripts::{self, Obtain, Record, Refreshed};
+use crate::scripts::{self, Leave, Obtain, Record, Refreshed, Side};
 use crate::steps::{Obtaining, Released, Steps};
 
 #[derive(Debug, Clone)]
@@ -16,6 +16,16 @@ pub struct FairRw {
     pub(crate) patience: Duration,
     /// The exclusive side (else a reader).
     pub(crate) writer: bool,
+}
+
+impl FairRw {
+    fn side(&self) -> Side {
+        if self.writer {
+            Side::Write
+        } else {
+            Side::Read
+        }
+    }
 }
 
 impl Steps for FairRw {
@@ -35,12 +45,12 @@ impl Steps for FairRw {
     }
 
     async fn release_on(&self, c: &Client, token: &str) -> Result<Released> {
-        let held = scripts::rw_fair_release(c, &self.keys, token, self.writer, true).await?;
+        let held = scripts::rw_fair_release(c, &self.keys, token, self.side(), Leave::Hold).await?;
         Ok(Released { held, retried: false })
     }
 
     async fn withdraw_on(&self, c: &Client, token: &str, ours: bool) -> Result<()> {
-        scripts::rw_fair_release(c, &self.keys, token, self.writer, ours).await.map(drop)
+        scripts::rw_fair_release(c, &self.keys, token, self.side(), Leave::ours(ours)).await.map(drop)
     }
 
     async fn inspect_on(&self, c: &Client) -> Result<Vec<Option<Record>>> {

@@ -246,4 +246,26 @@ mod tests {
         let broken = assemble("PUBLISH", "-- include: nope\nreturn 1");
         assert!(broken.starts_with("return redis.error_reply('FERROLOCK_SCRIPT no Lua library named nope"));
     }
+
+    /// Writes every step as one server runs it (`assemble`) to
+    /// `target/lua-assembled/<file>`, where `make lint-lua` runs luacheck
+    /// over them. The first lines tell luacheck not to report as unused
+    /// what the assembly defines for every step: `PUBLISH`, and the
+    /// helpers of the included libraries (a step calls only some of them).
+    #[test]
+    fn every_step_is_written_assembled_for_the_linter() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/lua-assembled");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("target/lua-assembled can be made");
+        for step in super::super::every_step() {
+            let libs = needed(LIBS, step.source).unwrap_or_else(|e| panic!("{}: {e}", step.file));
+            let helpers = libs.iter().flat_map(|(_, lib)| defined(lib));
+            let mut text: String = std::iter::once("PUBLISH".to_string())
+                .chain(helpers)
+                .map(|h| format!("-- luacheck: ignore 211/{h}\n"))
+                .collect();
+            text.push_str(&assemble("PUBLISH", step.source));
+            std::fs::write(dir.join(step.file), text).expect("an assembled step can be written");
+        }
+    }
 }

@@ -6,10 +6,22 @@
 use crate::client::Client;
 use crate::error::Result;
 
-use super::{run, Lua};
+use super::{run, Argv, Lua};
 
-lua!(DESCRIBE, "describe.lua");
-lua!(FORCE_RELEASE, "force_release.lua");
+step! {
+    DESCRIBE = "describe.lua",
+    struct DescribeArgv<'a> {
+        roles: &'a [String],
+    }
+}
+
+step! {
+    FORCE_RELEASE = "force_release.lua",
+    struct ForceReleaseArgv<'a> {
+        roles: &'a [String],
+        token: &'a str,
+    }
+}
 
 /// The steps of this module, for `every_step`.
 pub(super) static STEPS: [&Lua; 2] = [&DESCRIBE, &FORCE_RELEASE];
@@ -23,11 +35,9 @@ pub async fn by_parts<T: redis::FromRedisValue>(
     roles: &[String],
     token: Option<&str>,
 ) -> Result<T> {
-    let script = if token.is_some() { &FORCE_RELEASE } else { &DESCRIBE };
-    let mut invocation = script.on(client).key(keys);
-    invocation.arg(roles);
-    if let Some(token) = token {
-        invocation.arg(token);
-    }
-    run(client, &invocation).await
+    let mut invocation = match token {
+        Some(token) => ForceReleaseArgv { roles, token }.on(client),
+        None => DescribeArgv { roles }.on(client),
+    };
+    run(client, invocation.key(keys)).await
 }

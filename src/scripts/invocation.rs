@@ -29,9 +29,10 @@ impl Built {
         &self.code
     }
 
-    /// A run of this step with `key` (one key, or several) first in KEYS.
-    pub(crate) fn key<T: ToRedisArgs>(&self, key: T) -> Invocation<'_> {
-        Invocation { built: self, keys: key.to_redis_args(), args: Vec::new() }
+    /// A run of this step, its KEYS and ARGV still empty (`Argv::on`
+    /// makes one with its arguments).
+    pub(crate) fn invocation(&self) -> Invocation<'_> {
+        Invocation { built: self, keys: Vec::new(), args: Vec::new() }
     }
 }
 
@@ -92,8 +93,8 @@ mod tests {
     #[test]
     fn evalsha_carries_the_keys_and_arguments_by_the_scripts_hash() {
         let built = Built::new("return {KEYS[1], ARGV[2]}".into());
-        let mut run = built.key(&["k1".to_string(), "k2".to_string()][..]);
-        run.arg("a").arg(7);
+        let mut run = built.invocation();
+        run.arg("a").key(&["k1".to_string(), "k2".to_string()][..]).arg(7);
         let packed = String::from_utf8(run.evalsha().get_packed_command()).unwrap();
         let expected = ["EVALSHA", &built.hash, "2", "k1", "k2", "a", "7"];
         let parts: String = expected.iter().map(|part| format!("${}\r\n{part}\r\n", part.len())).collect();

@@ -7,19 +7,89 @@ use crate::keys::{with_fence_records, FairKeys};
 
 use redis::Value;
 
+use super::argv::{Leave, Whose};
 use super::{
-    flag, one, parse_record, refreshed, run, run_held, taken, taken_or_busy, Attempt, Lua, Obtain, Record,
+    one, parse_record, refreshed, run, run_held, taken, taken_or_busy, Argv, Attempt, Lua, Obtain, Record,
     Refreshed,
 };
 
-lua!(OBTAIN, "obtain.lua");
-lua!(RELEASE, "release.lua");
-lua!(REFRESH, "refresh.lua");
-lua!(INSPECT, "inspect.lua");
-lua!(FENCE_RAISE, "fence_raise.lua");
-lua!(FAIR_OBTAIN, "fair_obtain.lua");
-lua!(FAIR_RELEASE, "fair_release.lua");
-lua!(EL_PROCLAIM, "el_proclaim.lua");
+step! {
+    OBTAIN = "obtain.lua",
+    struct ObtainArgv<'a> {
+        token: &'a str,
+        ttl_ms: u64,
+        metadata: &'a str,
+        set_metadata: bool,
+        with_records: bool,
+        will_wait: bool,
+        waited: bool,
+        from: Option<&'a str>,
+    }
+}
+
+step! {
+    RELEASE = "release.lua",
+    struct ReleaseArgv<'a> {
+        token: &'a str,
+        force: Whose,
+        channel: &'a str,
+    }
+}
+
+step! {
+    REFRESH = "refresh.lua",
+    struct RefreshArgv<'a> {
+        token: &'a str,
+        ttl_ms: u64,
+    }
+}
+
+step! {
+    INSPECT = "inspect.lua",
+    struct InspectArgv {}
+}
+
+step! {
+    FENCE_RAISE = "fence_raise.lua",
+    struct FenceRaiseArgv<'a> {
+        token: &'a str,
+        fence: i64,
+    }
+}
+
+step! {
+    FAIR_OBTAIN = "fair_obtain.lua",
+    struct FairObtainArgv<'a> {
+        token: &'a str,
+        ttl_ms: u64,
+        metadata: &'a str,
+        set_metadata: bool,
+        patience_ms: u64,
+        will_wait: bool,
+        attempt: u64,
+        channel: &'a str,
+        announce: &'a str,
+    }
+}
+
+step! {
+    FAIR_RELEASE = "fair_release.lua",
+    struct FairReleaseArgv<'a> {
+        token: &'a str,
+        channel: &'a str,
+        release: Leave,
+        announce: &'a str,
+    }
+}
+
+step! {
+    EL_PROCLAIM = "el_proclaim.lua",
+    struct ElProclaimArgv<'a> {
+        token: &'a str,
+        value: &'a str,
+        announce: &'a str,
+    }
+}
 
 /// The steps of this module, for `every_step`.
 pub(super) static STEPS: [&Lua; 8] =
@@ -44,12 +114,21 @@ pub async fn obtain(
     attempt: Attempt,
     from: Option<&str>,
 ) -> Result<Obtain> {
-    let mut invocation =
-        if quorum { OBTAIN.on(client).key(with_fence_records(keys)) } else { OBTAIN.on(client).key(keys) };
-    invocation.arg(token).arg(ttl_ms).arg(metadata.unwrap_or("")).arg(flag(metadata.is_some()));
-    invocation.arg(flag(quorum)).arg(flag(attempt.will_wait)).arg(flag(attempt.number > 1));
-    if let Some(from) = from {
-        invocation.arg(from);
+    let mut invocation = ObtainArgv {
+        token,
+        ttl_ms,
+        metadata: metadata.unwrap_or(""),
+        set_metadata: metadata.is_some(),
+        with_records: quorum,
+        will_wait: attempt.will_wait,
+        waited: attempt.number > 1,
+        from,
+    }
+    .on(client);
+    if quorum {
+        invocation.key(with_fence_records(keys));
+    } else {
+        invocation.key(keys);
     }
     run_held(client, &invocation, taken).await.map(taken_or_busy)
 }
@@ -58,7 +137,7 @@ pub async fn obtain(
 /// their fence records with it: false when `token` no longer holds them all.
 pub async fn fence_raise(client: &Client, keys: &[String], token: &str, fence: i64) -> Result<bool> {
     let raised: i64 =
-        run(client, FENCE_RAISE.on(client).key(with_fence_records(keys)).arg(token).arg(fence)).await?;
+        run(client, FenceRaiseArgv { token, fence }.on(client).key(with_fence_records(keys))).await?;
     Ok(raised == 1)
 }
 
@@ -68,7 +147,7 @@ pub async fn release(
     client: &Client,
     keys: &[String],
     token: &str,
-    force: bool,
+    force: Whose,
     channel: &str,
 ) -> Result<u64> {
     release_noting_retry(client, keys, token, force, channel).await.map(|(n, _)| n)
@@ -80,22 +159,22 @@ pub async fn release_noting_retry(
     client: &Client,
     keys: &[String],
     token: &str,
-    force: bool,
+    force: Whose,
     channel: &str,
 ) -> Result<(u64, bool)> {
-    let mut invocation = RELEASE.on(client).key(keys);
-    invocation.arg(token).arg(flag(force)).arg(channel);
+    let mut invocation = ReleaseArgv { token, force, channel }.on(client);
+    invocation.key(keys);
     let invocation = &invocation;
     client.call_noting_retry(|mut c| async move { invocation.invoke_async(&mut c).await }).await
 }
 
 /// Whether `token` still held every key (and now holds it for `ttl_ms`).
 pub async fn refresh(client: &Client, keys: &[String], token: &str, ttl_ms: u64) -> Result<Refreshed> {
-    run_held(client, REFRESH.on(client).key(keys).arg(token).arg(ttl_ms), one).await.map(refreshed)
+    run_held(client, RefreshArgv { token, ttl_ms }.on(client).key(keys), one).await.map(refreshed)
 }
 
 pub async fn inspect(client: &Client, keys: &[String]) -> Result<Vec<Option<Record>>> {
-    let entries: Vec<Vec<Value>> = run(client, &INSPECT.on(client).key(keys)).await?;
+    let entries: Vec<Vec<Value>> = run(client, InspectArgv {}.on(client).key(keys)).await?;
     entries.into_iter().map(parse_record).collect()
 }
 
@@ -107,20 +186,28 @@ pub async fn fair_obtain(
     metadata: Option<&str>,
     attempt: Attempt,
 ) -> Result<Obtain> {
-    let keys = [&k.lock, &k.queue, &k.alive, &k.tags];
-    let mut invocation = FAIR_OBTAIN.on(client).key(&keys);
-    invocation.arg(token).arg(ttl_ms).arg(metadata.unwrap_or("")).arg(flag(metadata.is_some()));
-    invocation.arg(attempt.patience_ms).arg(flag(attempt.will_wait)).arg(attempt.number).arg(&k.channel);
-    invocation.arg(&k.announce);
+    let mut invocation = FairObtainArgv {
+        token,
+        ttl_ms,
+        metadata: metadata.unwrap_or(""),
+        set_metadata: metadata.is_some(),
+        patience_ms: attempt.patience_ms,
+        will_wait: attempt.will_wait,
+        attempt: attempt.number,
+        channel: &k.channel,
+        announce: &k.announce,
+    }
+    .on(client);
+    invocation.key(&[&k.lock, &k.queue, &k.alive, &k.tags]);
     run_held(client, &invocation, taken).await.map(taken_or_busy)
 }
 
-/// Releases (handing the lock to the head of the queue) when `release`, and
-/// leaves the queue either way.
-pub async fn fair_release(client: &Client, k: &FairKeys, token: &str, release: bool) -> Result<bool> {
-    let keys = [&k.lock, &k.queue, &k.alive, &k.tags];
-    let mut invocation = FAIR_RELEASE.on(client).key(&keys);
-    invocation.arg(token).arg(&k.channel).arg(flag(release)).arg(&k.announce);
+/// Releases (handing the lock to the head of the queue) when `release` is
+/// `Leave::Hold`, and leaves the queue either way.
+pub async fn fair_release(client: &Client, k: &FairKeys, token: &str, release: Leave) -> Result<bool> {
+    let mut invocation =
+        FairReleaseArgv { token, channel: &k.channel, release, announce: &k.announce }.on(client);
+    invocation.key(&[&k.lock, &k.queue, &k.alive, &k.tags]);
     let released: i64 = run(client, &invocation).await?;
     Ok(released == 1)
 }
@@ -128,8 +215,7 @@ pub async fn fair_release(client: &Client, k: &FairKeys, token: &str, release: b
 /// The leader `token` of an election publishes `value`; false when it no
 /// longer leads.
 pub async fn el_proclaim(client: &Client, k: &FairKeys, token: &str, value: &str) -> Result<bool> {
-    let mut invocation = EL_PROCLAIM.on(client).key(&k.lock);
-    invocation.arg(token).arg(value).arg(&k.announce);
-    let done: i64 = run(client, &invocation).await?;
+    let done: i64 =
+        run(client, ElProclaimArgv { token, value, announce: &k.announce }.on(client).key(&k.lock)).await?;
     Ok(done == 1)
 }

@@ -17,21 +17,27 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::replication::{self, Shortfall};
 
+use argv::Argv;
 use invocation::{Built, Invocation};
 
 /// One atomic step, in two builds: publishing with PUBLISH (one node) or
 /// SPUBLISH (a Cluster, where a plain PUBLISH would reach every node), each
-/// assembled on first use.
-struct Lua {
-    /// The step's own file of `lua/`.
+/// assembled on first use. Declared with its ARGV struct by `step!`.
+pub(crate) struct Lua {
+    /// The step's file name in `lua/`, and its source.
+    #[cfg_attr(not(test), expect(dead_code, reason = "named by the tests"))]
+    file: &'static str,
     source: &'static str,
+    /// The names of its ARGV, in order: its struct's fields.
+    #[cfg_attr(not(test), expect(dead_code, reason = "checked by the tests against the header"))]
+    argv: &'static [&'static str],
     plain: OnceLock<Built>,
     sharded: OnceLock<Built>,
 }
 
 impl Lua {
-    const fn new(source: &'static str) -> Lua {
-        Lua { source, plain: OnceLock::new(), sharded: OnceLock::new() }
+    pub(crate) const fn new(file: &'static str, source: &'static str, argv: &'static [&'static str]) -> Lua {
+        Lua { file, source, argv, plain: OnceLock::new(), sharded: OnceLock::new() }
     }
 
     fn on(&self, client: &Client) -> &Built {
@@ -41,14 +47,8 @@ impl Lua {
     }
 }
 
-/// `lua!(NAME, "file.lua")`: the step `lua/file.lua`, with its includes.
-macro_rules! lua {
-    ($name:ident, $file:literal) => {
-        static $name: $crate::scripts::Lua =
-            $crate::scripts::Lua::new(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $file)));
-    };
-}
-
+#[macro_use]
+mod argv;
 mod assembly;
 mod describe;
 mod invocation;
@@ -57,6 +57,7 @@ mod plain;
 mod rw;
 mod sem;
 
+pub use argv::{Leave, Whose};
 pub use describe::by_parts;
 pub use lock::{
     el_proclaim, fair_obtain, fair_release, fence_raise, inspect, obtain, refresh, release,
@@ -65,7 +66,7 @@ pub use lock::{
 pub use plain::{plain_inspect, plain_obtain, plain_refresh, plain_release, PlainKeys, Reach, Reached};
 pub use rw::{
     lease_refresh, rw_fair_obtain, rw_fair_release, rw_force_release, rw_inspect, rw_read, rw_read_release,
-    rw_withdraw, rw_write, RwState,
+    rw_withdraw, rw_write, RwState, Side,
 };
 pub use sem::{sem_inspect, sem_obtain, sem_release, SemState};
 
@@ -161,18 +162,16 @@ pub(crate) fn refreshed(held: Held<i64>) -> Refreshed {
     Refreshed { held: held.answer == 1, shortfall: held.shortfall }
 }
 
-pub(crate) fn flag(on: bool) -> &'static str {
-    if on {
-        "1"
-    } else {
-        "0"
-    }
-}
-
 /// Every step, each module's `STEPS` (a cargo test checks each file of
 /// `lua/` is among them).
 fn every_step() -> impl Iterator<Item = &'static Lua> {
-    lock::STEPS.iter().chain(&rw::STEPS).chain(&sem::STEPS).chain(&describe::STEPS).copied()
+    lock::STEPS
+        .iter()
+        .chain(&plain::STEPS)
+        .chain(&rw::STEPS)
+        .chain(&sem::STEPS)
+        .chain(&describe::STEPS)
+        .copied()
 }
 
 /// Loads every step into the server `client` reaches (SCRIPT LOAD, one

@@ -12,10 +12,30 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::replication::Shortfall;
 
-use super::{flag, run_held, taken, Held, Obtain, Record};
+use super::argv::Whose;
+use super::{run_held, taken, Argv, Held, Lua, Obtain, Record};
 
-lua!(PLAIN_RELEASE, "plain_release.lua");
-lua!(PLAIN_REFRESH, "plain_refresh.lua");
+step! {
+    PLAIN_RELEASE = "plain_release.lua",
+    struct PlainReleaseArgv<'a> {
+        token: &'a str,
+        force: Whose,
+        channel: &'a str,
+        signal_expire_ms: u64,
+    }
+}
+
+step! {
+    PLAIN_REFRESH = "plain_refresh.lua",
+    struct PlainRefreshArgv<'a> {
+        token: &'a str,
+        ms: u64,
+        how: Reach,
+    }
+}
+
+/// The steps of this module, for `every_step`.
+pub(super) static STEPS: [&Lua; 2] = [&PLAIN_RELEASE, &PLAIN_REFRESH];
 
 /// Where a plain hold lives and who is told of its release.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,24 +50,15 @@ pub struct PlainKeys {
     pub channel: Option<String>,
 }
 
-/// How `plain_refresh` moves a hold's expiry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reach {
-    /// To `ms` from now.
-    Set,
-    /// `ms` past what is left (redis-py's `extend`).
-    Add,
-    /// Not at all: a hold without expiry is only checked.
-    Keep,
-}
-
-impl Reach {
-    fn word(self) -> &'static str {
-        match self {
-            Reach::Set => "set",
-            Reach::Add => "add",
-            Reach::Keep => "keep",
-        }
+wire! {
+    /// How `plain_refresh` moves a hold's expiry.
+    enum Reach {
+        /// To `ms` from now.
+        Set = "set",
+        /// `ms` past what is left (redis-py's `extend`).
+        Add = "add",
+        /// Not at all: a hold without expiry is only checked.
+        Keep = "keep",
     }
 }
 
@@ -151,8 +162,8 @@ pub async fn plain_refresh(
     ms: u64,
     reach: Reach,
 ) -> Result<Reached> {
-    let mut invocation = PLAIN_REFRESH.on(client).key(hold);
-    invocation.arg(token).arg(ms).arg(reach.word());
+    let mut invocation = PlainRefreshArgv { token, ms, how: reach }.on(client);
+    invocation.key(hold);
     // `taken`: `{1, pttl}` renewed it (the replicas are waited for then).
     let Held { answer: (code, pttl_ms), shortfall, .. } = run_held(client, &invocation, taken).await?;
     Ok(match code {
@@ -162,7 +173,7 @@ pub async fn plain_refresh(
     })
 }
 
-/// Gives up `token`'s hold on `keys.hold` (whoever's when `force`), pushing
+/// Gives up `token`'s hold on `keys.hold` (whoever's with `Whose::Anyone`), pushing
 /// the signal and publishing on the channel when a hold was released.
 /// Returns whether one was, and whether the script was sent twice (the
 /// connection dropped: a second answer of 0 may mean the first released it).
@@ -170,15 +181,15 @@ pub async fn plain_release(
     client: &Client,
     keys: &PlainKeys,
     token: &str,
-    force: bool,
+    force: Whose,
 ) -> Result<(bool, bool)> {
-    let mut invocation = PLAIN_RELEASE.on(client).key(&keys.hold);
-    let expire_ms = keys.signal.as_ref().map(|(list, expire_ms)| {
+    let channel = keys.channel.as_deref().unwrap_or("");
+    let signal_expire_ms = keys.signal.as_ref().map_or(0, |(_, expire_ms)| *expire_ms);
+    let mut invocation = PlainReleaseArgv { token, force, channel, signal_expire_ms }.on(client);
+    invocation.key(&keys.hold);
+    if let Some((list, _)) = &keys.signal {
         invocation.key(list);
-        *expire_ms
-    });
-    invocation.arg(token).arg(flag(force)).arg(keys.channel.as_deref().unwrap_or(""));
-    invocation.arg(expire_ms.unwrap_or(0));
+    }
     let invocation = &invocation;
     let (released, retried): (i64, bool) =
         client.call_noting_retry(|mut c| async move { invocation.invoke_async(&mut c).await }).await?;

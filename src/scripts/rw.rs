@@ -5,18 +5,114 @@ use crate::client::Client;
 use crate::error::Result;
 use crate::keys::{fence_record, RwKeys};
 
-use super::{flag, one, refreshed, run, run_held, taken, taken_or_busy, Attempt, Lua, Obtain, Refreshed};
+use super::argv::Leave;
+use super::{one, refreshed, run, run_held, taken, taken_or_busy, Argv, Attempt, Lua, Obtain, Refreshed};
 
-lua!(RW_READ, "rw_read.lua");
-lua!(RW_WRITE, "rw_write.lua");
-lua!(LEASE_REFRESH, "lease_refresh.lua");
-lua!(RW_READ_RELEASE, "rw_read_release.lua");
-lua!(RW_WITHDRAW, "rw_withdraw.lua");
-lua!(RW_INSPECT, "rw_inspect.lua");
-lua!(RW_FAIR_READ, "rw_fair_read.lua");
-lua!(RW_FAIR_WRITE, "rw_fair_write.lua");
-lua!(RW_FAIR_RELEASE, "rw_fair_release.lua");
-lua!(RW_FORCE_RELEASE, "rw_force_release.lua");
+step! {
+    RW_READ = "rw_read.lua",
+    struct RwReadArgv<'a> {
+        token: &'a str,
+        ttl_ms: u64,
+        writer_preference: bool,
+        will_wait: bool,
+    }
+}
+
+step! {
+    RW_WRITE = "rw_write.lua",
+    struct RwWriteArgv<'a> {
+        token: &'a str,
+        ttl_ms: u64,
+        metadata: &'a str,
+        writer_preference: bool,
+        set_metadata: bool,
+        will_wait: bool,
+        waited: bool,
+    }
+}
+
+step! {
+    LEASE_REFRESH = "lease_refresh.lua",
+    struct LeaseRefreshArgv<'a> {
+        token: &'a str,
+        ttl_ms: u64,
+    }
+}
+
+step! {
+    RW_READ_RELEASE = "rw_read_release.lua",
+    struct RwReadReleaseArgv<'a> {
+        token: &'a str,
+        channel: &'a str,
+    }
+}
+
+step! {
+    RW_WITHDRAW = "rw_withdraw.lua",
+    struct RwWithdrawArgv<'a> {
+        token: &'a str,
+        channel: &'a str,
+    }
+}
+
+step! {
+    RW_INSPECT = "rw_inspect.lua",
+    struct RwInspectArgv<'a> {
+        reader: &'a str,
+    }
+}
+
+step! {
+    RW_FAIR_READ = "rw_fair_read.lua",
+    struct RwFairReadArgv<'a> {
+        token: &'a str,
+        ttl_ms: u64,
+        patience_ms: u64,
+        will_wait: bool,
+        attempt: u64,
+        channel: &'a str,
+    }
+}
+
+step! {
+    RW_FAIR_WRITE = "rw_fair_write.lua",
+    struct RwFairWriteArgv<'a> {
+        token: &'a str,
+        ttl_ms: u64,
+        metadata: &'a str,
+        set_metadata: bool,
+        patience_ms: u64,
+        will_wait: bool,
+        attempt: u64,
+        channel: &'a str,
+    }
+}
+
+step! {
+    RW_FAIR_RELEASE = "rw_fair_release.lua",
+    struct RwFairReleaseArgv<'a> {
+        token: &'a str,
+        side: Side,
+        channel: &'a str,
+        release: Leave,
+    }
+}
+
+step! {
+    RW_FORCE_RELEASE = "rw_force_release.lua",
+    struct RwForceReleaseArgv<'a> {
+        channel: &'a str,
+        token: &'a str,
+    }
+}
+
+wire! {
+    /// A side of an RWMutex.
+    enum Side {
+        Read = "r",
+        Write = "w",
+    }
+}
 
 /// The steps of this module, for `every_step`.
 pub(super) static STEPS: [&Lua; 10] = [
@@ -42,9 +138,8 @@ pub async fn rw_read(
     writer_preference: bool,
     will_wait: bool,
 ) -> Result<Obtain> {
-    let keys = [&k.writer, &k.readers, &k.intent];
-    let mut invocation = RW_READ.on(client).key(&keys);
-    invocation.arg(token).arg(ttl_ms).arg(flag(writer_preference)).arg(flag(will_wait));
+    let mut invocation = RwReadArgv { token, ttl_ms, writer_preference, will_wait }.on(client);
+    invocation.key(&[&k.writer, &k.readers, &k.intent]);
     run_held(client, &invocation, taken).await.map(taken_or_busy)
 }
 
@@ -59,30 +154,38 @@ pub async fn rw_write(
     quorum: bool,
     attempt: Attempt,
 ) -> Result<Obtain> {
-    let mut invocation = RW_WRITE.on(client).key(&[&k.writer, &k.readers, &k.intent]);
+    let mut invocation = RwWriteArgv {
+        token,
+        ttl_ms,
+        metadata: metadata.unwrap_or(""),
+        writer_preference,
+        set_metadata: metadata.is_some(),
+        will_wait: attempt.will_wait,
+        waited: attempt.number > 1,
+    }
+    .on(client);
+    invocation.key(&[&k.writer, &k.readers, &k.intent]);
     if quorum {
         invocation.key(fence_record(&k.writer));
     }
-    invocation.arg(token).arg(ttl_ms).arg(metadata.unwrap_or("")).arg(flag(writer_preference));
-    invocation.arg(flag(metadata.is_some())).arg(flag(attempt.will_wait)).arg(flag(attempt.number > 1));
     run_held(client, &invocation, taken).await.map(taken_or_busy)
 }
 
 /// Pushes the expiry of `token`'s lease in the zset `keys[0]` (the other
 /// keys live as long as its latest lease).
 pub async fn lease_refresh(client: &Client, keys: &[&String], token: &str, ttl_ms: u64) -> Result<Refreshed> {
-    run_held(client, LEASE_REFRESH.on(client).key(keys).arg(token).arg(ttl_ms), one).await.map(refreshed)
+    run_held(client, LeaseRefreshArgv { token, ttl_ms }.on(client).key(keys), one).await.map(refreshed)
 }
 
 pub async fn rw_read_release(client: &Client, k: &RwKeys, token: &str) -> Result<bool> {
-    let released: i64 =
-        run(client, RW_READ_RELEASE.on(client).key(&[&k.readers, &k.writer]).arg(token).arg(&k.channel))
-            .await?;
+    let mut invocation = RwReadReleaseArgv { token, channel: &k.channel }.on(client);
+    let released: i64 = run(client, invocation.key(&[&k.readers, &k.writer])).await?;
     Ok(released == 1)
 }
 
 pub async fn rw_withdraw(client: &Client, k: &RwKeys, token: &str) -> Result<()> {
-    run::<i64>(client, RW_WITHDRAW.on(client).key(&k.intent).arg(token).arg(&k.channel)).await.map(drop)
+    let mut invocation = RwWithdrawArgv { token, channel: &k.channel }.on(client);
+    run::<i64>(client, invocation.key(&k.intent)).await.map(drop)
 }
 
 fn rw_fair_keys(k: &RwKeys) -> [&String; 6] {
@@ -98,30 +201,37 @@ pub async fn rw_fair_obtain(
     writer: Option<Option<&str>>,
     attempt: Attempt,
 ) -> Result<Obtain> {
-    let keys = rw_fair_keys(k);
+    let (patience_ms, will_wait, channel) = (attempt.patience_ms, attempt.will_wait, &k.channel);
     let mut invocation = match writer {
-        None => RW_FAIR_READ.on(client).key(&keys),
-        Some(_) => RW_FAIR_WRITE.on(client).key(&keys),
+        None => RwFairReadArgv { token, ttl_ms, patience_ms, will_wait, attempt: attempt.number, channel }
+            .on(client),
+        Some(metadata) => RwFairWriteArgv {
+            token,
+            ttl_ms,
+            metadata: metadata.unwrap_or(""),
+            set_metadata: metadata.is_some(),
+            patience_ms,
+            will_wait,
+            attempt: attempt.number,
+            channel,
+        }
+        .on(client),
     };
-    invocation.arg(token).arg(ttl_ms);
-    if let Some(metadata) = writer {
-        invocation.arg(metadata.unwrap_or("")).arg(flag(metadata.is_some()));
-    }
-    invocation.arg(attempt.patience_ms).arg(flag(attempt.will_wait)).arg(attempt.number).arg(&k.channel);
+    invocation.key(&rw_fair_keys(k));
     run_held(client, &invocation, taken).await.map(taken_or_busy)
 }
 
-/// Releases one side of a fair RWMutex (handing it on) when `release`, and
-/// leaves its queue either way.
+/// Releases one side of a fair RWMutex (handing it on) when `release` is
+/// `Leave::Hold`, and leaves its queue either way.
 pub async fn rw_fair_release(
     client: &Client,
     k: &RwKeys,
     token: &str,
-    writer: bool,
-    release: bool,
+    side: Side,
+    release: Leave,
 ) -> Result<bool> {
-    let mut invocation = RW_FAIR_RELEASE.on(client).key(&rw_fair_keys(k));
-    invocation.arg(token).arg(if writer { "w" } else { "r" }).arg(&k.channel).arg(flag(release));
+    let mut invocation = RwFairReleaseArgv { token, side, channel: &k.channel, release }.on(client);
+    invocation.key(&rw_fair_keys(k));
     let released: i64 = run(client, &invocation).await?;
     Ok(released == 1)
 }
@@ -141,7 +251,7 @@ pub struct RwState {
 pub async fn rw_inspect(client: &Client, k: &RwKeys, reader: &str) -> Result<RwState> {
     let keys = [&k.writer, &k.readers, &k.intent];
     let (readers, reader_pttl_ms, intent_pttl_ms, writer): (i64, i64, i64, i64) =
-        run(client, RW_INSPECT.on(client).key(&keys).arg(reader)).await?;
+        run(client, RwInspectArgv { reader }.on(client).key(&keys)).await?;
     Ok(RwState { readers, reader_pttl_ms, intent_pttl_ms, writer: writer == 1 })
 }
 
@@ -150,6 +260,6 @@ pub async fn rw_inspect(client: &Client, k: &RwKeys, reader: &str) -> Result<RwS
 pub async fn rw_force_release(client: &Client, k: &RwKeys, token: &str) -> Result<(bool, u64)> {
     let keys = [&k.writer, &k.readers, &k.intent];
     let (wrote, read): (i64, i64) =
-        run(client, RW_FORCE_RELEASE.on(client).key(&keys).arg(&k.channel).arg(token)).await?;
+        run(client, RwForceReleaseArgv { channel: &k.channel, token }.on(client).key(&keys)).await?;
     Ok((wrote == 1, read.max(0) as u64))
 }

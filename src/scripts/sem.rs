@@ -6,11 +6,38 @@ use crate::client::Client;
 use crate::error::Result;
 use crate::keys::SemKeys;
 
-use super::{flag, parse_record, run, run_held, taken, taken_or_busy, Attempt, Lua, Obtain, Record};
+use super::argv::Leave;
+use super::{parse_record, run, run_held, taken, taken_or_busy, Argv, Attempt, Lua, Obtain, Record};
 
-lua!(SEM_OBTAIN, "sem_obtain.lua");
-lua!(SEM_RELEASE, "sem_release.lua");
-lua!(SEM_INSPECT, "sem_inspect.lua");
+step! {
+    SEM_OBTAIN = "sem_obtain.lua",
+    struct SemObtainArgv<'a> {
+        token: &'a str,
+        ttl_ms: u64,
+        metadata: &'a str,
+        set_metadata: bool,
+        permits: u32,
+        fair: bool,
+        patience_ms: u64,
+        will_wait: bool,
+        attempt: u64,
+        channel: &'a str,
+    }
+}
+
+step! {
+    SEM_RELEASE = "sem_release.lua",
+    struct SemReleaseArgv<'a> {
+        token: &'a str,
+        channel: &'a str,
+        release: Leave,
+    }
+}
+
+step! {
+    SEM_INSPECT = "sem_inspect.lua",
+    struct SemInspectArgv {}
+}
 
 /// The steps of this module, for `every_step`.
 pub(super) static STEPS: [&Lua; 3] = [&SEM_OBTAIN, &SEM_RELEASE, &SEM_INSPECT];
@@ -32,18 +59,28 @@ pub async fn sem_obtain(
     fair: bool,
     attempt: Attempt,
 ) -> Result<Obtain> {
-    let mut invocation = SEM_OBTAIN.on(client).key(&sem_keys(k));
-    invocation.arg(token).arg(ttl_ms).arg(metadata.unwrap_or("")).arg(flag(metadata.is_some()));
-    invocation.arg(permits).arg(flag(fair)).arg(attempt.patience_ms).arg(flag(attempt.will_wait));
-    invocation.arg(attempt.number).arg(&k.channel);
+    let mut invocation = SemObtainArgv {
+        token,
+        ttl_ms,
+        metadata: metadata.unwrap_or(""),
+        set_metadata: metadata.is_some(),
+        permits,
+        fair,
+        patience_ms: attempt.patience_ms,
+        will_wait: attempt.will_wait,
+        attempt: attempt.number,
+        channel: &k.channel,
+    }
+    .on(client);
+    invocation.key(&sem_keys(k));
     run_held(client, &invocation, taken).await.map(taken_or_busy)
 }
 
-/// Gives `token`'s permit back when `release` (passing free permits to the
-/// next in line), and leaves the queue either way.
-pub async fn sem_release(client: &Client, k: &SemKeys, token: &str, release: bool) -> Result<bool> {
-    let mut invocation = SEM_RELEASE.on(client).key(&sem_keys(k));
-    invocation.arg(token).arg(&k.channel).arg(flag(release));
+/// Gives `token`'s permit back when `release` is `Leave::Hold` (passing
+/// free permits to the next in line), and leaves the queue either way.
+pub async fn sem_release(client: &Client, k: &SemKeys, token: &str, release: Leave) -> Result<bool> {
+    let mut invocation = SemReleaseArgv { token, channel: &k.channel, release }.on(client);
+    invocation.key(&sem_keys(k));
     let released: i64 = run(client, &invocation).await?;
     Ok(released == 1)
 }
@@ -62,7 +99,7 @@ pub struct SemState {
 pub async fn sem_inspect(client: &Client, k: &SemKeys) -> Result<SemState> {
     let keys = [&k.holders, &k.data, &k.queue];
     let (permits, waiters, holders): (u32, u64, Vec<Vec<Value>>) =
-        run(client, &SEM_INSPECT.on(client).key(&keys)).await?;
+        run(client, SemInspectArgv {}.on(client).key(&keys)).await?;
     let holders = holders.into_iter().map(parse_record).collect::<Result<Vec<_>>>()?;
     Ok(SemState { permits, waiters, holders: holders.into_iter().flatten().collect() })
 }
