@@ -116,6 +116,21 @@ impl Lock {
         taken
     }
 
+    /// A grant fewer replicas acknowledged than asked, kept as the `"warn"`
+    /// policy says: warned about and counted.
+    fn kept_unacknowledged(&self, shortfall: &Shortfall) {
+        let hold = self.lease().map(|l| l.id());
+        replication::unacknowledged(
+            self.client.replica_warnings(),
+            &self.subject,
+            &self.label(),
+            ReplicaStep::Acquire,
+            shortfall,
+            true,
+            hold,
+        );
+    }
+
     /// `from`: a token whose hold the attempts take over (`take_over`).
     async fn take(&self, wait: Wait, io: Io, from: Option<&str>) -> Result<bool> {
         self.forget_lost_hold();
@@ -189,17 +204,7 @@ impl Lock {
                     let lease = Lease::new(self.terms(token, fence, sent));
                     self.granted(&mut undo, &mut waiting, permit, lease);
                     if let Some(shortfall) = unacknowledged {
-                        let hold = self.lease().map(|l| l.id());
-                        let (subject, label) = (&self.subject, self.label());
-                        replication::unacknowledged(
-                            self.client.replica_warnings(),
-                            subject,
-                            &label,
-                            ReplicaStep::Acquire,
-                            &shortfall,
-                            true,
-                            hold,
-                        );
+                        self.kept_unacknowledged(&shortfall);
                     }
                     return Ok(true);
                 }
