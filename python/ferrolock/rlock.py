@@ -15,7 +15,8 @@ import threading
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Coroutine, Literal, Optional, Type, Union
 
-from ._ferrolock import Lock, LockLost
+from ._ferrolock import Lock
+from .exceptions import LockLost
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
