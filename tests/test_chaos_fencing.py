@@ -30,7 +30,7 @@ import time
 import pytest
 
 import ferrolock
-from chaos_report import record
+from support.chaos_report import record
 
 pytestmark = pytest.mark.chaos
 

@@ -15,7 +15,7 @@ import time
 import pytest
 
 import ferrolock
-from chaos_report import record
+from support.chaos_report import record
 from ferrolock._ferrolock import _debug_stats
 
 pytestmark = pytest.mark.chaos

@@ -4,7 +4,7 @@ needs, key permissions), secrets kept out of every message and log record,
 and owner tokens (unique, unbiased, and the only key to a hold).
 
 TLS servers run on certificates made for each module run with the openssl CLI
-(tests/tls_certs.py); ACL users are made on private redis-servers."""
+(tests/support/tls_certs.py); ACL users are made on private redis-servers."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ import pytest
 import ferrolock
 from ferrolock import LockConfigurationError, LockConnectionError, LockError, LockNotOwned
 from ferrolock.testing import RedisServer
-from helpers import key
-from tls_certs import TlsRedisServer, make_certs, remove
+from support.helpers import key
+from support.tls_certs import TlsRedisServer, make_certs, remove
 
 pytestmark = pytest.mark.chaos
 
@@ -368,7 +368,7 @@ logging.getLogger("ferrolock").setLevel(logging.DEBUG)
 sys.path.insert(0, os.environ["TESTS_DIR"])
 import ferrolock
 from ferrolock.testing import RedisServer, free_port
-from tls_certs import TlsRedisServer, make_certs, remove
+from support.tls_certs import TlsRedisServer, make_certs, remove
 
 PASSWORD, WRONG, ACL = os.environ["PW"], os.environ["WRONG"], os.environ["ACL_PW"]
 q = lambda s: urllib.parse.quote(s, safe="")

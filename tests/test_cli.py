@@ -19,7 +19,7 @@ import pytest
 import ferrolock
 from ferrolock import cli
 from ferrolock.testing import free_port
-from helpers import wait_for
+from support.helpers import wait_for
 
 FERROLOCK = str(Path(sys.executable).parent / "ferrolock")
 

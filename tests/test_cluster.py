@@ -12,9 +12,9 @@ import time
 import pytest
 
 import ferrolock
-from chaos_report import record
-from redis_cluster import key_slot
-from helpers import wait_for
+from support.chaos_report import record
+from support.redis_cluster import key_slot
+from support.helpers import wait_for
 from test_fair import WOKEN_WITHIN_MS, hand_over_ms
 
 

@@ -24,10 +24,10 @@ import time
 import pytest
 
 import ferrolock
-from chaos_report import record
+from support.chaos_report import record
 from ferrolock import Retry
-from helpers import LostProbe, wait_for
-from redis_cluster import SLOTS, RedisCluster, key_slot
+from support.helpers import LostProbe, wait_for
+from support.redis_cluster import SLOTS, RedisCluster, key_slot
 
 SLOW = Retry.fixed(10.0)  # polling alone would take 10 s: only a wake-up is fast
 

@@ -28,7 +28,7 @@ import redis_lock as real_redis_lock
 
 import ferrolock
 from ferrolock.compat import redis_lock as compat_redis_lock
-from helpers import LostProbe, wait_for
+from support.helpers import LostProbe, wait_for
 
 
 @pytest.fixture

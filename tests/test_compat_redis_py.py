@@ -36,7 +36,7 @@ import ferrolock
 from ferrolock.compat import client_for
 from ferrolock.compat.redis_py import Lock
 from ferrolock.compat.redis_py.asyncio import Lock as AsyncLock
-from helpers import LostProbe, wait_for
+from support.helpers import LostProbe, wait_for
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import pytest
 import ferrolock
 from ferrolock import LockConfigurationError, LockConnectionError
 from ferrolock.testing import free_port
-from tls_certs import make_certs
+from support.tls_certs import make_certs
 
 
 class Silent:

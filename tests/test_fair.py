@@ -17,7 +17,7 @@ import pytest
 
 import ferrolock
 from ferrolock._ferrolock import _debug_stats
-from helpers import script_calls, wait_for
+from support.helpers import script_calls, wait_for
 
 CHILD = textwrap.dedent(
     """

@@ -19,7 +19,7 @@ import pytest
 import ferrolock
 from ferrolock import LockConfigurationError, LockConnectionError, LockError, LockLost
 from ferrolock.testing import RedisServer, RespError, encode, free_port, read_reply
-from helpers import LostProbe, key, script_calls, wait_for
+from support.helpers import LostProbe, key, script_calls, wait_for
 
 pytestmark = pytest.mark.chaos
 
@@ -564,7 +564,7 @@ def test_a_release_resent_after_a_dropped_reply_is_not_a_loss(redis_url, raw, pr
     reply arrives; ferrolock sends it again on a new connection, which finds
     nothing to release. That is not a lost lock: the hold was still valid,
     so the first sending released it."""
-    from fault_proxy import FaultProxy
+    from support.fault_proxy import FaultProxy
 
     proxy = FaultProxy(int(redis_url.rsplit(":", 1)[1].split("/")[0]))
     try:

@@ -13,7 +13,7 @@ import pytest
 
 import ferrolock
 from ferrolock import LockError, LockNotAcquired, LockNotOwned, Retry
-from helpers import script_calls
+from support.helpers import script_calls
 
 TOKEN_RE = re.compile(r"[0-9a-f]{32}")
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from ferrolock import LockLost, LockNotOwned
-from helpers import LostProbe, key
+from support.helpers import LostProbe, key
 
 TTL = 0.6
 MAX_HOLD = 1.5

@@ -21,7 +21,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 import ferrolock
 import ferrolock.otel
 from ferrolock.testing import Raw, RedisServer, server_binary
-from helpers import announced_server
+from support.helpers import announced_server
 
 ROOT = Path(__file__).resolve().parent.parent
 # replica_timeout where a test expects the paused replica not to acknowledge

@@ -25,7 +25,7 @@ import pytest
 import ferrolock
 from ferrolock import LockLost, LockNotAcquired, LockNotOwned, Retry
 from ferrolock.testing import read_reply
-from helpers import LostProbe, key, wait_for
+from support.helpers import LostProbe, key, wait_for
 
 FAST = Retry.exponential(0.001, 0.01)
 

@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import ferrolock
 import ferrolock.otel
 from ferrolock import LockLost
-from helpers import key
+from support.helpers import key
 
 BACKENDS = ["asyncio", "trio"]
 

@@ -10,7 +10,7 @@ import time
 
 import ferrolock
 from ferrolock import Retry
-from helpers import script_calls, wait_for
+from support.helpers import script_calls, wait_for
 
 SLOW = Retry.fixed(10.0)  # polling alone would take 10 s: only a wake-up is fast
 
@@ -238,7 +238,7 @@ def test_a_waiter_whose_subscribing_failed_subscribes_again_soon(server, prefix)
     """Subscribing timed out once (a SUBSCRIBE held back past the command
     timeout: a failover, a partition): the waiter tries again at its next
     short pause, not at its retry's 10 s, so the release still wakes it."""
-    from fault_proxy import FaultProxy
+    from support.fault_proxy import FaultProxy
 
     def subscribes() -> int:
         stats = server.command("INFO", "commandstats")

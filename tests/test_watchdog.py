@@ -14,7 +14,7 @@ import pytest
 
 import ferrolock
 from ferrolock import LockLost, LockNotOwned
-from helpers import LostProbe, key, script_calls, wait_for
+from support.helpers import LostProbe, key, script_calls, wait_for
 
 # The ttls here are long enough that a process not scheduled for a few
 # hundred milliseconds (a busy machine) still renews in time: a hold is

@@ -123,7 +123,7 @@ class SentinelDeployment:
         self.tls, self.acl, self.persist, self.quorum = tls, acl, persist, quorum
         self.tls_dir: Optional[Path] = None
         if tls:
-            from tls_certs import make_certs
+            from support.tls_certs import make_certs
 
             self.tls_dir = make_certs().dir
         auth = ADMIN if acl else None
