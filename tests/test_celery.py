@@ -207,7 +207,7 @@ def test_a_task_that_outlives_lock_ttl_keeps_its_hold(app, tasks, client, raw, r
         while time.monotonic() < until:  # three ttls: held by the same token throughout
             info = client.inspect(name)
             assert info is not None and info.token == token
-            time.sleep(0.05)
+            time.sleep(0.05)  # sampling over three ttls
         assert tasks.short.delay(a).id == result.id
         open_gate(raw, a)
         assert result.get(timeout=LIMIT) == a

@@ -355,7 +355,7 @@ CONTENDER = textwrap.dedent("""
         with redis_lock.Lock(r, name, expire=10):
             if r.incr(inside) != 1:
                 print("OVERLAP", flush=True)
-            time.sleep(0.002)
+            time.sleep(0.002)  # hold time: widens the window an overlap would show in
             r.decr(inside)
     print("DONE", flush=True)
 """)
