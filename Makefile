@@ -344,7 +344,7 @@ chaos: deps build-dev
 # `make jepsen DURATION=1200`: the history checker under network partitions
 # (tests/history/jepsen.py): every scenario, Sentinel and Cluster with
 # replicas=0 and 1, each worker and server in a network namespace of its own
-# (tests/netns.py) while the nemesis cuts and slows the links between them,
+# (tests/support/netns.py) while the nemesis cuts and slows the links between them,
 # one way and both, beside its other faults; the configurations share
 # DURATION seconds. Writes target/jepsen-summary.json and the report in
 # docs/reliability.md ("Report of the last long run"); fails on any anomaly.

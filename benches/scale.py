@@ -350,7 +350,7 @@ def main() -> int:
     procs = [int(p) for p in (args.procs or ("1,4,8" if args.quick else "1,2,4,8")).split(",")]
     seconds = args.seconds or (1.5 if args.quick else 3.0)
 
-    from redis_cluster import RedisCluster
+    from support.redis_cluster import RedisCluster
 
     from ferrolock.throwaway import RedisServer
 
@@ -376,7 +376,7 @@ def main() -> int:
         # What one cycle costs the server without the network's share: the
         # scripts beside SET + DEL, pipelined, on the single server and on one
         # master of the Cluster (keys of its own slots).
-        from redis_cluster import key_slot
+        from support.redis_cluster import key_slot
         first, last = cluster.ranges[0]
         own = [k for k in (f"scale:{{n{i}}}" for i in range(20 * args.names)) if first <= key_slot(k) <= last]
         n = 20_000 if args.quick else 60_000

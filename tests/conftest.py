@@ -11,9 +11,9 @@ import pytest
 
 import ferrolock
 from ferrolock.testing import TEST_URL, Raw, server_binary
-from helpers import Events, announced_server
-from netns import net  # noqa: F401 (the fixture of the partition suites)
-from redis_cluster import RedisCluster
+from support import netns
+from support.helpers import Events, announced_server
+from support.redis_cluster import RedisCluster
 
 pytest_plugins = ["pytester"]
 
@@ -167,3 +167,16 @@ class ClusterRaw:
 @pytest.fixture
 def cluster_raw(cluster) -> ClusterRaw:
     return ClusterRaw(cluster)
+
+
+@pytest.fixture
+def net(request):
+    """A test network (support/netns.py) of the test's own: skipped, saying
+    why, where the machine cannot make one; removed at the test's end however
+    it ends."""
+    netns.skip_unless_available(latency=bool(request.node.get_closest_marker("latency")))
+    n = netns.Net(seed=int.from_bytes(request.node.nodeid.encode()[-4:], "big"))
+    try:
+        yield n
+    finally:
+        n.close()

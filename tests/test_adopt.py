@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 import ferrolock
-from helpers import key
+from support.helpers import key
 
 FAIRNESS = [pytest.param(False, id="plain"), pytest.param(True, id="fair")]
 

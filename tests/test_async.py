@@ -13,7 +13,7 @@ import pytest
 
 import ferrolock
 from ferrolock import LockNotAcquired, LockNotOwned, Retry
-from helpers import cancelled_after
+from support.helpers import cancelled_after
 
 TOKEN_RE = re.compile(r"[0-9a-f]{32}")
 

@@ -23,7 +23,7 @@ import pytest
 celery = pytest.importorskip("celery", reason="celery comes with tests/requirements.txt")
 
 from ferrolock.celery import DuplicateTask, Singleton  # noqa: E402
-from helpers import wait_for  # noqa: E402
+from support.helpers import wait_for  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
 LIMIT = 60.0  # the most any step waits for the worker (a busy machine)
@@ -31,11 +31,11 @@ LIMIT = 60.0  # the most any step waits for the worker (a busy machine)
 
 @pytest.fixture(scope="module")
 def tasks(redis_url):
-    """tests/celery_app.py, on the session's redis-server."""
+    """tests/support/celery_app.py, on the session's redis-server."""
     os.environ["CELERY_TEST_URL"] = redis_url
     try:
-        sys.modules.pop("celery_app", None)
-        yield importlib.import_module("celery_app")
+        sys.modules.pop("support.celery_app", None)
+        yield importlib.import_module("support.celery_app")
     finally:
         del os.environ["CELERY_TEST_URL"]
         gc.collect()  # the AsyncResults' __del__ talk to the server: now, while it runs
@@ -73,10 +73,10 @@ class Worker:
 
 @contextlib.contextmanager
 def worker(app, redis_url, prefix, tmp_path, queue=None, pool="solo", name="worker", env=None):
-    """A `celery -A celery_app worker -P solo` (on `queue`, else the default
+    """A `celery -A support.celery_app worker -P solo` (on `queue`, else the default
     one; `env` added to its environment), killed at the end."""
     log = tmp_path / f"{name}.log"
-    args = [sys.executable, "-m", "celery", "-A", "celery_app", "worker", "-P", pool, "-c", "1", "-l", "info",
+    args = [sys.executable, "-m", "celery", "-A", "support.celery_app", "worker", "-P", pool, "-c", "1", "-l", "info",
             "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"{name}.{prefix.strip(':')}@%h"]
     if queue:
         args += ["-Q", queue]
@@ -116,7 +116,7 @@ def test_a_duplicate_gets_the_first_tasks_id_and_the_body_runs_once(app, tasks, 
     other = tasks.slow.delay(b)
     assert other.id != first.id, "other arguments: a task of its own"
     name = tasks.slow.lock_name(a)
-    assert name.startswith("celery:celery_app.slow:") and len(name.rsplit(":", 1)[1]) == 32
+    assert name.startswith("celery:support.celery_app.slow:") and len(name.rsplit(":", 1)[1]) == 32
     assert client.inspect(name).metadata == first.id
     with worker(app, redis_url, prefix, tmp_path):
         wait_for(lambda: started(raw, a), LIMIT, "the first task to start")
@@ -207,7 +207,7 @@ def test_a_task_that_outlives_lock_ttl_keeps_its_hold(app, tasks, client, raw, r
         while time.monotonic() < until:  # three ttls: held by the same token throughout
             info = client.inspect(name)
             assert info is not None and info.token == token
-            time.sleep(0.05)
+            time.sleep(0.05)  # sampling over three ttls
         assert tasks.short.delay(a).id == result.id
         open_gate(raw, a)
         assert result.get(timeout=LIMIT) == a
@@ -280,7 +280,7 @@ def test_a_task_sent_by_name_takes_the_lock_in_the_worker(app, tasks, client, ra
     when it starts, and releases it at its end."""
     a = f"{prefix}a"
     name = tasks.slow.lock_name(a)
-    sent = app.send_task("celery_app.slow", args=[a])
+    sent = app.send_task("support.celery_app.slow", args=[a])
     assert client.inspect(name) is None
     with worker(app, redis_url, prefix, tmp_path):
         wait_for(lambda: started(raw, a), LIMIT, "the task to start")

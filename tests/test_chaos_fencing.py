@@ -30,7 +30,7 @@ import time
 import pytest
 
 import ferrolock
-from chaos_report import record
+from support.chaos_report import record
 
 pytestmark = pytest.mark.chaos
 
@@ -111,7 +111,7 @@ CHILD = textwrap.dedent(
     lost = lock.lost
     lost_after = time.monotonic() - resumed
     while not lost_calls and time.monotonic() < deadline:
-        time.sleep(0.005)
+        time.sleep(0.005)  # on_lost runs on ferrolock's thread: polled like the property
     on_lost_after = (lost_calls[0] - resumed) if lost_calls else None
     try:
         lock.release()
@@ -332,7 +332,7 @@ def test_short_sigstop_is_survived(redis_url, prefix, raw, client, tmp_path, kin
         os.kill(child.proc.pid, signal.SIGSTOP)
         other = second_handle(client, name, kind)
         assert other.acquire(timeout=0.1) is False  # the frozen holder still holds
-        time.sleep(max(0.0, stopped + 0.15 - time.monotonic()))
+        time.sleep(max(0.0, stopped + 0.15 - time.monotonic()))  # the fault: frozen for 0.15 s, short of a ttl
         assert hget(raw, key, "token") == token
         stopped_for, report = thaw(child, stopped)
         state = store.state()

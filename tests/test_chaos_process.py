@@ -15,19 +15,11 @@ import time
 import pytest
 
 import ferrolock
-from chaos_report import record
+from support.chaos_report import record
+from support.helpers import wait_for
 from ferrolock._ferrolock import _debug_stats
 
 pytestmark = pytest.mark.chaos
-
-
-def wait_until(predicate, limit: float) -> bool:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)  # watching Redis expire a key: no event to await
-    return predicate()
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
@@ -135,8 +127,8 @@ def test_interpreter_exit_while_holding(redis_url, raw, prefix, how):
     assert "Traceback" not in proc.stderr and "panicked" not in proc.stderr, proc.stderr
     assert took < 10, f"exit took {took:.1f} s"
     # A hold left by the dead process goes within its ttl (nothing renews it).
-    assert wait_until(lambda: raw.keys(prefix + "{at-exit}*") == [], 3.0)
-    assert wait_until(lambda: raw.keys(prefix + "*") == [], 3.0), raw.keys(prefix + "*")
+    wait_for(lambda: raw.keys(prefix + "{at-exit}*") == [], 3.0, "the at-exit hold's keys gone")
+    wait_for(lambda: raw.keys(prefix + "*") == [], 3.0, "every key gone")
 
 
 def test_release_racing_renewal_never_leaves_the_key(client, raw, prefix):
@@ -151,10 +143,10 @@ def test_release_racing_renewal_never_leaves_the_key(client, raw, prefix):
         except ferrolock.LockNotOwned:
             pass  # renewal lost a race against a 30 ms ttl: released anyway
         assert raw("EXISTS", k) == 0, f"key alive after release (round {i})"
-    time.sleep(0.05)
+    time.sleep(0.05)  # a renewal still in flight would bring the key back within this
     assert raw("EXISTS", k) == 0
     # A released hold's watchdog task is aborted; the runtime drops it soon after.
-    assert wait_until(lambda: _debug_stats()["watchdogs"] == 0, 5)
+    wait_for(lambda: _debug_stats()["watchdogs"] == 0, 5, "no watchdog left")
     record("release-vs-renewal", holds=300, keys_left=0, watchdogs_left=_debug_stats()["watchdogs"])
 
 
@@ -167,7 +159,7 @@ def test_many_cycles_leave_no_keys_and_no_tasks(client, raw, prefix):
         lock.release()
     took = time.monotonic() - start
     assert raw.keys(prefix + "*") == []
-    assert wait_until(lambda: _debug_stats()["watchdogs"] == before, 5), "a watchdog task outlived its hold"
+    wait_for(lambda: _debug_stats()["watchdogs"] == before, 5, "every watchdog task to end with its hold")
     record("cycles-auto-renew", holds=10_000, keys_left=len(raw.keys(prefix + "*")),
            watchdogs_left=_debug_stats()["watchdogs"] - before, holds_per_s=round(10_000 / took, 1))
 

@@ -4,7 +4,7 @@ needs, key permissions), secrets kept out of every message and log record,
 and owner tokens (unique, unbiased, and the only key to a hold).
 
 TLS servers run on certificates made for each module run with the openssl CLI
-(tests/tls_certs.py); ACL users are made on private redis-servers."""
+(tests/support/tls_certs.py); ACL users are made on private redis-servers."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ import pytest
 import ferrolock
 from ferrolock import LockConfigurationError, LockConnectionError, LockError, LockNotOwned
 from ferrolock.testing import RedisServer
-from helpers import key
-from tls_certs import TlsRedisServer, make_certs, remove
+from support.helpers import key
+from support.tls_certs import TlsRedisServer, make_certs, remove
 
 pytestmark = pytest.mark.chaos
 
@@ -368,7 +368,7 @@ logging.getLogger("ferrolock").setLevel(logging.DEBUG)
 sys.path.insert(0, os.environ["TESTS_DIR"])
 import ferrolock
 from ferrolock.testing import RedisServer, free_port
-from tls_certs import TlsRedisServer, make_certs, remove
+from support.tls_certs import TlsRedisServer, make_certs, remove
 
 PASSWORD, WRONG, ACL = os.environ["PW"], os.environ["WRONG"], os.environ["ACL_PW"]
 q = lambda s: urllib.parse.quote(s, safe="")
@@ -414,7 +414,7 @@ def kill_loop(server):
         end = time.monotonic() + 1.0
         while time.monotonic() < end:
             server.command("CLIENT", "KILL", "TYPE", "normal")
-            time.sleep(0.2)
+            time.sleep(0.2)  # the fault's pace: connections dropped every 0.2 s for a second
     return run
 
 # ---- a plain server with a password full of URL-reserved characters, and an ACL user
@@ -436,6 +436,7 @@ record("acl_good", lambda: connect(f"redis://locker:{q(ACL)}@127.0.0.1:{P}/0").l
 client = connect(good)
 record("client_kill", lambda: hold_through(client, "kill", kill_loop(plain)))
 def restart():
+    # Down past the hold's 0.5 s ttl, then up long enough for a renewal to find the hold gone.
     plain.stop(); time.sleep(0.7); plain.start(); time.sleep(0.3)
 record("restart", lambda: hold_through(client, "restart", restart))
 record("after_restart", lambda: client.lock("after", ttl=1).acquire(timeout=2))

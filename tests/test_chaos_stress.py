@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 
 import ferrolock
-from chaos_report import record
+from support.chaos_report import record
 
 pytestmark = pytest.mark.chaos
 

@@ -19,7 +19,7 @@ import pytest
 import ferrolock
 from ferrolock import cli
 from ferrolock.testing import free_port
-from helpers import wait_for
+from support.helpers import wait_for
 
 FERROLOCK = str(Path(sys.executable).parent / "ferrolock")
 
@@ -345,7 +345,7 @@ def test_run_stops_cmd_with_sigterm_when_the_lock_is_lost(redis_url, prefix, cli
             sys.exit(0)
         signal.signal(signal.SIGTERM, term)
         print("started", flush=True)
-        time.sleep(120)
+        time.sleep(120)  # idles until signalled
         """
     )
     proc = start(redis_url, prefix, "run", "job", "--ttl", "0.6", "--", *cmd)
@@ -364,7 +364,7 @@ def test_run_kills_cmd_that_ignores_sigterm_after_the_grace(redis_url, prefix, c
         signal.signal(signal.SIGTERM, lambda *_: print("ignoring SIGTERM", flush=True))
         print("started", flush=True)
         while True:
-            time.sleep(1)
+            time.sleep(1)  # idles until killed
         """
     )
     proc = start(redis_url, prefix, "run", "job", "--ttl", "0.6", "--grace", "0.3", "--", *cmd)
@@ -382,7 +382,7 @@ def test_run_passes_signals_to_cmd(redis_url, prefix, client):
         signal.signal(signal.SIGUSR1, lambda *_: print("usr1", flush=True))
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(5))
         print("started", flush=True)
-        time.sleep(120)
+        time.sleep(120)  # idles until signalled
         """
     )
     proc = start(redis_url, prefix, "run", "job", "--", *cmd)

@@ -12,18 +12,10 @@ import time
 import pytest
 
 import ferrolock
-from chaos_report import record
-from redis_cluster import key_slot
-from helpers import wait_for
+from support.chaos_report import record
+from support.redis_cluster import key_slot
+from support.helpers import command_calls, wait_for
 from test_fair import WOKEN_WITHIN_MS, hand_over_ms
-
-
-def command_calls(raw, command: str) -> int:
-    info = raw("INFO", "commandstats").decode()
-    for line in info.splitlines():
-        if line.startswith(f"cmdstat_{command}:"):
-            return int(line.split("calls=", 1)[1].split(",", 1)[0])
-    return 0
 
 
 def pubsub_counts(cluster_raw) -> dict:

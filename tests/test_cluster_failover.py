@@ -24,10 +24,10 @@ import time
 import pytest
 
 import ferrolock
-from chaos_report import record
+from support.chaos_report import record
 from ferrolock import Retry
-from helpers import LostProbe, wait_for
-from redis_cluster import SLOTS, RedisCluster, key_slot
+from support.helpers import LostProbe, wait_for
+from support.redis_cluster import SLOTS, RedisCluster, key_slot
 
 SLOW = Retry.fixed(10.0)  # polling alone would take 10 s: only a wake-up is fast
 
@@ -137,7 +137,7 @@ def first_acquire_ms(client, name: str, since: float, limit: float = 20.0) -> fl
         except ferrolock.LockError:
             pass  # the slot is not served yet, or the connection to the dead node failed
         assert time.monotonic() - since < limit, f"no acquire on {name!r} within {limit} s of the fault"
-        time.sleep(0.005)
+        time.sleep(0.005)  # the first acquire after the fault is what is timed: tried every 5 ms
 
 
 class promotion_watch(threading.Thread):
@@ -168,7 +168,7 @@ class promotion_watch(threading.Thread):
                 if all(self._serving(p) == self.port for p in live):
                     self.agreed = time.monotonic()
                     return
-            time.sleep(0.002)
+            time.sleep(0.002)  # the nodes' own view, seen only by asking them: polled to time the promotion
 
 
 def released_wakes_the_waiter(holder, waiter, t, result, seen: Woken) -> float:

@@ -28,7 +28,7 @@ import redis_lock as real_redis_lock
 
 import ferrolock
 from ferrolock.compat import redis_lock as compat_redis_lock
-from helpers import LostProbe, wait_for
+from support.helpers import LostProbe, wait_for
 
 
 @pytest.fixture
@@ -355,7 +355,7 @@ CONTENDER = textwrap.dedent("""
         with redis_lock.Lock(r, name, expire=10):
             if r.incr(inside) != 1:
                 print("OVERLAP", flush=True)
-            time.sleep(0.002)
+            time.sleep(0.002)  # hold time: widens the window an overlap would show in
             r.decr(inside)
     print("DONE", flush=True)
 """)

@@ -36,7 +36,7 @@ import ferrolock
 from ferrolock.compat import client_for
 from ferrolock.compat.redis_py import Lock
 from ferrolock.compat.redis_py.asyncio import Lock as AsyncLock
-from helpers import LostProbe, wait_for
+from support.helpers import LostProbe, wait_for
 
 
 @pytest.fixture
@@ -161,10 +161,10 @@ class TestRedisPyLockSuite:
 
     def test_context_manager_not_raise_on_release_lock_not_owned_error(self, r):
         with self.get_lock(r, self.foo, timeout=0.1, raise_on_release_error=False):
-            time.sleep(0.15)
+            time.sleep(0.15)  # past the 0.1 s timeout on purpose: the release finds the lock gone
         with pytest.raises(LockNotOwnedError):
             with self.get_lock(r, self.foo, timeout=0.1, raise_on_release_error=True):
-                time.sleep(0.15)
+                time.sleep(0.15)  # past the timeout, as above
 
     def test_context_manager_not_raise_on_release_lock_error(self, r):
         with self.get_lock(r, self.foo, timeout=0.1, raise_on_release_error=False) as lock:
@@ -492,7 +492,7 @@ CONTENDER = textwrap.dedent("""
     def work(r):
         if r.incr(inside) != 1:
             print("OVERLAP", flush=True)
-        time.sleep(0.002)
+        time.sleep(0.002)  # hold time: widens the window an overlap would show in
         r.decr(inside)
 
     if mode == "sync":

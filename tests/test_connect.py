@@ -16,7 +16,7 @@ import pytest
 import ferrolock
 from ferrolock import LockConfigurationError, LockConnectionError
 from ferrolock.testing import free_port
-from tls_certs import make_certs
+from support.tls_certs import make_certs
 
 
 class Silent:
@@ -153,7 +153,7 @@ def wait_for_connections(server, count: int) -> int:
     socket is seen by the server when it reads it), at most 10 s."""
     deadline = time.monotonic() + 10
     while (seen := connections(server)) != count and time.monotonic() < deadline:
-        time.sleep(0.02)
+        time.sleep(0.02)  # the server's view, seen only by asking it: polled
     return seen
 
 

@@ -11,7 +11,7 @@ import asyncio
 import threading
 
 import ferrolock
-from helpers import wait_for
+from support.helpers import wait_for
 
 THREADS = 24
 INLINE_MAX = 8  # src/conn.rs

@@ -14,7 +14,7 @@ import pytest
 
 import ferrolock
 from ferrolock import Retry
-from helpers import cancelled_after
+from support.helpers import cancelled_after
 
 uvloop = pytest.importorskip("uvloop", reason="uvloop is in tests/requirements.txt")
 

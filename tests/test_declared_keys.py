@@ -35,7 +35,7 @@ import ferrolock
 from ferrolock.compat import redis_lock
 from ferrolock.compat.redis_py import Lock as PyLock
 from ferrolock.testing import Connection, RedisServer, read_reply
-from helpers import key, wait_for
+from support.helpers import key, wait_for
 
 LUA = Path(__file__).resolve().parent.parent / "lua"
 SCRIPT_CALLS = {"eval", "evalsha", "eval_ro", "evalsha_ro"}

@@ -21,7 +21,7 @@ from django.test import override_settings
 
 import ferrolock
 from ferrolock.django import get_client
-from helpers import script_calls, wait_child, wait_for
+from support.helpers import script_calls, wait_child, wait_for
 
 PROJECT = Path(__file__).resolve().parent / "django_project"
 NIGHTLY = "django:command:nightly"

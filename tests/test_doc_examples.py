@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import wait_for
+from support.helpers import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md"))]

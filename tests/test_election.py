@@ -17,7 +17,7 @@ import time
 import pytest
 
 import ferrolock
-from helpers import wait_for
+from support.helpers import wait_for
 
 
 def test_campaign_leads_and_terms_increase(client, raw, prefix):

@@ -17,7 +17,7 @@ import pytest
 
 import ferrolock
 from ferrolock._ferrolock import _debug_stats
-from helpers import script_calls, wait_for
+from support.helpers import script_calls, until, wait_for
 
 CHILD = textwrap.dedent(
     """
@@ -197,13 +197,6 @@ def test_a_waiter_that_gives_up_leaves_the_queue(client, raw, prefix):
     assert queue_len(raw, prefix) == 0
     holder.release()
     assert raw.keys(prefix + "*") == []
-
-
-async def until(predicate, limit: float, what: str) -> None:
-    deadline = time.monotonic() + limit
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.01)  # watching progress in Redis (or a background clean-up)
 
 
 async def cancel_after_hand_over(holder, first, second, waiting) -> None:

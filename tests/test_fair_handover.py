@@ -13,8 +13,8 @@ import time
 import pytest
 
 import ferrolock
-from fault_proxy import FaultProxy
-from helpers import wait_for
+from support.fault_proxy import FaultProxy
+from support.helpers import wait_for
 
 SLOW = ferrolock.Retry.fixed(10.0)  # wake-ups only: a poll would hide a missed one
 

@@ -19,6 +19,8 @@ import time
 
 import pytest
 
+from support.helpers import wait_for
+
 KINDS = ["lock", "writer", "permit"]
 
 # The waiters' process: three fair waiters of `kind`, queued in order (each
@@ -161,10 +163,7 @@ def test_a_stopped_process_loses_its_place_and_queues_again(client, redis_url, p
 
         t = threading.Thread(target=behind)
         t.start()
-        deadline = time.monotonic() + 20
-        while sum(s.waiters for s in client.describe("q")) != 4:
-            assert time.monotonic() < deadline, "the fourth waiter not queued"
-            time.sleep(0.005)
+        wait_for(lambda: sum(s.waiters for s in client.describe("q")) == 4, 20, "the fourth waiter queued")
         os.kill(waiters.proc.pid, signal.SIGSTOP)
         # The fault: stopped for twice the waiters' 1 s patience.
         time.sleep(2.0)

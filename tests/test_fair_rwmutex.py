@@ -15,7 +15,7 @@ import pytest
 
 import ferrolock
 from ferrolock._ferrolock import _debug_stats
-from helpers import script_calls, wait_for
+from support.helpers import script_calls, wait_for
 from test_fair import WOKEN_WITHIN_MS, cancel_after_hand_over, close, hand_over_ms, past_a_dead_waiter
 
 CHILD = textwrap.dedent(

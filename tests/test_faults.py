@@ -19,7 +19,7 @@ import pytest
 import ferrolock
 from ferrolock import LockConfigurationError, LockConnectionError, LockError, LockLost
 from ferrolock.testing import RedisServer, RespError, encode, free_port, read_reply
-from helpers import LostProbe, key, script_calls, wait_for
+from support.helpers import LostProbe, key, script_calls, wait_for
 
 pytestmark = pytest.mark.chaos
 
@@ -173,7 +173,7 @@ def test_a_watchdog_failing_to_renew_warns_once_not_on_every_retry(server, prefi
         assert lock.acquire()
         server.kill()
         assert probe.wait(10), "never reported lost while Redis was down"
-        assert wait_until_logged(seen, "lost lock")
+        wait_until_logged(seen, "lost lock")
         renewing = [r.getMessage() for r in seen if "renewing" in r.getMessage()]
         assert len(renewing) == 1, renewing
         assert "failed, retrying" in renewing[0]
@@ -204,7 +204,7 @@ def test_a_level_set_after_the_first_records_is_obeyed(server, prefix):
         ferrolock.Client(server.url + "?max_connections=3", prefix=prefix)
         logger.setLevel(logging.INFO)
         ferrolock.Client(server.url + "?lib_name=after", prefix=prefix)
-        assert wait_until_logged(seen, "?lib_name= is not used")
+        wait_until_logged(seen, "?lib_name= is not used")
         logger.setLevel(logging.DEBUG)
         client = ferrolock.Client(server.url, prefix=prefix)
         deadline = time.monotonic() + 10
@@ -218,14 +218,9 @@ def test_a_level_set_after_the_first_records_is_obeyed(server, prefix):
         logger.setLevel(before)
 
 
-def wait_until_logged(seen: list, text: str) -> bool:
-    """Log records reach Python from a forwarding thread: waits for one."""
-    deadline = time.monotonic() + 5
-    while not any(text in r.getMessage() for r in seen):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
+def wait_until_logged(seen: list, text: str) -> None:
+    """Log records reach Python from a forwarding thread: waits for one saying `text`."""
+    wait_for(lambda: any(text in r.getMessage() for r in seen), 10, f"a log record saying {text!r}")
 
 
 def test_restart_while_not_holding_is_transparent(server, prefix):
@@ -396,7 +391,7 @@ def test_holder_reports_lost_before_a_stalled_server_expires_it(server, prefix):
                 # the holder must know by its own deadline, at most a ttl after
                 # the last renewal that could reach the server (sent before now).
                 asleep = time.monotonic()
-                time.sleep(1.0)
+                time.sleep(1.0)  # a ttl: the bound itself, past which the holder must know
                 assert lock.lost
                 # Told too, while the server still sleeps (bound: + 1.5 s on a busy machine).
                 assert probe.wait(3.0)
@@ -447,7 +442,9 @@ def test_right_password_works(auth_server, prefix, url):
     client = ferrolock.Client(url.format(port=auth_server.port), prefix=prefix)
     lock = client.lock("authed", ttl=0.9)
     with lock:
-        time.sleep(0.6)  # a renewal (due at 0.3 s) goes through the authenticated connection
+        acquired = script_calls(auth_server)
+        # A renewal (due at 0.3 s) goes through the authenticated connection.
+        wait_for(lambda: script_calls(auth_server) > acquired, 5, "a renewal")
         assert lock.owned()
         assert hget(auth_server, key(prefix, "authed"), "token") == lock.token
     assert not lock.lost
@@ -564,7 +561,7 @@ def test_a_release_resent_after_a_dropped_reply_is_not_a_loss(redis_url, raw, pr
     reply arrives; ferrolock sends it again on a new connection, which finds
     nothing to release. That is not a lost lock: the hold was still valid,
     so the first sending released it."""
-    from fault_proxy import FaultProxy
+    from support.fault_proxy import FaultProxy
 
     proxy = FaultProxy(int(redis_url.rsplit(":", 1)[1].split("/")[0]))
     try:

@@ -30,9 +30,9 @@ import ferrolock
 from ferrolock.fencing import StaleFence, fence_of
 from ferrolock.fencing.redis import AsyncRedisGuard, RedisGuard, fence_key
 from ferrolock.fencing.sqlalchemy import afenced_update, fenced_update
-from helpers import key, wait_for
-from postgresql import PostgresServer, missing
-from redis_cluster import key_slot
+from support.helpers import key, wait_for
+from support.postgresql import PostgresServer, missing
+from support.redis_cluster import key_slot
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 

@@ -12,8 +12,8 @@ import time
 import pytest
 
 import ferrolock
-from fault_proxy import FaultProxy
-from helpers import wait_child
+from support.fault_proxy import FaultProxy
+from support.helpers import wait_child
 
 
 def port_of(url: str) -> int:

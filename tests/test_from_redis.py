@@ -15,9 +15,9 @@ from redis.sentinel import Sentinel
 
 import ferrolock
 from ferrolock.testing import RedisServer
-from helpers import key
-from redis_sentinel import APP, SERVICE, WATCHER, SentinelDeployment
-from tls_certs import TlsRedisServer, make_certs
+from support.helpers import key
+from support.redis_sentinel import APP, SERVICE, WATCHER, SentinelDeployment
+from support.tls_certs import TlsRedisServer, make_certs
 
 
 def held_in(r, prefix: str, name: str) -> bool:

@@ -25,8 +25,8 @@ import threading
 
 import pytest
 
-from fault_proxy import FaultProxy
-from helpers import key, wait_for
+from support.fault_proxy import FaultProxy
+from support.helpers import key, wait_for
 
 # How long a greenlet may go unserved while another waits.
 MAX_GAP = 0.2

@@ -548,7 +548,7 @@ def test_overlaps_are_allowed_only_inside_a_failover_window():
 
 # --------------------------------------------------------------------------
 # short runs with partitions: every worker and server in a test host of its
-# own (tests/netns.py), links cut one way and both and slowed, besides the
+# own (tests/support/netns.py), links cut one way and both and slowed, besides the
 # other faults. `make jepsen DURATION=...` runs the long version and writes
 # its report into docs/reliability.md.
 
@@ -570,7 +570,7 @@ def test_history_under_partitions_has_no_anomaly(scenario, seed, tmp_path):
     counted apart), no late or missing loss report, no stale write let in
     by the storage's guard, nothing left, while the nemesis cuts and slows
     the links between workers and servers."""
-    import netns
+    from support import netns
 
     netns.skip_unless_available()
     duration = PARTITION_S.get(scenario, PARTITION_RUN_S)

@@ -16,9 +16,9 @@ import time
 
 import pytest
 
-from fault_proxy import FaultProxy
-from helpers import key, wait_for
-from redis_masters import Masters
+from support.fault_proxy import FaultProxy
+from support.helpers import key, wait_for
+from support.redis_masters import Masters
 
 CHILD = textwrap.dedent(
     """

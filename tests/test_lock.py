@@ -13,7 +13,7 @@ import pytest
 
 import ferrolock
 from ferrolock import LockError, LockNotAcquired, LockNotOwned, Retry
-from helpers import script_calls
+from support.helpers import script_calls, wait_for
 
 TOKEN_RE = re.compile(r"[0-9a-f]{32}")
 
@@ -25,11 +25,8 @@ def key_of(prefix: str, name: str) -> str:
 
 
 def wait_until_free(client: ferrolock.Client, name: str, limit: float = 3.0) -> None:
-    """Poll until nobody holds `name` (its ttl ran out), failing after `limit` s."""
-    deadline = time.monotonic() + limit
-    while client.inspect(name) is not None:
-        assert time.monotonic() < deadline, f"lock {name!r} did not expire within {limit} s"
-        time.sleep(0.01)
+    """Until nobody holds `name` (its ttl ran out), failing after `limit` s."""
+    wait_for(lambda: client.inspect(name) is None, limit, f"lock {name!r} to expire")
 
 
 def hash_of(raw, key: str) -> dict:

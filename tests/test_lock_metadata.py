@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import wait_for
+from support.helpers import wait_for
 
 FERROLOCK = str(Path(sys.executable).parent / "ferrolock")
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from ferrolock import LockLost, LockNotOwned
-from helpers import LostProbe, key
+from support.helpers import LostProbe, key
 
 TTL = 0.6
 MAX_HOLD = 1.5
@@ -70,7 +70,7 @@ def test_renewal_never_carries_the_hold_past_max_hold(client, raw, prefix):
         left = MAX_HOLD - (asked - acquired)
         assert pttl <= left * 1000 + 20, (pttl, left)
         renewed_past_ttl |= asked - acquired > TTL and pttl > 0
-        time.sleep(0.02)
+        time.sleep(0.02)  # sampling until max_hold ends the hold
     assert renewed_past_ttl, "it was renewed until max_hold"
     assert probe.wait(10) and lock.lost
 

@@ -1,4 +1,4 @@
-"""The test network of tests/netns.py: cuts one way and both, healing,
+"""The test network of tests/support/netns.py: cuts one way and both, healing,
 latency with jitter through the relay, and nothing left behind (namespaces,
 links, processes), even by a run that was killed. The relay's own bounds
 are checked without a network."""
@@ -14,9 +14,9 @@ import sys
 
 import pytest
 
-import netns
-from netns import Agent, HostedServer
-from netns_relay import MAX_DELAY_S, MAX_QUEUED, Delays, Relay
+from support import netns
+from support.netns import Agent, HostedServer
+from support.netns_relay import MAX_DELAY_S, MAX_QUEUED, Delays, Relay
 
 PROBE = r"""
 import socket, time
@@ -103,7 +103,7 @@ def test_a_net_leaves_nothing_behind_and_a_killed_runs_namespaces_are_removed(tm
     assert sleeper.poll() is not None, "a process started in a host is killed with its net"
     # A run killed with its namespaces still there: a child process that makes one and dies.
     code = (
-        f"import sys; sys.path[:0] = {sys.path!r}; import netns, os; "
+        f"import sys; sys.path[:0] = {sys.path!r}; from support import netns; import os; "
         "n = netns.Net(); n.host('left'); os._exit(0)"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

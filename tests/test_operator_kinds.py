@@ -12,7 +12,7 @@ import threading
 import pytest
 
 import ferrolock
-from helpers import script_calls, wait_for
+from support.helpers import script_calls, wait_for
 
 
 def permits(client, name="partner-api", n=3, count=2, **kw):

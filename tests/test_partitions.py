@@ -1,5 +1,5 @@
 """Real network partitions and latency between clients and their servers,
-each process in a network namespace of its own (tests/netns.py), for every
+each process in a network namespace of its own (tests/support/netns.py), for every
 topology: one server, a quorum of 3 and of 5 masters, Sentinel, Redis
 Cluster. What the docs promise under a partition, checked:
 
@@ -36,7 +36,7 @@ import pytest
 
 import ferrolock
 from ferrolock.testing import RedisServer
-from netns import Agent, HostedCluster, HostedSentinels, HostedServer
+from support.netns import Agent, HostedCluster, HostedSentinels, HostedServer
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server not installed")
 

@@ -7,7 +7,7 @@ import pytest
 
 import ferrolock
 from ferrolock.testing import Helpers, Raw, RedisServer
-from tls_certs import TlsRedisServer, make_certs, remove
+from support.tls_certs import TlsRedisServer, make_certs, remove
 
 USER_TESTS = """
 import asyncio, json, threading, pytest, ferrolock

@@ -14,7 +14,7 @@ import textwrap
 import pytest
 
 import ferrolock
-from helpers import LostProbe, wait_for
+from support.helpers import LostProbe, wait_for
 
 pytestmark = pytest.mark.chaos
 

@@ -23,8 +23,8 @@ import pytest
 import ferrolock
 from ferrolock import Retry
 from ferrolock.testing import RedisServer, encode, read_reply
-from helpers import LostProbe, key, skewed_clock, wait_for
-from redis_masters import Masters
+from support.helpers import LostProbe, key, skewed_clock, wait_for
+from support.redis_masters import Masters
 
 SLOW = Retry.fixed(10.0)  # polling alone would take 10 s: only a wake-up is fast
 SUPPORTED = "Lock (not fair), multi_lock and RWMutex (not fair)"
@@ -369,7 +369,7 @@ def test_a_step_left_to_a_slow_master_still_runs_there(masters, prefix):
     on each master it connects. Here the third master's replies are held
     back from the first use of the writer's step on: its intent still
     reaches it, long before the writer's next attempt (10 s)."""
-    from fault_proxy import FaultProxy
+    from support.fault_proxy import FaultProxy
 
     proxy = FaultProxy(masters.servers[2].port)
     client = ferrolock.Client(masters.urls[:2] + [proxy.url], prefix=prefix, command_timeout=3.0)
@@ -401,7 +401,7 @@ def test_inspect_reads_the_fence_a_majority_carries_not_a_late_masters(masters, 
     """A master whose grant came too late to count (its replies held back)
     gave a higher fence (it had one on record): the hold's fence is the one
     the majority carries, and inspect says that one, not the late master's."""
-    from fault_proxy import FaultProxy
+    from support.fault_proxy import FaultProxy
 
     proxy = FaultProxy(masters.servers[2].port)
     client = ferrolock.Client(masters.urls[:2] + [proxy.url], prefix=prefix, command_timeout=3.0)

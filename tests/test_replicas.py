@@ -21,7 +21,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 import ferrolock
 import ferrolock.otel
 from ferrolock.testing import Raw, RedisServer, server_binary
-from helpers import announced_server
+from support.helpers import announced_server, command_calls, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 # replica_timeout where a test expects the paused replica not to acknowledge
@@ -30,15 +30,6 @@ ROOT = Path(__file__).resolve().parent.parent
 # timeout costs nothing then, and rides out a loaded machine.
 TIMEOUT = 0.05
 PATIENT = 1.0
-
-
-def wait_for(predicate, limit: float, what: str) -> None:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)  # polling another process's state: no event to await
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Pair:
@@ -73,9 +64,7 @@ class Pair:
 
     def waits(self) -> int:
         """WAIT commands the master has run so far."""
-        stats = self.raw_master("INFO", "commandstats").decode()
-        line = next((s for s in stats.splitlines() if s.startswith("cmdstat_wait:")), "calls=0,")
-        return int(line.split("calls=")[1].split(",")[0])
+        return command_calls(self.raw_master, "wait")
 
     def keys(self, pattern: str) -> list:
         return self.raw_master.keys(pattern)

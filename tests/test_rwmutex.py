@@ -25,7 +25,7 @@ import pytest
 import ferrolock
 from ferrolock import LockLost, LockNotAcquired, LockNotOwned, Retry
 from ferrolock.testing import read_reply
-from helpers import LostProbe, key, wait_for
+from support.helpers import LostProbe, key, until, wait_for
 
 FAST = Retry.exponential(0.001, 0.01)
 
@@ -48,15 +48,6 @@ def server_ms(raw) -> int:
 def zscores(raw, k: str) -> dict:
     flat = raw("ZRANGE", k, 0, -1, "WITHSCORES")
     return {flat[i].decode(): float(flat[i + 1]) for i in range(0, len(flat), 2)}
-
-
-def wait_for_redis(predicate, limit: float, what: str) -> float:
-    """Poll Redis state (no event exists for it) until `predicate()`; returns the time it took."""
-    start = time.monotonic()
-    while not predicate():
-        assert time.monotonic() - start < limit, f"{what} not within {limit} s"
-        time.sleep(0.01)
-    return time.monotonic() - start
 
 
 class Checker:
@@ -303,7 +294,7 @@ def test_writer_preference_bounds_a_writers_wait(client, raw, prefix):
             assert w.fence is not None
         after_write = sum(counts)
         # the readers resume after the writer (no lasting block)
-        wait_for_redis(lambda: sum(counts) > after_write + 8, 5, "readers resuming")
+        wait_for(lambda: sum(counts) > after_write + 8, 5, "readers resuming")
     finally:
         stop.set()
         for t in threads:
@@ -426,7 +417,7 @@ def test_waiting_writer_holds_new_readers_back(client, raw, prefix):
     t = threading.Thread(target=write)
     t.start()
     try:
-        wait_for_redis(lambda: raw("EXISTS", intent) == 1, 5, "the writer's intent")
+        wait_for(lambda: raw("EXISTS", intent) == 1, 5, "the writer's intent")
         intent_token = raw("GET", intent).decode()
         assert len(intent_token) == 32 and w.token is None  # the waiting writer's token
         # The intent is re-asserted (every ttl/3 at least) for as long as the writer waits.
@@ -465,7 +456,7 @@ READER_CHILD = """
     h = rw.read()
     assert h.acquire(timeout=10)
     print("reading", flush=True)
-    time.sleep(60)
+    time.sleep(60)  # holds until the test kills it
 """
 
 WRITER_CHILD = """
@@ -494,7 +485,7 @@ def test_killed_reader_expires_alone(client, raw, prefix, redis_url):
         killed = time.monotonic()
     finally:
         kill_child(child)
-    took = wait_for_redis(lambda: rw.readers() == 1, 2.5, "the dead reader's expiry")
+    took = wait_for(lambda: rw.readers() == 1, 2.5, "the dead reader's expiry")
     assert time.monotonic() - killed < 1.5, took
     now, scores = server_ms(raw), zscores(raw, readers_key)
     # Only the live reader's own expiry is still ahead (the dead one waits to be pruned).
@@ -511,7 +502,7 @@ def test_killed_reader_expires_alone(client, raw, prefix, redis_url):
 
     t = threading.Thread(target=write)
     t.start()
-    wait_for_redis(lambda: raw("EXISTS", intent) == 1, 3, "the writer's intent")
+    wait_for(lambda: raw("EXISTS", intent) == 1, 3, "the writer's intent")
     released = time.monotonic()
     live.release()
     t.join(10)
@@ -531,7 +522,7 @@ def test_killed_waiting_writers_intent_expires(client, raw, prefix, redis_url):
     child = start_child(WRITER_CHILD, redis_url, prefix)
     try:
         expect_line(child, "waiting")
-        wait_for_redis(lambda: raw("EXISTS", intent) == 1, 10, "the child writer's intent")
+        wait_for(lambda: raw("EXISTS", intent) == 1, 10, "the child writer's intent")
         assert 0 < raw("PTTL", intent) <= 1000
         os.kill(child.pid, signal.SIGKILL)
         child.wait(10)
@@ -651,10 +642,7 @@ async def test_cancelled_write_aacquire_withdraws_intent(client, raw, prefix):
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    deadline = time.monotonic() + 1
-    while raw("EXISTS", intent) == 1:
-        assert time.monotonic() < deadline, "the cancelled writer's intent stayed"
-        await asyncio.sleep(0.01)
+    await until(lambda: raw("EXISTS", intent) == 0, 1, "the cancelled writer's intent to go")
     assert w.token is None
     other = rw.try_read()
     assert other is not None
@@ -673,10 +661,7 @@ async def test_wait_for_timeout_on_write_aacquire_withdraws_intent(client, raw, 
     assert await reader.aacquire()
     with pytest.raises(asyncio.TimeoutError):
         await asyncio.wait_for(rw.write().aacquire(), 0.3)
-    deadline = time.monotonic() + 1
-    while raw("EXISTS", intent) == 1:
-        assert time.monotonic() < deadline, "the timed-out writer's intent stayed"
-        await asyncio.sleep(0.01)
+    await until(lambda: raw("EXISTS", intent) == 0, 1, "the timed-out writer's intent to go")
     other = rw.try_read()
     assert other is not None
     other.release()

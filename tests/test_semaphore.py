@@ -11,7 +11,7 @@ import time
 import pytest
 
 import ferrolock
-from helpers import LostProbe, wait_for
+from support.helpers import LostProbe, wait_for
 
 SLOW = ferrolock.Retry.fixed(10.0)  # wake-ups only: a poll would hide a missed one
 

@@ -13,6 +13,7 @@ import pytest
 
 import ferrolock
 from ferrolock.testing import RedisServer, free_port
+from support.helpers import wait_for
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-sentinel") is None, reason="redis-sentinel not installed")
 
@@ -44,25 +45,13 @@ class Sentinel:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def wait_for(predicate, limit: float, what: str) -> None:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        try:
-            if predicate():
-                return
-        except OSError:
-            pass
-        time.sleep(0.05)  # polling another process's state: no event to await
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.fixture
 def topology():
     master = RedisServer().start()
     replica = RedisServer(extra=("--replicaof", "127.0.0.1", str(master.port))).start()
-    wait_for(lambda: b"master_link_status:up" in replica.command("INFO", "replication"), 10, "replication")
+    wait_for(lambda: b"master_link_status:up" in replica.command("INFO", "replication"), 10, "replication", ignoring=(OSError,))
     sentinel = Sentinel(master.port)
-    wait_for(lambda: sentinel.master_port() == master.port, 10, "sentinel to answer")
+    wait_for(lambda: sentinel.master_port() == master.port, 10, "sentinel to answer", ignoring=(OSError,))
     yield master, replica, sentinel
     sentinel.close()
     replica.close()
@@ -81,7 +70,7 @@ def test_lock_through_sentinel_follows_failover(topology, prefix):
         assert master.command("HGET", key, "token").decode() == lock.token
         first = lock.fence
     master.kill()
-    wait_for(lambda: sentinel.master_port() == replica.port, 30, "sentinel to promote the replica")
+    wait_for(lambda: sentinel.master_port() == replica.port, 30, "sentinel to promote the replica", ignoring=(OSError,))
     after = client.lock("job", ttl=5)
     assert after.acquire(timeout=15), "the same Client did not follow the failover"
     assert replica.command("EXISTS", f"{prefix}{{job}}") == 1
@@ -105,12 +94,12 @@ def test_a_hold_lost_in_an_asynchronous_failover_is_reported(topology, prefix):
     master.command("CONFIG", "SET", "requirepass", "cut-the-replica")
     master.password = "cut-the-replica"
     master.command("CLIENT", "KILL", "TYPE", "replica")
-    wait_for(lambda: b"master_link_status:down" in replica.command("INFO", "replication"), 10, "the link cut")
+    wait_for(lambda: b"master_link_status:down" in replica.command("INFO", "replication"), 10, "the link cut", ignoring=(OSError,))
     lock = client.lock("gone", ttl=3.0, on_lost=lambda: lost.append(time.monotonic()))
     assert lock.acquire()
     master.kill()
     failed_at = time.monotonic()
-    wait_for(lambda: sentinel.master_port() == replica.port, 30, "sentinel to promote the replica")
+    wait_for(lambda: sentinel.master_port() == replica.port, 30, "sentinel to promote the replica", ignoring=(OSError,))
     assert replica.command("EXISTS", f"{prefix}{{gone}}") == 0  # the hold did not survive
     wait_for(lambda: lock.lost, 10, "the holder told")
     assert lost, "on_lost did not fire"

@@ -19,8 +19,8 @@ import pytest
 
 import ferrolock
 from ferrolock import Retry
-from helpers import LostProbe
-from redis_sentinel import SentinelDeployment
+from support.helpers import LostProbe
+from support.redis_sentinel import SentinelDeployment
 
 TIMES = Path(__file__).resolve().parents[1] / "target" / "sentinel-failover-times.jsonl"
 SLOW = Retry.fixed(30.0)  # polling alone would take the holder's whole ttl: only a wake-up is fast

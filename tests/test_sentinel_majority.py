@@ -16,7 +16,7 @@ import time
 import pytest
 
 import ferrolock
-from redis_sentinel import SERVICE, Node, SentinelDeployment
+from support.redis_sentinel import SERVICE, Node, SentinelDeployment
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-sentinel") is None, reason="redis-sentinel not installed")
 

@@ -16,7 +16,7 @@ import pytest
 
 import ferrolock
 from ferrolock import LockConfigurationError, Retry
-from redis_sentinel import APP, WATCHER, SentinelDeployment
+from support.redis_sentinel import APP, WATCHER, SentinelDeployment
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-sentinel") is None, reason="redis-sentinel not installed")
 
@@ -147,7 +147,7 @@ def test_plain_url_to_a_tls_sentinel(secure):
 
 
 def test_a_ca_that_did_not_sign_the_certificates(secure):
-    from tls_certs import make_ca
+    from support.tls_certs import make_ca
 
     other = make_ca(secure.tls_dir, "unrelated")[0]
     with pytest.raises(LockConfigurationError) as info:

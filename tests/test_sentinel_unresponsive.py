@@ -14,7 +14,7 @@ import time
 import pytest
 
 import ferrolock
-from redis_sentinel import SentinelDeployment
+from support.redis_sentinel import SentinelDeployment
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-sentinel") is None, reason="redis-sentinel not installed")
 

@@ -12,7 +12,7 @@ import pytest
 import ferrolock
 from ferrolock import Retry
 from ferrolock._ferrolock import _debug_stats
-from helpers import key, wait_for
+from support.helpers import key, wait_for
 
 SLOW = Retry.fixed(10.0)  # polling alone would take 10 s: only a wake-up is fast
 

@@ -12,7 +12,7 @@ import pytest
 
 import ferrolock
 from ferrolock.testing import TEST_URL, Raw, RedisServer, server_binary
-from helpers import announced_server
+from support.helpers import announced_server
 
 
 def info(raw: Raw) -> dict:

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 import ferrolock
-from helpers import cancelled_after
-from redis_masters import Masters
+from support.helpers import cancelled_after
+from support.redis_masters import Masters
 
 FERROLOCK = str(Path(sys.executable).parent / "ferrolock")
 
@@ -35,7 +35,7 @@ def deployment(request, prefix, redis_url):
     elif request.param == "sentinel":
         if shutil.which("redis-sentinel") is None:
             pytest.skip("redis-sentinel not installed")
-        from redis_sentinel import SentinelDeployment
+        from support.redis_sentinel import SentinelDeployment
 
         d = SentinelDeployment().start()
         try:

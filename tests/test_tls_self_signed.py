@@ -13,7 +13,7 @@ import pytest
 
 import ferrolock
 from ferrolock import LockConfigurationError
-from tls_certs import OPENSSL, Certs, TlsRedisServer, make_certs
+from support.tls_certs import OPENSSL, Certs, TlsRedisServer, make_certs
 
 
 def self_signed(dir: Path, *extra: str) -> Certs:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 
 import anyio
 import curio
@@ -26,18 +25,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import ferrolock
 import ferrolock.otel
 from ferrolock import LockLost
-from helpers import key
+from support.helpers import key, until
 
 BACKENDS = ["asyncio", "trio"]
-
-
-async def until(predicate, limit: float, what: str) -> None:
-    """Waits (sleeping in trio or anyio) until `predicate()` holds: what another
-    thread or the runtime does shows only in Redis."""
-    deadline = time.monotonic() + limit
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await anyio.sleep(0.005)
 
 
 def held_elsewhere(client, name: str) -> ferrolock.Lock:

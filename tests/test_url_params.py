@@ -19,7 +19,7 @@ import pytest
 import ferrolock
 from ferrolock import LockConnectionError
 from ferrolock.testing import RedisServer
-from helpers import wait_for
+from support.helpers import wait_for
 
 
 def base(url: str) -> str:

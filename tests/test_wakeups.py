@@ -10,20 +10,18 @@ import time
 
 import ferrolock
 from ferrolock import Retry
-from helpers import script_calls, wait_for
+from support.helpers import command_calls, script_calls, wait_for, waiting
 
 SLOW = Retry.fixed(10.0)  # polling alone would take 10 s: only a wake-up is fast
 
 
-def test_waiter_is_woken_by_the_release(client):
+def test_waiter_is_woken_by_the_release(client, raw, prefix):
     holder = client.lock("w")
     assert holder.acquire()
     waiter = client.lock("w", retry=SLOW)
-    started = threading.Event()
     got = {}
 
     def wait():
-        started.set()
         t = time.monotonic()
         got["ok"] = waiter.acquire(timeout=5)
         got["at"] = time.monotonic()
@@ -31,8 +29,7 @@ def test_waiter_is_woken_by_the_release(client):
 
     t = threading.Thread(target=wait)
     t.start()
-    started.wait(2)
-    time.sleep(0.1)  # let the waiter fail once and subscribe
+    wait_for(lambda: waiting(raw, f"{prefix}{{w}}:wake"), 5, "the waiter to fail once and subscribe")
     released = time.monotonic()
     holder.release()
     t.join(5)
@@ -68,11 +65,11 @@ def test_one_release_wakes_one_local_waiter(server):
     assert holder.acquire()
     inside = threading.Lock()
     done = []
-    waiting = threading.Barrier(n + 1)
+    started = threading.Barrier(n + 1)
 
     def work():
         lock = client.lock("h", retry=SLOW)
-        waiting.wait(5)
+        started.wait(5)
         assert lock.acquire(timeout=10)
         with inside:
             done.append(time.monotonic())
@@ -81,8 +78,8 @@ def test_one_release_wakes_one_local_waiter(server):
     threads = [threading.Thread(target=work) for _ in range(n)]
     for t in threads:
         t.start()
-    waiting.wait(5)
-    time.sleep(0.2)  # all have failed once and subscribed
+    started.wait(5)
+    wait_for(lambda: waiting(server, "herd:{h}:wake", n), 10, "every waiter to fail once and subscribe")
     before = script_calls(server)
     start = time.monotonic()
     holder.release()
@@ -96,7 +93,7 @@ def test_one_release_wakes_one_local_waiter(server):
     assert calls <= 3 * n + 5, f"{calls} script calls for {n} hand-overs"
 
 
-def test_writer_release_wakes_every_reader(client):
+def test_writer_release_wakes_every_reader(client, raw, prefix):
     rw = client.rwmutex("doc", retry=SLOW)
     writer = rw.write()
     assert writer.acquire()
@@ -112,7 +109,7 @@ def test_writer_release_wakes_every_reader(client):
     threads = [threading.Thread(target=read) for _ in range(n)]
     for t in threads:
         t.start()
-    time.sleep(0.2)
+    wait_for(lambda: waiting(raw, f"{prefix}{{doc}}:rw:wake", n), 5, "every reader to fail once and subscribe")
     released = time.monotonic()
     writer.release()
     for t in threads:
@@ -121,7 +118,7 @@ def test_writer_release_wakes_every_reader(client):
     assert max(got) - released < 0.5, f"last reader in after {max(got) - released:.3f} s"
 
 
-def test_last_reader_out_wakes_the_writer(client):
+def test_last_reader_out_wakes_the_writer(client, raw, prefix):
     rw = client.rwmutex("doc2", retry=SLOW)
     r1, r2 = rw.read(), rw.read()
     assert r1.acquire() and r2.acquire()
@@ -129,9 +126,9 @@ def test_last_reader_out_wakes_the_writer(client):
     got = {}
     t = threading.Thread(target=lambda: got.setdefault("at", (w.acquire(timeout=5), time.monotonic())))
     t.start()
-    time.sleep(0.1)
+    wait_for(lambda: waiting(raw, f"{prefix}{{doc2}}:rw:wake"), 5, "the writer to fail once and subscribe")
     r1.release()
-    time.sleep(0.05)
+    time.sleep(0.05)  # the chance of a wrong grant: a writer let in now would show below
     assert "at" not in got  # one reader still holds
     released = time.monotonic()
     r2.release()
@@ -149,9 +146,10 @@ def test_killed_subscription_connection_recovers(server):
     got = {}
     t = threading.Thread(target=lambda: got.setdefault("ok", (waiter.acquire(timeout=5), time.monotonic())))
     t.start()
-    time.sleep(0.2)
+    wait_for(lambda: waiting(server, "kill:{k}:wake"), 5, "the waiter to fail once and subscribe")
     assert server.command("CLIENT", "KILL", "TYPE", "pubsub") == 1  # the one subscription
-    time.sleep(0.1)  # the waiter, woken by the loss, subscribes anew
+    # The kill took the subscription off the server at once: one there again is the waiter's new one.
+    wait_for(lambda: waiting(server, "kill:{k}:wake"), 5, "the waiter, woken by the loss, to subscribe anew")
     released = time.monotonic()
     holder.release()
     t.join(6)
@@ -163,7 +161,7 @@ def test_killed_subscription_connection_recovers(server):
     fast = client.lock("k", retry=SLOW)
     t = threading.Thread(target=lambda: got.__setitem__("again", (fast.acquire(timeout=5), time.monotonic())))
     t.start()
-    time.sleep(0.2)
+    wait_for(lambda: waiting(server, "kill:{k}:wake"), 5, "the second waiter to fail once and subscribe")
     released = time.monotonic()
     holder.release()
     t.join(6)
@@ -238,13 +236,10 @@ def test_a_waiter_whose_subscribing_failed_subscribes_again_soon(server, prefix)
     """Subscribing timed out once (a SUBSCRIBE held back past the command
     timeout: a failover, a partition): the waiter tries again at its next
     short pause, not at its retry's 10 s, so the release still wakes it."""
-    from fault_proxy import FaultProxy
+    from support.fault_proxy import FaultProxy
 
     def subscribes() -> int:
-        stats = server.command("INFO", "commandstats")
-        stats = stats.decode() if isinstance(stats, bytes) else stats
-        line = next((s for s in stats.splitlines() if s.startswith("cmdstat_subscribe:")), "calls=0,")
-        return int(line.split("calls=")[1].split(",")[0])
+        return command_calls(server, "subscribe")
 
     proxy = FaultProxy(server.port)
     client = ferrolock.Client(proxy.url, prefix=prefix, command_timeout=0.5)

@@ -14,7 +14,7 @@ import pytest
 
 import ferrolock
 from ferrolock import LockLost, LockNotOwned
-from helpers import LostProbe, key, script_calls, wait_for
+from support.helpers import LostProbe, key, script_calls, wait_for
 
 # The ttls here are long enough that a process not scheduled for a few
 # hundred milliseconds (a busy machine) still renews in time: a hold is
@@ -46,7 +46,7 @@ def test_renewal_keeps_the_hold_for_many_ttls(client, raw, prefix):
             assert remaining is not None and 0 < remaining <= 1.2
             checks += 1
         assert not lock.lost
-        time.sleep(0.05)
+        time.sleep(0.05)  # sampling over three ttls
     # Renewed every ttl/3: the expiry never came close to running out.
     assert min(pttls) > 360, pttls
     assert not probe.event.is_set()
@@ -78,7 +78,7 @@ def test_multi_lock_renews_every_key(client, raw, prefix):
     while time.monotonic() - start < 3.0:  # 2.5 ttls
         for name in ("m1", "m2", "m3"):
             assert 300 < raw("PTTL", key(prefix, name)) <= 1200
-        time.sleep(0.05)
+        time.sleep(0.05)  # sampling over 2.5 ttls
     assert lock.owned() and not lock.lost
     lock.release()
     assert raw.keys(prefix + "*") == []
@@ -107,7 +107,7 @@ def test_no_auto_renew_expires_and_reports_lost(client, raw, prefix):
     assert 0.95 <= lost_since_asked, lost_since_asked
     assert lost_after <= 1.0 + 1.5, lost_after
     assert "plain" in str(info.value)
-    time.sleep(0.3)
+    time.sleep(0.3)  # the time a second, wrong report would take to show
     assert probe.calls == 1
     assert probe.threads[0] is not threading.main_thread()
     assert raw.keys(prefix + "*") == []
@@ -118,7 +118,7 @@ def test_no_auto_renew_not_lost_while_within_ttl(client, raw, prefix):
     probe = LostProbe()
     lock = client.lock("short", ttl=1.0, auto_renew=False, on_lost=probe)
     with lock:
-        time.sleep(0.3)
+        time.sleep(0.3)  # held for a while, short of a renewal's ttl/3: PTTL shows the time gone
         assert not lock.lost
         assert 0 < raw("PTTL", key(prefix, "short")) <= 700  # not renewed
     assert not probe.event.is_set()
@@ -148,7 +148,7 @@ def test_extend_changes_subsequent_renewals(client, raw, prefix):
     pttls = []
     while time.monotonic() - start < 1.5:  # renewals at ~0.17 s, then every ~0.67 s
         pttls.append(raw("PTTL", k))
-        time.sleep(0.05)
+        time.sleep(0.05)  # sampling across the renewals
     # Renewals kept the 2 s ttl: with the old 0.5 s the expiry would sit below 500 ms.
     assert min(pttls) > 1000, pttls
     assert any(b > a for a, b in zip(pttls, pttls[1:])), "no renewal seen"
@@ -207,7 +207,7 @@ def test_loss_by_takeover(client, raw, prefix, redis_url):
     before = raw("PTTL", k)
     assert 5000 < before <= 10_000
     assert other.owned()
-    time.sleep(0.3)
+    time.sleep(0.3)  # the loser's watchdog has a renewal due in this (ttl/3): it must not touch the key
     assert probe.calls == 1  # once, although the release also found the hold gone
     # Nor does the loser's watchdog touch it later.
     assert 5000 < raw("PTTL", k) <= before - 250

@@ -71,7 +71,7 @@ SPLITS = ("split-brain", "master-isolated")
 FAILOVERS = ("failover", "master-kill", "cluster-failover", "cluster-master-kill") + SPLITS
 # A frozen owner cannot clean up; a stalled server cannot answer; in a failover nobody answers for a while.
 STALLING = ("sigstop", "debug-sleep") + FAILOVERS
-# Links cut or slowed between workers and servers (tests/netns.py).
+# Links cut or slowed between workers and servers (tests/support/netns.py).
 PARTITIONS = ("partition", "cut-requests", "cut-replies", "latency")
 # A reply lost with its connection, or on a cut link: the client cannot know it was granted.
 CUTTING = ("server-restart", "client-kill") + FAILOVERS + PARTITIONS

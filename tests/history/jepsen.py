@@ -3,7 +3,7 @@ checker under partitions, every configuration, and its public report.
 
 Each configuration (CONFIGS: a scenario, and ``replicas`` for Sentinel and
 Redis Cluster) runs with every worker and server in a test host of its own
-(tests/netns.py) while the nemesis cuts and slows links, one way and both,
+(tests/support/netns.py) while the nemesis cuts and slows links, one way and both,
 beside its other faults, for an equal share of ``--duration`` seconds. The
 summaries go to target/jepsen-summary.json, and the section of
 docs/reliability.md between the REPORT_BEGIN and REPORT_END markers is

@@ -34,7 +34,7 @@ master restarted as a replica), each once every node agrees on the layout;
 ``client-kill`` goes to the master serving one of the names.
 
 With the workers and servers each in a test host of their own
-(tests/netns.py, a run with ``partitions``), links are cut and slowed in
+(tests/support/netns.py, a run with ``partitions``), links are cut and slowed in
 the router between them, one way or both, beside every other fault:
 ``partition`` (one or two workers cut off both ways from the server they
 use: the master of a name on Sentinel or a Cluster; on a quorum from one
@@ -66,7 +66,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from redis_sentinel import SERVICE
+from support.redis_sentinel import SERVICE
 
 from . import resp
 from .events import now_ns
@@ -145,7 +145,7 @@ class Nemesis:
     _failing_over: threading.Lock = field(default_factory=threading.Lock)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     deployment: object = None  # a SentinelDeployment or a RedisCluster, for the failover faults
-    net: object = None  # the test network (tests/netns.py) of a run with partitions
+    net: object = None  # the test network (tests/support/netns.py) of a run with partitions
     hosts: dict = field(default_factory=dict)  # worker index -> its Host, in a run with partitions
     names: tuple = ()  # the names the workers take (a Cluster's faults aim at the master of one)
     prefix: str = ""

@@ -12,7 +12,7 @@ from typing import Optional
 
 from ferrolock.testing import Connection as _Connection
 from ferrolock.testing import Raw, RespError
-from netns_agent import unix_connect
+from support.netns_agent import unix_connect
 
 __all__ = ["Connection", "RespError", "command", "forget", "route", "scan"]
 

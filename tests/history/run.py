@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from chaos_report import record
+from support.chaos_report import record
 from ferrolock.testing import RedisServer
 
 from . import checker, resp
@@ -111,7 +111,7 @@ class RunConfig:
     replicas: int = 0
     # Worker index -> libfaketime offset of its wall clock; None: SKEWS in the skewed scenarios.
     skews: dict | None = None
-    # Every worker and server in a test host of its own (tests/netns.py), and
+    # Every worker and server in a test host of its own (tests/support/netns.py), and
     # the nemesis cutting and slowing the links between them too.
     partitions: bool = False
 
@@ -121,7 +121,7 @@ def planned_faults(cfg: RunConfig) -> dict:
         return cfg.faults
     if not cfg.partitions:
         return default_faults(cfg.duration, cfg.scenario)
-    import netns
+    from support import netns
 
     return default_faults(cfg.duration, cfg.scenario, partitions=True, latency=netns.tun_unavailable() is None)
 
@@ -151,7 +151,7 @@ def run(cfg: RunConfig) -> dict:
     storage = RedisServer(unix_socket=True).start()  # where the fenced writes go
     try:
         if cfg.partitions:
-            import netns
+            from support import netns
 
             net = netns.Net(seed=cfg.seed)
         deployment, servers, url = _deploy(cfg, net, prefix, aof_dirs)
@@ -244,26 +244,26 @@ def _deploy(cfg, net, prefix, aof_dirs) -> tuple:
     Redis Cluster; each process in a host of `net` of its own when given."""
     where = topology(cfg.scenario)
     if where == "sentinel":
-        from redis_sentinel import SentinelDeployment
+        from support.redis_sentinel import SentinelDeployment
 
         # down-after 1.5 s: no failover of its own under load
         options = {"sentinels": SENTINELS, "down_after_ms": 1500}
         if net is None:
             deployment = SentinelDeployment(**options).start()
         else:
-            import netns
+            from support import netns
 
             deployment = netns.HostedSentinels(net, **options).start()
         ports = [s.port for s in deployment.sentinels]
         first = ports.pop(FIRST_SENTINEL)  # the one sentinel-stop freezes
         return deployment, [Master(deployment)], deployment.url(sentinels=[first] + ports)
     if where == "cluster":
-        from redis_cluster import RedisCluster
+        from support.redis_cluster import RedisCluster
 
         if net is None:
             deployment = RedisCluster(nodes=3, replicas=1).start()
         else:
-            import netns
+            from support import netns
 
             deployment = netns.HostedCluster(net, nodes=3, replicas=1).start()
         servers = [Serving(deployment, f"{prefix}{{{n}}}") for n in NAMES[cfg.scenario]]
@@ -271,7 +271,7 @@ def _deploy(cfg, net, prefix, aof_dirs) -> tuple:
     if net is None:
         servers = [RedisServer(extra=PERSIST + ("--dir", d)).start() for d in aof_dirs]
     else:
-        import netns
+        from support import netns
 
         servers = []
         for i, d in enumerate(aof_dirs):

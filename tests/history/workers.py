@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import ferrolock
 
-from netns_agent import enter
+from support.netns_agent import enter
 
 from . import resp, scenarios
 from .attempt import Attempt
@@ -52,7 +52,7 @@ class WorkerSpec:
     replicas: int = 0  # Client(replicas=..., replica_policy="fail") when positive
     skew: str | None = None  # the wall clock's offset under libfaketime ("+5s"), None: the real clock
     time_port: int = 0  # a server to compare the wall clock with (TIME) before starting
-    netns: str | None = None  # the test host it runs in (tests/netns.py), None: the machine's own network
+    netns: str | None = None  # the test host it runs in (tests/support/netns.py), None: the machine's own network
     routes: dict | None = None  # port -> unix socket of the servers in test hosts (history.resp.route)
     storage: str | None = None  # the unix socket of the storage its fenced writes go to
 

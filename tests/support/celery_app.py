@@ -1,5 +1,5 @@
 """The Celery app of tests/test_celery.py, imported by the test and by the
-worker it starts (`celery -A celery_app worker -P solo`, from tests/):
+worker it starts (`celery -A support.celery_app worker -P solo`, from tests/):
 broker, result backend and locks on the test's redis-server
 (CELERY_TEST_URL), lock keys under the test's prefix (CELERY_TEST_PREFIX).
 
@@ -23,7 +23,7 @@ from ferrolock.throwaway import Raw
 
 URL = os.environ.get("CELERY_TEST_URL", "redis://127.0.0.1:6379/0")
 
-app = Celery("celery_app", broker=URL, backend=URL)
+app = Celery("support.celery_app", broker=URL, backend=URL)
 app.conf.ferrolock_prefix = os.environ.get("CELERY_TEST_PREFIX")
 app.conf.broker_connection_retry_on_startup = True
 app.conf.result_extended = True
@@ -76,7 +76,7 @@ def told(self, item: str) -> str:
     hold = self.request.singleton
     deadline = time.monotonic() + GATE_LIMIT
     while not hold.lost and time.monotonic() < deadline:
-        time.sleep(0.01)
+        time.sleep(0.01)  # `lost` is a property with no blocking wait in a sync task: polled
     Raw(URL)("RPUSH", f"lost:{item}", "1" if hold.lost else "0")
     return item
 

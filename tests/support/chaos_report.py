@@ -1,17 +1,51 @@
-"""Summarize a chaos report (JSON lines from chaos_report.record) as a
-markdown table: `python tests/chaos_summary.py [target/chaos-report.jsonl]`."""
+"""Figures of the chaos suite, one JSON line per scenario run.
+
+``record("stress-lock", processes=8, cycles=250, ...)`` appends
+``{"ts": ..., "scenario": ..., <figures>}`` to the file named by
+``FERROLOCK_CHAOS_REPORT``, or to ``target/chaos-report.jsonl`` under the
+repository root. ``python tests/support/chaos_report.py [FILE]`` prints a
+report as markdown tables (docs/reliability.md shows them). Standard library
+only, so that it runs as a script.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 from collections import defaultdict
 from pathlib import Path
 
-from chaos_report import report_path
+ENV = "FERROLOCK_CHAOS_REPORT"
+DEFAULT = Path(__file__).resolve().parents[2] / "target" / "chaos-report.jsonl"
+
+
+def report_path() -> Path:
+    configured = os.environ.get(ENV)
+    return Path(configured) if configured else DEFAULT
+
+
+def record(scenario: str, **figures) -> dict:
+    """Append one line for `scenario` and return what was written."""
+    now = time.time()
+    entry = {
+        "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z",
+        "scenario": scenario,
+        **figures,
+    }
+    path = report_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = json.dumps(entry, sort_keys=False, default=str) + "\n"
+    # One write of one line in append mode: lines from concurrent writers do not interleave.
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(line)
+    return entry
 
 
 def main() -> None:
+    """The report (the file named first on the command line, else report_path())
+    summarised as markdown tables."""
     path = Path(sys.argv[1]) if len(sys.argv) > 1 else report_path()
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     by = defaultdict(list)

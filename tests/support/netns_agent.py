@@ -1,4 +1,4 @@
-"""What runs at the start of a process placed in a test host (tests/netns.py),
+"""What runs at the start of a process placed in a test host (tests/support/netns.py),
 kept free of heavy imports so that such a process starts quickly: moving
 into the host's network namespace, and the agent's loop, which runs the
 test's code sent over a pipe."""

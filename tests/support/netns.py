@@ -51,9 +51,9 @@ from typing import Any, Iterable, Optional
 import pytest
 
 from ferrolock.testing import RedisServer
-from netns_agent import unix_connect
-from redis_cluster import ClusterNode, RedisCluster
-from redis_sentinel import Node, SentinelDeployment
+from support.netns_agent import unix_connect
+from support.redis_cluster import ClusterNode, RedisCluster
+from support.redis_sentinel import Node, SentinelDeployment
 
 PREFIX = "fltest"  # every namespace this module makes is named fltest-PID-N-ROLE
 NAME = re.compile(rf"^{PREFIX}-(\d+)-\d+-")
@@ -389,18 +389,6 @@ class Net:
 def _close_all() -> None:
     for net in list(_nets):
         net.close()
-
-
-@pytest.fixture
-def net(request):
-    """A Net of the test's own (skipped, saying why, where the machine cannot
-    make one), removed at the test's end however it ends."""
-    skip_unless_available(latency=bool(request.node.get_closest_marker("latency")))
-    n = Net(seed=int.from_bytes(request.node.nodeid.encode()[-4:], "big"))
-    try:
-        yield n
-    finally:
-        n.close()
 
 
 # -- servers in hosts ---------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Added latency for the test networks of tests/netns.py: a TUN device in a
+"""Added latency for the test networks of tests/support/netns.py: a TUN device in a
 router namespace through which the router's policy rules send the packets
 to delay, read here, held for their delay, and written back into the same
 device, from which the router forwards them as usual.

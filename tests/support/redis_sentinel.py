@@ -123,7 +123,7 @@ class SentinelDeployment:
         self.tls, self.acl, self.persist, self.quorum = tls, acl, persist, quorum
         self.tls_dir: Optional[Path] = None
         if tls:
-            from tls_certs import make_certs
+            from support.tls_certs import make_certs
 
             self.tls_dir = make_certs().dir
         auth = ADMIN if acl else None
@@ -203,8 +203,10 @@ class SentinelDeployment:
             sentinels: Optional[list] = None) -> str:
         scheme = "rediss+sentinel" if self.tls else "redis+sentinel"
         creds = f"{quote(app[0], safe='')}:{quote(app[1], safe='')}@" if app and self.acl else ""
-        chosen = [next(s for s in self.sentinels if s.port == p) for p in sentinels] if sentinels else self.sentinels
-        hosts = ",".join(f"{s.host}:{s.port}" for s in chosen)
+        # `sentinels`: ports, of this deployment's Sentinels (at their host) or
+        # not (a dead port, a Sentinel started apart: on loopback).
+        at = {s.port: s.host for s in self.sentinels}
+        hosts = ",".join(f"{at.get(p, '127.0.0.1')}:{p}" for p in (sentinels or list(at)))
         query = ""
         if watcher and self.acl:
             query = f"?sentinel_username={quote(watcher[0], safe='')}&sentinel_password={quote(watcher[1], safe='')}"

@@ -1,6 +1,8 @@
 """Shared test helpers: an awaitable on_lost probe, a LockEvents recorder,
-key names, waiting for a condition another thread or process brings about,
-the server binary the tests run."""
+key names, a server's command counts, waiting (in a thread or a coroutine)
+for a condition another thread or process brings about, and for waiters to
+be subscribed, the server binary the tests run. A helper two suites need
+lives here, not in a copy in each."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import re
 import subprocess
 import threading
 import time
+
+import anyio
 
 # libfaketime (Debian package `faketime`, installed by `make deps`): a
 # process started with `skewed_clock(seconds)` in its environment sees its
@@ -66,23 +70,52 @@ def key(prefix: str, name: str) -> str:
     return f"{prefix}{{{name}}}"
 
 
+def command_calls(server, *commands: str) -> int:
+    """The calls of `commands` (lower case, as INFO commandstats names them)
+    a server (a RedisServer, or a Raw client of one) has answered so far."""
+    info = getattr(server, "command", server)("INFO", "commandstats")
+    info = info.decode() if isinstance(info, bytes) else info
+    heads = tuple(f"cmdstat_{c}:" for c in commands)
+    return sum(int(line.split("calls=", 1)[1].split(",", 1)[0]) for line in info.splitlines() if line.startswith(heads))
+
+
 def script_calls(server) -> int:
     """Scripts run so far on a private server (EVALSHA, plus EVAL if any)."""
-    info = server.command("INFO", "commandstats").decode()
-    total = 0
-    for line in info.splitlines():
-        if line.startswith(("cmdstat_evalsha:", "cmdstat_eval:")):
-            total += int(line.split("calls=", 1)[1].split(",", 1)[0])
-    return total
+    return command_calls(server, "evalsha", "eval")
 
 
-def wait_for(predicate, limit: float, what: str) -> None:
-    """Waits until `predicate()` holds: the progress of another thread or
-    process, seen only in Redis, has no event to await."""
+def waiting(server, channel: str, count: int = 1) -> bool:
+    """`count` acquires of this process wait for a wake-up (or more), and
+    `channel` (a lock's ``<key>:wake``) has its subscriber on `server` (a
+    RedisServer, or a Raw client of one): a release now wakes them."""
+    from ferrolock._ferrolock import _debug_stats
+
+    ask = getattr(server, "command", server)
+    return _debug_stats()["waiters"] >= count and ask("PUBSUB", "NUMSUB", channel)[1] >= 1
+
+
+def wait_for(predicate, limit: float, what: str, ignoring: tuple = ()) -> float:
+    """Waits until `predicate()` holds, and returns the seconds it took: the
+    progress of another thread or process, seen only in Redis (or in another
+    server's answers), has no event to await. An exception of `ignoring`
+    (OSError: a server restarting) counts as not yet."""
+    start = time.monotonic()
+    while True:
+        try:
+            if predicate():
+                return time.monotonic() - start
+        except ignoring:
+            pass
+        assert time.monotonic() - start < limit, f"timed out waiting for {what} ({limit} s)"
+        time.sleep(0.005)
+
+
+async def until(predicate, limit: float, what: str) -> None:
+    """wait_for in a coroutine, under asyncio or trio (anyio sleeps in either)."""
     deadline = time.monotonic() + limit
     while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.005)
+        assert time.monotonic() < deadline, f"timed out waiting for {what} ({limit} s)"
+        await anyio.sleep(0.005)
 
 
 async def cancelled_after(awaitable, steps: int):

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 
 import ferrolock
 from ferrolock.testing import RedisServer
-from helpers import key
+from support.helpers import key
 
 
 class Masters:
