@@ -10,7 +10,7 @@ import time
 import pytest
 
 from ferrolock import LockLost, LockNotOwned
-from support.helpers import LostProbe, key
+from support.helpers import LostProbe, ThreadLag, key
 
 TTL = 0.6
 MAX_HOLD = 1.5
@@ -35,13 +35,16 @@ def primitives(client, name: str, on_lost, **options):
 def test_a_hold_ends_at_its_max_hold_and_is_reported_lost(client, events, kind):
     probe = LostProbe()
     held, other = primitives(client, "mh-" + kind, probe, ttl=TTL, max_hold=MAX_HOLD)[kind]
-    taken = time.monotonic()
-    assert held.acquire()
-    # The holder never releases: renewal alone would keep it forever.
-    assert probe.wait(MAX_HOLD + 10)
+    with ThreadLag() as lag:
+        taken = time.monotonic()
+        assert held.acquire()
+        # The holder never releases: renewal alone would keep it forever.
+        assert probe.wait(MAX_HOLD + 10)
     ended = probe.at
     assert held.lost and probe.calls == 1
-    assert ended - taken <= MAX_HOLD + 0.05, "reported lost before its hold could run out in Redis"
+    # on_lost is called from a thread of its own: on a busy machine it runs
+    # as late as any Python thread ran meanwhile.
+    assert ended - taken <= MAX_HOLD + 0.05 + lag.worst, "reported lost after max_hold"
     assert ended - taken >= MAX_HOLD - TTL, "renewed until its last stretch"
     assert events.wait(lambda at, kind_, detail, names: kind_ == "lost", 5)
     assert [detail for _, kind_, detail, _ in events.seen if kind_ == "lost"] == ["expired"]

@@ -47,6 +47,37 @@ class LostProbe:
         return self.event.wait(timeout)
 
 
+class ThreadLag:
+    """How late this process's Python threads ran while it was open: a
+    ticker thread asks to wake every 5 ms and keeps the worst lateness. A
+    callback that ferrolock schedules on time can run this much later on a
+    busy machine (it waits for a core and the GIL like any thread), so a
+    test bounding when a callback ran adds this, measured in the same
+    window, rather than an idle machine's figure."""
+
+    TICK = 0.005
+
+    def __init__(self):
+        self.worst = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._tick, daemon=True)
+
+    def _tick(self) -> None:
+        while True:
+            due = time.monotonic() + self.TICK
+            if self._stop.wait(self.TICK):
+                return
+            self.worst = max(self.worst, time.monotonic() - due)
+
+    def __enter__(self) -> "ThreadLag":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 class Events:
     """A ferrolock listener: the LockEvents of this process, with the
     monotonic time each arrived, that a test can wait on."""
