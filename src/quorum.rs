@@ -46,6 +46,11 @@ pub(crate) struct Quorum {
     ready: Readiness,
 }
 
+/// The least grace the masters yet to answer get once the answers settle a
+/// step: on a loaded machine a healthy master's answer can be that far
+/// behind the others for want of a core, not because it is slow.
+const MIN_GRACE: Duration = Duration::from_millis(5);
+
 /// One master's answer: `None` when it gave none within the step's limit.
 type Answers<T> = Vec<Option<Result<T>>>;
 
@@ -64,8 +69,8 @@ impl Quorum {
 
     /// Runs `op` on the masters `which` at once, until `settled` says the
     /// answers so far decide, every one answered, or `limit` passed. Once
-    /// settled, the others get as long again as that took (and a
-    /// millisecond): a healthy master's answer is that close behind, and a
+    /// settled, the others get as long again as that took (at least
+    /// `MIN_GRACE`, and a millisecond): a healthy master's answer is that close behind, and a
     /// hold on every master outlasts more failures than one on a bare
     /// majority, while a stopped master costs little. A master that has not
     /// answered by then keeps its command: it was sent, and runs on that
@@ -93,12 +98,15 @@ impl Quorum {
             .collect();
         loop {
             tokio::select! {
+                // An answer already in goes before the deadline: after this
+                // task was descheduled, both are ready at once.
+                biased;
                 next = pending.next() => match next {
                     Some((i, answer)) => {
                         answers[i] = Some(answer);
                         if !lingering && settled(&answers) {
                             lingering = true;
-                            let grace = started.elapsed() + Duration::from_millis(1);
+                            let grace = started.elapsed().max(MIN_GRACE) + Duration::from_millis(1);
                             deadline = deadline.min(Instant::now() + grace);
                         }
                     }
