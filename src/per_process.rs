@@ -62,7 +62,7 @@ impl<T> PerProcess<T> {
             }
             let fresh = Some(Arc::new(Slot { pid, value: OnceLock::new() }));
             let previous = self.slot.compare_and_swap(&current, fresh);
-            if same(&previous, &current) {
+            if same(previous.as_ref(), current.as_ref()) {
                 forget_unless_ours(current, pid);
             }
         }
@@ -129,7 +129,7 @@ impl<T> Drop for PerProcess<T> {
     }
 }
 
-fn same<T>(a: &Option<Arc<T>>, b: &Option<Arc<T>>) -> bool {
+fn same<T>(a: Option<&Arc<T>>, b: Option<&Arc<T>>) -> bool {
     match (a, b) {
         (Some(a), Some(b)) => Arc::ptr_eq(a, b),
         (None, None) => true,
@@ -205,7 +205,7 @@ mod tests {
         }
         let mut status = 0;
         // SAFETY: waits for the child just forked.
-        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert_eq!(unsafe { libc::waitpid(pid, &raw mut status, 0) }, pid);
         assert!(libc::WIFEXITED(status), "the child did not exit (status {status}): it hung");
         libc::WEXITSTATUS(status)
     }
