@@ -7,7 +7,6 @@ use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use arc_swap::ArcSwapOption;
 use tokio::runtime::Handle;
 use tokio::sync::Notify;
 
@@ -55,24 +54,6 @@ impl Cleanups {
                 return;
             }
             done.await;
-        }
-    }
-}
-
-/// The clean-ups of whichever process uses them: a forked child starts its
-/// own, and never waits on (or counts into) its parent's.
-#[derive(Default)]
-pub(crate) struct ProcessCleanups(ArcSwapOption<(u32, Arc<Cleanups>)>);
-
-impl ProcessCleanups {
-    pub(crate) fn get(&self) -> Arc<Cleanups> {
-        let pid = crate::pid::current();
-        loop {
-            let current = self.0.load_full();
-            if let Some((_, cleanups)) = current.as_deref().filter(|(p, _)| *p == pid) {
-                return cleanups.clone();
-            }
-            self.0.compare_and_swap(&current, Some(Arc::new((pid, Cleanups::new()))));
         }
     }
 }

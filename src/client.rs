@@ -15,6 +15,7 @@ use crate::cluster::ClusterTarget;
 use crate::conn::{Conn, InlinePool, Io};
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
+use crate::per_process::PerProcess;
 use crate::replication::{Replication, Throttle, REPLICA_WARNINGS_EVERY};
 use crate::sentinel::SentinelTarget;
 use crate::wakeups::Wakeups;
@@ -96,11 +97,9 @@ struct Inner {
     display: String,
     /// TLS to the server (such connections are never used inline).
     tls: bool,
-    /// This process's connections and waiters. A forked child makes its own
-    /// and never touches (or waits on a lock of) its parent's: the parent's
-    /// are swapped out without taking any lock, so a fork while a parent
-    /// thread connects or subscribes cannot leave the child stuck.
-    local: ArcSwapOption<Local>,
+    /// This process's connections and waiters: a forked child makes its own
+    /// and never touches (or waits on a lock of) its parent's.
+    local: PerProcess<Arc<Local>>,
     /// Warnings of steps the replicas did not acknowledge, throttled per client.
     replica_warnings: Throttle,
     /// Whether this process connected and checked the server, and whether
@@ -111,7 +110,6 @@ struct Inner {
 /// What belongs to one process: its connection (opened one at a time), its
 /// wake-up subscription and waiters, and its clean-ups.
 struct Local {
-    pid: u32,
     conn: ArcSwapOption<Conn>,
     connecting: tokio::sync::Mutex<()>,
     /// Connections for commands sent inline (`Io::Inline`).
@@ -173,7 +171,7 @@ impl Client {
                 keys: KeySpace::new(&opts.prefix),
                 opts,
                 display,
-                local: ArcSwapOption::empty(),
+                local: PerProcess::new(),
                 replica_warnings: Throttle::new(REPLICA_WARNINGS_EVERY),
                 ready: Readiness::default(),
             }),
@@ -183,35 +181,16 @@ impl Client {
 
     /// This process's state, made on first use in each process.
     fn local(&self) -> Arc<Local> {
-        let pid = crate::pid::current();
-        loop {
-            let current = self.inner.local.load_full();
-            if let Some(local) = current.as_ref().filter(|l| l.pid == pid) {
-                return local.clone();
-            }
+        self.inner.local.get(|| {
             let cleanups = Cleanups::new();
-            let fresh = Some(Arc::new(Local {
-                pid,
+            Arc::new(Local {
                 conn: ArcSwapOption::empty(),
                 connecting: tokio::sync::Mutex::new(()),
                 inline: Arc::default(),
                 wakeups: Arc::new(Wakeups::new(cleanups.clone())),
                 cleanups,
-            }));
-            let previous = self.inner.local.compare_and_swap(&current, fresh);
-            let swapped = match (&*previous, &current) {
-                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-                (None, None) => true,
-                _ => false,
-            };
-            if swapped {
-                if let Some(stale) = current {
-                    // The parent's: its connection's driver task lives in the
-                    // parent's runtime, so dropping it here could block. Leak it.
-                    std::mem::forget(stale);
-                }
-            }
-        }
+            })
+        })
     }
 
     /// Connects and checks the server (`verify`) unless this process did
@@ -226,12 +205,7 @@ impl Client {
     /// refuses every later use. Waiters still waiting are woken, and fail.
     pub async fn close(&self) {
         self.inner.ready.close();
-        let Some(local) = self.inner.local.swap(None) else { return };
-        if local.pid != crate::pid::current() {
-            // The parent's (see `local`).
-            std::mem::forget(local);
-            return;
-        }
+        let Some(local) = self.inner.local.take() else { return };
         local.conn.store(None);
         local.inline.clear();
         local.wakeups.clone().drop_subscription().await;

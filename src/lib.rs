@@ -16,6 +16,7 @@ pub mod lease;
 pub mod listing;
 pub mod lock;
 pub mod mode;
+mod per_process;
 mod percent;
 mod pid;
 mod probe;

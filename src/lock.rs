@@ -13,6 +13,7 @@ use crate::events::{self, Event, LossCause, ReplicaStep, Subject};
 use crate::keys::one_slot;
 use crate::lease::{Lease, Terms};
 use crate::mode::{patience, Mode};
+use crate::per_process::PerProcess;
 use crate::replication::{self, Policy};
 use crate::scripts::{Record, Refreshed};
 use crate::steps::Steps;
@@ -37,7 +38,9 @@ pub struct Lock {
     names: Vec<String>,
     mode: Mode,
     opts: LockOptions,
-    state: Mutex<State>,
+    /// This process's: a forked child starts afresh, holding nothing (its
+    /// parent's hold stays the parent's).
+    state: PerProcess<Mutex<State>>,
     /// What this handle's events are about.
     subject: Arc<Subject>,
     /// The token each hold of this handle takes (a plain hold's owner id,
@@ -46,9 +49,6 @@ pub struct Lock {
 }
 
 struct State {
-    /// The process this state belongs to: a forked child starts afresh,
-    /// holding nothing (its parent's hold stays the parent's).
-    pid: u32,
     /// One permit: held while this handle holds, so two tasks sharing a handle
     /// never share a hold (the second waits, as with `threading.Lock`).
     gate: Arc<Semaphore>,
@@ -60,7 +60,7 @@ struct State {
 
 impl State {
     fn new() -> State {
-        State { pid: crate::pid::current(), gate: Arc::new(Semaphore::new(1)), hold: None, last: None }
+        State { gate: Arc::new(Semaphore::new(1)), hold: None, last: None }
     }
 }
 
@@ -132,18 +132,23 @@ impl Lock {
             state.last = Some(lease.clone());
             state.hold = Some(lease);
         }
-        Lock { client, names, mode, opts, state: Mutex::new(state), subject, named: None }
+        Lock {
+            client,
+            names,
+            mode,
+            opts,
+            state: PerProcess::holding(Mutex::new(state)),
+            subject,
+            named: None,
+        }
     }
 
-    /// This process's state: after a fork, the child's starts empty.
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if state.pid != crate::pid::current() {
-            let inherited = std::mem::replace(&mut *state, State::new());
-            // The parent's watchdog task lives in the parent's runtime: leave it be.
-            std::mem::forget(inherited);
-        }
-        state
+    /// Calls `f` with this process's state (after a fork, the child's starts empty).
+    fn state<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        self.state.with(
+            || Mutex::new(State::new()),
+            |state| f(&mut state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)),
+        )
     }
 
     pub fn names(&self) -> &[String] {
@@ -183,9 +188,10 @@ impl Lock {
             lease.on_lost(Box::new(move |why| cb(why)));
         }
         watchdog::start(&lease, &self.client, &self.mode, self.opts.auto_renew);
-        let mut state = self.state();
-        state.last = Some(lease.clone());
-        state.hold = Some(lease);
+        self.state(|state| {
+            state.last = Some(lease.clone());
+            state.hold = Some(lease);
+        });
     }
 
     /// Gives the lock up. `NotOwned` when this handle holds nothing, or Redis
@@ -196,13 +202,12 @@ impl Lock {
 
     /// `release`, its commands sent as `io` says (see `conn`).
     pub async fn release_via(&self, io: Io) -> Result<()> {
-        let lease = {
-            let mut state = self.state();
+        let lease = self.state(|state| {
             let lease = state.hold.take().ok_or_else(|| self.not_owned())?;
             // This handle no longer holds, whatever Redis answers.
             state.gate.add_permits(1);
-            lease
-        };
+            Ok::<_, Error>(lease)
+        })?;
         let valid = lease.valid_until().is_some_and(|t| Instant::now() < t) && !lease.is_marked_lost();
         // Renewal stops before the release is sent.
         lease.mark_released();
@@ -337,12 +342,12 @@ impl Lock {
 
     /// The lease this handle holds now.
     fn current(&self) -> Option<Arc<Lease>> {
-        self.state().hold.clone()
+        self.state(|s| s.hold.clone())
     }
 
     /// Whether this handle holds the lock, by its own account (no round trip).
     pub fn is_held(&self) -> bool {
-        self.state().hold.is_some()
+        self.state(|s| s.hold.is_some())
     }
 
     /// `"lock"`, `"read"`, `"write"` or `"permit"`.
@@ -366,12 +371,12 @@ impl Lock {
 
     /// The fence of the current hold: greater than every earlier one for these names.
     pub fn fence(&self) -> Option<i64> {
-        self.state().hold.as_ref().and_then(|l| l.fence())
+        self.state(|s| s.hold.as_ref().and_then(|l| l.fence()))
     }
 
     /// The lease of the current (or latest) hold.
     pub fn lease(&self) -> Option<Arc<Lease>> {
-        self.state().last.clone()
+        self.state(|s| s.last.clone())
     }
 
     /// Whether the current (or latest) hold was lost.

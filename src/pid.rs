@@ -19,14 +19,16 @@ pub fn current() -> u32 {
     if pid != 0 {
         return pid;
     }
+    let mut registered = 0;
     AT_FORK.call_once(|| {
         // SAFETY: registers a handler that only stores to an atomic, which is
         // async-signal-safe and so allowed in a forked child.
-        let registered = unsafe { libc::pthread_atfork(None, None, Some(forget_in_child)) };
-        if registered != 0 {
-            log::warn!("pthread_atfork failed ({registered}): the process id is read each time");
-        }
+        registered = unsafe { libc::pthread_atfork(None, None, Some(forget_in_child)) };
     });
+    if registered != 0 {
+        // Outside `call_once`: the logger asks for the process id too.
+        log::warn!("pthread_atfork failed ({registered}): the process id is read each time");
+    }
     let pid = std::process::id();
     if PID.load(Ordering::Relaxed) == 0 && AT_FORK.is_completed() {
         PID.store(pid, Ordering::Relaxed);

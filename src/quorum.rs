@@ -15,15 +15,17 @@
 //! majority meets that one on a master whose next fence is above it.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 
-use crate::cleanup::ProcessCleanups;
+use crate::cleanup::Cleanups;
 use crate::client::{Client, ClientOptions, Readiness};
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
+use crate::per_process::PerProcess;
 use crate::replication::{Shortfall, Throttle};
 use crate::scripts::{Obtain, Record, Refreshed};
 use crate::steps::{Obtaining, Released, Steps};
@@ -39,7 +41,7 @@ pub(crate) struct Quorum {
     keys: KeySpace,
     display: String,
     /// The undo of interrupted acquires on the quorum, this process's.
-    cleanups: ProcessCleanups,
+    cleanups: PerProcess<Arc<Cleanups>>,
     /// Warnings of steps the replicas did not acknowledge, throttled per quorum.
     replica_warnings: Throttle,
     /// Whether this process connected the quorum (`setup`), and whether it was closed.

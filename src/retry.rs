@@ -1,4 +1,6 @@
-//! How long to wait between attempts to take a busy lock.
+//! How long to wait between attempts: to take a busy lock (the caller's
+//! `Retry`), and in every retry of the library's own (`Retry::doubling`,
+//! walked by `Pauses`).
 
 use std::time::Duration;
 
@@ -48,6 +50,22 @@ impl Retry {
         Retry { backoff: Backoff::None, attempts: Some(1) }
     }
 
+    /// `first`, `2*first`, `4*first`, ... up to `longest`, without jitter
+    /// and without end: the pauses of the library's own retries.
+    pub(crate) fn doubling(first: Duration, longest: Duration) -> Self {
+        Retry { backoff: Backoff::Exponential { min: first, max: longest, jitter: false }, attempts: None }
+    }
+
+    /// At most `attempts` attempts in all.
+    pub(crate) fn at_most(self, attempts: u32) -> Self {
+        Retry { attempts: Some(attempts), ..self }
+    }
+
+    /// Its delays one after another: the first after the first failure.
+    pub(crate) fn pauses(self) -> Pauses {
+        Pauses { retry: self, failed: 0 }
+    }
+
     /// The wait after `failed` attempts (1 after the first), or `None` to give up.
     pub fn delay(&self, failed: u32) -> Option<Duration> {
         if self.attempts.is_some_and(|n| failed >= n) {
@@ -63,6 +81,28 @@ impl Retry {
                 Some(if *jitter { wait.mul_f64(0.5 + random_unit() / 2.0) } else { wait })
             }
         }
+    }
+}
+
+/// The delays of a `Retry`, one per failed attempt; `None` once it gives up.
+pub(crate) struct Pauses {
+    retry: Retry,
+    failed: u32,
+}
+
+impl Iterator for Pauses {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        self.failed = self.failed.saturating_add(1);
+        self.retry.delay(self.failed)
+    }
+}
+
+impl Pauses {
+    /// The next delay of a retry without end (`Retry::doubling`).
+    pub(crate) fn pause(&mut self) -> Duration {
+        self.next().unwrap_or_default()
     }
 }
 
@@ -120,6 +160,15 @@ mod tests {
             let d = jit.delay(i).unwrap();
             assert!(d >= MS && d <= 100 * MS, "{d:?}");
         }
+    }
+
+    #[test]
+    fn the_librarys_own_retries_double() {
+        let mut doubling = Retry::doubling(5 * MS, 16 * MS).pauses();
+        let waits: Vec<_> = (0..4).map(|_| doubling.pause()).collect();
+        assert_eq!(waits, [5 * MS, 10 * MS, 16 * MS, 16 * MS]);
+        let bounded: Vec<_> = Retry::doubling(20 * MS, 500 * MS).at_most(3).pauses().collect();
+        assert_eq!(bounded, [20 * MS, 40 * MS], "3 attempts, 2 pauses between them");
     }
 
     #[test]

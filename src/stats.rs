@@ -2,34 +2,33 @@
 //! tasks, registered waiters. A forked child starts from zero: its
 //! parent's tasks and waiters never run there.
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-pub(crate) struct ProcessCounter(Mutex<(u32, usize)>);
+use crate::per_process::PerProcess;
+
+pub(crate) struct ProcessCounter(PerProcess<AtomicUsize>);
 
 impl ProcessCounter {
     pub(crate) const fn new() -> ProcessCounter {
-        ProcessCounter(Mutex::new((0, 0)))
+        ProcessCounter(PerProcess::new())
     }
 
-    fn with<R>(&self, f: impl FnOnce(&mut usize) -> R) -> R {
-        let mut slot = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let pid = crate::pid::current();
-        if slot.0 != pid {
-            *slot = (pid, 0);
-        }
-        f(&mut slot.1)
+    fn with<R>(&self, f: impl FnOnce(&AtomicUsize) -> R) -> R {
+        self.0.with(AtomicUsize::default, f)
     }
 
     pub(crate) fn add(&self) {
-        self.with(|n| *n += 1);
+        self.with(|n| n.fetch_add(1, Ordering::Relaxed));
     }
 
     pub(crate) fn sub(&self) {
-        self.with(|n| *n = n.saturating_sub(1));
+        self.with(|n| {
+            let _ = n.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| Some(v.saturating_sub(1)));
+        });
     }
 
     pub(crate) fn get(&self) -> usize {
-        self.with(|n| *n)
+        self.with(|n| n.load(Ordering::Relaxed))
     }
 }
 

@@ -14,6 +14,7 @@ use crate::events::{self, Event, LossCause, ReplicaStep};
 use crate::lease::Lease;
 use crate::mode::Mode;
 use crate::replication::{self, Policy};
+use crate::retry::Retry;
 use crate::scripts::Refreshed;
 
 use crate::stats::WATCHDOGS;
@@ -113,7 +114,7 @@ impl Keeper {
                 () = sleep_until(next.into()) => {}
                 () = lease.wait_rescheduled() => continue,
             }
-            let mut backoff = Duration::from_millis(10);
+            let mut pauses = Retry::doubling(Duration::from_millis(10), Duration::MAX).pauses();
             loop {
                 let Some(deadline) = lease.valid_until() else {
                     return;
@@ -145,13 +146,14 @@ impl Keeper {
                         // It reached the master but does not count: the lease
                         // keeps its last acknowledged validity; retry.
                         lease.renewal_unacknowledged(shortfall.describe());
+                        // At most a tenth of the ttl: many tries before it runs out.
+                        let backoff = pauses.pause().min(ttl / 10).max(Duration::from_millis(1));
                         tokio::select! {
                             () = sleep(backoff) => {}
                             () = sleep_until(deadline.into()) => {
                                 return self.lose_at_deadline("renewal did not succeed before the hold's validity ran out");
                             }
                         }
-                        backoff = (backoff * 2).min(ttl / 10).max(Duration::from_millis(1));
                         continue;
                     }
                 }
@@ -176,13 +178,14 @@ impl Keeper {
                     }
                     Err(e) => {
                         failing.failed(lease, &e);
+                        // At most a tenth of the ttl: many tries before it runs out.
+                        let backoff = pauses.pause().min(ttl / 10).max(Duration::from_millis(1));
                         tokio::select! {
                             () = sleep(backoff) => {}
                             () = sleep_until(deadline.into()) => {
                                 return self.lose_at_deadline("Redis was unreachable until the hold's validity ran out");
                             }
                         }
-                        backoff = (backoff * 2).min(ttl / 10).max(Duration::from_millis(1));
                     }
                 }
             }

@@ -1,52 +1,109 @@
-//! The modules of `src/` form layers: no module reaches, through the
-//! `crate::` paths it names, back to itself. A directory `src/X/` (nested
-//! ones included) counts as the module X, so `src/py/` is one module.
+//! The modules of `src/` form layers: no module reaches, through the paths
+//! it names (`crate::…`, `super::…`), back to itself. Modules are compared
+//! with their siblings: at the top, a directory `src/X/` (nested ones
+//! included) counts as the module X, so `src/py/` is one module there; inside
+//! `src/py/`, `green` and `runtime` (and `lock`, the file with its folder)
+//! are modules of their own, and so on down. A module naming an item of its
+//! parent, or the parent naming its child, is no circle.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// Each module and the modules it names (`crate::name` anywhere outside comments).
-fn dependencies() -> BTreeMap<String, BTreeSet<String>> {
+/// A module's path from the crate's root: `["py", "lock", "hold"]`.
+type ModPath = Vec<String>;
+
+/// Every source file and the module it is.
+fn files() -> Vec<(ModPath, PathBuf)> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files: Vec<(String, std::path::PathBuf)> = Vec::new();
-    for entry in std::fs::read_dir(&src).unwrap() {
-        let path = entry.unwrap().path();
-        let stem = path.file_stem().unwrap().to_string_lossy().to_string();
-        if path.is_dir() {
-            let mut dirs = vec![path];
-            while let Some(dir) = dirs.pop() {
-                for inner in std::fs::read_dir(&dir).unwrap() {
-                    let inner = inner.unwrap().path();
-                    if inner.is_dir() {
-                        dirs.push(inner);
-                    } else {
-                        files.push((stem.clone(), inner));
-                    }
-                }
+    let mut found = Vec::new();
+    let mut dirs = vec![(src, Vec::new())];
+    while let Some((dir, at)) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let stem = path.file_stem().unwrap().to_string_lossy().to_string();
+            let inner = [at.clone(), vec![stem.clone()]].concat();
+            if path.is_dir() {
+                dirs.push((path, inner));
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let module =
+                    if (at.is_empty() && stem == "lib") || stem == "mod" { at.clone() } else { inner };
+                found.push((module, path));
             }
-        } else if stem != "lib" && path.extension().is_some_and(|e| e == "rs") {
-            files.push((stem, path));
         }
     }
-    let mut deps: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for (module, path) in files {
-        let text = std::fs::read_to_string(&path).unwrap();
-        let named = deps.entry(module.clone()).or_default();
+    found
+}
+
+/// The module paths a line of code names: each `crate::a::b` or
+/// `super::a` (also inside one level of `{…}`), resolved from `module`, up to
+/// its first name that is not a module's (an upper-case type, a function:
+/// cut later, to the modules that exist).
+fn named(module: &[String], code: &str) -> Vec<ModPath> {
+    let mut out = Vec::new();
+    let mut starts: Vec<usize> = code.match_indices("crate::").map(|(i, _)| i).collect();
+    starts.extend(code.match_indices("super::").map(|(i, _)| i));
+    starts.sort_unstable();
+    for start in starts {
+        let before = &code[..start];
+        if before.ends_with("super::") || before.ends_with("::") {
+            continue; // the rest of a path counted from its start
+        }
+        let mut rest = &code[start..];
+        let mut base: ModPath = Vec::new();
+        if let Some(r) = rest.strip_prefix("crate::") {
+            rest = r;
+        } else {
+            base = module.to_vec();
+            while let Some(r) = rest.strip_prefix("super::") {
+                base.pop();
+                rest = r;
+            }
+        }
+        let heads: Vec<&str> = match rest.strip_prefix('{') {
+            Some(group) => group.split(['}', ',']).map(str::trim).collect(),
+            None => vec![rest],
+        };
+        for head in heads {
+            let mut path = base.clone();
+            for segment in head.split("::") {
+                let ident: String =
+                    segment.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                if ident.is_empty() || ident.chars().any(char::is_uppercase) || ident == "self" {
+                    break;
+                }
+                path.push(ident);
+                if segment.len() != path.last().unwrap().len() {
+                    break;
+                }
+            }
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// For each parent module, the dependencies among its children: `child ->
+/// sibling` whenever something in `child` (or below it) names `sibling` (or
+/// something below it).
+fn dependencies() -> BTreeMap<ModPath, BTreeMap<String, BTreeSet<String>>> {
+    let files = files();
+    let modules: BTreeSet<ModPath> = files.iter().map(|(m, _)| m.clone()).collect();
+    let mut deps: BTreeMap<ModPath, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for (module, path) in &files {
+        let text = std::fs::read_to_string(path).unwrap();
         for line in text.lines() {
             let code = line.split("//").next().unwrap_or("");
-            for (i, _) in code.match_indices("crate::") {
-                let rest = &code[i + "crate::".len()..];
-                let names: Vec<&str> = match rest.strip_prefix('{') {
-                    Some(group) => group.split(['}', ',']).map(str::trim).collect(),
-                    None => vec![rest],
-                };
-                for name in names {
-                    let ident: String =
-                        name.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
-                    if !ident.is_empty() && ident != module && ident.chars().all(|c| !c.is_uppercase()) {
-                        named.insert(ident);
-                    }
+            for target in named(module, code) {
+                let common = module.iter().zip(&target).take_while(|(a, b)| a == b).count();
+                if common == module.len() || common == target.len() {
+                    continue; // itself, a child of it, or a parent of it
                 }
+                let (parent, from, to) = (module[..common].to_vec(), &module[common], &target[..=common]);
+                if !modules.contains(to) {
+                    continue; // an item of the parent, not a module
+                }
+                let siblings = deps.entry(parent).or_default();
+                siblings.entry(from.clone()).or_default().insert(to[common].clone());
             }
         }
     }
@@ -73,8 +130,19 @@ fn cycle_from(deps: &BTreeMap<String, BTreeSet<String>>, start: &str) -> Option<
 #[test]
 fn no_module_imports_itself_back() {
     let deps = dependencies();
-    assert!(deps.contains_key("client") && deps["lock"].contains("deployment"), "parsed: {deps:?}");
-    let cycles: Vec<String> =
-        deps.keys().filter_map(|m| cycle_from(&deps, m)).map(|c| c.join(" -> ")).collect();
-    assert!(cycles.is_empty(), "import cycles among src/ modules:\n{}", cycles.join("\n"));
+    let top = &deps[&Vec::new()];
+    assert!(top.contains_key("client") && top["lock"].contains("deployment"), "parsed: {top:?}");
+    let py = &deps[&vec!["py".to_string()]];
+    assert!(py["lock"].contains("runtime") && py["green"].contains("task"), "parsed: {py:?}");
+    let mut cycles = Vec::new();
+    for (parent, siblings) in &deps {
+        for start in siblings.keys() {
+            if let Some(cycle) = cycle_from(siblings, start) {
+                let at =
+                    if parent.is_empty() { "src".to_string() } else { format!("src/{}", parent.join("/")) };
+                cycles.push(format!("{at}: {}", cycle.join(" -> ")));
+            }
+        }
+    }
+    assert!(cycles.is_empty(), "import cycles among modules:\n{}", cycles.join("\n"));
 }

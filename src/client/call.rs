@@ -17,6 +17,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use super::{Client, Target};
 use crate::conn::{Conn, Io, SentAt, Timed};
 use crate::error::{Error, Result};
+use crate::retry::Retry;
 
 impl Client {
     /// This client with its calls' commands sent as `io` says.
@@ -105,10 +106,11 @@ impl Client {
         Fut: Future<Output = redis::RedisResult<T>>,
     {
         let deadline = tokio::time::Instant::now() + self.inner.opts.command_timeout;
-        let mut pause = Duration::from_millis(5);
+        let mut pauses = Retry::doubling(Duration::from_millis(5), Duration::from_millis(100)).pauses();
+        let mut pause = pauses.pause();
         loop {
             tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(100));
+            pause = pauses.pause();
             match op(self.conn().await?).await {
                 Err(e)
                     if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::BusyLoading)

@@ -9,16 +9,15 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use arc_swap::ArcSwapOption;
-
 use crate::error::{Error, Result};
+use crate::per_process::PerProcess;
 
 /// Whether this process has checked the deployment, and whether it was closed.
 #[derive(Default)]
 pub(crate) struct Readiness {
     /// This process's gate: a forked child makes its own, so a check under
     /// way in the parent when it forked cannot leave the child waiting.
-    gate: ArcSwapOption<(u32, Arc<Gate>)>,
+    gate: PerProcess<Arc<Gate>>,
     closed: AtomicBool,
 }
 
@@ -68,16 +67,7 @@ impl Readiness {
     }
 
     fn gate(&self) -> Arc<Gate> {
-        let pid = crate::pid::current();
-        loop {
-            let current = self.gate.load_full();
-            if let Some((_, gate)) = current.as_deref().filter(|(p, _)| *p == pid) {
-                return gate.clone();
-            }
-            // The parent's gate, if any, is dropped: a check it had under way
-            // holds its mutex forever here.
-            self.gate.compare_and_swap(&current, Some(Arc::new((pid, Arc::default()))));
-        }
+        self.gate.get(Arc::default)
     }
 }
 

@@ -386,7 +386,7 @@ impl Lock {
 
     /// Waits for this handle's own permit.
     async fn enter(&self, wait: Wait) -> Option<OwnedSemaphorePermit> {
-        let gate = self.state().gate.clone();
+        let gate = self.state(|s| s.gate.clone());
         match wait {
             Wait::No => gate.try_acquire_owned().ok(),
             Wait::Forever => gate.acquire_owned().await.ok(),
@@ -399,12 +399,13 @@ impl Lock {
     /// it (the loss was local: validity ran out while Redis was unreachable),
     /// so this process is not left waiting on its own stale hold.
     fn forget_lost_hold(&self) {
-        let mut state = self.state();
-        if state.hold.as_ref().is_some_and(|l| l.is_marked_lost()) {
-            let lost = state.hold.take().expect("checked");
+        let lost = self.state(|state| {
+            let lost = state.hold.take_if(|l| l.is_marked_lost())?;
             lost.stop_renewal();
             state.gate.add_permits(1);
-            drop(state);
+            Some(lost)
+        });
+        if let Some(lost) = lost {
             let (client, mode) = (self.client.clone(), self.mode.clone());
             self.client.spawn_cleanup(async move {
                 let _ = client.release(&mode, lost.token()).await;
@@ -413,10 +414,10 @@ impl Lock {
     }
 
     pub(super) fn adopted_token(&self) -> Option<String> {
-        match &self.state().hold {
+        self.state(|state| match &state.hold {
             Some(l) if l.is_restored() => Some(l.token().to_string()),
             _ => None,
-        }
+        })
     }
 
     /// Whether a fair release handed the lock to this waiter (its wake-up

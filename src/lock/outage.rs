@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use super::Wait;
 use crate::deployment::Deployment;
 use crate::error::Error;
+use crate::retry::{Pauses, Retry};
 
 /// A waiter riding through a server restart, a failover, or a quorum's
 /// majority briefly out of reach. An attempt that fails because its server
@@ -22,7 +23,7 @@ pub(super) struct Outage {
     /// When the last busy answer came, and the holder's ttl left then.
     busy: Option<(Instant, i64)>,
     /// Since the first failing attempt: until when to keep trying, and the next pause.
-    riding: Option<(Instant, Duration)>,
+    riding: Option<(Instant, Pauses)>,
 }
 
 impl Outage {
@@ -43,9 +44,7 @@ impl Outage {
             return None;
         }
         let now = Instant::now();
-        let (until, pause) = if let Some(riding) = self.riding {
-            riding
-        } else {
+        if self.riding.is_none() {
             let (at, pttl_ms) = self.busy?;
             let until = if let Wait::Until(deadline) = wait {
                 deadline
@@ -57,13 +56,13 @@ impl Outage {
             log::info!(
                 "{e}; waiting until the lock is served again (a failover or an outage may be under way)"
             );
-            (until, Self::FIRST_PAUSE)
-        };
-        if now >= until {
+            self.riding = Some((until, Retry::doubling(Self::FIRST_PAUSE, Self::LONGEST_PAUSE).pauses()));
+        }
+        let (until, pauses) = self.riding.as_mut()?;
+        if now >= *until {
             return None;
         }
-        self.riding = Some((until, (pause * 2).min(Self::LONGEST_PAUSE)));
-        Some(pause.min(until - now))
+        Some(pauses.pause().min(*until - now))
     }
 }
 

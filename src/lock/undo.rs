@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::deployment::Deployment;
 use crate::mode::Mode;
+use crate::retry::Retry;
 
 /// Undoes, in the background, what a dropped acquire may have left in Redis.
 pub(super) struct Undo {
@@ -25,20 +26,22 @@ impl Drop for Undo {
         self.client.spawn_cleanup(async move {
             // A few tries: the undo races the faults that often cut an
             // acquire short (a dropped connection, a restarting server).
-            let mut pause = Duration::from_millis(20);
-            for _ in 0..UNDO_TRIES {
-                match mode.undo(&client, &token, ours).await {
-                    Ok(()) => return,
-                    Err(e) => log::debug!("undoing an interrupted acquire failed, retrying: {e}"),
-                }
+            let retry = Retry::doubling(Duration::from_millis(20), Duration::from_millis(500));
+            let mut pauses = retry.at_most(UNDO_TRIES).pauses();
+            loop {
+                let Err(e) = mode.undo(&client, &token, ours).await else { return };
+                let Some(pause) = pauses.next() else {
+                    log::debug!("undoing an interrupted acquire failed; what it would undo expires: {e}");
+                    return;
+                };
+                log::debug!("undoing an interrupted acquire failed, retrying: {e}");
                 tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_millis(500));
             }
         });
     }
 }
 
-/// How often an interrupted acquire's undo is tried: over about 2.5 s, long
+/// How often an interrupted acquire's undo is tried: its tries spread over about 1.6 s (pauses from 20 ms doubling to 500 ms), long
 /// enough for a server restart, after which a fair waiter's place has lapsed
 /// anyway (its patience is at most 2 s).
 const UNDO_TRIES: u32 = 8;

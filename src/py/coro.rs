@@ -42,7 +42,8 @@ use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
 
 use super::events::in_caller_context;
-use super::runtime::{call_soon, contained, runtime};
+use super::runtime::{call_soon, runtime};
+use super::task::contained;
 use port::{loop_port, Port};
 pub(crate) use trio::{trio_helper, unsupported};
 

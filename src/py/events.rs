@@ -19,6 +19,7 @@ use pyo3::types::PyTuple;
 use tokio::task::futures::TaskLocalFuture;
 
 use crate::events::{self, Event, Observer, Outcome};
+use crate::per_process::PerProcess;
 
 use super::runtime::exiting;
 
@@ -197,24 +198,19 @@ const THREAD: &str = "ferrolock-events";
 /// Queues each event for the listeners' thread (started in each process
 /// on its first event).
 struct Forwarder {
-    queue: Mutex<Option<(u32, SyncSender<Message>)>>,
+    /// This process's queue (its forwarding thread's: a forked child starts its own).
+    queue: PerProcess<SyncSender<Message>>,
     dropped: AtomicU64,
 }
 
 impl Observer for Forwarder {
     fn notify(&self, event: &Event<'_>) {
         let event = LockEvent::new(event);
-        let mut queue = self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let pid = std::process::id();
-        if queue.as_ref().is_none_or(|(owner, _)| *owner != pid) {
+        let queue = self.queue.try_get(|| {
             let (tx, rx) = sync_channel(QUEUE);
-            let started = std::thread::Builder::new().name(THREAD.into()).spawn(move || deliver(&rx));
-            if started.is_err() {
-                return;
-            }
-            *queue = Some((pid, tx));
-        }
-        let (_, tx) = queue.as_ref().expect("just made");
+            std::thread::Builder::new().name(THREAD.into()).spawn(move || deliver(&rx)).map(|_| tx)
+        });
+        let Ok(tx) = queue else { return };
         if let Err(TrySendError::Full(_)) = tx.try_send(Message::Event(event)) {
             if self.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
                 log::warn!("event listeners fall behind: events are being dropped");
@@ -225,7 +221,7 @@ impl Observer for Forwarder {
 
 static LISTENERS: Mutex<Vec<Py<PyAny>>> = Mutex::new(Vec::new());
 static FORWARDER: LazyLock<Arc<Forwarder>> =
-    LazyLock::new(|| Arc::new(Forwarder { queue: Mutex::new(None), dropped: AtomicU64::new(0) }));
+    LazyLock::new(|| Arc::new(Forwarder { queue: PerProcess::new(), dropped: AtomicU64::new(0) }));
 
 fn forwarder() -> Arc<dyn Observer> {
     FORWARDER.clone()
@@ -293,10 +289,8 @@ pub fn flush_events(py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyRes
             "flush_events was called by a listener: it would wait for itself",
         ));
     }
-    let queue = FORWARDER.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-    let tx = match queue {
-        Some((pid, tx)) if pid == std::process::id() => tx,
-        _ => return Ok(true), // no event yet in this process
+    let Some(tx) = FORWARDER.queue.built() else {
+        return Ok(true); // no event yet in this process
     };
     let (done_tx, done_rx) = sync_channel(1);
     Ok(py.detach(move || {

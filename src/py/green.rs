@@ -37,7 +37,7 @@ use crate::deployment::Deployment;
 use crate::error::Result;
 
 use super::errors::internal_error;
-use super::runtime::{abandon, contained, runtime};
+use super::task::{abandon, contained};
 
 /// The hub's wait for a readable file descriptor, when gevent or eventlet has
 /// patched this process and the caller is a greenlet other than the hub;
@@ -63,16 +63,15 @@ pub(super) fn hub_wait(py: Python<'_>) -> PyResult<Option<Bound<'_, PyAny>>> {
 /// raises meanwhile (still cooperatively after a first exception; after a
 /// second, blocking the thread: it is bounded by the command timeout), and
 /// the first exception is raised then.
-pub(super) fn wait<F, T>(py: Python<'_>, hub: &Bound<'_, PyAny>, fut: F) -> PyResult<T>
+pub(super) fn wait<F, T>(py: Python<'_>, hub: &Bound<'_, PyAny>, rt: &Runtime, fut: F) -> PyResult<T>
 where
     F: Future<Output = Result<T>> + Send,
     T: Send,
 {
-    let rt = runtime();
     let mut fut = Box::pin(contained(fut));
     let mut raised = None;
     let outcome = loop {
-        match drive(py, hub, &rt, fut.as_mut()) {
+        match drive(py, hub, rt, fut.as_mut()) {
             Ok(outcome) => break outcome,
             Err(e) if raised.is_none() => raised = Some(e),
             Err(_) => break py.detach(|| rt.block_on(fut.as_mut())),
@@ -91,6 +90,7 @@ where
 pub(super) fn wait_interruptible<T, U, UF>(
     py: Python<'_>,
     hub: &Bound<'_, PyAny>,
+    rt: &Runtime,
     client: &Deployment,
     task: tokio::task::JoinHandle<PyResult<T>>,
     undo: U,
@@ -100,15 +100,14 @@ where
     U: FnOnce(T) -> UF + Send,
     UF: Future<Output = ()> + Send,
 {
-    let rt = runtime();
     let mut task = task;
-    let raised = match drive(py, hub, &rt, Pin::new(&mut task)) {
+    let raised = match drive(py, hub, rt, Pin::new(&mut task)) {
         Ok(joined) => return joined.unwrap_or_else(|e| Err(internal_error(&e))),
         Err(raised) => raised,
     };
     let mut abandoned = Box::pin(abandon(task, client, undo));
     // A second exception stops this wait only: the clean-ups go on in the runtime.
-    let _ = drive(py, hub, &rt, abandoned.as_mut());
+    let _ = drive(py, hub, rt, abandoned.as_mut());
     Err(raised)
 }
 

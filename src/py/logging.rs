@@ -14,13 +14,14 @@
 //! a level lowered to DEBUG takes effect within a second.
 
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use log::{Level, Log, Metadata, Record};
 use pyo3::prelude::*;
 
 use super::runtime::exiting;
+use crate::per_process::PerProcess;
 
 /// A record that can cross threads.
 struct Queued {
@@ -57,23 +58,19 @@ struct Forwarder {
     python: Arc<Loggers>,
     /// The queue of this process and its forwarding thread: a forked child
     /// starts its own (its parent's thread does not exist there).
-    queue: Mutex<Option<(u32, Sender<Queued>)>>,
+    queue: PerProcess<Sender<Queued>>,
 }
 
 impl Forwarder {
     fn queue(&self) -> Option<Sender<Queued>> {
-        let mut slot = self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let pid = std::process::id();
-        if let Some((owner, tx)) = &*slot {
-            if *owner == pid {
-                return Some(tx.clone());
-            }
-        }
-        let (tx, rx) = channel();
-        let python = self.python.clone();
-        std::thread::Builder::new().name("ferrolock-log".into()).spawn(move || forward(&python, &rx)).ok()?;
-        *slot = Some((pid, tx.clone()));
-        Some(tx)
+        self.queue
+            .try_get(|| {
+                let (tx, rx) = channel();
+                let python = self.python.clone();
+                let thread = std::thread::Builder::new().name("ferrolock-log".into());
+                thread.spawn(move || forward(&python, &rx)).map(|_| tx)
+            })
+            .ok()
     }
 }
 
@@ -152,7 +149,7 @@ pub fn install(py: Python<'_>) -> PyResult<()> {
         exact: pyo3_log::Logger::new(py, pyo3_log::Caching::Loggers)?,
         cached: pyo3_log::Logger::new(py, pyo3_log::Caching::LoggersAndLevels)?,
     };
-    let forwarder = Forwarder { python: Arc::new(python), queue: Mutex::new(None) };
+    let forwarder = Forwarder { python: Arc::new(python), queue: PerProcess::new() };
     if log::set_boxed_logger(Box::new(forwarder)).is_ok() {
         log::set_max_level(log::LevelFilter::Debug);
     }

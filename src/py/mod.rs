@@ -16,6 +16,7 @@ pub mod runtime;
 pub mod rwmutex;
 pub mod semaphore;
 mod state;
+mod task;
 
 use pyo3::prelude::*;
 

@@ -1,8 +1,8 @@
 //! The tokio runtime behind every call, and how a blocking call waits on it
 //! (an asyncio call is a coroutine: see `coro`; under gevent or eventlet, a
 //! greenlet waits in the hub: see `green`).
-//! One runtime per process: after `os.fork()` the child builds its own (the
-//! parent's worker threads do not exist there).
+//! One runtime per process (`PerProcess`): after `os.fork()` the child
+//! builds its own.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,36 +15,30 @@ use tokio::runtime::Runtime;
 use crate::conn::Io;
 use crate::deployment::Deployment;
 use crate::error::Result;
+use crate::per_process::PerProcess;
 
 use super::errors::internal_error;
+use super::task::{abandon, contained};
 
-static RUNTIME: Mutex<Option<(u32, Arc<Runtime>)>> = Mutex::new(None);
+static RUNTIME: PerProcess<Arc<Runtime>> = PerProcess::new();
 
 /// How often a blocked `acquire` looks for Ctrl-C.
 const SIGNAL_POLL: Duration = Duration::from_millis(50);
 
+/// This process's runtime (a forked child builds its own: its parent's
+/// worker threads do not exist there, and shutting that one down would wait
+/// for them).
 pub fn runtime() -> Arc<Runtime> {
-    let pid = crate::pid::current();
-    let mut slot = RUNTIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some((owner, rt)) = &*slot {
-        if *owner == pid {
-            return rt.clone();
-        }
-    }
-    if let Some(stale) = slot.take() {
-        // The parent's runtime: its threads are gone, and shutting it down would wait for them.
-        std::mem::forget(stale);
-    }
-    let rt = Arc::new(
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("ferrolock")
-            .enable_all()
-            .build()
-            .expect("cannot start the tokio runtime"),
-    );
-    *slot = Some((pid, rt.clone()));
-    rt
+    RUNTIME.get(|| {
+        Arc::new(
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("ferrolock")
+                .enable_all()
+                .build()
+                .expect("cannot start the tokio runtime"),
+        )
+    })
 }
 
 /// The I/O of a blocking call made now: inline on the calling thread
@@ -69,10 +63,10 @@ where
     F: Future<Output = Result<T>> + Send,
     T: Send,
 {
-    if let Some(hub) = super::green::hub_wait(py)? {
-        return super::green::wait(py, &hub, fut);
-    }
     let rt = runtime();
+    if let Some(hub) = super::green::hub_wait(py)? {
+        return super::green::wait(py, &hub, &rt, fut);
+    }
     py.detach(|| rt.block_on(contained(fut)))
 }
 
@@ -101,7 +95,7 @@ where
     let rt = runtime();
     let fut = contained(fut);
     if let Some(hub) = super::green::hub_wait(py)? {
-        return super::green::wait_interruptible(py, &hub, client, rt.spawn(fut), undo);
+        return super::green::wait_interruptible(py, &hub, &rt, client, rt.spawn(fut), undo);
     }
     let mut fut = Box::pin(fut);
     let first =
@@ -127,49 +121,6 @@ where
     Err(interrupted)
 }
 
-/// Stops an interrupted call's task (see `wait_interruptible`): aborted, its
-/// result handed to `undo` if it had one already, and this process's
-/// clean-ups waited for, all within the command timeout.
-pub(super) async fn abandon<T, U, UF>(
-    task: tokio::task::JoinHandle<PyResult<T>>,
-    client: &Deployment,
-    undo: U,
-) where
-    U: FnOnce(T) -> UF,
-    UF: Future<Output = ()>,
-{
-    task.abort();
-    // Done once the future is dropped (its guards' clean-ups started), or it had ended.
-    let late = task.await;
-    let limit = client.options().command_timeout;
-    let settled = async {
-        if let Ok(Ok(value)) = late {
-            undo(value).await;
-        }
-        client.settle().await;
-    };
-    let _ = tokio::time::timeout(limit, settled).await;
-}
-
-/// `fut`'s result as a Python one; a panic inside becomes a `LockError`
-/// rather than unwinding into Python.
-pub(super) async fn contained<F, T, E>(fut: F) -> PyResult<T>
-where
-    F: Future<Output = std::result::Result<T, E>>,
-    E: Into<PyErr>,
-{
-    use futures_util::FutureExt;
-    match std::panic::AssertUnwindSafe(fut).catch_unwind().await {
-        Ok(result) => result.map_err(Into::into),
-        Err(panic) => Err(internal_error(&panic_message(&*panic))),
-    }
-}
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    let text = panic.downcast_ref::<&str>().map(|s| (*s).to_string());
-    text.or_else(|| panic.downcast_ref::<String>().cloned()).unwrap_or_else(|| "a panic".into())
-}
-
 /// Set once the interpreter is exiting: no callback into Python after that.
 static EXITING: AtomicBool = AtomicBool::new(false);
 
@@ -189,11 +140,10 @@ pub fn exiting() -> bool {
 pub fn _at_exit(py: Python<'_>) {
     EXITING.store(true, Ordering::SeqCst);
     log::set_max_level(log::LevelFilter::Off);
-    let pid = std::process::id();
+    let in_flight = IN_FLIGHT.get(Arc::default);
     py.detach(|| {
-        let slot = IN_FLIGHT.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let busy = |slot: &mut (u32, usize)| slot.0 == pid && slot.1 > 0;
-        drop(IN_FLIGHT.1.wait_timeout_while(slot, EXIT_GRACE, busy));
+        let count = in_flight.count.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        drop(in_flight.done.wait_timeout_while(count, EXIT_GRACE, |n| *n > 0));
     });
 }
 
@@ -202,31 +152,31 @@ const EXIT_GRACE: Duration = Duration::from_secs(1);
 
 /// Blocking tasks that may call into Python, counted per process (a forked
 /// child starts from none: its parent's threads do not exist there).
-static IN_FLIGHT: (Mutex<(u32, usize)>, std::sync::Condvar) = (Mutex::new((0, 0)), std::sync::Condvar::new());
+static IN_FLIGHT: PerProcess<Arc<Counted>> = PerProcess::new();
+
+#[derive(Default)]
+struct Counted {
+    count: Mutex<usize>,
+    done: std::sync::Condvar,
+}
 
 /// One such task, from when it is spawned until it has finished.
-struct InFlight(u32);
+struct InFlight(Arc<Counted>);
 
 impl InFlight {
     fn enter() -> InFlight {
-        let pid = std::process::id();
-        let mut slot = IN_FLIGHT.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if slot.0 != pid {
-            *slot = (pid, 0);
-        }
-        slot.1 += 1;
-        InFlight(pid)
+        let counted = IN_FLIGHT.get(Arc::default);
+        *counted.count.lock().unwrap_or_else(std::sync::PoisonError::into_inner) += 1;
+        InFlight(counted)
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        let mut slot = IN_FLIGHT.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if slot.0 == self.0 {
-            slot.1 -= 1;
-            if slot.1 == 0 {
-                IN_FLIGHT.1.notify_all();
-            }
+        let mut count = self.0.count.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *count -= 1;
+        if *count == 0 {
+            self.0.done.notify_all();
         }
     }
 }

@@ -6,10 +6,11 @@ use std::future::Future;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use super::{answered, Quorum};
-use crate::cleanup::ProcessCleanups;
+use crate::cleanup::Cleanups;
 use crate::client::{Client, ClientOptions, Readiness};
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
+use crate::per_process::PerProcess;
 use crate::quorum_members;
 use crate::replication::{Throttle, REPLICA_WARNINGS_EVERY};
 use crate::wakeups::Waits;
@@ -42,7 +43,7 @@ impl Quorum {
             command_timeout: opts.command_timeout,
             keys: KeySpace::new(&opts.prefix),
             opts,
-            cleanups: ProcessCleanups::default(),
+            cleanups: PerProcess::new(),
             replica_warnings: Throttle::new(REPLICA_WARNINGS_EVERY),
             ready: Readiness::default(),
         })
@@ -69,7 +70,7 @@ impl Quorum {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        self.cleanups.get().spawn(fut);
+        self.cleanups.get(Cleanups::new).spawn(fut);
     }
 
     pub(crate) fn members(&self) -> &[Client] {
@@ -153,7 +154,7 @@ impl Quorum {
     /// master's unsubscribe is not waited for), and the others' a short
     /// grace more (`gather`).
     pub(crate) async fn settle(&self) {
-        self.cleanups.get().settle().await;
+        self.cleanups.get(Cleanups::new).settle().await;
         self.on_majority(|m| async move {
             m.settle().await;
             Ok(())

@@ -14,6 +14,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 
 use super::{locked, Cell};
+use crate::per_process::PerProcess;
 
 /// Where wakers hand operations to one event loop: a queue, and a socket
 /// pair whose reading end the loop watches.
@@ -87,15 +88,13 @@ fn wake(py: Python<'_>, future: &Bound<'_, PyAny>) -> PyResult<()> {
     Ok(())
 }
 
-/// The port of the event loop running on this thread.
-struct LoopPort {
-    pid: u32,
-    event_loop: Py<PyAny>,
-    port: Arc<Port>,
-}
+/// The port of the event loop running on this thread: its loop and port.
+type LoopPort = (Py<PyAny>, Arc<Port>);
 
 thread_local! {
-    static LOOP_PORT: RefCell<Option<LoopPort>> = const { RefCell::new(None) };
+    /// This process's (a fork's child, on the thread that forked, does not
+    /// use its parent's socket, which the two processes share).
+    static LOOP_PORT: PerProcess<RefCell<Option<LoopPort>>> = const { PerProcess::new() };
 }
 
 /// The running event loop and its port, made (and watched) on first use.
@@ -104,30 +103,26 @@ pub(super) fn loop_port(py: Python<'_>) -> PyResult<(Py<PyAny>, Arc<Port>)> {
     let get = GET_RUNNING_LOOP
         .get_or_try_init(py, || py.import("asyncio")?.getattr("get_running_loop").map(Bound::unbind))?;
     let running = get.call0(py)?;
-    let pid = crate::pid::current();
-    LOOP_PORT.with(|cell| {
-        let mut cell = cell.borrow_mut();
-        if let Some(lp) = cell.as_ref() {
-            if lp.pid == pid && lp.event_loop.is(&running) {
-                return Ok((running, lp.port.clone()));
-            }
-        }
-        if let Some(old) = cell.take() {
-            if old.pid == pid {
-                // An earlier loop of this thread: stop it watching our socket.
-                let old_loop = old.event_loop.bind(py);
-                if !old_loop.call_method0("is_closed").and_then(|c| c.is_truthy()).unwrap_or(true) {
-                    let _ = old_loop.call_method1("remove_reader", (old.port.reader.as_raw_fd(),));
+    LOOP_PORT.with(|per_process| {
+        per_process.with(RefCell::default, |cell| {
+            let mut cell = cell.borrow_mut();
+            if let Some((event_loop, port)) = cell.as_ref() {
+                if event_loop.is(&running) {
+                    return Ok((running, port.clone()));
                 }
-            } else {
-                // Inherited across fork: the socket is shared with the parent.
-                std::mem::forget(old);
             }
-        }
-        let port = Arc::new(Port::new().map_err(|e| PyRuntimeError::new_err(format!("ferrolock: {e}")))?);
-        let drain = Drain { port: port.clone() };
-        running.call_method1(py, "add_reader", (port.reader.as_raw_fd(), drain))?;
-        *cell = Some(LoopPort { pid, event_loop: running.clone_ref(py), port: port.clone() });
-        Ok((running, port))
+            if let Some((old_loop, old_port)) = cell.take() {
+                // An earlier loop of this thread: stop it watching our socket.
+                let old_loop = old_loop.bind(py);
+                if !old_loop.call_method0("is_closed").and_then(|c| c.is_truthy()).unwrap_or(true) {
+                    let _ = old_loop.call_method1("remove_reader", (old_port.reader.as_raw_fd(),));
+                }
+            }
+            let port = Arc::new(Port::new().map_err(|e| PyRuntimeError::new_err(format!("ferrolock: {e}")))?);
+            let drain = Drain { port: port.clone() };
+            running.call_method1(py, "add_reader", (port.reader.as_raw_fd(), drain))?;
+            *cell = Some((running.clone_ref(py), port.clone()));
+            Ok((running, port))
+        })
     })
 }
