@@ -46,11 +46,11 @@ NICE ?=
 PYTEST_WORKERS ?= 4
 PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadgroup --durations=15
 
-.PHONY: all test test-rust test-python test-wheel test-docs demo build-dev install-wheel deps redis postgresql \
+.PHONY: all test test-serial test-rust test-python test-wheel test-docs demo build-dev install-wheel deps redis postgresql \
         venv lint lint-rust lint-lua lint-python lint-stubs format clean wheel docs old-redis new-redis valkey test-servers \
         test-servers-new-redis test-servers-valkey lint-workflows FORCE
 
-all: lint test
+all: test
 
 # -- system packages (Debian's, with apt-get) ------------------------------------
 # redis-server, redis-tools and redis-sentinel (Redis 7.0): the servers the
@@ -135,7 +135,12 @@ test-servers-new-redis test-servers-valkey: deps $(EXT) new-redis valkey
 	echo "== the core suite against $$($(SERVER) --version)"; \
 	FERROLOCK_TEST_SERVER=$(CURDIR)/$(SERVER) $(PYTEST) $(SERVER_TESTS)
 
-test: test-rust test-python test-servers test-wheel test-docs
+# Every check and every test, as parallel stages (.ci/stages): what CI runs.
+# The stages one after the other: `make lint test-serial`.
+test:
+	bash .ci/stages
+
+test-serial: test-rust test-python test-servers test-wheel test-docs
 
 demo: deps build-dev
 	@echo "== running examples/demo.py"
