@@ -220,6 +220,28 @@ def test_a_release_in_flight_reports_the_loss_when_it_answers():
     }
 
 
+def test_time_the_workers_threads_waited_to_run_is_not_counted_after_the_deadline():
+    """The multi-lock run of the first long run: a release's answer found the
+    loss at 2000 ms and on_lost, queued before release returned, ran 120 ms
+    later on a machine at load 13, its thread waiting for a core and the GIL.
+    The worker's stall probe saw its threads wait that long: not counted. A
+    stall of another process, or one before the deadline, excuses nothing."""
+    late = lost_hold(100, [2120], noticed=("release", 2000), t_rel_ms=101, pid=7)
+    assert types(anomalies(late)) == {"late-loss-report": 1}
+    stall = event("s0", 0, "stall", 2010, pid=7, t_end=2090 * MS)
+    assert anomalies(late + [stall]) == {}
+    assert types(anomalies(late + [{**stall, "pid": 8}])) == {"late-loss-report": 1}
+    before = event("s0", 0, "stall", 1900, pid=7, t_end=1990 * MS)
+    assert types(anomalies(late + [before])) == {"late-loss-report": 1}
+
+
+def test_stalled_time_is_clipped_and_not_counted_twice_with_a_stop():
+    stalls, stops = {1: [(0, 10), (20, 30)]}, {1: [(25, 40)]}
+    assert checker.stalled_ns(stalls, stops, 1, 5, 50) == 5 + 5  # (5, 10) and (20, 25): the stop is apart
+    assert checker.stalled_ns(stalls, {}, 1, 5, 25) == 10
+    assert checker.stalled_ns(stalls, stops, 2, 0, 100) == 0
+
+
 def test_a_release_cut_short_reports_the_loss_by_the_command_timeout():
     """An attempt cancelled while its release is in flight: the release still
     runs, and its answer (never logged) reports the loss within a send, a
