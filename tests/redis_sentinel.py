@@ -284,6 +284,28 @@ class SentinelDeployment:
         port = self.master_port()
         return port != old_port and self.role(self.node(port)) == "master"
 
+    def failing_over(self, sentinel: int = 0) -> bool:
+        """Sentinel `sentinel` runs a failover of the master now."""
+        fields = self.sentinels[sentinel]("SENTINEL", "MASTER", SERVICE)
+        return "failover_in_progress" in dict(zip(fields[::2], fields[1::2]))["flags"].split(",")
+
+    def in_tilt(self, sentinel: int = 0) -> bool:
+        """Sentinel `sentinel` is in TILT mode: its timer ran late by more than
+        2 s (a stall, a loaded machine), and for 30 s it acts on nothing: no
+        failover starts, goes on or ends (Redis's Sentinel documentation)."""
+        return "sentinel_tilt:1" in self.sentinels[sentinel]("INFO", "sentinel")
+
+    def log_tails(self, lines: int = 12) -> str:
+        """The last `lines` of each Sentinel's log, for a failure's message."""
+        tails = []
+        for i, s in enumerate(self.sentinels):
+            try:
+                text = Path(s.dir, "sentinel.log").read_text(errors="replace").splitlines()[-lines:]
+            except OSError as e:
+                text = [f"({e})"]
+            tails.append(f"-- Sentinel {i} ({s.port}):\n" + "\n".join(text))
+        return "\n".join(tails)
+
     def sentinel_failover(self) -> int:
         """SENTINEL FAILOVER, once the Sentinel accepts it; returns the old master's port."""
         old = self.master_port()
