@@ -81,7 +81,10 @@ def summarize(*, scenario, seed, duration, wall_s, events, torn, faults, anomali
     # How close on_lost came to its deadline: the most negative is the earliest.
     stalls = stalls_from(events)
     lateness = [report_lateness(h, stops, stalls) for h in holds if h.on_lost]
-    stall_ns = [b - a for spans in stalls.values() for a, b in spans]
+    # Less the time SIGSTOPped: what the machine's load alone held up.
+    stall_ns = [
+        n for pid, spans in stalls.items() for a, b in spans if (n := b - a - stopped_ns(stops, pid, a, b)) > 0
+    ]
     told = loss_after_cut(holds, faults)
     return {
         "scenario": scenario,
@@ -125,7 +128,7 @@ def summarize(*, scenario, seed, duration, wall_s, events, torn, faults, anomali
         "errors": dict(errors),
         "torn_lines": torn,
         # How long the workers' ready threads waited for a core or the GIL
-        # (their stall probes, over STALL_LOG_NS): how busy the machine was.
+        # (their stall probes, over STALL_LOG_NS, not SIGSTOPped): how busy the machine was.
         "stalls": {"n": len(stall_ns), **percentiles_ms(stall_ns)},
         "faults": dict(injected),
         "faults_skipped": dict(skipped),
