@@ -253,15 +253,22 @@ class SentinelDeployment:
         return sum(1 for f in flags if not {"s_down", "o_down", "disconnected"} & set(f.split(",")))
 
     @staticmethod
-    def wait_for(predicate, limit: float, what: str) -> None:
-        deadline = time.monotonic() + limit
+    def wait_for(predicate, limit: float, what: str, paused=None, detail=None) -> None:
+        """Polls `predicate` for `limit` s; the time `paused()` is true does
+        not count, and `detail()` adds to the message of a timeout."""
+        deadline = last = time.monotonic()
+        deadline += limit
         while True:
             try:
                 if predicate():
                     return
             except (OSError, RuntimeError):
                 pass
-            assert time.monotonic() < deadline, f"timed out after {limit} s waiting for {what}"
+            now = time.monotonic()
+            if paused is not None and paused():
+                deadline += now - last
+            last = now
+            assert now < deadline, f"timed out after {limit} s waiting for {what}" + (detail() if detail else "")
             time.sleep(0.02)  # another process's state, seen only by asking it: poll
 
     # ------------------------------------------------------------ faults

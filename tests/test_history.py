@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import random
 import signal
+import time
 
 import pytest
 
@@ -15,6 +16,7 @@ from history.nemesis import CLUSTER_KINDS, KINDS, MASTER_ONLY, SENTINEL_KINDS, W
 from history.run import RunConfig, default_faults, fault_plan, run
 from history.scenarios import ALL_SCENARIOS, SCENARIOS, SKEWS
 from history.workers import SigintGate
+from redis_sentinel import SentinelDeployment
 
 MS = 1_000_000
 SLACK = 100 * MS
@@ -439,6 +441,18 @@ def test_every_scenario_plans_its_own_faults_from_its_seed():
         assert fault_plan(cfg) != fault_plan(RunConfig(scenario=scenario, duration=30, seed=6))
     with pytest.raises(AssertionError, match="unknown fault kinds"):
         fault_plan(RunConfig(scenario="cluster-lock", faults={"restart-empty": 1}))
+
+
+def test_a_wait_on_the_sentinels_does_not_count_time_a_sentinel_spends_in_tilt():
+    """A Sentinel in TILT mode acts on nothing for 30 s: the nemesis's waits
+    stop their clock meanwhile (nemesis._sentinel_wait), and still time out
+    on their own limit, saying why."""
+    start = time.monotonic()
+    tilt_ends = start + 1.5
+    ready = lambda: time.monotonic() > tilt_ends + 0.2  # noqa: E731
+    SentinelDeployment.wait_for(ready, 1.0, "a failover", paused=lambda: time.monotonic() < tilt_ends)
+    with pytest.raises(AssertionError, match="timed out after 1.0 s waiting for a failover: why"):
+        SentinelDeployment.wait_for(lambda: False, 1.0, "a failover", detail=lambda: ": why")
 
 
 def test_ctrl_c_interrupts_only_a_wait_with_nothing_granted():

@@ -333,23 +333,8 @@ class Nemesis:
         failover-timeout and aborted. Neither is a fault the run injects, and
         a fixed limit would turn a busy machine into a failed run."""
         d = self.deployment
-        deadline = last = time.monotonic()
-        deadline += FAILOVER_LIMIT_S
-        while True:
-            try:
-                if predicate():
-                    return
-            except (OSError, RuntimeError):
-                pass
-            now = time.monotonic()
-            if self._tilted():
-                deadline += now - last
-            last = now
-            assert now < deadline, (
-                f"timed out after {FAILOVER_LIMIT_S} s (not counting TILT) waiting for {what}; the Sentinels' logs "
-                f"end:\n{d.log_tails()}"
-            )
-            time.sleep(0.05)  # another process's state, seen only by asking it: poll
+        d.wait_for(predicate, FAILOVER_LIMIT_S, what, paused=self._tilted,
+                   detail=lambda: f" (not counting TILT); the Sentinels' logs end:\n{d.log_tails()}")
 
     def _tilted(self) -> bool:
         """Some Sentinel is in TILT mode now (noted with the time, for the fault log)."""
