@@ -7,7 +7,10 @@ from __future__ import annotations
 import json
 import random
 import signal
+import threading
 import time
+
+from pathlib import Path
 
 import pytest
 
@@ -626,3 +629,36 @@ def test_history_under_partitions_has_no_anomaly(scenario, seed, tmp_path):
         assert s["writes"]["in_hold"].get("written", 0) > 0, s["writes"]
     assert s["holder_samples"] > 0
     assert s["anomalies"] == {}, json.dumps(s["anomaly_examples"], indent=1)
+
+
+@pytest.mark.chaos
+def test_a_failover_the_sentinel_aborts_is_asked_again(tmp_path):
+    """The nemesis's SENTINEL FAILOVER, its replica frozen as the Sentinel
+    promotes it: the promotion is not seen within the 4 s failover-timeout,
+    the Sentinel aborts, the master is unchanged. The nemesis asks again once
+    the replica is back and ready, and records the failover asked twice."""
+    import os
+
+    from history.nemesis import Nemesis
+
+    deployment = SentinelDeployment(sentinels=3, down_after_ms=1500).start()
+    try:
+        nemesis = Nemesis([], [], None, seed=0, stop_s=1.0, deployment=deployment)
+        asked = deployment.sentinel_failover
+        replica = deployment.replica
+
+        def failover_then_freeze() -> int:
+            old = asked()
+            os.kill(replica.proc.pid, signal.SIGSTOP)  # before the Sentinel's next tick sends REPLICAOF NO ONE
+            threading.Timer(8.0, os.kill, (replica.proc.pid, signal.SIGCONT)).start()  # past the 4 s timeout
+            deployment.sentinel_failover = asked  # the next one goes through
+            return old
+
+        deployment.sentinel_failover = failover_then_freeze
+        nemesis._failover()
+        [record] = nemesis.log
+        assert record["asked"] >= 2, record
+        assert record["new"] != record["old"] and deployment.master_port() == record["new"]
+        assert "-failover-abort" in Path(deployment.sentinels[0].dir, "sentinel.log").read_text()
+    finally:
+        deployment.close()
