@@ -309,7 +309,14 @@ class Nemesis:
 
         def named_or_asked_again() -> bool:
             """The new master named; or, the failover aborted (the master
-            unchanged), asked for again once a replica is ready."""
+            unchanged), asked for again once a replica is ready. Seen in a
+            long run: a split brain's old master, demoted by the Sentinels
+            11 s after the heal, is "ready" (in sync, counted) 0.1 s later;
+            SENTINEL FAILOVER picks it while the Sentinel's own link to it is
+            still unsettled (it marks it down 0.8 s later), the promotion is
+            never seen, and the Sentinel aborts after its failover-timeout
+            (-failover-abort-slave-timeout): waiting on for a new master
+            that will never come only times out."""
             nonlocal asked
             if d.failover_named(old):
                 return True
