@@ -7,6 +7,10 @@ from __future__ import annotations
 import json
 import random
 import signal
+import threading
+import time
+
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +19,7 @@ from history.nemesis import CLUSTER_KINDS, KINDS, MASTER_ONLY, SENTINEL_KINDS, W
 from history.run import RunConfig, default_faults, fault_plan, run
 from history.scenarios import ALL_SCENARIOS, SCENARIOS, SKEWS
 from history.workers import SigintGate
+from redis_sentinel import SentinelDeployment
 
 MS = 1_000_000
 SLACK = 100 * MS
@@ -220,6 +225,28 @@ def test_a_release_in_flight_reports_the_loss_when_it_answers():
     }
 
 
+def test_time_the_workers_threads_waited_to_run_is_not_counted_after_the_deadline():
+    """The multi-lock run of the first long run: a release's answer found the
+    loss at 2000 ms and on_lost, queued before release returned, ran 120 ms
+    later on a machine at load 13, its thread waiting for a core and the GIL.
+    The worker's stall probe saw its threads wait that long: not counted. A
+    stall of another process, or one before the deadline, excuses nothing."""
+    late = lost_hold(100, [2120], noticed=("release", 2000), t_rel_ms=101, pid=7)
+    assert types(anomalies(late)) == {"late-loss-report": 1}
+    stall = event("s0", 0, "stall", 2010, pid=7, t_end=2090 * MS)
+    assert anomalies(late + [stall]) == {}
+    assert types(anomalies(late + [{**stall, "pid": 8}])) == {"late-loss-report": 1}
+    before = event("s0", 0, "stall", 1900, pid=7, t_end=1990 * MS)
+    assert types(anomalies(late + [before])) == {"late-loss-report": 1}
+
+
+def test_stalled_time_is_clipped_and_not_counted_twice_with_a_stop():
+    stalls, stops = {1: [(0, 10), (20, 30)]}, {1: [(25, 40)]}
+    assert checker.stalled_ns(stalls, stops, 1, 5, 50) == 5 + 5  # (5, 10) and (20, 25): the stop is apart
+    assert checker.stalled_ns(stalls, {}, 1, 5, 25) == 10
+    assert checker.stalled_ns(stalls, stops, 2, 0, 100) == 0
+
+
 def test_a_release_cut_short_reports_the_loss_by_the_command_timeout():
     """An attempt cancelled while its release is in flight: the release still
     runs, and its answer (never logged) reports the loss within a send, a
@@ -419,6 +446,18 @@ def test_every_scenario_plans_its_own_faults_from_its_seed():
         fault_plan(RunConfig(scenario="cluster-lock", faults={"restart-empty": 1}))
 
 
+def test_a_wait_on_the_sentinels_does_not_count_time_a_sentinel_spends_in_tilt():
+    """A Sentinel in TILT mode acts on nothing for 30 s: the nemesis's waits
+    stop their clock meanwhile (nemesis._sentinel_wait), and still time out
+    on their own limit, saying why."""
+    start = time.monotonic()
+    tilt_ends = start + 1.5
+    ready = lambda: time.monotonic() > tilt_ends + 0.2  # noqa: E731
+    SentinelDeployment.wait_for(ready, 1.0, "a failover", paused=lambda: time.monotonic() < tilt_ends)
+    with pytest.raises(AssertionError, match="timed out after 1.0 s waiting for a failover: why"):
+        SentinelDeployment.wait_for(lambda: False, 1.0, "a failover", detail=lambda: ": why")
+
+
 def test_ctrl_c_interrupts_only_a_wait_with_nothing_granted():
     class Handle:
         def __init__(self, token):
@@ -590,3 +629,36 @@ def test_history_under_partitions_has_no_anomaly(scenario, seed, tmp_path):
         assert s["writes"]["in_hold"].get("written", 0) > 0, s["writes"]
     assert s["holder_samples"] > 0
     assert s["anomalies"] == {}, json.dumps(s["anomaly_examples"], indent=1)
+
+
+@pytest.mark.chaos
+def test_a_failover_the_sentinel_aborts_is_asked_again(tmp_path):
+    """The nemesis's SENTINEL FAILOVER, its replica frozen as the Sentinel
+    promotes it: the promotion is not seen within the 4 s failover-timeout,
+    the Sentinel aborts, the master is unchanged. The nemesis asks again once
+    the replica is back and ready, and records the failover asked twice."""
+    import os
+
+    from history.nemesis import Nemesis
+
+    deployment = SentinelDeployment(sentinels=3, down_after_ms=1500).start()
+    try:
+        nemesis = Nemesis([], [], None, seed=0, stop_s=1.0, deployment=deployment)
+        asked = deployment.sentinel_failover
+        replica = deployment.replica
+
+        def failover_then_freeze() -> int:
+            old = asked()
+            os.kill(replica.proc.pid, signal.SIGSTOP)  # before the Sentinel's next tick sends REPLICAOF NO ONE
+            threading.Timer(8.0, os.kill, (replica.proc.pid, signal.SIGCONT)).start()  # past the 4 s timeout
+            deployment.sentinel_failover = asked  # the next one goes through
+            return old
+
+        deployment.sentinel_failover = failover_then_freeze
+        nemesis._failover()
+        [record] = nemesis.log
+        assert record["asked"] >= 2, record
+        assert record["new"] != record["old"] and deployment.master_port() == record["new"]
+        assert "-failover-abort" in Path(deployment.sentinels[0].dir, "sentinel.log").read_text()
+    finally:
+        deployment.close()

@@ -14,7 +14,9 @@
 3. Loss reports. ``late-loss-report``: on_lost fired more than ttl + slack
    after the last confirmed validity, not counting time the process spent
    SIGSTOPped, nor a release already in flight (renewal stops when release
-   is sent; the release's answer reports the loss). ``loss-unreported``:
+   is sent; the release's answer reports the loss), nor, past that deadline,
+   time the process's stall probe saw its ready threads wait for a core or
+   the GIL (on_lost runs on a thread of its own). ``loss-unreported``:
    the holder saw the loss (``lost``, LockNotOwned, LockLost) but on_lost
    never fired. ``on-lost-repeated``: it fired more than once.
    ``valid-after-loss``: ``lost`` read False after on_lost had fired.
@@ -205,9 +207,35 @@ def stopped_ns(stops: dict, pid: int, start: int, end: int) -> int:
     return sum(max(0, min(end, b) - max(start, a)) for a, b in stops.get(pid, ()))
 
 
-def report_lateness(h: Hold, stops: dict) -> int:
+def stalls_from(events: list) -> dict:
+    """pid -> (from, to) stretches its stall probe saw no ready thread of it run."""
+    stalls = defaultdict(list)
+    for e in events:
+        if e["ev"] == "stall":
+            stalls[e["pid"]].append((e["t"], e["t_end"]))
+    return stalls
+
+
+def stalled_ns(stalls: dict, stops: dict, pid: int, start: int, end: int) -> int:
+    """How much of [start, end] the process `pid` spent stalled (its threads
+    ready but not running) and not stopped: the union of both, less the stops."""
+    spans = sorted(
+        (max(start, a), min(end, b)) for a, b in [*stalls.get(pid, ()), *stops.get(pid, ())] if min(end, b) > max(start, a)
+    )
+    covered, reach = 0, start
+    for a, b in spans:
+        covered += max(0, b - max(a, reach))
+        reach = max(reach, b)
+    return covered - stopped_ns(stops, pid, start, end)
+
+
+def report_lateness(h: Hold, stops: dict, stalls: dict | None = None) -> int:
     """How long after its deadline `h`'s on_lost fired (negative: before), not
-    counting time its process spent stopped. The deadline is ttl after the last
+    counting time its process spent stopped, nor, past the deadline, time its
+    threads spent ready but not running (`stalls`: on_lost runs on a thread of
+    its own, queued when the loss is found, which must then get a core and
+    the GIL; on a loaded machine that can take longer than the slack, and the
+    stall probe measures it). The deadline is ttl after the last
     confirmed validity (or the grant), or a release's answer if the release was
     sent before the report (renewal stops when release is sent); an answer
     never seen (the attempt cancelled meanwhile) came by RELEASE_ANSWER_NS."""
@@ -221,10 +249,11 @@ def report_lateness(h: Hold, stops: dict) -> int:
             # cancelled release still runs): its answer, unseen, reports the loss.
             answers.append(h.t_rel + RELEASE_ANSWER_NS)
         deadline = max(deadline, max(answers))
-    return reported - deadline - stopped_ns(stops, h.pid, ref, reported)
+    waited = stalled_ns(stalls or {}, stops, h.pid, deadline, reported)
+    return reported - deadline - stopped_ns(stops, h.pid, ref, reported) - waited
 
 
-def loss_reports(holds: list, stops: dict, slack_ns: int, t0: int = 0) -> list:
+def loss_reports(holds: list, stops: dict, slack_ns: int, t0: int = 0, stalls: dict | None = None) -> list:
     found = []
     for h in holds:
         if len(h.on_lost) > 1:
@@ -237,7 +266,7 @@ def loss_reports(holds: list, stops: dict, slack_ns: int, t0: int = 0) -> list:
             found.append({
                 "type": "valid-after-loss", "after_ms": (h.valid - h.on_lost[0]) / 1e6, "holds": [h.brief(t0)],
             })
-        late = report_lateness(h, stops)
+        late = report_lateness(h, stops, stalls)
         if late > slack_ns:
             found.append({"type": "late-loss-report", "late_ms": late / 1e6, "holds": [h.brief(t0)]})
     return found
@@ -420,7 +449,7 @@ def check(events, faults, keys, samples, slack_ns, max_ttl_ns, t0=0, records=Non
         + over_permits(holds, t0)
         + stale_writes(records or {})
         + fences(holds, t0)
-        + loss_reports(holds, stops, slack_ns, t0)
+        + loss_reports(holds, stops, slack_ns, t0, stalls_from(events))
         + left_holds(events, stops, LEFT_MIN_NS, t0)
         + unexpected_errors(events, t0)
         + strays(events, samples, faults, max_ttl_ns, slack_ns, t0, handover_ns)

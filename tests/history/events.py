@@ -13,7 +13,9 @@ an attempt also ``how`` (acquire, with, aacquire, async-with), ``kind``
 limit), ``error``, ``left`` (the handle still held after the attempt
 failed). A worker begins with ``clock`` (``skew``: the offset its wall
 clock was started with, ``skew_ms``: its measured offset from the server's
-clock) and ends with ``exit``, or ``crash`` with its traceback.
+clock) and ends with ``exit``, or ``crash`` with its traceback. A
+``stall`` (``t`` to ``t_end``) is a stretch in which a ready thread of the
+worker's process did not get to run (see StallProbe).
 """
 
 from __future__ import annotations
@@ -45,6 +47,42 @@ class EventLog:
     def close(self) -> None:
         with self._lock:
             self._file.close()
+
+
+# The stall probe's period, and the shortest stall it logs.
+PROBE_PERIOD_NS = 10_000_000
+STALL_LOG_NS = 20_000_000
+
+
+class StallProbe:
+    """A thread of the worker's process that wakes every PROBE_PERIOD_NS and
+    logs each time it woke STALL_LOG_NS or more past its due time: from the
+    due time to its waking, a thread of the process that was ready to run
+    did not (the machine's other processes had the cores, or another thread
+    held the GIL). on_lost runs on such a thread, which must wait alike: the
+    checker does not count those stretches against a loss report
+    (checker.report_lateness)."""
+
+    def __init__(self, log: EventLog, w: str):
+        self.log, self.w = log, w
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="stall-probe", daemon=True)
+
+    def start(self) -> "StallProbe":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        due = now_ns() + PROBE_PERIOD_NS
+        while not self._done.wait(max(0, due - now_ns()) / 1e9):  # the probe's own period, measured
+            woke = now_ns()
+            if woke - due >= STALL_LOG_NS:
+                self.log.write(self.w, 0, "stall", due, t_end=woke)
+            due = woke + PROBE_PERIOD_NS
 
 
 def read_events(paths: Iterable[Path]) -> tuple[list, int]:

@@ -7,8 +7,11 @@ Redis Cluster) runs with every worker and server in a test host of its own
 beside its other faults, for an equal share of ``--duration`` seconds. The
 summaries go to target/jepsen-summary.json, and the section of
 docs/reliability.md between the REPORT_BEGIN and REPORT_END markers is
-written anew from them (``--no-write``: printed only). Exits 1 when a run
-found an anomaly that its configuration does not allow.
+written anew from them (``--no-write``: printed only). A configuration
+whose harness fails (a deployment that does not come back within its limits,
+say) is recorded as failed, with its error, in the summaries and the report,
+and the others still run. Exits 1 when a run found an anomaly that its
+configuration does not allow, or a configuration failed.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import re
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 
 from .run import RunConfig, run
@@ -55,20 +59,45 @@ def main(argv=None) -> int:
     configs = [c for c in CONFIGS if not args.only or c[0] in args.only or f"{c[0]}:{c[1]}" in args.only]
     each = args.duration / len(configs)
     started = time.time()
+    loads = [os.getloadavg()[0]]  # the machine's 1-minute load average, before and after each run
     summaries = []
     for i, (scenario, replicas) in enumerate(configs):
-        s = run(RunConfig(scenario=scenario, duration=each, seed=args.seed + i, replicas=replicas, partitions=True))
+        seed = args.seed + i
+        try:
+            s = run(RunConfig(scenario=scenario, duration=each, seed=seed, replicas=replicas, partitions=True))
+        except Exception as e:  # the harness failed: the run says nothing of the library, the others still run
+            traceback.print_exc()
+            s = {"scenario": scenario, "seed": seed, "failed": f"{type(e).__name__}: {e}", "anomalies": {}}
         s["replicas"] = replicas
+        loads.append(os.getloadavg()[0])
         summaries.append(s)
         print(json.dumps(s, indent=1, default=str), flush=True)
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(summaries, indent=1, default=str) + "\n")
-    report = render(summaries, args.duration, args.seed, time.time() - started)
+    report = render(summaries, args.duration, args.seed, time.time() - started, loads)
     print(report)
     if not args.no_write:
         write_section(DOC, report)
         print(f"written to {DOC.relative_to(ROOT)} and {OUT.relative_to(ROOT)}")
-    return 1 if any(s["anomalies"] for s in summaries) else 0
+    return 1 if any(s["anomalies"] or s.get("failed") for s in summaries) else 0
+
+
+def _load(loads: list, summaries: list) -> str:
+    """The machine's load, as the run saw it: the load average between runs,
+    and how long the workers' ready threads waited to run (their stall probes)."""
+    text = ""
+    if loads:
+        text += f" The machine was shared: load average {min(loads):.1f} to {max(loads):.1f} between runs"
+    stalls = [s["stalls"] for s in summaries if s.get("stalls", {}).get("n")]
+    if stalls:
+        worst = max(st["max"] for st in stalls)
+        text += (f"{';' if text else ''} the workers' threads were kept from running 20 ms or more "
+                 f"{sum(st['n'] for st in stalls)} times (longest {worst / 1000:.2f} s)")
+    return text + "." if text else ""
+
+
+def _replicas(s: dict) -> str:
+    return str(s["replicas"]) if s["scenario"] in ("sentinel-lock", "cluster-lock") else "-"
 
 
 def _ms(d: dict, key: str) -> str:
@@ -79,16 +108,22 @@ def _count(d: dict, key: str) -> int:
     return int(d.get(key, 0))
 
 
-def render(summaries: list, duration: float, seed: int, wall_s: float) -> str:
-    """The report's markdown, from the runs' summaries."""
+def render(summaries: list, duration: float, seed: int, wall_s: float, loads: list = ()) -> str:
+    """The report's markdown, from the runs' summaries (`loads`: the machine's
+    1-minute load average before and after each run)."""
     machine = f"{platform.system()} {platform.release()}, {platform.machine()}"
     try:
         version = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout.split()[2]
         server = "Redis " + version.removeprefix("v=")
     except (OSError, IndexError):
         server = "redis-server"
-    rows = []
+    rows, failed = [], []
     for s in summaries:
+        if s.get("failed"):
+            first = s["failed"].splitlines()[0]  # the whole message is in the summaries
+            failed.append(f"{WHAT[s['scenario']]}, replicas={s['replicas']} (seed {s['seed']}): {first}")
+            rows.append(f"| {WHAT[s['scenario']]} | {_replicas(s)} | the run failed (below) | | | | | | | |")
+            continue
         w = s["writes"]
         allowed = sum(n for t, n in s["failover_allowed"].items() if t != "stray-behind-wait")
         behind_waits = s["failover_allowed"].get("stray-behind-wait", 0)
@@ -98,7 +133,7 @@ def render(summaries: list, duration: float, seed: int, wall_s: float) -> str:
         cuts = sum(n for k, n in s["faults"].items() if k in ("partition", "cut-requests", "cut-replies",
                                                               "split-brain", "master-isolated"))
         rows.append(
-            f"| {WHAT[s['scenario']]} | {s['replicas'] if s['scenario'] in ('sentinel-lock', 'cluster-lock') else '-'} "
+            f"| {WHAT[s['scenario']]} | {_replicas(s)} "
             f"| {s['holds_valid']} | {s['faults_injected']} ({cuts} cuts) "
             f"| {overlaps} | {allowed}{longest} "
             f"| {_count(w['in_hold'], 'written')} / {_count(w['in_hold'], 'refused')} "
@@ -109,7 +144,7 @@ def render(summaries: list, duration: float, seed: int, wall_s: float) -> str:
         )
     kinds: dict = {}
     for s in summaries:
-        for k, n in s["faults"].items():
+        for k, n in s.get("faults", {}).items():
             kinds[k] = kinds.get(k, 0) + n
     faults = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
     return "\n".join([
@@ -119,7 +154,7 @@ def render(summaries: list, duration: float, seed: int, wall_s: float) -> str:
         f"{len(summaries)} configurations of {duration / len(summaries):.0f} s each, {wall_s / 60:.0f} min in all) "
         f"on {machine} ({os.cpu_count()} cores), {server}: 5 worker processes each (3 taking one hold at a time, "
         "2 asyncio ones with 2 tasks), ttls of 0.5 to 1 s, every worker and server in a network namespace of "
-        "its own.",
+        f"its own.{_load(loads, summaries)}",
         "",
         "| configuration | replicas | holds | faults | overlaps found | failover overlaps (allowed) "
         "| writes as holder: taken / refused | late writes refused | told after a cut: n, median / worst (s) "
@@ -129,6 +164,7 @@ def render(summaries: list, duration: float, seed: int, wall_s: float) -> str:
         "",
         f"Faults over all runs: {faults}.",
         "",
+        *([f"Failed runs (the harness, not the library: no result): {'; '.join(failed)}.", ""] if failed else []),
         REPORT_END,
     ])
 

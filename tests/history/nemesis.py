@@ -140,6 +140,8 @@ class Nemesis:
     _down: set = field(default_factory=set)
     _lasting: list = field(default_factory=list)
     _slowed: set = field(default_factory=set)  # workers whose link a latency fault slows now
+    _failed: list = field(default_factory=list)  # what faults on their own threads raised
+    _tilt_seen: list = field(default_factory=list)  # (when, [Sentinels in TILT mode]) seen while waiting
     # One failover at a time (a partition's included, and a frozen Sentinel):
     # two at once can leave no majority to elect a leader or promote a replica.
     _failing_over: threading.Lock = field(default_factory=threading.Lock)
@@ -166,6 +168,25 @@ class Nemesis:
         finally:
             for t in self._threads:
                 t.join()
+        if self._failed:
+            raise self._failed[0]
+
+    def _thread(self, fault, *args, **kwargs) -> threading.Thread:
+        """A fault on a thread of its own, started; what it raises fails the run
+        (at its end) instead of vanishing with the thread."""
+
+        def run() -> None:
+            try:
+                fault(*args, **kwargs)
+            except BaseException as e:
+                with self._lock:
+                    self._failed.append(e)
+                raise
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        self._threads.append(thread)
+        return thread
 
     def resume_all(self) -> None:
         """SIGCONT to every worker still frozen, and every link healed (after an error in the run)."""
@@ -270,10 +291,7 @@ class Nemesis:
                 with self._lock:
                     self._down.discard(i)
 
-        thread = threading.Thread(target=run)
-        thread.start()
-        self._threads.append(thread)
-        self._lasting.append(thread)
+        self._lasting.append(self._thread(run))
 
     def _sentinel_ready(self) -> bool:
         """A replica ready for a failover, and every Sentinel knowing the others
@@ -284,24 +302,78 @@ class Nemesis:
 
     def _failover(self) -> None:
         d = self.deployment
-        d.wait_for(self._sentinel_ready, FAILOVER_LIMIT_S, "a replica ready for a failover")
+        self._sentinel_wait(self._sentinel_ready, "a replica ready for a failover")
         t = now_ns()
         old = d.sentinel_failover()
-        d.wait_for(lambda: d.failover_named(old), FAILOVER_LIMIT_S, "the new master")
+        asked = 1
+
+        def named_or_asked_again() -> bool:
+            """The new master named; or, the failover aborted (the master
+            unchanged), asked for again once a replica is ready. Seen in a
+            long run: a split brain's old master, demoted by the Sentinels
+            11 s after the heal, is "ready" (in sync, counted) 0.1 s later;
+            SENTINEL FAILOVER picks it while the Sentinel's own link to it is
+            still unsettled (it marks it down 0.8 s later), the promotion is
+            never seen, and the Sentinel aborts after its failover-timeout
+            (-failover-abort-slave-timeout): waiting on for a new master
+            that will never come only times out."""
+            nonlocal asked
+            if d.failover_named(old):
+                return True
+            if not d.failing_over() and d.master_port() == old:
+                self._sentinel_wait(self._sentinel_ready, "a replica ready for a failover")
+                d.sentinel_failover()
+                asked += 1
+            return False
+
+        self._sentinel_wait(named_or_asked_again, "the new master")
         named = now_ns()
-        d.wait_for(lambda: d.failover_done(old), FAILOVER_LIMIT_S, "the failover's end")
-        self._record("failover", t, old=old, new=d.master_port(), t_named=named)
+        self._sentinel_wait(lambda: d.failover_done(old), "the failover's end")
+        self._record("failover", t, old=old, new=d.master_port(), t_named=named, asked=asked, **self._tilts(t))
+
+    def _sentinel_wait(self, predicate, what: str) -> None:
+        """Polls `predicate` for FAILOVER_LIMIT_S, not counting time any
+        Sentinel spends in TILT mode. A Sentinel whose timer runs 2 s late
+        (it was starved of CPU: the machine is loaded) enters TILT and for 30 s
+        acts on nothing (it starts, carries on and ends no failover, and sees
+        no promotion); a failover it was carrying on is then past its
+        failover-timeout and aborted. Neither is a fault the run injects, and
+        a fixed limit would turn a busy machine into a failed run."""
+        d = self.deployment
+        d.wait_for(predicate, FAILOVER_LIMIT_S, what, paused=self._tilted,
+                   detail=lambda: f" (not counting TILT); the Sentinels' logs end:\n{d.log_tails()}")
+
+    def _tilted(self) -> bool:
+        """Some Sentinel is in TILT mode now (noted with the time, for the fault log)."""
+        d = self.deployment
+        tilted = []
+        for i in range(len(d.sentinels)):
+            try:
+                if d.in_tilt(i):
+                    tilted.append(i)
+            except (OSError, RuntimeError):
+                pass
+        if tilted:
+            with self._lock:
+                self._tilt_seen.append((now_ns(), tilted))
+        return bool(tilted)
+
+    def _tilts(self, since: int) -> dict:
+        """The Sentinels seen in TILT mode since `since`, for a fault's record."""
+        with self._lock:
+            seen = sorted({i for t, ii in self._tilt_seen if t >= since for i in ii})
+        return {"tilted": seen} if seen else {}
 
     def _master_kill(self) -> None:
         d = self.deployment
-        d.wait_for(self._sentinel_ready, FAILOVER_LIMIT_S, "a replica ready for a failover")
+        self._sentinel_wait(self._sentinel_ready, "a replica ready for a failover")
         t = now_ns()
         node = d.kill_master()
         down = now_ns()
-        d.wait_for(lambda: d.failover_done(node.port), FAILOVER_LIMIT_S, "the replica promoted")
+        self._sentinel_wait(lambda: d.failover_done(node.port), "the replica promoted")
         named = now_ns()
         d.restart_as_replica(node)
-        self._record("master-kill", t, old=node.port, new=d.master_port(), t_down=down, t_named=named)
+        self._record("master-kill", t, old=node.port, new=d.master_port(), t_down=down, t_named=named, **self._tilts(t))
 
     def _sentinel_stop(self) -> None:
         """The Sentinel clients ask first (FIRST_SENTINEL) frozen, and the
@@ -356,9 +428,7 @@ class Nemesis:
             # Mostly a holder, whose hold then expires and passes on while it is frozen.
             worker = self.rng.choice(holders if holders and self.rng.random() < HIT_HOLDER_P else candidates)
             self._stopped.add(worker.pid)
-        thread = threading.Thread(target=self._freeze, args=(worker, self.stop_s * self.rng.uniform(1.0, 1.3)))
-        thread.start()
-        self._threads.append(thread)
+        self._thread(self._freeze, worker, self.stop_s * self.rng.uniform(1.0, 1.3))
 
     def _freeze(self, worker: Worker, seconds: float) -> None:
         t = now_ns()
@@ -509,9 +579,7 @@ class Nemesis:
 
     def _in_flight(self, fault, *args, **fields) -> None:
         """A network fault on its own thread, so others land meanwhile."""
-        thread = threading.Thread(target=fault, args=args, kwargs=fields)
-        thread.start()
-        self._threads.append(thread)
+        self._thread(fault, *args, **fields)
 
     def _split_brain(self) -> None:
         self._in_flight(self._one_split, self._split_brain_now, self.rng)
@@ -529,7 +597,7 @@ class Nemesis:
     def _split_brain_now(self, rng: random.Random) -> None:
         """The master, the last Sentinel and maybe some workers, cut off from the rest."""
         d = self.deployment
-        d.wait_for(self._sentinel_ready, FAILOVER_LIMIT_S, "a replica ready for a failover")
+        self._sentinel_wait(self._sentinel_ready, "a replica ready for a failover")
         old = d.master
         picked = self._workers(2, rng=rng) if rng.random() < 0.5 else []
         minority = [old.where, d.sentinels[-1].where] + [h for _, h in picked]
@@ -538,16 +606,16 @@ class Nemesis:
         pairs = self.net.partition(minority)
         try:
             # Sentinel 0 is on the majority's side: it names the promoted replica.
-            d.wait_for(lambda: d.master_port() != old.port, FAILOVER_LIMIT_S, "the majority to promote the replica")
+            self._sentinel_wait(lambda: d.master_port() != old.port, "the majority to promote the replica")
             named = now_ns()
             time.sleep(extra)  # the split's length past the promotion, from the schedule
         finally:
             self.net.restore(pairs)
         healed = now_ns()
-        d.wait_for(lambda: d.failover_done(old.port), FAILOVER_LIMIT_S, "the Sentinels to agree")
-        d.wait_for(self._sentinel_ready, FAILOVER_LIMIT_S, "the old master back as a replica")
+        self._sentinel_wait(lambda: d.failover_done(old.port), "the Sentinels to agree")
+        self._sentinel_wait(self._sentinel_ready, "the old master back as a replica")
         self._record("split-brain", t, old=old.port, new=d.master_port(), t_named=named, t_healed=healed,
-                     workers=self._labels(picked))
+                     workers=self._labels(picked), **self._tilts(t))
 
     def _master_isolated_now(self, rng: random.Random) -> None:
         """A master (and maybe a worker) cut off from every other node and worker."""

@@ -221,6 +221,10 @@ def run(cfg: RunConfig) -> dict:
     summary["failover_allowed"] = {t: sum(1 for a in allowed if a["type"] == t) for t in {a["type"] for a in allowed}}
     summary["failover_allowed_examples"] = allowed[:3]
     summary["failover_overlap_max_ms"] = round(max((a.get("overlap_ms", 0) for a in allowed), default=0), 1)
+    # Sentinel faults that waited out a Sentinel in TILT mode, and SENTINEL
+    # FAILOVERs asked again after the Sentinel aborted them (nemesis._sentinel_wait).
+    summary["sentinel_tilts_waited"] = sum(1 for f in fault_log if f.get("tilted"))
+    summary["failovers_asked_again"] = sum(f.get("asked", 1) - 1 for f in fault_log if f["fault"] == "failover")
     summary["failover_s"] = [
         round((f["t_named"] - f["t"]) / 1e9, 3) for f in fault_log if f["fault"] in checker.FAILOVERS
     ]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections import Counter
 
 from .checker import (
-    EXAMPLES, FAILOVERS, PARTITIONS, SPLITS, build_holds, report_lateness, stopped_ns, stops_from, stray_tokens,
+    EXAMPLES, FAILOVERS, PARTITIONS, SPLITS, build_holds, report_lateness, stalls_from, stopped_ns, stops_from,
+    stray_tokens,
 )
 
 # The faults that cut holders off from their master: the workers they name
@@ -64,7 +65,7 @@ def loss_after_cut(holds: list, faults: list) -> list:
 
 def summarize(*, scenario, seed, duration, wall_s, events, torn, faults, anomalies, keys, exits, samples, t0) -> dict:
     holds = build_holds(events)
-    attempts = {(e["w"], e["seq"]) for e in events if e["ev"] not in ("exit", "clock")}
+    attempts = {(e["w"], e["seq"]) for e in events if e["ev"] not in ("exit", "clock", "stall")}
     by_ev = Counter(e["ev"] for e in events)
     lost_by = Counter(e["src"] for e in events if e["ev"] == "lost")
     timeouts = Counter(
@@ -78,7 +79,12 @@ def summarize(*, scenario, seed, duration, wall_s, events, torn, faults, anomali
     strays = stray_tokens(events, samples)
     stops = stops_from(faults)
     # How close on_lost came to its deadline: the most negative is the earliest.
-    lateness = [report_lateness(h, stops) for h in holds if h.on_lost]
+    stalls = stalls_from(events)
+    lateness = [report_lateness(h, stops, stalls) for h in holds if h.on_lost]
+    # Less the time SIGSTOPped: what the machine's load alone held up.
+    stall_ns = [
+        n for pid, spans in stalls.items() for a, b in spans if (n := b - a - stopped_ns(stops, pid, a, b)) > 0
+    ]
     told = loss_after_cut(holds, faults)
     return {
         "scenario": scenario,
@@ -88,7 +94,7 @@ def summarize(*, scenario, seed, duration, wall_s, events, torn, faults, anomali
         "t0_ns": t0,  # the run's start on CLOCK_MONOTONIC: the "_ms" figures count from it
         "workers": len(exits),
         "worker_exit_codes": exits,
-        "histories": len({e["w"] for e in events if e["ev"] != "clock"}),
+        "histories": len({e["w"] for e in events if e["ev"] not in ("clock", "stall")}),
         # Each worker's wall clock minus the server's, measured as it started (libfaketime skews some).
         "clock_skew_ms": {e["w"]: e["skew_ms"] for e in events if e["ev"] == "clock"},
         "attempts": len(attempts),
@@ -121,6 +127,9 @@ def summarize(*, scenario, seed, duration, wall_s, events, torn, faults, anomali
         "sigint_ignored": sum(e.get("sigint_ignored", 0) for e in events if e["ev"] == "exit"),
         "errors": dict(errors),
         "torn_lines": torn,
+        # How long the workers' ready threads waited for a core or the GIL
+        # (their stall probes, over STALL_LOG_NS, not SIGSTOPped): how busy the machine was.
+        "stalls": {"n": len(stall_ns), **percentiles_ms(stall_ns)},
         "faults": dict(injected),
         "faults_skipped": dict(skipped),
         "faults_injected": sum(injected.values()),

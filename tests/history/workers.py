@@ -24,7 +24,7 @@ from support.netns_agent import enter
 from . import resp, scenarios
 from .attempt import Attempt
 from .clock import measured_skew_ms, sleep
-from .events import EventLog, now_ns
+from .events import EventLog, StallProbe, now_ns
 from .storage import AsyncStorage, Storage
 
 STEP_S = 0.001
@@ -158,11 +158,13 @@ def sync_worker(spec: WorkerSpec, barrier, go, deadline, board) -> None:
     go.wait(120)
     end, seq = deadline.value, 0
     times = HoldTimes(spec, rng)
+    probe = StallProbe(log, spec.label).start()
     with _crash_logged(log, spec.label, lambda: seq):
         while now_ns() < end:
             seq += 1
             _sync_attempt(spec, rng, client, log, gate, board, seq, times, storage)
             sleep(rng.uniform(0, 0.002))  # think time between attempts
+    probe.stop()
     log.write(spec.label, seq, "exit", sigint_ignored=gate.ignored)
     log.close()
 
@@ -260,8 +262,10 @@ def async_worker(spec: WorkerSpec, barrier, go, deadline, board) -> None:
     client = connect(spec, log)
     barrier.wait(120)  # connected: the parent then sets the deadline
     go.wait(120)
+    probe = StallProbe(log, spec.label).start()
     with _crash_logged(log, spec.label, lambda: 0):
         asyncio.run(_async_main(spec, rng, client, log, board, deadline.value))
+    probe.stop()
     log.close()
 
 

@@ -255,15 +255,22 @@ class SentinelDeployment:
         return sum(1 for f in flags if not {"s_down", "o_down", "disconnected"} & set(f.split(",")))
 
     @staticmethod
-    def wait_for(predicate, limit: float, what: str) -> None:
-        deadline = time.monotonic() + limit
+    def wait_for(predicate, limit: float, what: str, paused=None, detail=None) -> None:
+        """Polls `predicate` for `limit` s; the time `paused()` is true does
+        not count, and `detail()` adds to the message of a timeout."""
+        deadline = last = time.monotonic()
+        deadline += limit
         while True:
             try:
                 if predicate():
                     return
             except (OSError, RuntimeError):
                 pass
-            assert time.monotonic() < deadline, f"timed out after {limit} s waiting for {what}"
+            now = time.monotonic()
+            if paused is not None and paused():
+                deadline += now - last
+            last = now
+            assert now < deadline, f"timed out after {limit} s waiting for {what}" + (detail() if detail else "")
             time.sleep(0.02)  # another process's state, seen only by asking it: poll
 
     # ------------------------------------------------------------ faults
@@ -285,6 +292,28 @@ class SentinelDeployment:
         from here clients reach the new master (the Sentinel may still be finishing)."""
         port = self.master_port()
         return port != old_port and self.role(self.node(port)) == "master"
+
+    def failing_over(self, sentinel: int = 0) -> bool:
+        """Sentinel `sentinel` runs a failover of the master now."""
+        fields = self.sentinels[sentinel]("SENTINEL", "MASTER", SERVICE)
+        return "failover_in_progress" in dict(zip(fields[::2], fields[1::2]))["flags"].split(",")
+
+    def in_tilt(self, sentinel: int = 0) -> bool:
+        """Sentinel `sentinel` is in TILT mode: its timer ran late by more than
+        2 s (a stall, a loaded machine), and for 30 s it acts on nothing: no
+        failover starts, goes on or ends (Redis's Sentinel documentation)."""
+        return "sentinel_tilt:1" in self.sentinels[sentinel]("INFO", "sentinel")
+
+    def log_tails(self, lines: int = 12) -> str:
+        """The last `lines` of each Sentinel's log, for a failure's message."""
+        tails = []
+        for i, s in enumerate(self.sentinels):
+            try:
+                text = Path(s.dir, "sentinel.log").read_text(errors="replace").splitlines()[-lines:]
+            except OSError as e:
+                text = [f"({e})"]
+            tails.append(f"-- Sentinel {i} ({s.port}):\n" + "\n".join(text))
+        return "\n".join(tails)
 
     def sentinel_failover(self) -> int:
         """SENTINEL FAILOVER, once the Sentinel accepts it; returns the old master's port."""
