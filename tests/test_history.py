@@ -19,7 +19,7 @@ from history.nemesis import CLUSTER_KINDS, KINDS, MASTER_ONLY, SENTINEL_KINDS, W
 from history.run import RunConfig, default_faults, fault_plan, run
 from history.scenarios import ALL_SCENARIOS, SCENARIOS, SKEWS
 from history.workers import SigintGate
-from redis_sentinel import SentinelDeployment
+from support.redis_sentinel import SentinelDeployment
 
 MS = 1_000_000
 SLACK = 100 * MS
