@@ -170,9 +170,16 @@ impl Quorum {
                 |m| mode.obtain_on(m, ask, true),
                 |a| {
                     let granted = answered(a, |o| matches!(o, Obtain::Taken { .. }));
-                    let refused =
-                        a.iter().filter(|x| !matches!(x, None | Some(Ok(Obtain::Taken { .. })))).count();
-                    granted >= need || refused > n - need
+                    let busy = answered(a, |o| matches!(o, Obtain::Busy { .. }));
+                    let pending = a.iter().filter(|x| x.is_none()).count();
+                    let refused = n - granted - pending;
+                    // Not taken; but whether it is busy (a majority answered)
+                    // or the masters cannot be reached must be decided too:
+                    // a live master a little behind is waited for (up to the
+                    // limit) when its answer would make the difference.
+                    let busy_or_unreachable =
+                        busy + granted >= need || busy + granted + pending < need;
+                    granted >= need || (refused > n - need && busy_or_unreachable)
                 },
             )
             .await;
