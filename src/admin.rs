@@ -7,7 +7,7 @@ use crate::keys::Kind;
 use crate::listing::kind_named;
 use crate::mode::Mode;
 use crate::scripts::{self, Record, Whose};
-use crate::token::check_token;
+use crate::support::token::check_token;
 
 impl Deployment {
     /// Ends the holds of `name` whoever holds them, as every kind of

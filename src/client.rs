@@ -10,14 +10,14 @@ use std::time::Duration;
 use arc_swap::ArcSwapOption;
 use redis::ConnectionAddr;
 
-use crate::cleanup::Cleanups;
 use crate::cluster::ClusterTarget;
 use crate::conn::{Conn, InlinePool, Io};
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
-use crate::per_process::PerProcess;
 use crate::replication::{Replication, Throttle, REPLICA_WARNINGS_EVERY};
 use crate::sentinel::SentinelTarget;
+use crate::support::cleanup::Cleanups;
+use crate::support::per_process::PerProcess;
 use crate::wakeups::Wakeups;
 
 mod call;

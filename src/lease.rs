@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 
-use crate::events::{self, Event, HoldId, LossCause, Subject};
+use crate::support::events::{self, Event, HoldId, LossCause, Subject};
 
 /// Called once, with the reason, when a hold is lost.
 pub type LostHook = Box<dyn FnOnce(&str) + Send>;

@@ -2,41 +2,34 @@
 //! knows nothing of Python; `py` holds the PyO3 bindings.
 
 mod admin;
-mod cleanup;
 pub mod client;
 mod cluster;
 mod conn;
 pub mod deployment;
 pub mod election;
 pub mod error;
-pub mod events;
 mod handover;
 pub mod keys;
 pub mod lease;
 pub mod listing;
 pub mod lock;
 pub mod mode;
-mod per_process;
-mod percent;
-mod pid;
 mod probe;
 mod quorum;
 mod quorum_members;
 pub mod replication;
-pub mod retry;
 pub mod rwmutex;
 pub mod scripts;
 pub mod semaphore;
 mod sentinel;
 mod server;
-mod stats;
 mod steps;
+mod support;
 mod tls;
-pub mod token;
 mod wakeups;
 mod watchdog;
 
-pub use stats::{live_watchdogs, waiters};
+pub use support::stats::{live_watchdogs, waiters};
 
 #[cfg(feature = "python")]
 mod py;
@@ -49,6 +42,7 @@ pub use lease::Lease;
 pub use listing::{Reader, State};
 pub use lock::{Lock, LockOptions, Wait};
 pub use replication::{Policy, Replication};
-pub use retry::{Backoff, Retry};
 pub use rwmutex::RwMutex;
 pub use scripts::Record;
+pub use support::retry::{Backoff, Retry};
+pub use support::{events, retry, token};

@@ -238,7 +238,7 @@ impl RwMutex {
     /// Returns whether a writer held, and how many live readers were removed.
     pub async fn force_release(&self, token: Option<&str>) -> Result<(bool, u64)> {
         let client = self.client().single("RWMutex.force_release")?;
-        token.map_or(Ok(()), crate::token::check_token)?;
+        token.map_or(Ok(()), crate::support::token::check_token)?;
         scripts::rw_force_release(client, self.keys(), token.unwrap_or("")).await
     }
 }

@@ -9,14 +9,14 @@ use tokio::sync::Semaphore;
 use crate::conn::Io;
 use crate::deployment::Deployment;
 use crate::error::{Error, Result};
-use crate::events::{self, Event, LossCause, ReplicaStep, Subject};
 use crate::keys::one_slot;
 use crate::lease::{Lease, Terms};
 use crate::mode::{patience, Mode};
-use crate::per_process::PerProcess;
 use crate::replication::{self, Policy};
 use crate::scripts::{Record, Refreshed};
 use crate::steps::Steps;
+use crate::support::events::{self, Event, LossCause, ReplicaStep, Subject};
+use crate::support::per_process::PerProcess;
 use crate::watchdog;
 
 mod acquire;
@@ -25,7 +25,7 @@ mod outage;
 mod plain;
 mod undo;
 
-pub use crate::token::MAX_TOKEN;
+pub use crate::support::token::MAX_TOKEN;
 pub use acquire::handed_over;
 pub(crate) use options::validate;
 pub use options::{

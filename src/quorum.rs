@@ -21,14 +21,14 @@ use std::time::Duration;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 
-use crate::cleanup::Cleanups;
 use crate::client::{Client, ClientOptions, Readiness};
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
-use crate::per_process::PerProcess;
 use crate::replication::{Shortfall, Throttle};
 use crate::scripts::{Obtain, Record, Refreshed};
 use crate::steps::{Obtaining, Released, Steps};
+use crate::support::cleanup::Cleanups;
+use crate::support::per_process::PerProcess;
 
 mod setup;
 

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use redis::{Cmd, RedisResult, Value};
 
 use crate::error::{Error, Result};
-use crate::events::{self, Event, HoldId, ReplicaStep, Subject};
+use crate::support::events::{self, Event, HoldId, ReplicaStep, Subject};
 
 /// What a lock does when the replicas do not acknowledge a step in time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

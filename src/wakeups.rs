@@ -18,10 +18,10 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tokio::sync::Notify;
 
-use crate::cleanup::Cleanups;
 use crate::error::{Error, Result};
 use crate::handover::Grant;
-use crate::stats::WAITERS;
+use crate::support::cleanup::Cleanups;
+use crate::support::stats::WAITERS;
 
 mod feed;
 mod waits;

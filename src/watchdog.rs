@@ -10,14 +10,14 @@ use futures_util::FutureExt;
 use tokio::time::{sleep, sleep_until};
 
 use crate::deployment::Deployment;
-use crate::events::{self, Event, LossCause, ReplicaStep};
 use crate::lease::Lease;
 use crate::mode::Mode;
 use crate::replication::{self, Policy};
-use crate::retry::Retry;
 use crate::scripts::Refreshed;
+use crate::support::events::{self, Event, LossCause, ReplicaStep};
+use crate::support::retry::Retry;
 
-use crate::stats::WATCHDOGS;
+use crate::support::stats::WATCHDOGS;
 
 /// Counts a task from its start until its future is dropped (ended or aborted).
 struct Alive;

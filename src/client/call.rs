@@ -17,7 +17,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use super::{Client, Target};
 use crate::conn::{Conn, Io, SentAt, Timed};
 use crate::error::{Error, Result};
-use crate::retry::Retry;
+use crate::support::retry::Retry;
 
 impl Client {
     /// This client with its calls' commands sent as `io` says.

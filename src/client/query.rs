@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::percent::percent_decode;
+use crate::support::percent::percent_decode;
 
 /// What a URL's query asks for.
 #[derive(Debug, Default, Clone, PartialEq)]

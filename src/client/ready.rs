@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::per_process::PerProcess;
+use crate::support::per_process::PerProcess;
 
 /// Whether this process has checked the deployment, and whether it was closed.
 #[derive(Default)]

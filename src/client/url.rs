@@ -283,7 +283,7 @@ fn take_param(rest: &str, key: &str) -> (String, Option<String>) {
         .split('&')
         .filter(|pair| match pair.split_once('=') {
             Some((k, v)) if k == key => {
-                found = crate::percent::percent_decode(v).filter(|v| !v.is_empty());
+                found = crate::support::percent::percent_decode(v).filter(|v| !v.is_empty());
                 false
             }
             _ => true,

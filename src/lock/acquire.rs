@@ -13,13 +13,13 @@ use super::{Lock, Wait};
 use crate::conn::Io;
 use crate::deployment::Deployment;
 use crate::error::{Error, Result};
-use crate::events::{self, AcquireProbe, Event, Outcome, ReplicaStep, Wakeup};
 use crate::lease::Lease;
 use crate::mode::Mode;
 use crate::replication::{self, Policy, Shortfall};
 use crate::scripts::Obtain;
 use crate::steps::{Obtaining, Steps};
-use crate::token::{check_token, new_token};
+use crate::support::events::{self, AcquireProbe, Event, Outcome, ReplicaStep, Wakeup};
+use crate::support::token::{check_token, new_token};
 use crate::wakeups::{Handed, Waits};
 
 /// Holds this process took straight from a fair release's wake-up, without

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::retry::Retry;
+use crate::support::retry::Retry;
 
 /// Longest accepted name, metadata and token, in bytes.
 pub const MAX_NAME: usize = 4096;
@@ -112,5 +112,5 @@ pub(crate) fn validate(names: &[String], opts: &LockOptions, token: Option<&str>
             )));
         }
     }
-    token.map_or(Ok(()), crate::token::check_token)
+    token.map_or(Ok(()), crate::support::token::check_token)
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use super::Wait;
 use crate::deployment::Deployment;
 use crate::error::Error;
-use crate::retry::{Pauses, Retry};
+use crate::support::retry::{Pauses, Retry};
 
 /// A waiter riding through a server restart, a failover, or a quorum's
 /// majority briefly out of reach. An attempt that fails because its server

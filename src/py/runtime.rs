@@ -15,7 +15,7 @@ use tokio::runtime::Runtime;
 use crate::conn::Io;
 use crate::deployment::Deployment;
 use crate::error::Result;
-use crate::per_process::PerProcess;
+use crate::support::per_process::PerProcess;
 
 use super::errors::internal_error;
 use super::task::{abandon, contained};

@@ -6,13 +6,13 @@ use std::future::Future;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use super::{answered, Quorum};
-use crate::cleanup::Cleanups;
 use crate::client::{Client, ClientOptions, Readiness};
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
-use crate::per_process::PerProcess;
 use crate::quorum_members;
 use crate::replication::{Throttle, REPLICA_WARNINGS_EVERY};
+use crate::support::cleanup::Cleanups;
+use crate::support::per_process::PerProcess;
 use crate::wakeups::Waits;
 
 impl Quorum {

@@ -7,7 +7,7 @@ use std::time::Instant;
 use redis::{IntoConnectionInfo, RedisConnectionInfo};
 
 use super::{open, SentinelTarget};
-use crate::percent::percent_decode;
+use crate::support::percent::percent_decode;
 
 /// The query keys a Sentinel URL accepts.
 const QUERY_KEYS: &str = "sentinel_username, sentinel_password";

@@ -48,13 +48,13 @@ impl<T> PerProcess<T> {
 
     /// `value` as this process's (a forked child still builds its own).
     pub(crate) fn holding(value: T) -> PerProcess<T> {
-        let slot = Slot { pid: crate::pid::current(), value: OnceLock::from(value) };
+        let slot = Slot { pid: crate::support::pid::current(), value: OnceLock::from(value) };
         PerProcess { slot: ArcSwapOption::from_pointee(slot) }
     }
 
     /// This process's slot, put in place (the parent's forgotten) if missing.
     fn slot(&self) -> Arc<Slot<T>> {
-        let pid = crate::pid::current();
+        let pid = crate::support::pid::current();
         loop {
             let current = self.slot.load_full();
             if let Some(slot) = current.as_ref().filter(|s| s.pid == pid) {
@@ -104,7 +104,10 @@ impl<T> PerProcess<T> {
         T: Clone,
     {
         let current = self.slot.load();
-        current.as_ref().filter(|s| s.pid == crate::pid::current()).and_then(|s| s.value.get().cloned())
+        current
+            .as_ref()
+            .filter(|s| s.pid == crate::support::pid::current())
+            .and_then(|s| s.value.get().cloned())
     }
 
     /// Takes this process's value out (the next use builds a new one).
@@ -112,7 +115,7 @@ impl<T> PerProcess<T> {
     where
         T: Clone,
     {
-        let pid = crate::pid::current();
+        let pid = crate::support::pid::current();
         let slot = self.slot.swap(None)?;
         if slot.pid != pid {
             forget_unless_ours(Some(slot), pid);
@@ -125,7 +128,7 @@ impl<T> PerProcess<T> {
 impl<T> Drop for PerProcess<T> {
     /// Drops this process's value; a parent's, never used here, is forgotten.
     fn drop(&mut self) {
-        forget_unless_ours(self.slot.swap(None), crate::pid::current());
+        forget_unless_ours(self.slot.swap(None), crate::support::pid::current());
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::per_process::PerProcess;
+use crate::support::per_process::PerProcess;
 
 pub(crate) struct ProcessCounter(PerProcess<AtomicUsize>);
 

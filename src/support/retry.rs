@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::token::random_unit;
+use crate::support::token::random_unit;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Backoff {
