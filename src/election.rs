@@ -9,15 +9,15 @@
 
 use std::time::Duration;
 
-use crate::client::Client;
-use crate::conn::Io;
 use crate::deployment::Deployment;
 use crate::error::{Error, Result};
 use crate::keys::FairKeys;
 use crate::lock::{check_name, validate, Lock, LockOptions};
 use crate::mode::{patience, Mode};
 use crate::scripts;
-use crate::wakeups::Waits;
+use crate::transport::client::Client;
+use crate::transport::conn::Io;
+use crate::transport::wakeups::Waits;
 
 #[derive(Clone)]
 pub struct Election {

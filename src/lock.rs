@@ -6,17 +6,17 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
 
-use crate::conn::Io;
 use crate::deployment::Deployment;
 use crate::error::{Error, Result};
 use crate::keys::one_slot;
 use crate::lease::{Lease, Terms};
 use crate::mode::{patience, Mode};
-use crate::replication::{self, Policy};
 use crate::scripts::{Record, Refreshed};
 use crate::steps::Steps;
 use crate::support::events::{self, Event, LossCause, ReplicaStep, Subject};
 use crate::support::per_process::PerProcess;
+use crate::transport::conn::Io;
+use crate::transport::replication::{self, Policy};
 use crate::watchdog;
 
 mod acquire;

@@ -7,12 +7,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::client::Client;
 use crate::deployment::Deployment;
 use crate::error::Result;
 use crate::keys::{FairKeys, RwKeys, SemKeys};
 use crate::scripts::{self, Attempt, Obtain, Record, Refreshed};
 use crate::steps::{Obtaining, Released, Steps};
+use crate::transport::client::Client;
 
 mod exclusive;
 mod fair;

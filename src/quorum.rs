@@ -21,14 +21,14 @@ use std::time::Duration;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 
-use crate::client::{Client, ClientOptions, Readiness};
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
-use crate::replication::{Shortfall, Throttle};
 use crate::scripts::{Obtain, Record, Refreshed};
 use crate::steps::{Obtaining, Released, Steps};
 use crate::support::cleanup::Cleanups;
 use crate::support::per_process::PerProcess;
+use crate::transport::client::{Client, ClientOptions, Readiness};
+use crate::transport::replication::{Shortfall, Throttle};
 
 mod setup;
 
@@ -413,7 +413,7 @@ mod tests {
 
     #[test]
     fn the_worst_shortfall_of_the_masters_counts() {
-        let on = |replicas| crate::replication::Replication { replicas, ..Default::default() };
+        let on = |replicas| crate::transport::replication::Replication { replicas, ..Default::default() };
         let renewed =
             |acked: Option<u32>| Refreshed { held: true, shortfall: acked.map(|a| on(3).shortfall(a)) };
         let answers: Answers<Refreshed> = vec![

@@ -5,8 +5,8 @@
 
 use redis::ConnectionAddr;
 
-use crate::client::Client;
 use crate::error::{Error, Result};
+use crate::transport::client::Client;
 
 /// Refuses two members whose URLs resolve to a shared address (a Sentinel
 /// service's master is known only once reached: see `distinct_run_ids`).

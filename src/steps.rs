@@ -5,9 +5,9 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::client::Client;
 use crate::error::Result;
 use crate::scripts::{Obtain, Record, Refreshed};
+use crate::transport::client::Client;
 
 /// One attempt to take a hold, number `attempt` of its acquire. A writer
 /// that `will_wait` leaves its intent when readers hold (writer preference);

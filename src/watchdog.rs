@@ -12,10 +12,10 @@ use tokio::time::{sleep, sleep_until};
 use crate::deployment::Deployment;
 use crate::lease::Lease;
 use crate::mode::Mode;
-use crate::replication::{self, Policy};
 use crate::scripts::Refreshed;
 use crate::support::events::{self, Event, LossCause, ReplicaStep};
 use crate::support::retry::Retry;
+use crate::transport::replication::{self, Policy};
 
 use crate::support::stats::WATCHDOGS;
 

@@ -10,17 +10,17 @@ use tokio::sync::OwnedSemaphorePermit;
 use super::outage::Outage;
 use super::undo::Undo;
 use super::{Lock, Wait};
-use crate::conn::Io;
 use crate::deployment::Deployment;
 use crate::error::{Error, Result};
 use crate::lease::Lease;
 use crate::mode::Mode;
-use crate::replication::{self, Policy, Shortfall};
 use crate::scripts::Obtain;
 use crate::steps::{Obtaining, Steps};
 use crate::support::events::{self, AcquireProbe, Event, Outcome, ReplicaStep, Wakeup};
 use crate::support::token::{check_token, new_token};
-use crate::wakeups::{Handed, Waits};
+use crate::transport::conn::Io;
+use crate::transport::replication::{self, Policy, Shortfall};
+use crate::transport::wakeups::{Handed, Waits};
 
 /// Holds this process took straight from a fair release's wake-up, without
 /// a round trip to claim them.

@@ -69,7 +69,7 @@ impl Outage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::ClientOptions;
+    use crate::transport::client::ClientOptions;
 
     fn client(url: &str) -> Deployment {
         let opts = ClientOptions {

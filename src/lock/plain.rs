@@ -9,13 +9,13 @@
 use std::time::{Duration, Instant};
 
 use super::{validate, Lock, LockOptions, MAX_TTL};
-use crate::conn::Io;
 use crate::deployment::Deployment;
 use crate::error::{Error, Result};
 use crate::keys::one_slot;
 use crate::mode::{Mode, Plain};
-use crate::replication::Policy;
 use crate::scripts::{self, PlainKeys, Reach, Reached, Record, Whose};
+use crate::transport::conn::Io;
+use crate::transport::replication::Policy;
 
 /// Where a plain hold lives and how it is taken.
 #[derive(Debug, Clone)]

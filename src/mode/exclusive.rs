@@ -4,11 +4,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::attempt;
-use crate::client::Client;
 use crate::error::Result;
 use crate::keys::wake_channel;
 use crate::scripts::{self, Obtain, Record, Refreshed, Whose};
 use crate::steps::{Obtaining, Released, Steps};
+use crate::transport::client::Client;
 
 /// One hash per name.
 #[derive(Debug, Clone)]

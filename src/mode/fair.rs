@@ -4,11 +4,11 @@
 use std::time::Duration;
 
 use super::attempt;
-use crate::client::Client;
 use crate::error::Result;
 use crate::keys::FairKeys;
 use crate::scripts::{self, Leave, Obtain, Record, Refreshed};
 use crate::steps::{Obtaining, Released, Steps};
+use crate::transport::client::Client;
 
 /// `patience`: how long a waiter that stops re-asserting itself keeps its place.
 #[derive(Debug, Clone)]

@@ -5,11 +5,11 @@
 use std::time::Duration;
 
 use super::attempt;
-use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys::SemKeys;
 use crate::scripts::{self, Leave, Obtain, Record, Refreshed};
 use crate::steps::{Obtaining, Released, Steps};
+use crate::transport::client::Client;
 
 #[derive(Debug, Clone)]
 pub struct Permit {

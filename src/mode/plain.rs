@@ -7,10 +7,10 @@
 
 use std::time::Duration;
 
-use crate::client::Client;
 use crate::error::Result;
 use crate::scripts::{self, Obtain, PlainKeys, Reach, Reached, Record, Refreshed, Whose};
 use crate::steps::{Obtaining, Released, Steps};
+use crate::transport::client::Client;
 
 #[derive(Debug, Clone)]
 pub struct Plain {

@@ -4,11 +4,11 @@
 use std::time::Duration;
 
 use super::attempt;
-use crate::client::Client;
 use crate::error::Result;
 use crate::keys::RwKeys;
 use crate::scripts::{self, Leave, Obtain, Record, Refreshed, Side};
 use crate::steps::{Obtaining, Released, Steps};
+use crate::transport::client::Client;
 
 #[derive(Debug, Clone)]
 pub struct FairRw {

@@ -6,14 +6,14 @@ use std::future::Future;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use super::{answered, Quorum};
-use crate::client::{Client, ClientOptions, Readiness};
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
 use crate::quorum_members;
-use crate::replication::{Throttle, REPLICA_WARNINGS_EVERY};
 use crate::support::cleanup::Cleanups;
 use crate::support::per_process::PerProcess;
-use crate::wakeups::Waits;
+use crate::transport::client::{Client, ClientOptions, Readiness};
+use crate::transport::replication::{Throttle, REPLICA_WARNINGS_EVERY};
+use crate::transport::wakeups::Waits;
 
 impl Quorum {
     /// A quorum of the masters `opts.urls`, validated without connecting.

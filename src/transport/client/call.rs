@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use super::{Client, Target};
-use crate::conn::{Conn, Io, SentAt, Timed};
 use crate::error::{Error, Result};
 use crate::support::retry::Retry;
+use crate::transport::conn::{Conn, Io, SentAt, Timed};
 
 impl Client {
     /// This client with its calls' commands sent as `io` says.

@@ -4,9 +4,9 @@
 use redis::{ConnectionAddr, IntoConnectionInfo};
 
 use super::{query, ClientOptions, Target};
-use crate::cluster::ClusterTarget;
 use crate::error::{Error, Result};
-use crate::sentinel::SentinelTarget;
+use crate::transport::cluster::ClusterTarget;
+use crate::transport::sentinel::SentinelTarget;
 
 /// The schemes a URL may have (redis-rs's `valkey` spellings too).
 const SCHEMES: &[&str] = &[

@@ -19,11 +19,12 @@ use futures_util::StreamExt;
 use tokio::sync::Notify;
 
 use crate::error::{Error, Result};
-use crate::handover::Grant;
 use crate::support::cleanup::Cleanups;
 use crate::support::stats::WAITERS;
+use crate::transport::wakeups::handover::Grant;
 
 mod feed;
+mod handover;
 mod waits;
 
 pub(crate) use feed::Feed;

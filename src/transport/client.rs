@@ -10,15 +10,15 @@ use std::time::Duration;
 use arc_swap::ArcSwapOption;
 use redis::ConnectionAddr;
 
-use crate::cluster::ClusterTarget;
-use crate::conn::{Conn, InlinePool, Io};
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
-use crate::replication::{Replication, Throttle, REPLICA_WARNINGS_EVERY};
-use crate::sentinel::SentinelTarget;
 use crate::support::cleanup::Cleanups;
 use crate::support::per_process::PerProcess;
-use crate::wakeups::Wakeups;
+use crate::transport::cluster::ClusterTarget;
+use crate::transport::conn::{Conn, InlinePool, Io};
+use crate::transport::replication::{Replication, Throttle, REPLICA_WARNINGS_EVERY};
+use crate::transport::sentinel::SentinelTarget;
+use crate::transport::wakeups::Wakeups;
 
 mod call;
 mod diagnose;

@@ -3,7 +3,7 @@
 
 use super::{Client, Target};
 use crate::error::{Error, Result};
-use crate::wakeups::{Feed, Registration, Waits};
+use crate::transport::wakeups::{Feed, Registration, Waits};
 
 impl Client {
     /// In Sentinel mode, at most once every `sentinel::RECHECK` while the
@@ -34,7 +34,7 @@ impl Client {
     pub(crate) async fn follow_master(&self) {
         if matches!(self.inner.target, Target::Sentinel(_)) {
             loop {
-                tokio::time::sleep(crate::sentinel::RECHECK).await;
+                tokio::time::sleep(crate::transport::sentinel::RECHECK).await;
                 self.recheck_sentinels();
             }
         }

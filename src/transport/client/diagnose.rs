@@ -7,8 +7,8 @@ use redis::ConnectionAddr;
 
 use super::{Client, Target};
 use crate::error::{Error, Result};
-use crate::probe::{ping_probe, CREDENTIALS_REFUSED};
-use crate::server;
+use crate::transport::probe::{ping_probe, CREDENTIALS_REFUSED};
+use crate::transport::server;
 
 /// How long a diagnostic probe after a failed connect may take.
 const PROBE_LIMIT: Duration = Duration::from_secs(1);
@@ -83,7 +83,9 @@ impl Client {
             });
         }
         let who = format!("the server at {at}");
-        if let Some(refused) = crate::tls::certificate_error(&e, &who, self.inner.opts.ca_file.is_some()) {
+        if let Some(refused) =
+            crate::transport::tls::certificate_error(&e, &who, self.inner.opts.ca_file.is_some())
+        {
             return refused;
         }
         match Error::from(e) {

@@ -33,7 +33,7 @@ impl SentinelTarget {
             ));
         }
         let who = format!("the Sentinel at {addr}");
-        if let Some(refused) = crate::tls::certificate_error(&e, &who, self.ca.is_some()) {
+        if let Some(refused) = crate::transport::tls::certificate_error(&e, &who, self.ca.is_some()) {
             return refused;
         }
         match Error::from(e) {
@@ -60,7 +60,7 @@ impl SentinelTarget {
                 ConnectionAddr::TcpTls { host: host.clone(), port: *port, insecure: true, tls_params: None }
             };
             let probe = sentinel.get_connection_info().clone().set_addr(other);
-            match crate::probe::ping_probe(probe, limit).await {
+            match crate::transport::probe::ping_probe(probe, limit).await {
                 Some(Ok(_)) => Some(addr),
                 Some(Err(p)) if p.code().is_some() => Some(addr),
                 _ => None,
@@ -90,7 +90,7 @@ pub(super) fn master_error(at: &str, e: redis::RedisError, ca_given: bool) -> Er
             "the master {at} the Sentinels named {} the data nodes' credentials: the user name or password \
              before the '@' in the URL is wrong, or the user is disabled; check them (the node's requirepass, \
              or ACL LIST)",
-            crate::probe::CREDENTIALS_REFUSED
+            crate::transport::probe::CREDENTIALS_REFUSED
         ));
     }
     if e.code() == Some("NOAUTH") {
@@ -100,7 +100,7 @@ pub(super) fn master_error(at: &str, e: redis::RedisError, ca_given: bool) -> Er
         ));
     }
     let who = format!("the master {at} the Sentinels named");
-    if let Some(refused) = crate::tls::certificate_error(&e, &who, ca_given) {
+    if let Some(refused) = crate::transport::tls::certificate_error(&e, &who, ca_given) {
         return refused;
     }
     match Error::from(e) {

@@ -2,9 +2,9 @@
 //! run on (refused otherwise), and a memory policy that never evicts a held
 //! lock (warned about otherwise).
 
-use crate::conn::Conn;
 use crate::error::{Error, Result};
-use crate::replication::Replication;
+use crate::transport::conn::Conn;
+use crate::transport::replication::Replication;
 
 /// The oldest Redis the scripts run on: `ZADD … GT` came with 6.2.
 const MIN_REDIS: (u32, u32) = (6, 2);
