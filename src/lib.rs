@@ -1,24 +1,20 @@
 //! ferrolock: distributed locks on Redis. The core (everything outside `py`)
 //! knows nothing of Python; `py` holds the PyO3 bindings.
+//!
+//! The modules form layers, each naming only those before it (see "Layers" in
+//! `docs/design.md`): `error`, `support`, `keys`, `transport`, `scripts`,
+//! `quorum`, `deployment`, `primitive`, `handle`, `ops`, and `py` on top.
 
-mod admin;
 pub mod deployment;
-pub mod election;
 pub mod error;
+mod handle;
 pub mod keys;
-pub mod lease;
-pub mod listing;
-pub mod lock;
-pub mod mode;
+mod ops;
+pub mod primitive;
 mod quorum;
-mod quorum_members;
-pub mod rwmutex;
 pub mod scripts;
-pub mod semaphore;
-mod steps;
 mod support;
 mod transport;
-mod watchdog;
 
 pub use support::stats::{live_watchdogs, waiters};
 
@@ -27,10 +23,12 @@ mod py;
 
 pub use deployment::Deployment;
 pub use error::{Error, Result};
-pub use lease::Lease;
-pub use listing::{Reader, State};
-pub use lock::{Lock, LockOptions, Wait};
-pub use rwmutex::RwMutex;
+pub use handle::lease::Lease;
+pub use handle::lock::{Lock, LockOptions, Wait};
+pub use handle::rwmutex::RwMutex;
+pub use handle::{election, lease, lock, rwmutex, semaphore};
+pub use ops::listing;
+pub use ops::listing::{Reader, State};
 pub use scripts::Record;
 pub use support::retry::{Backoff, Retry};
 pub use support::{events, retry, token};

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use pyo3::prelude::*;
 
 use crate::deployment::Deployment;
-use crate::lock::check_name;
+use crate::handle::lock::check_name;
 use crate::transport::client::ClientOptions;
 use crate::transport::replication::{Policy, Replication};
 
@@ -459,7 +459,7 @@ async fn listed(
     client: &crate::deployment::Deployment,
     pattern: &str,
     all_prefixes: bool,
-) -> crate::error::Result<Vec<crate::listing::State>> {
+) -> crate::error::Result<Vec<crate::ops::listing::State>> {
     if all_prefixes {
         client.scan_every_prefix(pattern).await
     } else {

@@ -11,7 +11,7 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple, PyType};
 
-use crate::lock::{Lock, PlainExtended};
+use crate::handle::lock::{Lock, PlainExtended};
 
 use super::args;
 use super::client::PyClient;

@@ -56,6 +56,7 @@ mod lock;
 mod plain;
 mod rw;
 mod sem;
+pub(crate) mod steps;
 
 pub use argv::{Leave, Whose};
 pub use describe::by_parts;

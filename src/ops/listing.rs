@@ -11,9 +11,9 @@ use futures_util::StreamExt;
 
 use crate::deployment::Deployment;
 use crate::error::{Error, Result};
+use crate::handle::lock::check_name;
+use crate::handle::rwmutex::RwMutex;
 use crate::keys::{Glob, KeySpace, Kind, Role};
-use crate::lock::check_name;
-use crate::rwmutex::RwMutex;
 use crate::scripts::{self, Record};
 
 /// One reader of an RWMutex.

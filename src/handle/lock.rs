@@ -8,16 +8,16 @@ use tokio::sync::Semaphore;
 
 use crate::deployment::Deployment;
 use crate::error::{Error, Result};
+use crate::handle::lease::{Lease, Terms};
+use crate::handle::watchdog;
 use crate::keys::one_slot;
-use crate::lease::{Lease, Terms};
-use crate::mode::{patience, Mode};
+use crate::primitive::{patience, Mode};
+use crate::scripts::steps::Steps;
 use crate::scripts::{Record, Refreshed};
-use crate::steps::Steps;
 use crate::support::events::{self, Event, LossCause, ReplicaStep, Subject};
 use crate::support::per_process::PerProcess;
 use crate::transport::conn::Io;
 use crate::transport::replication::{self, Policy};
-use crate::watchdog;
 
 mod acquire;
 mod options;

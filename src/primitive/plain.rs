@@ -8,8 +8,8 @@
 use std::time::Duration;
 
 use crate::error::Result;
+use crate::scripts::steps::{Obtaining, Released, Steps};
 use crate::scripts::{self, Obtain, PlainKeys, Reach, Reached, Record, Refreshed, Whose};
-use crate::steps::{Obtaining, Released, Steps};
 use crate::transport::client::Client;
 
 #[derive(Debug, Clone)]

@@ -7,8 +7,8 @@ use std::time::Duration;
 use super::attempt;
 use crate::error::{Error, Result};
 use crate::keys::SemKeys;
+use crate::scripts::steps::{Obtaining, Released, Steps};
 use crate::scripts::{self, Leave, Obtain, Record, Refreshed};
-use crate::steps::{Obtaining, Released, Steps};
 use crate::transport::client::Client;
 
 #[derive(Debug, Clone)]

@@ -10,8 +10,8 @@ use std::time::Duration;
 use crate::deployment::Deployment;
 use crate::error::Result;
 use crate::keys::{FairKeys, RwKeys, SemKeys};
+use crate::scripts::steps::{Obtaining, Released, Steps};
 use crate::scripts::{self, Attempt, Obtain, Record, Refreshed};
-use crate::steps::{Obtaining, Released, Steps};
 use crate::transport::client::Client;
 
 mod exclusive;

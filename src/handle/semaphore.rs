@@ -6,8 +6,8 @@
 
 use crate::deployment::Deployment;
 use crate::error::{Error, Result};
-use crate::lock::{validate, Lock, LockOptions};
-use crate::mode::{patience, Mode};
+use crate::handle::lock::{validate, Lock, LockOptions};
+use crate::primitive::{patience, Mode};
 use crate::scripts::{self, SemState};
 
 /// The most permits one semaphore may have.
@@ -42,6 +42,6 @@ pub fn permit_count(permits: i128) -> Result<u32> {
 /// The permits in force, the fair queue's length and the live holders of the
 /// semaphore `name`.
 pub async fn state(client: &Deployment, name: &str) -> Result<SemState> {
-    crate::lock::check_name(name)?;
+    crate::handle::lock::check_name(name)?;
     scripts::sem_inspect(client.single("a semaphore")?, &client.keys().semaphore(name)).await
 }

@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use crate::deployment::Deployment;
 use crate::error::{Error, Result};
+use crate::handle::lock::{check_name, validate, Lock, LockOptions};
 use crate::keys::FairKeys;
-use crate::lock::{check_name, validate, Lock, LockOptions};
-use crate::mode::{patience, Mode};
+use crate::primitive::{patience, Mode};
 use crate::scripts;
 use crate::transport::client::Client;
 use crate::transport::conn::Io;

@@ -6,8 +6,8 @@ use std::time::Duration;
 use super::attempt;
 use crate::error::Result;
 use crate::keys::FairKeys;
+use crate::scripts::steps::{Obtaining, Released, Steps};
 use crate::scripts::{self, Leave, Obtain, Record, Refreshed};
-use crate::steps::{Obtaining, Released, Steps};
 use crate::transport::client::Client;
 
 /// `patience`: how long a waiter that stops re-asserting itself keeps its place.

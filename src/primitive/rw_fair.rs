@@ -6,8 +6,8 @@ use std::time::Duration;
 use super::attempt;
 use crate::error::Result;
 use crate::keys::RwKeys;
+use crate::scripts::steps::{Obtaining, Released, Steps};
 use crate::scripts::{self, Leave, Obtain, Record, Refreshed, Side};
-use crate::steps::{Obtaining, Released, Steps};
 use crate::transport::client::Client;
 
 #[derive(Debug, Clone)]

@@ -6,8 +6,8 @@ use std::time::Duration;
 use super::attempt;
 use crate::error::Result;
 use crate::keys::RwKeys;
+use crate::scripts::steps::{Obtaining, Released, Steps};
 use crate::scripts::{self, Obtain, Record, Refreshed, Whose};
-use crate::steps::{Obtaining, Released, Steps};
 use crate::transport::client::Client;
 
 /// A shared hold among the readers, each with its own expiry.

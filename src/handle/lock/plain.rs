@@ -12,7 +12,7 @@ use super::{validate, Lock, LockOptions, MAX_TTL};
 use crate::deployment::Deployment;
 use crate::error::{Error, Result};
 use crate::keys::one_slot;
-use crate::mode::{Mode, Plain};
+use crate::primitive::{Mode, Plain};
 use crate::scripts::{self, PlainKeys, Reach, Reached, Record, Whose};
 use crate::transport::conn::Io;
 use crate::transport::replication::Policy;

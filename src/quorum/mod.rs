@@ -23,13 +23,14 @@ use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
+use crate::scripts::steps::{Obtaining, Released, Steps};
 use crate::scripts::{Obtain, Record, Refreshed};
-use crate::steps::{Obtaining, Released, Steps};
 use crate::support::cleanup::Cleanups;
 use crate::support::per_process::PerProcess;
 use crate::transport::client::{Client, ClientOptions, Readiness};
 use crate::transport::replication::{Shortfall, Throttle};
 
+mod members;
 mod setup;
 
 /// The masters of one quorum, each a `Client` of its own.

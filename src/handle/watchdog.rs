@@ -10,8 +10,8 @@ use futures_util::FutureExt;
 use tokio::time::{sleep, sleep_until};
 
 use crate::deployment::Deployment;
-use crate::lease::Lease;
-use crate::mode::Mode;
+use crate::handle::lease::Lease;
+use crate::primitive::Mode;
 use crate::scripts::Refreshed;
 use crate::support::events::{self, Event, LossCause, ReplicaStep};
 use crate::support::retry::Retry;

@@ -4,8 +4,8 @@
 use crate::deployment::Deployment;
 use crate::error::Result;
 use crate::keys::Kind;
-use crate::listing::kind_named;
-use crate::mode::Mode;
+use crate::ops::listing::kind_named;
+use crate::primitive::Mode;
 use crate::scripts::{self, Record, Whose};
 use crate::support::token::check_token;
 
@@ -25,7 +25,7 @@ impl Deployment {
     /// `force_release`, telling how many holds of each kind went.
     pub async fn force_release_kinds(&self, name: &str, token: Option<&str>) -> Result<Vec<(Kind, u64)>> {
         token.map_or(Ok(()), check_token)?;
-        crate::lock::check_name(name)?;
+        crate::handle::lock::check_name(name)?;
         if let Some(client) = self.one() {
             let (keys, roles) = self.parts_of(name);
             let removed: Vec<(String, i64)> =

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::deployment::Deployment;
-use crate::mode::Mode;
+use crate::primitive::Mode;
 use crate::support::retry::Retry;
 
 /// Undoes, in the background, what a dropped acquire may have left in Redis.

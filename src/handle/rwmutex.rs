@@ -4,9 +4,9 @@
 
 use crate::deployment::Deployment;
 use crate::error::Result;
+use crate::handle::lock::{check_name, validate, Lock, LockOptions};
 use crate::keys::RwKeys;
-use crate::lock::{check_name, validate, Lock, LockOptions};
-use crate::mode::{patience, Mode, RwOrder};
+use crate::primitive::{patience, Mode, RwOrder};
 use crate::scripts;
 
 #[derive(Debug, Clone)]
