@@ -11,15 +11,15 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::client::{Client, ClientOptions};
-use crate::conn::Io;
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
 use crate::quorum::Quorum;
-use crate::replication::Throttle;
+use crate::scripts::steps::{Obtaining, Released, Steps};
 use crate::scripts::{Obtain, Record, Refreshed};
-use crate::steps::{Obtaining, Released, Steps};
-use crate::wakeups::Waits;
+use crate::transport::client::{Client, ClientOptions};
+use crate::transport::conn::Io;
+use crate::transport::replication::Throttle;
+use crate::transport::wakeups::Waits;
 
 /// One deployment or a quorum of them, shared by every lock made from it.
 #[derive(Clone)]

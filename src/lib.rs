@@ -1,54 +1,38 @@
 //! ferrolock: distributed locks on Redis. The core (everything outside `py`)
 //! knows nothing of Python; `py` holds the PyO3 bindings.
+//!
+//! The modules form layers, each naming only those before it (see "Layers" in
+//! `docs/design.md`): `error`, `support`, `keys`, `transport`, `scripts`,
+//! `quorum`, `deployment`, `primitive`, `handle`, `ops`, and `py` on top.
 
-mod admin;
-mod cleanup;
-pub mod client;
-mod cluster;
-mod conn;
 pub mod deployment;
-pub mod election;
 pub mod error;
-pub mod events;
-mod handover;
+mod handle;
 pub mod keys;
-pub mod lease;
-pub mod listing;
-pub mod lock;
-pub mod mode;
-mod per_process;
-mod percent;
-mod pid;
-mod probe;
+mod ops;
+pub mod primitive;
 mod quorum;
-mod quorum_members;
-pub mod replication;
-pub mod retry;
-pub mod rwmutex;
 pub mod scripts;
-pub mod semaphore;
-mod sentinel;
-mod server;
-mod stats;
-mod steps;
-mod tls;
-pub mod token;
-mod wakeups;
-mod watchdog;
+mod support;
+mod transport;
 
-pub use stats::{live_watchdogs, waiters};
+pub use support::stats::{live_watchdogs, waiters};
 
 #[cfg(feature = "python")]
 mod py;
 
-pub use client::{Client, ClientOptions};
-pub use conn::Io;
 pub use deployment::Deployment;
 pub use error::{Error, Result};
-pub use lease::Lease;
-pub use listing::{Reader, State};
-pub use lock::{Lock, LockOptions, Wait};
-pub use replication::{Policy, Replication};
-pub use retry::{Backoff, Retry};
-pub use rwmutex::RwMutex;
+pub use handle::lease::Lease;
+pub use handle::lock::{Lock, LockOptions, Wait};
+pub use handle::rwmutex::RwMutex;
+pub use handle::{election, lease, lock, rwmutex, semaphore};
+pub use ops::listing;
+pub use ops::listing::{Reader, State};
 pub use scripts::Record;
+pub use support::retry::{Backoff, Retry};
+pub use support::{events, retry, token};
+pub use transport::client::{Client, ClientOptions};
+pub use transport::conn::Io;
+pub use transport::replication::{Policy, Replication};
+pub use transport::{client, replication};

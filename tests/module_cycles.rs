@@ -131,7 +131,7 @@ fn cycle_from(deps: &BTreeMap<String, BTreeSet<String>>, start: &str) -> Option<
 fn no_module_imports_itself_back() {
     let deps = dependencies();
     let top = &deps[&Vec::new()];
-    assert!(top.contains_key("client") && top["lock"].contains("deployment"), "parsed: {top:?}");
+    assert!(top.contains_key("transport") && top["handle"].contains("deployment"), "parsed: {top:?}");
     let py = &deps[&vec!["py".to_string()]];
     assert!(py["lock"].contains("runtime") && py["green"].contains("task"), "parsed: {py:?}");
     let mut cycles = Vec::new();
@@ -145,4 +145,37 @@ fn no_module_imports_itself_back() {
         }
     }
     assert!(cycles.is_empty(), "import cycles among modules:\n{}", cycles.join("\n"));
+}
+
+/// The top-level modules from the bottom up, as docs/design.md ("Layers")
+/// describes them: each names only those before it.
+const LAYERS: &[&str] = &[
+    "error",
+    "support",
+    "keys",
+    "transport",
+    "scripts",
+    "quorum",
+    "deployment",
+    "primitive",
+    "handle",
+    "ops",
+    "py",
+];
+
+#[test]
+fn each_layer_names_only_those_below_it() {
+    let deps = dependencies();
+    let mut upward = Vec::new();
+    for (from, tos) in &deps[&Vec::new()] {
+        let at = LAYERS.iter().position(|l| l == from).unwrap_or_else(|| panic!("src/{from} is in no layer"));
+        for to in tos {
+            let below =
+                LAYERS.iter().position(|l| l == to).unwrap_or_else(|| panic!("src/{to} is in no layer"));
+            if below >= at {
+                upward.push(format!("{from} -> {to}"));
+            }
+        }
+    }
+    assert!(upward.is_empty(), "modules naming a layer above them:\n{}", upward.join("\n"));
 }

@@ -14,7 +14,7 @@ import ferrolock
 from support.helpers import wait_for
 
 THREADS = 24
-INLINE_MAX = 8  # src/conn.rs
+INLINE_MAX = 8  # src/transport/conn.rs
 
 
 def clients(raw) -> list[dict]:

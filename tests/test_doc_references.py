@@ -3,7 +3,9 @@ a test that was renamed or deleted: each `tests/...` path in README.md,
 CONTRIBUTING.md and docs/ (subfolders included) is a file, and each
 `test_...` name is a test function of the suite (or a test module), checked
 against the file it is written beside when the text names one
-(`tests/test_x.py::test_y`, or `::test_z` after it)."""
+(`tests/test_x.py::test_y`, or `::test_z` after it). Each `src/...` path the
+prose cites (outside fenced blocks) is a file or folder of the source tree,
+so a module moved to another layer cannot leave its old path behind."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md"))]
+SOURCE = re.compile(r"(?<![\w/.])src/[\w./-]*\w(?![\w*./-])")
 PATH = re.compile(r"(?<![\w/.])tests/[\w./-]*\w(?![\w*./-])")  # not a glob (tests/test_*.py)
 # `file.py::test_name`, `::test_name` (the file named last), or a bare `test_name`
 NAME = re.compile(r"(?:(?P<file>(?:tests/)?[\w/]*test_\w+\.py)?::)?(?P<name>\btest_\w+)")
@@ -74,3 +77,12 @@ def test_a_renamed_test_would_be_caught():
     assert any(name == "test_loss_by_takeover" for _, name, _ in references())
     assert "test_watchdog.py" in defined()["test_loss_by_takeover"]
     assert "test_no_such_test_anywhere" not in defined()
+
+
+def test_every_cited_source_path_exists():
+    cited = {(page.relative_to(ROOT).as_posix(), m.group())
+             for page in [*PAGES, ROOT / "lua" / "README.md"]
+             for m in SOURCE.finditer(CODE.sub("", page.read_text(encoding="utf-8")))}
+    assert cited, "no source path found: the pattern is wrong"
+    missing = sorted((page, path) for page, path in cited if not (ROOT / path).exists())
+    assert not missing, missing

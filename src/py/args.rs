@@ -7,7 +7,7 @@ use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyString};
 
-use crate::lock::Wait;
+use crate::handle::lock::Wait;
 
 fn type_name(v: &Bound<'_, PyAny>) -> String {
     v.get_type().name().map_or_else(|_| "?".into(), |n| n.to_string())

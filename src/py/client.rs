@@ -4,10 +4,10 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 
-use crate::client::ClientOptions;
 use crate::deployment::Deployment;
-use crate::lock::check_name;
-use crate::replication::{Policy, Replication};
+use crate::handle::lock::check_name;
+use crate::transport::client::ClientOptions;
+use crate::transport::replication::{Policy, Replication};
 
 use super::args;
 use super::coro::{coroutine, Cancel, Operation};
@@ -165,7 +165,7 @@ impl PyClient {
             replication: Replication {
                 replicas: args::count("replicas", replicas)?,
                 timeout: args::optional_seconds("replica_timeout", replica_timeout)?
-                    .unwrap_or(crate::replication::DEFAULT_TIMEOUT),
+                    .unwrap_or(crate::transport::replication::DEFAULT_TIMEOUT),
                 policy: match replica_policy {
                     Some(p) if !p.is_none() => Policy::parse(&args::text("replica_policy", p)?)?,
                     _ => Policy::Fail,
@@ -459,7 +459,7 @@ async fn listed(
     client: &crate::deployment::Deployment,
     pattern: &str,
     all_prefixes: bool,
-) -> crate::error::Result<Vec<crate::listing::State>> {
+) -> crate::error::Result<Vec<crate::ops::listing::State>> {
     if all_prefixes {
         client.scan_every_prefix(pattern).await
     } else {

@@ -6,7 +6,7 @@
 
 use pyo3::prelude::*;
 
-use crate::lock::{Lock, LockOptions, PlainHold};
+use crate::handle::lock::{Lock, LockOptions, PlainHold};
 
 use super::args;
 use super::client::PyClient;
@@ -24,7 +24,7 @@ fn hold_of(
     expires: bool,
 ) -> PyResult<PlainHold> {
     let key = args::text("key", key)?;
-    crate::lock::check_name(&key)?;
+    crate::handle::lock::check_name(&key)?;
     let signal = match signal {
         Some((list, expire)) if expire.is_finite() && expire >= 0.001 => {
             Some((list, (expire * 1000.0) as u64))

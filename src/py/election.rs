@@ -6,8 +6,8 @@ use std::sync::Arc;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use crate::election::{Election, Leader, Observer};
-use crate::lock::MAX_METADATA;
+use crate::handle::election::{Election, Leader, Observer};
+use crate::handle::lock::MAX_METADATA;
 
 use super::args;
 use super::client::PyClient;

@@ -18,8 +18,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use tokio::task::futures::TaskLocalFuture;
 
-use crate::events::{self, Event, Observer, Outcome};
-use crate::per_process::PerProcess;
+use crate::support::events::{self, Event, Observer, Outcome};
+use crate::support::per_process::PerProcess;
 
 use super::runtime::exiting;
 

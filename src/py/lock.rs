@@ -11,7 +11,7 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple, PyType};
 
-use crate::lock::{Lock, PlainExtended};
+use crate::handle::lock::{Lock, PlainExtended};
 
 use super::args;
 use super::client::PyClient;
@@ -302,7 +302,7 @@ impl PyLock {
     ) -> PyResult<Py<Operation>> {
         let (core, by) = (self.core.clone(), args::seconds("seconds", seconds)?);
         coroutine(py, "Lock._aextend_plain", Cancel::Drop, async move {
-            core.extend_plain(by, add, crate::conn::Io::Multiplexed).await.map(extended_code)
+            core.extend_plain(by, add, crate::transport::conn::Io::Multiplexed).await.map(extended_code)
         })
     }
 

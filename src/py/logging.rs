@@ -21,7 +21,7 @@ use log::{Level, Log, Metadata, Record};
 use pyo3::prelude::*;
 
 use super::runtime::exiting;
-use crate::per_process::PerProcess;
+use crate::support::per_process::PerProcess;
 
 /// A record that can cross threads.
 struct Queued {

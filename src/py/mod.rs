@@ -87,7 +87,7 @@ pub mod _ferrolock {
     fn _debug_stats(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
         let stats = pyo3::types::PyDict::new(py);
         stats.set_item("watchdogs", crate::live_watchdogs())?;
-        stats.set_item("handed_over", crate::lock::handed_over())?;
+        stats.set_item("handed_over", crate::handle::lock::handed_over())?;
         stats.set_item("waiters", crate::waiters())?;
         Ok(stats)
     }

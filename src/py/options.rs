@@ -16,7 +16,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict};
 
-use crate::lock::{LockOptions, LostCallback};
+use crate::handle::lock::{LockOptions, LostCallback};
 
 use super::args;
 use super::retry::PyRetry;

@@ -3,7 +3,7 @@
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use crate::retry::{Backoff, Retry};
+use crate::support::retry::{Backoff, Retry};
 
 use super::args::seconds;
 

@@ -12,10 +12,10 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use tokio::runtime::Runtime;
 
-use crate::conn::Io;
 use crate::deployment::Deployment;
 use crate::error::Result;
-use crate::per_process::PerProcess;
+use crate::support::per_process::PerProcess;
+use crate::transport::conn::Io;
 
 use super::errors::internal_error;
 use super::task::{abandon, contained};

@@ -4,7 +4,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::rwmutex::RwMutex;
+use crate::handle::rwmutex::RwMutex;
 
 use super::args;
 use super::client::PyClient;

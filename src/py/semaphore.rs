@@ -19,9 +19,14 @@ pub fn _semaphore(
     permits: &Bound<'_, PyAny>,
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<PyLock> {
-    let permits = crate::semaphore::permit_count(args::int("permits", permits)?)?;
+    let permits = crate::handle::semaphore::permit_count(args::int("permits", permits)?)?;
     let o = HandleOptions::from_kwargs("Client.semaphore()", Kind::Lock, None, options)?;
-    let core =
-        crate::semaphore::permit(client.get().core.clone(), args::name(name)?, permits, o.lock, o.token)?;
+    let core = crate::handle::semaphore::permit(
+        client.get().core.clone(),
+        args::name(name)?,
+        permits,
+        o.lock,
+        o.token,
+    )?;
     Ok(PyLock::from_core(core, client, o.blocking_timeout))
 }

@@ -4,7 +4,7 @@
 use pyo3::prelude::*;
 use pyo3::IntoPyObjectExt;
 
-use crate::listing::State;
+use crate::ops::listing::State;
 use crate::scripts::Record;
 
 /// `repr(v)` as Python writes it (`'text'`, `None`, `29.999`), for the

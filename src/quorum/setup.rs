@@ -6,14 +6,14 @@ use std::future::Future;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use super::{answered, Quorum};
-use crate::cleanup::Cleanups;
-use crate::client::{Client, ClientOptions, Readiness};
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
-use crate::per_process::PerProcess;
-use crate::quorum_members;
-use crate::replication::{Throttle, REPLICA_WARNINGS_EVERY};
-use crate::wakeups::Waits;
+use crate::quorum::members;
+use crate::support::cleanup::Cleanups;
+use crate::support::per_process::PerProcess;
+use crate::transport::client::{Client, ClientOptions, Readiness};
+use crate::transport::replication::{Throttle, REPLICA_WARNINGS_EVERY};
+use crate::transport::wakeups::Waits;
 
 impl Quorum {
     /// A quorum of the masters `opts.urls`, validated without connecting.
@@ -101,12 +101,12 @@ impl Quorum {
     /// one server, fail it all.
     async fn verify(&self) -> Result<()> {
         let limit = self.opts.connect_timeout;
-        quorum_members::distinct_addresses(&self.members).await?;
+        members::distinct_addresses(&self.members).await?;
         let need = self.needed();
         let check = |m| async move {
             Client::ready(m).await?;
             crate::scripts::load_every_step(m).await?;
-            quorum_members::run_id(m).await
+            members::run_id(m).await
         };
         let answers = self
             .on_all(limit, check, |a| {
@@ -147,7 +147,7 @@ impl Quorum {
         }
         let run_ids: Vec<Option<String>> =
             answers.iter().map(|a| a.as_ref().and_then(|r| r.as_ref().ok()).cloned().flatten()).collect();
-        quorum_members::distinct_run_ids(&self.members, &run_ids)
+        members::distinct_run_ids(&self.members, &run_ids)
     }
 
     /// Until the clean-ups of a majority of masters are done (a stopped

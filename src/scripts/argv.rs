@@ -11,7 +11,7 @@
 //! top (`local token, ttl_ms = ARGV[1], ARGV[2]`) are the same snake_case
 //! words.
 
-use crate::client::Client;
+use crate::transport::client::Client;
 
 use super::invocation::Invocation;
 use super::Lua;

@@ -3,8 +3,8 @@
 //! kind and role come from the key layout table; `listing.rs` parses the
 //! answers.
 
-use crate::client::Client;
 use crate::error::Result;
+use crate::transport::client::Client;
 
 use super::{run, Argv, Lua};
 

@@ -11,7 +11,7 @@
 
 use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, ServerErrorKind, ToRedisArgs};
 
-use crate::conn::StepConn;
+use crate::transport::conn::StepConn;
 
 /// A step assembled for one kind of target (`Lua::on`): its code and hash.
 pub(crate) struct Built {

@@ -1,9 +1,9 @@
 //! The steps on a Lock's hash: take, renew, release and look at a hold,
 //! fair or not, and a quorum master's fence raise; an election's proclaim.
 
-use crate::client::Client;
 use crate::error::Result;
 use crate::keys::{with_fence_records, FairKeys};
+use crate::transport::client::Client;
 
 use redis::Value;
 

@@ -5,7 +5,7 @@
 //! The call wrappers are grouped by what they act on: a Lock's hash
 //! (`lock`), a plain string hold (`plain`), an RWMutex (`rw`), a semaphore
 //! (`sem`), a name as a whole (`describe`). What the scripts say that Rust reads back lives beside the
-//! readers: grants on a wake-up channel in `crate::handover`, refusals in
+//! readers: grants on a wake-up channel in `crate::transport::wakeups::handover`, refusals in
 //! `crate::error::refusal`.
 
 use std::sync::OnceLock;
@@ -13,9 +13,9 @@ use std::time::Instant;
 
 use redis::Value;
 
-use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::replication::{self, Shortfall};
+use crate::transport::client::Client;
+use crate::transport::replication::{self, Shortfall};
 
 use argv::Argv;
 use invocation::{Built, Invocation};
@@ -56,6 +56,7 @@ mod lock;
 mod plain;
 mod rw;
 mod sem;
+pub(crate) mod steps;
 
 pub use argv::{Leave, Whose};
 pub use describe::by_parts;

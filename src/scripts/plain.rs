@@ -8,9 +8,9 @@
 
 use redis::Value;
 
-use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::replication::Shortfall;
+use crate::transport::client::Client;
+use crate::transport::replication::Shortfall;
 
 use super::argv::Whose;
 use super::{run_held, taken, Argv, Held, Lua, Obtain, Record};

@@ -1,9 +1,9 @@
 //! The steps on an RWMutex: read and write sides, fair or not, a reader's
 //! lease renewal (shared with a semaphore's permits), inspect and force release.
 
-use crate::client::Client;
 use crate::error::Result;
 use crate::keys::{fence_record, RwKeys};
+use crate::transport::client::Client;
 
 use super::argv::Leave;
 use super::{one, refreshed, run, run_held, taken, taken_or_busy, Argv, Attempt, Lua, Obtain, Refreshed};

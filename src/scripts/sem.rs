@@ -2,9 +2,9 @@
 
 use redis::Value;
 
-use crate::client::Client;
 use crate::error::Result;
 use crate::keys::SemKeys;
+use crate::transport::client::Client;
 
 use super::argv::Leave;
 use super::{parse_record, run, run_held, taken, taken_or_busy, Argv, Attempt, Lua, Obtain, Record};

@@ -47,7 +47,7 @@ CLUSTER_FAULT_PERIOD_S = {
 # and a failover by a partition (each waits for the deployment to settle after).
 LINK_FAULT_PERIOD_S = {"partition": 3, "cut-requests": 5, "cut-replies": 5, "latency": 6}
 SPLIT_FAULT_PERIOD_S = {"split-brain": 20, "master-isolated": 16}
-PATIENCE_NS = 2_000_000_000  # a fair waiter's patience: its ttl, at most 2 s (src/mode.rs)
+PATIENCE_NS = 2_000_000_000  # a fair waiter's patience: its ttl, at most 2 s (src/primitive/mod.rs)
 EXIT_GRACE_S = 20  # a worker's last attempt: acquire timeout, a long hold, the on_lost wait
 SENTINELS = 3  # sentinel-stop freezes one; a failover needs a majority of them
 

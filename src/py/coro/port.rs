@@ -14,7 +14,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 
 use super::{locked, Cell};
-use crate::per_process::PerProcess;
+use crate::support::per_process::PerProcess;
 
 /// Where wakers hand operations to one event loop: a queue, and a socket
 /// pair whose reading end the loop watches.

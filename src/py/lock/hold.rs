@@ -9,7 +9,7 @@ use pyo3::exceptions::PyResourceWarning;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
 
-use crate::lock::{Lock, Wait};
+use crate::handle::lock::{Lock, Wait};
 
 use super::super::args;
 use super::super::client::PyClient;
