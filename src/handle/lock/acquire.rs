@@ -116,17 +116,18 @@ impl Lock {
         taken
     }
 
-    /// A grant fewer replicas acknowledged than asked, kept as the `"warn"`
-    /// policy says: warned about and counted.
-    fn kept_unacknowledged(&self, shortfall: &Shortfall) {
-        let hold = self.lease().map(|l| l.id());
+    /// A grant fewer replicas acknowledged than asked, warned about and
+    /// counted: `kept` as the `"warn"` policy says (the hold it made is
+    /// named), or refused.
+    fn unacknowledged(&self, shortfall: &Shortfall, kept: bool) {
+        let hold = if kept { self.lease().map(|l| l.id()) } else { None };
         replication::unacknowledged(
             self.client.replica_warnings(),
             &self.subject,
             &self.label(),
             ReplicaStep::Acquire,
             shortfall,
-            true,
+            kept,
             hold,
         );
     }
@@ -204,7 +205,7 @@ impl Lock {
                     let lease = Lease::new(self.terms(token, fence, sent));
                     self.granted(&mut undo, &mut waiting, permit, lease);
                     if let Some(shortfall) = unacknowledged {
-                        self.kept_unacknowledged(&shortfall);
+                        self.unacknowledged(&shortfall, true);
                     }
                     return Ok(true);
                 }
@@ -250,15 +251,7 @@ impl Lock {
         ours: bool,
         shortfall: &Shortfall,
     ) -> Error {
-        replication::unacknowledged(
-            self.client.replica_warnings(),
-            &self.subject,
-            &self.label(),
-            ReplicaStep::Acquire,
-            shortfall,
-            false,
-            None,
-        );
+        self.unacknowledged(shortfall, false);
         match self.mode.undo(client, token, ours).await {
             Ok(()) => undo.pending = false,
             Err(e) => {
