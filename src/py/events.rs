@@ -21,7 +21,7 @@ use tokio::task::futures::TaskLocalFuture;
 use crate::support::events::{self, Event, Observer, Outcome};
 use crate::support::per_process::PerProcess;
 
-use super::runtime::exiting;
+use super::runtime::{exiting, InFlight};
 
 /// Events waiting for the listeners' thread; beyond this many, new ones are
 /// dropped (and counted) rather than slowing the locks down.
@@ -233,6 +233,7 @@ fn forwarder() -> Arc<dyn Observer> {
 /// then rarely wait for the GIL while listeners run.
 fn deliver(messages: &Receiver<Message>) {
     while let Ok(first) = messages.recv() {
+        let _in_flight = InFlight::enter();
         if exiting() {
             return;
         }

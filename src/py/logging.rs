@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use log::{Level, Log, Metadata, Record};
 use pyo3::prelude::*;
 
-use super::runtime::exiting;
+use super::runtime::{exiting, InFlight};
 use crate::support::per_process::PerProcess;
 
 /// A record that can cross threads.
@@ -88,6 +88,7 @@ fn forward(python: &Loggers, records: &Receiver<Queued>) {
             Err(RecvTimeoutError::Timeout) => continue,
             Err(RecvTimeoutError::Disconnected) => return,
         };
+        let _in_flight = InFlight::enter();
         if exiting() {
             return;
         }
@@ -136,12 +137,19 @@ impl Log for Forwarder {
 /// files keeps the one logger name users configure (`ferrolock.client`,
 /// `ferrolock.lock`, `ferrolock.watchdog`, ...).
 fn logger_target(target: &str) -> String {
-    let mut parts = target.splitn(3, "::");
-    match (parts.next(), parts.next()) {
-        (Some(krate), Some(module)) => format!("{krate}::{module}"),
-        _ => target.to_string(),
+    let mut parts = target.split("::");
+    let (Some(krate), Some(mut module)) = (parts.next(), parts.next()) else {
+        return target.to_string();
+    };
+    // The layer folders of `src/` are not part of the name (docs/design.md, "Layers").
+    if LAYERS.contains(&module) {
+        module = parts.next().unwrap_or(module);
     }
+    format!("{krate}::{module}")
 }
+
+/// The folders of `src/` that group modules by layer.
+const LAYERS: [&str; 5] = ["transport", "handle", "support", "primitive", "ops"];
 
 /// Routes the core's `log` records to Python's `logging`.
 pub fn install(py: Python<'_>) -> PyResult<()> {

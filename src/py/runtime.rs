@@ -160,11 +160,14 @@ struct Counted {
     done: std::sync::Condvar,
 }
 
-/// One such task, from when it is spawned until it has finished.
-struct InFlight(Arc<Counted>);
+/// One such task, from when it is spawned until it has finished: interpreter
+/// exit waits for it. A thread of its own that calls into Python (the log
+/// forwarder, the listeners' thread) enters one before it checks `exiting()`
+/// and holds it while in Python.
+pub struct InFlight(Arc<Counted>);
 
 impl InFlight {
-    fn enter() -> InFlight {
+    pub fn enter() -> InFlight {
         let counted = IN_FLIGHT.get(Arc::default);
         *counted.count.lock().unwrap_or_else(std::sync::PoisonError::into_inner) += 1;
         InFlight(counted)

@@ -178,8 +178,7 @@ impl Quorum {
                     // or the masters cannot be reached must be decided too:
                     // a live master a little behind is waited for (up to the
                     // limit) when its answer would make the difference.
-                    let busy_or_unreachable =
-                        busy + granted >= need || busy + granted + pending < need;
+                    let busy_or_unreachable = busy + granted >= need || busy + granted + pending < need;
                     granted >= need || (refused > n - need && busy_or_unreachable)
                 },
             )
