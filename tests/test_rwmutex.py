@@ -875,7 +875,7 @@ async def test_async_with_write_lost_cancels_body(client, raw, prefix):
                 raise
     assert cancelled, "the body was not cancelled by the loss"
     assert asyncio.current_task().cancelling() == 0  # the loss' cancellation was taken back
-    assert probe.calls == 1 and w.lost
+    assert probe.wait(5) and probe.calls == 1 and w.lost  # on_lost runs on a thread of its own
     assert raw.keys(prefix + "*") == []
 
 

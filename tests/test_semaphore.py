@@ -106,12 +106,17 @@ def test_fair_permits_in_arrival_order(client, raw, prefix):
     holder = client.semaphore("f", 1, fair=True)
     assert holder.acquire()
     order, threads = [], []
+    # Each waiter keeps its permit until the newcomer has tried: otherwise on
+    # a busy machine all three could be served and done before the newcomer's
+    # try, which would then rightly find the permit free.
+    newcomer_tried = threading.Event()
     for i in range(3):
         h = client.semaphore("f", 1, fair=True, retry=SLOW)
 
         def run(h=h, i=i):
             assert h.acquire(timeout=10)
             order.append(i)
+            newcomer_tried.wait(10)
             h.release()
 
         threads.append(threading.Thread(target=run))
@@ -120,6 +125,7 @@ def test_fair_permits_in_arrival_order(client, raw, prefix):
     newcomer = client.semaphore("f", 1, fair=True)
     holder.release()
     assert newcomer.acquire(blocking=False) is False  # no barging past the queue
+    newcomer_tried.set()
     for t in threads:
         t.join(10)
     assert order == [0, 1, 2]
