@@ -5,7 +5,7 @@
 //! builds its own.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -67,7 +67,7 @@ where
     if let Some(hub) = super::green::hub_wait(py)? {
         return super::green::wait(py, &hub, &rt, fut);
     }
-    py.detach(|| rt.block_on(contained(fut)))
+    detach(py, || rt.block_on(contained(fut)))
 }
 
 /// Like `wait`, for waits of any length (give it a multiplexed future: its
@@ -99,7 +99,7 @@ where
     }
     let mut fut = Box::pin(fut);
     let first =
-        py.detach(|| match rt.block_on(async { tokio::time::timeout(SIGNAL_POLL, &mut fut).await }) {
+        detach(py, || match rt.block_on(async { tokio::time::timeout(SIGNAL_POLL, &mut fut).await }) {
             Ok(result) => Ok(result),
             // Handed to the runtime before this thread asks for the GIL again.
             Err(_) => Err(rt.spawn(fut)),
@@ -112,12 +112,12 @@ where
         if let Err(signal) = py.check_signals() {
             break signal;
         }
-        let polled = py.detach(|| rt.block_on(async { tokio::time::timeout(SIGNAL_POLL, &mut task).await }));
+        let polled = detach(py, || rt.block_on(async { tokio::time::timeout(SIGNAL_POLL, &mut task).await }));
         if let Ok(joined) = polled {
             return joined.unwrap_or_else(|e| Err(internal_error(&e)));
         }
     };
-    py.detach(|| rt.block_on(abandon(task, client, undo)));
+    detach(py, || rt.block_on(abandon(task, client, undo)));
     Err(interrupted)
 }
 
@@ -139,12 +139,45 @@ pub fn exiting() -> bool {
 #[pyfunction]
 pub fn _at_exit(py: Python<'_>) {
     EXITING.store(true, Ordering::SeqCst);
+    // Threads that saw no exit yet and are taking the GIL back get it first.
+    py.detach(|| {
+        let until = std::time::Instant::now() + EXIT_GRACE;
+        while RETURNING.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
     log::set_max_level(log::LevelFilter::Off);
     let in_flight = IN_FLIGHT.get(Arc::default);
     py.detach(|| {
         let count = in_flight.count.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         drop(in_flight.done.wait_timeout_while(count, EXIT_GRACE, |n| *n > 0));
     });
+}
+
+/// Threads between finding the interpreter not exiting and holding the GIL
+/// again; `_at_exit` waits for them.
+static RETURNING: AtomicUsize = AtomicUsize::new(0);
+
+/// `py.detach(f)`, except that a thread that finishes `f` once the
+/// interpreter is exiting never takes the GIL back: it parks until the
+/// process ends. Only daemon threads are left by then (Python joins the
+/// others before `atexit`), and one taking the GIL during finalization is
+/// ended by CPython with `pthread_exit`, which unwinds through these Rust
+/// frames and crashes the process (SIGSEGV at exit).
+pub fn detach<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> T {
+    let value = py.detach(|| {
+        let value = f();
+        RETURNING.fetch_add(1, Ordering::SeqCst);
+        if EXITING.load(Ordering::SeqCst) {
+            RETURNING.fetch_sub(1, Ordering::SeqCst);
+            loop {
+                std::thread::park();
+            }
+        }
+        value
+    });
+    RETURNING.fetch_sub(1, Ordering::SeqCst);
+    value
 }
 
 /// How long interpreter exit waits for blocking threads that call into Python.
