@@ -21,7 +21,7 @@ use tokio::task::futures::TaskLocalFuture;
 use crate::support::events::{self, Event, Observer, Outcome};
 use crate::support::per_process::PerProcess;
 
-use super::runtime::{exiting, InFlight};
+use super::exit::{exiting, InFlight};
 
 /// Events waiting for the listeners' thread; beyond this many, new ones are
 /// dropped (and counted) rather than slowing the locks down.

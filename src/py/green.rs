@@ -74,7 +74,7 @@ where
         match drive(py, hub, rt, fut.as_mut()) {
             Ok(outcome) => break outcome,
             Err(e) if raised.is_none() => raised = Some(e),
-            Err(_) => break super::runtime::detach(py, || rt.block_on(fut.as_mut())),
+            Err(_) => break super::exit::detach(py, || rt.block_on(fut.as_mut())),
         }
     };
     raised.map_or(outcome, Err)
@@ -125,7 +125,7 @@ where
     loop {
         // Cleared before the poll: a wake-up during it rings again.
         bell.rung.store(false, Ordering::SeqCst);
-        let polled = super::runtime::detach(py, || {
+        let polled = super::exit::detach(py, || {
             let _inside = rt.enter();
             fut.as_mut().poll(&mut Context::from_waker(&waker))
         });

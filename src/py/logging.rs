@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use log::{Level, Log, Metadata, Record};
 use pyo3::prelude::*;
 
-use super::runtime::{exiting, InFlight};
+use super::exit::{exiting, InFlight};
 use crate::support::per_process::PerProcess;
 
 /// A record that can cross threads.

@@ -7,6 +7,7 @@ pub mod coro;
 pub mod election;
 pub mod errors;
 pub mod events;
+pub mod exit;
 mod green;
 pub mod lock;
 pub mod logging;
@@ -75,9 +76,9 @@ pub mod _ferrolock {
     #[pymodule_export]
     use super::coro::Operation;
     #[pymodule_export]
-    use super::options::_handle_options;
+    use super::exit::_at_exit;
     #[pymodule_export]
-    use super::runtime::_at_exit;
+    use super::options::_handle_options;
     #[pymodule_export]
     use super::semaphore::_semaphore;
 

@@ -16,7 +16,8 @@ use super::super::client::PyClient;
 use super::super::errors::LockLost;
 use super::super::errors::LockNotAcquired;
 use super::super::events::in_caller_context;
-use super::super::runtime::{blocking_io, exiting, runtime, wait, wait_interruptible};
+use super::super::exit::exiting;
+use super::super::runtime::{blocking_io, runtime, wait, wait_interruptible};
 use super::PyLock;
 
 /// A lock name, or a list or tuple of names (a multi-lock).
