@@ -27,8 +27,9 @@ async def wait_unlocked(lock: ferrolock.Lock, limit: float = 2.0) -> bool:
     """Poll until nobody holds `lock`; False if it is still held after `limit` s.
 
     An acquire already in flight in Rust when Python cancelled it may still
-    land and is then undone at once: give that 50 ms before judging."""
-    await asyncio.sleep(0.05)
+    land, and is then undone in the background: the first `alocked` goes
+    after it on the same connection (`sent_before`), so from then on the
+    lock can only become free."""
     deadline = time.monotonic() + limit
     while await lock.alocked():
         if time.monotonic() >= deadline:

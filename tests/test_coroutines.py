@@ -14,7 +14,7 @@ import pytest
 
 import ferrolock
 from ferrolock import Retry
-from support.helpers import cancelled_after
+from support.helpers import cancelled_after, sent_before
 
 uvloop = pytest.importorskip("uvloop", reason="uvloop is in tests/requirements.txt")
 
@@ -182,7 +182,8 @@ def test_cancel_at_each_step_under_each_loop(loop, client, raw, prefix):
             lock = client.lock(f"step-{steps}")
             if await cancelled_after(lock.aacquire(), steps):
                 await lock.arelease()
-            deadline = time.monotonic() + 2
+            await sent_before(lock)
+            deadline = time.monotonic() + 2  # the undo runs in the background
             while raw.keys(prefix + "*") and time.monotonic() < deadline:
                 await asyncio.sleep(0.01)
             assert raw.keys(prefix + "*") == [], f"left behind after {steps} steps"

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import ferrolock
-from support.helpers import cancelled_after
+from support.helpers import cancelled_after, sent_before
 from support.redis_masters import Masters
 
 FERROLOCK = str(Path(sys.executable).parent / "ferrolock")
@@ -140,6 +140,7 @@ async def test_a_cancelled_take_over_leaves_no_hold_behind(client):
         if taken:
             assert client.inspect("c").token == running.token
             await running.arelease()
+        await sent_before(running)
         deadline = time.monotonic() + 10  # the undo runs in the background: no event to await
         while (info := client.inspect("c")) is not None and info.token != queued.token:
             assert time.monotonic() < deadline, f"left behind after {steps} steps"

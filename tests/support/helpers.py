@@ -162,6 +162,15 @@ async def cancelled_after(awaitable, steps: int):
         return None
 
 
+async def sent_before(lock) -> None:
+    """Returns once whatever a cancelled call of `lock` had sent has reached
+    the server: one round trip on the same (multiplexed) connection, whose
+    commands run in order. Only after it can the key be checked for what the
+    call left: before, the call's command may still be on its way, and land
+    after a check saw nothing."""
+    await lock.alocked()
+
+
 def announced_server(binary: str) -> tuple[str, str]:
     """What `binary --version` says it is: ``("redis", "7.0.15")``,
     ``("valkey", "9.1.2")``."""
