@@ -146,8 +146,10 @@ demo: deps build-dev
 	@echo "== running examples/demo.py"
 	$(PY) examples/demo.py
 
-format:
+# Rewrites the Rust and Python sources in the layout `make lint` checks.
+format: venv
 	cargo fmt --all
+	$(VENV)/bin/ruff format --quiet .
 
 # The handle options' table (src/py/options.rs) written into the type stubs'
 # TypedDicts and the table in docs/api.md; tests/test_options.py fails when they drift.
@@ -165,9 +167,10 @@ stubs: build-dev
 # -- lint -------------------------------------------------------------------------
 # rustfmt; clippy with the pedantic lints of Cargo.toml's [lints] over both
 # feature sets (with and without the Python bindings); ruff check (pyflakes,
-# pycodestyle) over every Python file and mypy --strict over the package
-# ([tool.ruff] and [tool.mypy] in pyproject.toml); the type stubs checked
-# against the built module (mypy.stubtest); luacheck over the Lua steps
+# pycodestyle) and ruff format --check over every Python file (`make format`
+# rewrites), mypy --strict over the package ([tool.ruff] and [tool.mypy] in
+# pyproject.toml); the type stubs checked against the built module
+# (mypy.stubtest); luacheck over the Lua steps
 # (lint-lua). .pre-commit-config.yaml runs the same before a commit
 # (`.venv/bin/pre-commit install`).
 lint: lint-rust lint-python lint-stubs lint-workflows lint-lua
@@ -186,6 +189,7 @@ lint-lua: deps
 
 lint-python: venv
 	$(NICE) $(VENV)/bin/ruff check --quiet .
+	$(NICE) $(VENV)/bin/ruff format --check --quiet .
 	$(NICE) $(PY) -m mypy
 
 lint-stubs: $(EXT)

@@ -52,7 +52,16 @@ from ferrolock.throwaway import RedisServer  # noqa: E402
 from report import chart, machine_note, redis_server_version, targets, write_report  # noqa: E402
 from scenarios.asyncio_tasks import asyncio_run  # noqa: E402
 from scenarios.common import (  # noqa: E402
-    FERRO, FERRO_FAIR, FERRO_WAKEUPS, POTTERY, PRL, REDISPY, REDISPY_ASYNC, fair_supported, flush, quiet_logs,
+    FERRO,
+    FERRO_FAIR,
+    FERRO_WAKEUPS,
+    POTTERY,
+    PRL,
+    REDISPY,
+    REDISPY_ASYNC,
+    fair_supported,
+    flush,
+    quiet_logs,
 )
 from scenarios.compare import METRICS, RATIOS, compare, probe  # noqa: E402
 from scenarios.contended import contended  # noqa: E402
@@ -65,10 +74,16 @@ from scenarios.watchdog import watchdog  # noqa: E402
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="smaller counts and shorter holds (~1 minute)")
-    ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"),
-                    help="markdown report to write; the chart goes beside it as .png")
-    ap.add_argument("--baseline", metavar="DIR",
-                    help="a directory holding another build's ferrolock package: report before/after figures")
+    ap.add_argument(
+        "--out",
+        default=str(ROOT / "docs" / "benchmarks.md"),
+        help="markdown report to write; the chart goes beside it as .png",
+    )
+    ap.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="a directory holding another build's ferrolock package: report before/after figures",
+    )
     ap.add_argument("--report", metavar="JSON", help="write the report again from a run's saved results")
     ap.add_argument("--probe", metavar="URL", help=argparse.SUPPRESS)  # one turn of --baseline's comparison
     ap.add_argument("--probe-cycles", type=int, default=1000, help=argparse.SUPPRESS)
@@ -90,12 +105,22 @@ def main() -> int:
 
     q = args.quick
     params: dict[str, Any] = {
-        "rounds": 6 if q else 15, "cycles_un": 150 if q else 200, "warmup": 100 if q else 300,
-        "procs": 4, "cycles": 200 if q else 500,
-        "tasks": 200, "task_cycles": 20, "async_limit": 15.0 if q else 40.0,
-        "wd_n": 10_000 if q else 100_000, "wd_hold": 10.0 if q else 30.0, "wd_ttl": 30.0, "wd_prl_ttl": 3.0,
-        "wd_prl_n": 200 if q else 1000, "wd_hold_prl": 6.0 if q else 10.0,
-        "rw_readers": 8, "rw_duration": 3.0 if q else 5.0,
+        "rounds": 6 if q else 15,
+        "cycles_un": 150 if q else 200,
+        "warmup": 100 if q else 300,
+        "procs": 4,
+        "cycles": 200 if q else 500,
+        "tasks": 200,
+        "task_cycles": 20,
+        "async_limit": 15.0 if q else 40.0,
+        "wd_n": 10_000 if q else 100_000,
+        "wd_hold": 10.0 if q else 30.0,
+        "wd_ttl": 30.0,
+        "wd_prl_ttl": 3.0,
+        "wd_prl_n": 200 if q else 1000,
+        "wd_hold_prl": 6.0 if q else 10.0,
+        "rw_readers": 8,
+        "rw_duration": 3.0 if q else 5.0,
     }
     try:
         rel = os.path.relpath(sys.executable, Path.cwd())
@@ -103,9 +128,11 @@ def main() -> int:
     except ValueError:
         exe = sys.executable
     res: dict[str, Any] = {
-        "params": params, "errors": [],
+        "params": params,
+        "errors": [],
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": machine_note(), "load_before": "%.2f %.2f %.2f" % os.getloadavg(),
+        "machine": machine_note(),
+        "load_before": "%.2f %.2f %.2f" % os.getloadavg(),
         "command": shlex.join([exe] + sys.argv),
     }
     workdir = Path(tempfile.mkdtemp(prefix="ferrolock-bench-"))
@@ -135,8 +162,10 @@ def main() -> int:
         ferros = [FERRO] + ([FERRO_FAIR] if res["fair"] else [])
 
         if args.baseline:
-            cmp = step(f"0. before/after: {args.baseline} vs this build",
-                       lambda: compare(url, args.baseline, 2 if args.quick else 6, 1000))
+            cmp = step(
+                f"0. before/after: {args.baseline} vs this build",
+                lambda: compare(url, args.baseline, 2 if args.quick else 6, 1000),
+            )
             if cmp:
                 res["compare"] = cmp
                 for k, label, unit in METRICS:
@@ -145,8 +174,10 @@ def main() -> int:
                     print(f"   {label:58} before {cmp['before'][k]:9.2f}x after {cmp['after'][k]:9.2f}x")
             flush(url)
 
-        sc = step("0. where the microseconds go: system calls and server time per cycle",
-                  lambda: syscalls(url, 1000 if args.quick else 3000))
+        sc = step(
+            "0. where the microseconds go: system calls and server time per cycle",
+            lambda: syscalls(url, 1000 if args.quick else 3000),
+        )
         if sc:
             res["syscalls"] = sc
             for case, row in sc.get("rows", {}).items():
@@ -154,14 +185,20 @@ def main() -> int:
         flush(url)
 
         # 1
-        un = step("1. uncontended", lambda: uncontended(
-            url, ferros + [REDISPY, PRL, POTTERY], params["rounds"], params["cycles_un"], params["warmup"]))
+        un = step(
+            "1. uncontended",
+            lambda: uncontended(
+                url, ferros + [REDISPY, PRL, POTTERY], params["rounds"], params["cycles_un"], params["warmup"]
+            ),
+        )
         if un:
             res["uncontended"] = un
             for name in un["order_sync"] + un["order_async"]:
                 r = un["rows"][name]
-                print(f"   {name:34} median {r['median_us']:7.0f} us  p99 {r['p99_us']:7.0f} us  "
-                      f"{r['x_floor']:.2f}x floor")
+                print(
+                    f"   {name:34} median {r['median_us']:7.0f} us  p99 {r['p99_us']:7.0f} us  "
+                    f"{r['x_floor']:.2f}x floor"
+                )
         flush(url)
 
         # 2
@@ -170,23 +207,32 @@ def main() -> int:
             c = step(f"2. contended: {lib}", lambda: contended(url, lib, workdir, params["procs"], params["cycles"]))
             res["contended"][lib] = c or {"error": "see the errors"}
             if c and c.get("cycles"):
-                print(f"   {c['cycles_per_s']:.0f} cycles/s, utilisation {c['utilisation']:.2f}, wait p50 "
-                      f"{c['wait_p50_ms']:.2f} / p99 {c['wait_p99_ms']:.1f} / max {c['wait_max_ms']:.1f} ms, "
-                      f"counter {c['counter']}/{c['expected']}, overlaps {c['overlaps']}, handoffs {c['handoffs']}")
+                print(
+                    f"   {c['cycles_per_s']:.0f} cycles/s, utilisation {c['utilisation']:.2f}, wait p50 "
+                    f"{c['wait_p50_ms']:.2f} / p99 {c['wait_p99_ms']:.1f} / max {c['wait_max_ms']:.1f} ms, "
+                    f"counter {c['counter']}/{c['expected']}, overlaps {c['overlaps']}, handoffs {c['handoffs']}"
+                )
                 if not c["counter_ok"] or c["overlaps"]:
-                    res["errors"].append(f"contended {lib}: counter {c['counter']} of {c['expected']}, "
-                                         f"{c['overlaps']} overlaps")
+                    res["errors"].append(
+                        f"contended {lib}: counter {c['counter']} of {c['expected']}, {c['overlaps']} overlaps"
+                    )
             flush(url)
 
         # 3
         res["asyncio"] = {}
         for lib in ferros + [FERRO_WAKEUPS, REDISPY_ASYNC]:
-            a = step(f"3. asyncio: {lib}", lambda: asyncio.run(asyncio_run(
-                url, lib, params["tasks"], params["task_cycles"], params["async_limit"])))
+            a = step(
+                f"3. asyncio: {lib}",
+                lambda: asyncio.run(
+                    asyncio_run(url, lib, params["tasks"], params["task_cycles"], params["async_limit"])
+                ),
+            )
             res["asyncio"][lib] = a or {"error": "see the errors below"}
             if a:
-                print(f"   {a['cycles_per_s']:.0f} cycles/s, {a['cycles']}/{a['expected']} cycles in "
-                      f"{a['wall_s']:.2f} s, counter ok: {a['counter_ok']}, most inside: {a['most_inside']}")
+                print(
+                    f"   {a['cycles_per_s']:.0f} cycles/s, {a['cycles']}/{a['expected']} cycles in "
+                    f"{a['wall_s']:.2f} s, counter ok: {a['counter_ok']}, most inside: {a['most_inside']}"
+                )
             flush(url)
         res["asyncio"][PRL] = None
         res["asyncio"][POTTERY] = None
@@ -194,23 +240,33 @@ def main() -> int:
         # 4
         res["watchdog"] = {}
         wd_url = f"redis://127.0.0.1:{server.port}/1"
-        w = step(f"4. watchdog: ferrolock, {params['wd_n']:,} locks for {params['wd_hold']:.0f} s",
-                 lambda: watchdog(wd_url, FERRO, params["wd_n"], params["wd_hold"], params["wd_ttl"],
-                                  workdir, server.proc.pid))
+        w = step(
+            f"4. watchdog: ferrolock, {params['wd_n']:,} locks for {params['wd_hold']:.0f} s",
+            lambda: watchdog(
+                wd_url, FERRO, params["wd_n"], params["wd_hold"], params["wd_ttl"], workdir, server.proc.pid
+            ),
+        )
         res["watchdog"][FERRO] = w
         if w and w.get("taken") is not None:
-            print(f"   {w['taken']}/{w['n']} held, lost {w['lost']}, keys at end {w['keys_at_end']}, "
-                  f"CPU {w['cpu_pct']:.1f} % of one core (redis-server {w['redis_cpu_pct']:.1f} %), "
-                  f"renewals {w['evalsha_per_s']:.0f}/s, lowest ttl left {w.get('monitor_min_pttl_ms')} ms")
+            print(
+                f"   {w['taken']}/{w['n']} held, lost {w['lost']}, keys at end {w['keys_at_end']}, "
+                f"CPU {w['cpu_pct']:.1f} % of one core (redis-server {w['redis_cpu_pct']:.1f} %), "
+                f"renewals {w['evalsha_per_s']:.0f}/s, lowest ttl left {w.get('monitor_min_pttl_ms')} ms"
+            )
         flush(url)
-        w = step(f"4. watchdog: python-redis-lock, {params['wd_prl_n']:,} locks for {params['wd_hold_prl']:.0f} s",
-                 lambda: watchdog(wd_url, PRL, params["wd_prl_n"], params["wd_hold_prl"], params["wd_prl_ttl"],
-                                  workdir, server.proc.pid))
+        w = step(
+            f"4. watchdog: python-redis-lock, {params['wd_prl_n']:,} locks for {params['wd_hold_prl']:.0f} s",
+            lambda: watchdog(
+                wd_url, PRL, params["wd_prl_n"], params["wd_hold_prl"], params["wd_prl_ttl"], workdir, server.proc.pid
+            ),
+        )
         res["watchdog"][PRL] = w
         if w and w.get("taken") is not None:
-            print(f"   {w['taken']}/{w['n']} held, keys at end {w['keys_at_end']}, CPU {w['cpu_pct']:.1f} % "
-                  f"of one core, {w['threads']} threads, renewals {w['evalsha_per_s']:.0f}/s, "
-                  f"renewal threads died: {w['thread_errors'] or 0}")
+            print(
+                f"   {w['taken']}/{w['n']} held, keys at end {w['keys_at_end']}, CPU {w['cpu_pct']:.1f} % "
+                f"of one core, {w['threads']} threads, renewals {w['evalsha_per_s']:.0f}/s, "
+                f"renewal threads died: {w['thread_errors'] or 0}"
+            )
         flush(url)
 
         # 5
@@ -218,9 +274,11 @@ def main() -> int:
         if rw:
             res["rwmutex"] = rw
             if rw.get("reads"):
-                print(f"   {rw['reads_per_s']:.0f} reads/s, {rw['writes_per_s']:.0f} writes/s, writer wait "
-                      f"p50 {rw['writer_wait_p50_ms']:.1f} / max {rw['writer_wait_max_ms']:.1f} ms, "
-                      f"overlaps {rw['overlaps']}")
+                print(
+                    f"   {rw['reads_per_s']:.0f} reads/s, {rw['writes_per_s']:.0f} writes/s, writer wait "
+                    f"p50 {rw['writer_wait_p50_ms']:.1f} / max {rw['writer_wait_max_ms']:.1f} ms, "
+                    f"overlaps {rw['overlaps']}"
+                )
                 if rw["overlaps"]:
                     res["errors"].append(f"RWMutex: {rw['overlaps']} reader/writer overlaps")
     except KeyboardInterrupt:

@@ -107,7 +107,9 @@ def main() -> None:
     ]
     for c in CONFIGS:
         f, m = min(results[c]), statistics.median(results[c])
-        lines.append(f"| {c} | {f:.1f} | {(f / fastest - 1) * 100:+.1f} % | {m:.1f} | {(m / median - 1) * 100:+.1f} % |")
+        lines.append(
+            f"| {c} | {f:.1f} | {(f / fastest - 1) * 100:+.1f} % | {m:.1f} | {(m / median - 1) * 100:+.1f} % |"
+        )
     table = "\n".join(lines)
     print(table)
     if args.out:

@@ -116,8 +116,10 @@ def contended(url: str, worker, fair: bool, cycles: int) -> dict:
     wall = time.perf_counter() - start
     for p in procs:
         p.join(30)
-    return {"utilisation": sum(b for _, b in results) / (PERMITS * wall),
-            "max wait ms": max(w for w, _ in results) * 1e3}
+    return {
+        "utilisation": sum(b for _, b in results) / (PERMITS * wall),
+        "max wait ms": max(w for w, _ in results) * 1e3,
+    }
 
 
 def _leader(url, ttl, ready):
@@ -144,8 +146,11 @@ def election(url: str, rounds: int) -> dict:
         p.join(10)
         heir = ferrolock.Client(url, prefix="bench:").election("e", ttl=ttl)
         import threading
+
         got = {}
-        th = threading.Thread(target=lambda: got.setdefault("t", (heir.campaign("next", timeout=10), time.perf_counter())))
+        th = threading.Thread(
+            target=lambda: got.setdefault("t", (heir.campaign("next", timeout=10), time.perf_counter()))
+        )
         th.start()
         while ferrolock._ferrolock._debug_stats()["waiters"] < 1:
             time.sleep(0.001)
@@ -154,21 +159,26 @@ def election(url: str, rounds: int) -> dict:
         th.join(10)
         resigns.append(got["t"][1] - t)
         got["t"][0].resign()
-    return {"death to new leader (ttl 1 s), median ms": statistics.median(deaths) * 1e3,
-            "resign to new leader, median ms": statistics.median(resigns) * 1e3}
+    return {
+        "death to new leader (ttl 1 s), median ms": statistics.median(deaths) * 1e3,
+        "resign to new leader, median ms": statistics.median(resigns) * 1e3,
+    }
 
 
 def replicated(n: int) -> dict:
     """The Lock cycle beside a replica, with and without replicas=1."""
     import asyncio
 
-    with RedisServer(extra=("--repl-diskless-sync-delay", "0")) as master, \
-            RedisServer(extra=("--replicaof", "127.0.0.1", str(master.port))) as _replica:
+    with (
+        RedisServer(extra=("--repl-diskless-sync-delay", "0")) as master,
+        RedisServer(extra=("--replicaof", "127.0.0.1", str(master.port))) as _replica,
+    ):
         url = master.url
         r = redis.Redis.from_url(url)
         deadline = time.monotonic() + 30
-        while r.info("replication").get("connected_slaves", 0) < 1 or \
-                "online" not in str(r.info("replication").get("slave0", "")):
+        while r.info("replication").get("connected_slaves", 0) < 1 or "online" not in str(
+            r.info("replication").get("slave0", "")
+        ):
             if time.monotonic() > deadline:
                 raise RuntimeError("the replica did not come online")
             time.sleep(0.05)  # polling the replica's state: nothing to await
@@ -176,8 +186,10 @@ def replicated(n: int) -> dict:
         # a patient replica_timeout: WAIT returns as soon as the replica
         # acknowledges, and a loaded machine must not fail the run
         patient = {"replicas": 1, "replica_timeout": 1.0}
-        for label, options in (("no replica acknowledgement", {}),
-                               ("replicas=1 (WAIT behind each grant and renewal)", patient)):
+        for label, options in (
+            ("no replica acknowledgement", {}),
+            ("replicas=1 (WAIT behind each grant and renewal)", patient),
+        ):
             client = ferrolock.Client(url, prefix="bench:", **options)
             lock = client.lock(f"r{len(out)}", ttl=30.0)
 
@@ -230,9 +242,11 @@ def main() -> None:
         print(f"\n## {PERMITS} permits, {PROCS} processes x {cycles} cycles, {HOLD_S * 1e3:.0f} ms inside")
         print("| semaphore | utilisation | max wait (ms) |")
         print("|---|---|---|")
-        for label, worker, fair in (("ferrolock", _ferro_worker, False),
-                                    ("ferrolock fair=True", _ferro_worker, True),
-                                    ("redis-py INCR/DECR, 1 ms poll", _incr_worker, False)):
+        for label, worker, fair in (
+            ("ferrolock", _ferro_worker, False),
+            ("ferrolock fair=True", _ferro_worker, True),
+            ("redis-py INCR/DECR, 1 ms poll", _incr_worker, False),
+        ):
             r = contended(url, worker, fair, cycles)
             print(f"| {label} | {r['utilisation']:.2f} | {r['max wait ms']:.1f} |")
         print("\n## Election")

@@ -67,6 +67,7 @@ def machine_busy() -> tuple:
 def command_usec(port: int) -> Dict[str, tuple]:
     """{command: (calls, usec)} from INFO commandstats of the server on `port`."""
     import redis
+
     r = redis.Redis(port=port)
     try:
         out = {}
@@ -89,6 +90,7 @@ def worker(kind: str, url: str, names: int, threads: int, start: Any, until: Any
     errors: List[str] = []
     if kind == "lock":
         import ferrolock
+
         client = ferrolock.Client(url, prefix="scale:")
 
         def cycle_factory():
@@ -96,6 +98,7 @@ def worker(kind: str, url: str, names: int, threads: int, start: Any, until: Any
                 lock = client.lock(name)
                 lock.acquire()
                 lock.release()
+
             return cycle
     else:
         if url.startswith("redis+cluster://"):
@@ -109,6 +112,7 @@ def worker(kind: str, url: str, names: int, threads: int, start: Any, until: Any
                 key = "scale:{%s}" % name
                 conn.set(key, "x", px=10_000)
                 conn.delete(key)
+
             return cycle
 
     def run(i: int) -> None:
@@ -141,15 +145,13 @@ def worker(kind: str, url: str, names: int, threads: int, start: Any, until: Any
     out.put({"cycles": sum(counts), "cpu_s": cpu, "errors": errors})
 
 
-def measure(kind: str, url: str, pids: Dict[int, int], procs: int, threads: int, names: int,
-            seconds: float) -> dict:
+def measure(kind: str, url: str, pids: Dict[int, int], procs: int, threads: int, names: int, seconds: float) -> dict:
     """One run: `procs` processes x `threads` threads of `kind` against `url`
     for `seconds`; the servers' CPU (`pids`: port -> pid) over the same window."""
     ctx = mp.get_context("spawn")
     start, out = ctx.Event(), ctx.Queue()
     until = ctx.Value("d", 0.0)
-    workers = [ctx.Process(target=worker, args=(kind, url, names, threads, start, until, out))
-               for _ in range(procs)]
+    workers = [ctx.Process(target=worker, args=(kind, url, names, threads, start, until, out)) for _ in range(procs)]
     for p in workers:
         p.start()
     try:
@@ -177,8 +179,7 @@ def measure(kind: str, url: str, pids: Dict[int, int], procs: int, threads: int,
     for port in pids:
         # The cycle's own commands: a script's inner calls (HSET, TIME ...) are
         # counted apart by commandstats but are already in the script's time.
-        usec = sum(u - stats0[port].get(cmd, (0, 0))[1] for cmd, (_, u) in stats1[port].items()
-                   if cmd in OWN[kind])
+        usec = sum(u - stats0[port].get(cmd, (0, 0))[1] for cmd, (_, u) in stats1[port].items() if cmd in OWN[kind])
         calls = {cmd: c - stats0[port].get(cmd, (0, 0))[0] for cmd, (c, _) in stats1[port].items()}
         for cmd, c in calls.items():
             calls_all[cmd] = calls_all.get(cmd, 0) + c
@@ -192,7 +193,10 @@ def measure(kind: str, url: str, pids: Dict[int, int], procs: int, threads: int,
     command = sum(s["command_usec"] for s in per_server.values())
     client_cpu = sum(r["cpu_s"] for r in results)
     return {
-        "kind": kind, "procs": procs, "threads": threads, "cycles": cycles,
+        "kind": kind,
+        "procs": procs,
+        "threads": threads,
+        "cycles": cycles,
         "cycles_per_s": cycles / window,
         "servers": per_server,
         "server_cpu_pct": [round(s["cpu_pct"], 1) for s in per_server.values()],
@@ -213,8 +217,25 @@ def redis_benchmark(ports: List[int], cluster: bool, clients: int, requests: int
     binary = shutil.which("redis-benchmark")
     if not binary:
         return {"error": "redis-benchmark is not installed (Debian: redis-tools)"}
-    args = [binary, "-h", "127.0.0.1", "-p", str(ports[0]), "-t", "set", "-n", str(requests),
-            "-c", str(clients), "-r", "100000", "-P", "1", "--csv", "-q"]
+    args = [
+        binary,
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(ports[0]),
+        "-t",
+        "set",
+        "-n",
+        str(requests),
+        "-c",
+        str(clients),
+        "-r",
+        "100000",
+        "-P",
+        "1",
+        "--csv",
+        "-q",
+    ]
     if cluster:
         args.append("--cluster")
     out = subprocess.run(args, capture_output=True, text=True, timeout=300)
@@ -255,6 +276,7 @@ def pipelined_cost(port: int, pid: int, keys: List[str], cluster: bool, cycles: 
     two scripts (obtain.lua, release.lua: what acquire() and release() send
     when uncontended), beside SET PX + DEL."""
     import redis
+
     r = redis.Redis(port=port)
     publish = "SPUBLISH" if cluster else "PUBLISH"
     obtain = r.script_load(lua("obtain.lua", publish))
@@ -262,6 +284,7 @@ def pipelined_cost(port: int, pid: int, keys: List[str], cluster: bool, cycles: 
     rng = random.Random(7)
     out = {}
     for kind in ("lock", "floor"):
+
         def batch(n: int) -> None:
             pipe = r.pipeline(transaction=False)
             for _ in range(n):
@@ -273,6 +296,7 @@ def pipelined_cost(port: int, pid: int, keys: List[str], cluster: bool, cycles: 
                     pipe.set(key, token, px=30_000)
                     pipe.delete(key)
             pipe.execute()
+
         batch(200)  # warm up
         # SET + DEL cost a tenth as much: more of them, for as many clock ticks of CPU time.
         rounds = cycles // 200 * (5 if kind == "floor" else 1)
@@ -292,9 +316,11 @@ def pipelined_cost(port: int, pid: int, keys: List[str], cluster: bool, cycles: 
 
 def row(target: str, r: dict) -> str:
     servers = " / ".join(f"{p:.0f}" for p in r["server_cpu_pct"])
-    return (f"| {target} | {r['kind']} | {r['procs']} x {r['threads']} | {r['cycles_per_s']:,.0f} | {servers} | "
-            f"{r['server_cpu_us_per_cycle']:.1f} | {r['command_us_per_cycle']:.1f} | "
-            f"{r['client_cpu_pct']:.0f} | {r['client_cpu_us_per_cycle']:.0f} | {r['machine_busy_pct']:.0f} |")
+    return (
+        f"| {target} | {r['kind']} | {r['procs']} x {r['threads']} | {r['cycles_per_s']:,.0f} | {servers} | "
+        f"{r['server_cpu_us_per_cycle']:.1f} | {r['command_us_per_cycle']:.1f} | "
+        f"{r['client_cpu_pct']:.0f} | {r['client_cpu_us_per_cycle']:.0f} | {r['machine_busy_pct']:.0f} |"
+    )
 
 
 def report(res: dict) -> str:
@@ -316,21 +342,28 @@ def report(res: dict) -> str:
     for target, b in res.get("redis_benchmark", {}).items():
         label = "1 redis-server" if target == "single" else "Cluster, 3 masters"
         if "ops_per_s" in b:
-            lines.append(f"- redis-benchmark SET, {res['bench_clients']} connections, {label}: "
-                         f"{b['ops_per_s']:,.0f} ops/s")
+            lines.append(
+                f"- redis-benchmark SET, {res['bench_clients']} connections, {label}: {b['ops_per_s']:,.0f} ops/s"
+            )
         else:
             lines.append(f"- redis-benchmark, {label}: {b.get('error')}")
     if res.get("pipelined"):
-        lines += ["", "Server CPU per cycle with the network's share taken away (pipelines of 200 cycles, one "
-                  "connection):", "",
-                  "| server | lock cycle: CPU us | its scripts' command time us | SET + DEL: CPU us | "
-                  "command time us | lock / SET+DEL (CPU) |", "|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "Server CPU per cycle with the network's share taken away (pipelines of 200 cycles, one connection):",
+            "",
+            "| server | lock cycle: CPU us | its scripts' command time us | SET + DEL: CPU us | "
+            "command time us | lock / SET+DEL (CPU) |",
+            "|---|---|---|---|---|---|",
+        ]
         for target, c in res["pipelined"].items():
             label = "1 redis-server" if target == "single" else "a Cluster master"
             lock, floor = c["lock"], c["floor"]
-            lines.append(f"| {label} | {lock['server_cpu_us_per_cycle']:.1f} | {lock['command_us_per_cycle']:.1f} | "
-                         f"{floor['server_cpu_us_per_cycle']:.1f} | {floor['command_us_per_cycle']:.1f} | "
-                         f"{lock['server_cpu_us_per_cycle'] / floor['server_cpu_us_per_cycle']:.1f}x |")
+            lines.append(
+                f"| {label} | {lock['server_cpu_us_per_cycle']:.1f} | {lock['command_us_per_cycle']:.1f} | "
+                f"{floor['server_cpu_us_per_cycle']:.1f} | {floor['command_us_per_cycle']:.1f} | "
+                f"{lock['server_cpu_us_per_cycle'] / floor['server_cpu_us_per_cycle']:.1f}x |"
+            )
     errors = [e for runs in res["runs"].values() for r in runs for e in r["errors"]]
     if errors:
         lines += ["", "Errors: " + "; ".join(sorted(set(errors)))]
@@ -357,9 +390,13 @@ def main() -> int:
     import ferrolock  # noqa: F401  (fail early when the extension is not built)
 
     res: Dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(),
-        "load_before": "%.2f %.2f %.2f" % os.getloadavg(), "names": args.names, "seconds": seconds,
-        "command": " ".join([os.path.relpath(sys.executable)] + sys.argv), "runs": {},
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "cpus": os.cpu_count(),
+        "load_before": "%.2f %.2f %.2f" % os.getloadavg(),
+        "names": args.names,
+        "seconds": seconds,
+        "command": " ".join([os.path.relpath(sys.executable)] + sys.argv),
+        "runs": {},
         "bench_clients": max(procs) * args.threads,
         "redis": subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout.split()[2],
     }
@@ -377,12 +414,13 @@ def main() -> int:
         # scripts beside SET + DEL, pipelined, on the single server and on one
         # master of the Cluster (keys of its own slots).
         from support.redis_cluster import key_slot
+
         first, last = cluster.ranges[0]
         own = [k for k in (f"scale:{{n{i}}}" for i in range(20 * args.names)) if first <= key_slot(k) <= last]
         n = 20_000 if args.quick else 60_000
         res["pipelined"] = {
             "single": pipelined_cost(port, server.proc.pid, [f"scale:{{n{i}}}" for i in range(args.names)], False, n),
-            "cluster": pipelined_cost(cluster.ports[0], cluster.nodes[0].proc.pid, own[:args.names], True, n),
+            "cluster": pipelined_cost(cluster.ports[0], cluster.nodes[0].proc.pid, own[: args.names], True, n),
         }
         print(f"   pipelined cost: {res['pipelined']}", flush=True)
         for target, (url, pids, ports, is_cluster) in targets.items():
@@ -395,7 +433,8 @@ def main() -> int:
                     runs.append(r)
                     print(row(target, r), flush=True)
             res.setdefault("redis_benchmark", {})[target] = redis_benchmark(
-                ports, is_cluster, res["bench_clients"], 50_000 if args.quick else 200_000)
+                ports, is_cluster, res["bench_clients"], 50_000 if args.quick else 200_000
+            )
             print(f"   redis-benchmark: {res['redis_benchmark'][target]}", flush=True)
     finally:
         if server is not None:

@@ -55,11 +55,38 @@ from ferrolock.throwaway import RedisServer
 
 WARMUP = 200
 # What a client sends itself; every other command in commandstats ran inside one of these.
-TOP_LEVEL = {"evalsha", "eval", "eval_ro", "evalsha_ro", "fcall", "fcall_ro", "set", "del", "delifeq",
-             "delex", "get", "publish", "spublish"}
+TOP_LEVEL = {
+    "evalsha",
+    "eval",
+    "eval_ro",
+    "evalsha_ro",
+    "fcall",
+    "fcall_ro",
+    "set",
+    "del",
+    "delifeq",
+    "delex",
+    "get",
+    "publish",
+    "spublish",
+}
 # What a case's own helpers run, not part of its cycle.
-IGNORED = {"info", "config|resetstat", "config", "script|load", "script", "ping", "client|setname",
-           "client", "hello", "subscribe", "ssubscribe", "unsubscribe", "sunsubscribe", "function|load"}
+IGNORED = {
+    "info",
+    "config|resetstat",
+    "config",
+    "script|load",
+    "script",
+    "ping",
+    "client|setname",
+    "client",
+    "hello",
+    "subscribe",
+    "ssubscribe",
+    "unsubscribe",
+    "sunsubscribe",
+    "function|load",
+}
 REFERENCE = "redis-py Lock"
 
 # The least a step that issues a fence does: read the server's clock and take
@@ -109,6 +136,7 @@ def cycles_of(url: str) -> dict[str, Callable[[], None]]:
         def cycle() -> None:
             seconds, micros = fenced_take(keys=[name], args=[token, 10000])
             release(name, f"{token} {seconds.decode()} {micros.decode()}")
+
         return cycle
 
     def release_by_script(name: str, value: str) -> None:
@@ -118,6 +146,7 @@ def cycles_of(url: str) -> dict[str, Callable[[], None]]:
         def cycle() -> None:
             h.acquire()
             h.release()
+
         return cycle
 
     def elect() -> None:
@@ -203,8 +232,10 @@ def table(rows: list[dict], version: str, cycles: int) -> str:
     ]
     for row in rows:
         mix = ", ".join(f"{n:g} {k.upper()}" for k, n in row["mix"].items())
-        lines.append(f"| {row['case']} | {row['server_us']:.1f} us | {row['commands']:.1f} ({mix}) | "
-                     f"{row['vs_redis_py']:.2f}x | {row['per_core_per_s']:,.0f} |")
+        lines.append(
+            f"| {row['case']} | {row['server_us']:.1f} us | {row['commands']:.1f} ({mix}) | "
+            f"{row['vs_redis_py']:.2f}x | {row['per_core_per_s']:,.0f} |"
+        )
     return "\n".join(lines)
 
 
@@ -219,10 +250,16 @@ def in_turns(args, baseline: str) -> str:
             cmd = [sys.executable, __file__, "--cycles", str(args.cycles), "--rounds", str(args.rounds), "--rows"]
             if args.server:
                 cmd += ["--server", args.server]
-            runs[which].append(json.loads(subprocess.run(cmd, env=env, check=True, capture_output=True,
-                                                         text=True).stdout))
-    median = {which: {row["case"]: sorted((run["rows"][i] for run in got), key=lambda r: r["vs_redis_py"])[TURNS // 2]
-                      for i, row in enumerate(got[0]["rows"])} for which, got in runs.items()}
+            runs[which].append(
+                json.loads(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout)
+            )
+    median = {
+        which: {
+            row["case"]: sorted((run["rows"][i] for run in got), key=lambda r: r["vs_redis_py"])[TURNS // 2]
+            for i, row in enumerate(got[0]["rows"])
+        }
+        for which, got in runs.items()
+    }
     lines = [
         f"Before ({baseline}) and after (this build), in turns, {TURNS} runs each, each case's median run; "
         f"redis-server {runs['after'][0]['version']}, {args.cycles:,} cycles a case:",
@@ -233,9 +270,11 @@ def in_turns(args, baseline: str) -> str:
     ]
     for case, a in median["after"].items():
         b = median["before"][case]
-        lines.append(f"| {case} | {b['server_us']:.1f} us | {a['server_us']:.1f} us | {b['commands']:.0f} | "
-                     f"{a['commands']:.0f} | {b['vs_redis_py']:.2f}x | {a['vs_redis_py']:.2f}x | "
-                     f"{a['per_core_per_s']:,.0f} |")
+        lines.append(
+            f"| {case} | {b['server_us']:.1f} us | {a['server_us']:.1f} us | {b['commands']:.0f} | "
+            f"{a['commands']:.0f} | {b['vs_redis_py']:.2f}x | {a['vs_redis_py']:.2f}x | "
+            f"{a['per_core_per_s']:,.0f} |"
+        )
     return "\n".join(lines)
 
 
@@ -245,8 +284,11 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=8, help="turns the cycles are split into (median round)")
     ap.add_argument("--server", help="the redis-server binary (default: redis-server on PATH)")
     ap.add_argument("--json", help="also write the rows as JSON to this file")
-    ap.add_argument("--baseline", metavar="DIR",
-                    help="a directory holding another build's ferrolock package: before/after, in turns")
+    ap.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="a directory holding another build's ferrolock package: before/after, in turns",
+    )
     ap.add_argument("--rows", action="store_true", help=argparse.SUPPRESS)  # one turn of --baseline
     args = ap.parse_args()
     if args.baseline:

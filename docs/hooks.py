@@ -44,7 +44,7 @@ def _rewrite(target: str, page_repo_path: str, page_site_path: str):
     if repo_path == STUBS:
         site_path = "api.md"
     elif repo_path.startswith(DOCS + "/"):
-        site_path = repo_path[len(DOCS) + 1:]
+        site_path = repo_path[len(DOCS) + 1 :]
     else:
         site_path = {source: page for page, source in BROUGHT_IN.items()}.get(repo_path)
         if site_path is None:
@@ -61,10 +61,12 @@ def on_page_markdown(markdown, page, config, files):
         if FENCE.match(line.lstrip()):
             in_code = not in_code
         if not in_code:
+
             def link(m):
                 bang, label, target = m.groups()
                 new = _rewrite(target, repo_path, site_path)
                 return label if new is None and not bang else f"{bang}[{label}]({new or target})"
+
             line = LINK.sub(link, line)
         out.append(line)
     return "".join(out)

@@ -42,6 +42,7 @@ def check(ok: bool, what: str) -> None:
 
 # -- 1. contention across processes ------------------------------------------
 
+
 def worker(i: int, url: str, counter: str, out: str, start_together) -> None:
     """One process: CYCLES read-modify-writes of the counter file, each under the lock."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # on Ctrl-C the parent stops us
@@ -58,8 +59,7 @@ def worker(i: int, url: str, counter: str, out: str, start_together) -> None:
             value = int(Path(counter).read_text())
             time.sleep(0.002)  # the "work": without the lock, updates would be lost here
             Path(counter).write_text(str(value + 1))
-            holds.append({"worker": i, "fence": lock.fence, "wait": waited,
-                          "start": start, "end": time.time()})
+            holds.append({"worker": i, "fence": lock.fence, "wait": waited, "start": start, "end": time.time()})
         time.sleep(0.001)  # work outside the lock, which gives the others a chance
     Path(out).write_text(json.dumps(holds))
 
@@ -71,8 +71,9 @@ def demo_contention(url: str, workdir: Path) -> None:
     ctx = multiprocessing.get_context("spawn")
     start_together = ctx.Barrier(WORKERS)
     outs = [workdir / f"worker-{i}.json" for i in range(WORKERS)]
-    procs = [ctx.Process(target=worker, args=(i, url, str(counter), str(outs[i]), start_together))
-             for i in range(WORKERS)]
+    procs = [
+        ctx.Process(target=worker, args=(i, url, str(counter), str(outs[i]), start_together)) for i in range(WORKERS)
+    ]
     try:
         for p in procs:
             p.start()
@@ -85,8 +86,7 @@ def demo_contention(url: str, workdir: Path) -> None:
                 p.terminate()
                 p.join()
     check(all(p.exitcode == 0 for p in procs), "every worker exited cleanly")
-    holds = sorted((h for o in outs if o.exists() for h in json.loads(o.read_text())),
-                   key=lambda h: h["start"])
+    holds = sorted((h for o in outs if o.exists() for h in json.loads(o.read_text())), key=lambda h: h["start"])
     check(len(holds) == WORKERS * CYCLES, f"{len(holds)} holds recorded")
     if not holds:
         return
@@ -98,8 +98,10 @@ def demo_contention(url: str, workdir: Path) -> None:
     check(overlaps == 0, f"overlapping holds: {overlaps}")
     # A fence is Redis's clock in microseconds, raised if needed above the last one.
     fences = [h["fence"] for h in holds]
-    check(all(a < b for a, b in zip(fences, fences[1:])),
-          f"fences strictly increase in hold order ({fences[0]} .. {fences[-1]})")
+    check(
+        all(a < b for a, b in zip(fences, fences[1:])),
+        f"fences strictly increase in hold order ({fences[0]} .. {fences[-1]})",
+    )
     per_worker = Counter(h["worker"] for h in holds)
     print("  holds per worker: " + ", ".join(f"worker-{w}: {n}" for w, n in sorted(per_worker.items())))
     waits = [h["wait"] * 1000 for h in holds]
@@ -113,6 +115,7 @@ def demo_contention(url: str, workdir: Path) -> None:
 
 # -- 2. the watchdog renews a hold that outlives its ttl ---------------------
 
+
 def demo_watchdog(client: ferrolock.Client) -> None:
     ttl = 1.0
     print(f"\n2. Watchdog: ttl={ttl} s, held for {3.5 * ttl} s, lock.ttl() sampled every 0.5 s")
@@ -125,15 +128,20 @@ def demo_watchdog(client: ferrolock.Client) -> None:
         info = client.inspect("demo:watchdog")
         lost = lock.lost
     print("  ttl left: " + " ".join("gone" if s is None else f"{s:.2f}s" for s in samples))
-    check(all(s is not None and s > 0 for s in samples),
-          f"held {held_for:.1f} s ({held_for / ttl:.1f} ttls), never lapsed "
-          f"(lowest ttl left {min(s or 0 for s in samples):.2f} s)")
-    check(info is not None and info.token == token and info.metadata == "long-job",
-          "Redis still showed our token and metadata at the end")
+    check(
+        all(s is not None and s > 0 for s in samples),
+        f"held {held_for:.1f} s ({held_for / ttl:.1f} ttls), never lapsed "
+        f"(lowest ttl left {min(s or 0 for s in samples):.2f} s)",
+    )
+    check(
+        info is not None and info.token == token and info.metadata == "long-job",
+        "Redis still showed our token and metadata at the end",
+    )
     check(not lost, f"lock.lost is {lost}")
 
 
 # -- 3. a lost hold is reported ----------------------------------------------
+
 
 def demo_lost(client: ferrolock.Client) -> None:
     print("\n3. Lost lock: ttl=1.0 s, then an operator force-releases it and another handle takes it")
@@ -156,19 +164,28 @@ def demo_lost(client: ferrolock.Client) -> None:
             raised = e
         info = client.inspect("demo:lost")
         check(took, f"the new handle acquired it (fence {old_fence} -> {thief.fence})")
-        check(latency is not None, "on_lost fired" + (
-            f" {latency * 1000:.0f} ms after the takeover (renewals every ttl/3 = 333 ms)"
-            if latency is not None else " (not within 3 s)"))
+        check(
+            latency is not None,
+            "on_lost fired"
+            + (
+                f" {latency * 1000:.0f} ms after the takeover (renewals every ttl/3 = 333 ms)"
+                if latency is not None
+                else " (not within 3 s)"
+            ),
+        )
         check(raised is not None, f"the with block raised LockLost: {raised}")
         check(victim.lost, "victim.lost is True")
-        check(info is not None and info.token == thief.token,
-              f"the new holder still holds it (inspect: metadata={info and info.metadata!r})")
+        check(
+            info is not None and info.token == thief.token,
+            f"the new holder still holds it (inspect: metadata={info and info.metadata!r})",
+        )
     finally:
         if thief.token is not None:
             thief.release()
 
 
 # -- 4. asyncio ---------------------------------------------------------------
+
 
 async def demo_async(client: ferrolock.Client) -> None:
     tasks, rounds = 20, 5

@@ -30,16 +30,24 @@ END = "end of the generated handle options"
 def stub_section() -> str:
     table = _handle_options()
     common = [(name, ty) for name, ty, _default, kinds, _doc in table if set(KINDS) <= set(kinds)]
-    out = [f"# {BEGIN}", "", "class _CommonOptions(TypedDict, total=False):",
-           '    """The keyword arguments every handle takes."""', ""]
+    out = [
+        f"# {BEGIN}",
+        "",
+        "class _CommonOptions(TypedDict, total=False):",
+        '    """The keyword arguments every handle takes."""',
+        "",
+    ]
     out += [f"    {name}: {ty}" for name, ty in common]
     out.append("")
     for kind, (typed_dict, takers, _column) in KINDS.items():
         out.append(f"class {typed_dict}(_CommonOptions, total=False):")
         out.append(f'    """The keyword arguments of {takers.replace("`", "``")}."""')
         out.append("")
-        out += [f"    {name}: {ty}" for name, ty, _default, kinds, _doc in table
-                if kind in kinds and (name, ty) not in common]
+        out += [
+            f"    {name}: {ty}"
+            for name, ty, _default, kinds, _doc in table
+            if kind in kinds and (name, ty) not in common
+        ]
         out.append("")
     out.append(f"# {END}")
     return "\n".join(out)
@@ -52,8 +60,12 @@ def markdown(rest: str) -> str:
 
 def docs_section() -> str:
     columns = [column for _typed_dict, _takers, column in KINDS.values()]
-    head = [f"<!-- {BEGIN} -->", "", f"| option | type | default | {' | '.join(columns)} | what it does |",
-            "|---|---|---|" + ":-:|" * len(columns) + "---|"]
+    head = [
+        f"<!-- {BEGIN} -->",
+        "",
+        f"| option | type | default | {' | '.join(columns)} | what it does |",
+        "|---|---|---|" + ":-:|" * len(columns) + "---|",
+    ]
     rows = []
     for name, ty, default, kinds, doc in _handle_options():
         taken = " | ".join("✓" if kind in kinds else "" for kind in KINDS)

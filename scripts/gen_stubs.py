@@ -52,7 +52,7 @@ def docstring(doc: str, indent: str) -> list[str]:
     quote = 'r"""' if "\\" in doc else '"""'
     lines = doc.split("\n")
     if len(lines) == 1 and len(indent) + len(quote) + len(doc) + 3 <= 110:
-        return [f"{indent}{quote}{doc}\"\"\""]
+        return [f'{indent}{quote}{doc}"""']
     out = [f"{indent}{quote}{lines[0]}"]
     out += [f"{indent}{line}".rstrip() for line in lines[1:]]
     out.append(f'{indent}"""')
@@ -95,8 +95,9 @@ def with_docstrings(text: str) -> str:
             # its docstring is the string on the lines after it (read so by mkdocstrings and IDEs)
             nxt = after.get(id(node))
             new = docstring(doc, " " * node.col_offset) if doc is not None else []
-            has_doc = isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) and isinstance(
-                nxt.value.value, str)
+            has_doc = (
+                isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)
+            )
             if has_doc:
                 edits.append((nxt.lineno - 1, nxt.end_lineno, new))  # type: ignore[union-attr,arg-type]
             elif new:
@@ -105,10 +106,12 @@ def with_docstrings(text: str) -> str:
         body = node.body  # type: ignore[attr-defined]
         indent = " " * node.col_offset + INDENT  # type: ignore[attr-defined]
         first = body[0]
-        has_doc = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(
-            first.value.value, str)
-        is_ellipsis = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and (
-            first.value.value is Ellipsis)
+        has_doc = (
+            isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)
+        )
+        is_ellipsis = (
+            isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and (first.value.value is Ellipsis)
+        )
         new = docstring(doc, indent) if doc is not None else []
         if new and isinstance(node, ast.ClassDef) and len(body) > 1 and body[1].lineno == first.end_lineno + 1:
             new.append("")  # a blank line between a class's docstring and its first member
@@ -137,8 +140,10 @@ def main(argv: list[str]) -> int:
     if new == old:
         return 0
     if "--check" in argv:
-        print(f"the docstrings of {STUB.relative_to(ROOT)} differ from the built module's (run `make stubs`)",
-              file=sys.stderr)
+        print(
+            f"the docstrings of {STUB.relative_to(ROOT)} differ from the built module's (run `make stubs`)",
+            file=sys.stderr,
+        )
         return 1
     STUB.write_text(new)
     return 0

@@ -103,6 +103,7 @@ def test_retry_none_with_a_timeout_returns_at_once_as_documented(client):
     holder = busy(client, "none")
     assert client.lock("none", retry=Retry.none()).acquire(timeout=30) is False
     from ferrolock import Lock
+
     assert "``retry=Retry.none()`` (one attempt)" in Lock.acquire.__doc__
     assert "returns ``False`` at once" in Retry.__doc__
     holder.release()
@@ -119,11 +120,14 @@ def test_blocking_takes_zero_and_one_as_threading_lock_does(client):
     threading.Lock().acquire(blocking=0)  # what it mirrors
 
 
-@pytest.mark.parametrize("bad,error,words", [
-    (2, ValueError, "blocking must be True or False (or 1 / 0), got 2"),
-    ("yes", TypeError, "blocking must be a bool (or 1 / 0), got str"),
-    (1.0, TypeError, "blocking must be a bool (or 1 / 0), got float"),
-])
+@pytest.mark.parametrize(
+    "bad,error,words",
+    [
+        (2, ValueError, "blocking must be True or False (or 1 / 0), got 2"),
+        ("yes", TypeError, "blocking must be a bool (or 1 / 0), got str"),
+        (1.0, TypeError, "blocking must be a bool (or 1 / 0), got float"),
+    ],
+)
 def test_other_blockings_are_refused_naming_the_argument(client, bad, error, words):
     lock = client.lock("bad-blocking")
     with pytest.raises(error) as raised:

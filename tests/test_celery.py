@@ -76,14 +76,30 @@ def worker(app, redis_url, prefix, tmp_path, queue=None, pool="solo", name="work
     """A `celery -A support.celery_app worker -P solo` (on `queue`, else the default
     one; `env` added to its environment), killed at the end."""
     log = tmp_path / f"{name}.log"
-    args = [sys.executable, "-m", "celery", "-A", "support.celery_app", "worker", "-P", pool, "-c", "1", "-l", "info",
-            "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"{name}.{prefix.strip(':')}@%h"]
+    args = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "support.celery_app",
+        "worker",
+        "-P",
+        pool,
+        "-c",
+        "1",
+        "-l",
+        "info",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+        "-n",
+        f"{name}.{prefix.strip(':')}@%h",
+    ]
     if queue:
         args += ["-Q", queue]
     env = {**os.environ, "CELERY_TEST_URL": redis_url, "CELERY_TEST_PREFIX": prefix, **(env or {})}
     with open(log, "w") as out:
-        proc = subprocess.Popen(args, cwd=TESTS, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(args, cwd=TESTS, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     w = Worker(proc, log)
     try:
         wait_for(lambda: "ready." in w.text() or proc.poll() is not None, LIMIT, "the worker to start")
@@ -107,8 +123,9 @@ def open_gate(raw, item: str) -> None:
     raw("RPUSH", f"gate:{item}", "1")
 
 
-def test_a_duplicate_gets_the_first_tasks_id_and_the_body_runs_once(app, tasks, client, raw, redis_url, prefix,
-                                                                  tmp_path):
+def test_a_duplicate_gets_the_first_tasks_id_and_the_body_runs_once(
+    app, tasks, client, raw, redis_url, prefix, tmp_path
+):
     a, b = f"{prefix}a", f"{prefix}b"
     first = tasks.slow.delay(a)
     assert tasks.slow.delay(a).id == first.id
@@ -185,6 +202,7 @@ def test_a_revoked_queued_task_frees_its_hold(app, tasks, client, raw, redis_url
     # The worker listens on another queue until it knows of the revoke, so
     # the task is still queued then; it discards it when it receives it.
     with worker(app, redis_url, prefix, tmp_path, queue=f"{prefix}idle"):
+
         def revoked() -> bool:
             return bool(app.control.revoke(result.id, reply=True, timeout=1.0, limit=1))
 
@@ -319,8 +337,7 @@ def test_a_task_queued_past_lock_ttl(app, tasks, client, raw, redis_url, prefix,
     assert llen(raw, f"ran:{a}") == 1
 
 
-def test_under_the_prefork_pool_a_terminated_task_frees_its_hold(app, tasks, client, raw, redis_url, prefix,
-                                                                 tmp_path):
+def test_under_the_prefork_pool_a_terminated_task_frees_its_hold(app, tasks, client, raw, redis_url, prefix, tmp_path):
     """The task runs in a forked child (with a Client of its own); revoked
     with terminate=True, the child is killed and the worker releases the hold."""
     a, b = f"{prefix}a", f"{prefix}b"
@@ -351,7 +368,8 @@ def end_states(raw, prefix, task_id: str) -> list:
 
 
 def test_a_group_a_chord_and_a_chain_holding_a_duplicate_complete_with_the_first_tasks_result(
-        app, tasks, client, raw, redis_url, prefix, tmp_path):
+    app, tasks, client, raw, redis_url, prefix, tmp_path
+):
     """Each canvas member is sent with its own id: a duplicate is sent too,
     waits in its worker for the first task's result and returns it, so the
     canvas completes (the chord's body runs, the chain goes on) and the body
@@ -372,18 +390,23 @@ def test_a_group_a_chord_and_a_chain_holding_a_duplicate_complete_with_the_first
     a, b, c, d, e = (f"{prefix}{x}" for x in "abcde")
     with worker(app, redis_url, prefix, tmp_path, name="w0"), worker(app, redis_url, prefix, tmp_path, name="w1"):
         group, duplicate = while_the_first_runs(
-            a, lambda: celery.group(tasks.slow.s(a), tasks.slow.s(b)).apply_async(), lambda g: g.results[0])
+            a, lambda: celery.group(tasks.slow.s(a), tasks.slow.s(b)).apply_async(), lambda g: g.results[0]
+        )
         open_gate(raw, b)
         assert group.get(timeout=LIMIT) == [a, b]
         assert duplicate.state == "SUCCESS" and duplicate.result == a
         chord, _ = while_the_first_runs(
-            c, lambda: celery.chord([tasks.slow.s(c), tasks.slow.s(d)], tasks.echo.s()).apply_async(),
-            lambda ch: ch.parent.results[0])
+            c,
+            lambda: celery.chord([tasks.slow.s(c), tasks.slow.s(d)], tasks.echo.s()).apply_async(),
+            lambda ch: ch.parent.results[0],
+        )
         open_gate(raw, d)
         assert chord.get(timeout=LIMIT) == [c, d], "the chord's body ran, with the first's result for the duplicate"
         chain, _ = while_the_first_runs(
-            e, lambda: celery.chain(tasks.echo.s(e), tasks.slow.s(), tasks.exclaim.s()).apply_async(),
-            lambda ch: ch.parent)
+            e,
+            lambda: celery.chain(tasks.echo.s(e), tasks.slow.s(), tasks.exclaim.s()).apply_async(),
+            lambda ch: ch.parent,
+        )
         assert chain.get(timeout=LIMIT) == f"{e}!", "the chain went on from the first's result"
     for item in (a, c, e):
         assert llen(raw, f"ran:{item}") == 1 and llen(raw, f"started:{item}") == 1, f"slow({item}) ran once"
@@ -405,7 +428,8 @@ def test_a_duplicate_in_a_canvas_gets_the_first_tasks_failure(app, tasks, raw, r
 
 
 def test_a_duplicate_in_a_canvas_runs_itself_when_the_first_tasks_worker_died(
-        app, tasks, client, raw, redis_url, prefix, tmp_path):
+    app, tasks, client, raw, redis_url, prefix, tmp_path
+):
     """No result will come: once the dead worker's hold has run out, and no
     result came for lock_ttl more, the member takes the name and runs the
     body itself, so the canvas still completes."""
@@ -444,8 +468,7 @@ def test_a_duplicate_in_a_canvas_whose_result_is_not_stored_is_refused_at_once(a
 REDELIVERING = {"CELERY_TEST_VISIBILITY": "1"}
 
 
-def test_a_message_redelivered_while_its_task_runs_is_skipped(app, tasks, client, raw, redis_url, prefix,
-                                                             tmp_path):
+def test_a_message_redelivered_while_its_task_runs_is_skipped(app, tasks, client, raw, redis_url, prefix, tmp_path):
     """acks_late, and the task runs past the broker's visibility timeout:
     the broker hands its message to the other worker, whose copy finds the
     hold under the running worker's token and skips (acknowledged, nothing
@@ -458,8 +481,11 @@ def test_a_message_redelivered_while_its_task_runs_is_skipped(app, tasks, client
         wait_for(lambda: started(raw, a), LIMIT, "the task to start")
         running = client.inspect(name)  # (its queued hold may have run out first: then it took the free name)
         with worker(app, redis_url, prefix, tmp_path, name="w1", env=REDELIVERING):
-            wait_for(lambda: end_states(raw, prefix, result.id) or llen(raw, f"started:{a}") > 1, LIMIT,
-                     "the redelivered message to be handled")
+            wait_for(
+                lambda: end_states(raw, prefix, result.id) or llen(raw, f"started:{a}") > 1,
+                LIMIT,
+                "the redelivered message to be handled",
+            )
             assert llen(raw, f"started:{a}") == 1, "the redelivered message ran the body beside the first"
             assert end_states(raw, prefix, result.id) == ["IGNORED"]
             assert running.token != enqueued.token and running.metadata == result.id, "the worker's own token"
@@ -472,7 +498,8 @@ def test_a_message_redelivered_while_its_task_runs_is_skipped(app, tasks, client
 
 
 def test_a_message_redelivered_after_its_worker_died_runs_once_the_hold_ran_out(
-        app, tasks, client, raw, redis_url, prefix, tmp_path):
+    app, tasks, client, raw, redis_url, prefix, tmp_path
+):
     """acks_late, and the worker is killed while the task runs: the broker
     hands the message out again, and the copy takes the name as the dead
     worker's hold runs out (within lock_ttl) and runs the body."""

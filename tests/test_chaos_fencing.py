@@ -142,7 +142,10 @@ class Child:
     def __init__(self, *args: str):
         self.proc = subprocess.Popen(
             [sys.executable, "-c", CHILD, *args],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         self.lines: queue.Queue = queue.Queue()
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -213,7 +216,13 @@ def start_holder(redis_url, prefix, name, store, kind, raw, key, write_first=Tru
     """Start the holder child and wait until it holds (and, with `write_first`, has
     written once with its fence); returns (child, its fence, its token)."""
     child = Child(
-        redis_url, prefix, name, store.path, "lock" if kind == "lock" else "rw", TESTS_DIR, str(CHILD_TTL),
+        redis_url,
+        prefix,
+        name,
+        store.path,
+        "lock" if kind == "lock" else "rw",
+        TESTS_DIR,
+        str(CHILD_TTL),
         "1" if write_first else "0",
     )
     try:

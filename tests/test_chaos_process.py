@@ -120,7 +120,9 @@ def test_interpreter_exit_while_holding(redis_url, raw, prefix, how):
     start = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-c", EXIT_SCRIPT, redis_url, prefix, how],
-        capture_output=True, text=True, timeout=30,
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     took = time.monotonic() - start
     assert proc.returncode == 0, proc.stderr
@@ -160,8 +162,13 @@ def test_many_cycles_leave_no_keys_and_no_tasks(client, raw, prefix):
     took = time.monotonic() - start
     assert raw.keys(prefix + "*") == []
     wait_for(lambda: _debug_stats()["watchdogs"] == before, 5, "every watchdog task to end with its hold")
-    record("cycles-auto-renew", holds=10_000, keys_left=len(raw.keys(prefix + "*")),
-           watchdogs_left=_debug_stats()["watchdogs"] - before, holds_per_s=round(10_000 / took, 1))
+    record(
+        "cycles-auto-renew",
+        holds=10_000,
+        keys_left=len(raw.keys(prefix + "*")),
+        watchdogs_left=_debug_stats()["watchdogs"] - before,
+        holds_per_s=round(10_000 / took, 1),
+    )
 
 
 async def test_cancel_at_every_step_leaves_nothing(client, raw, prefix):

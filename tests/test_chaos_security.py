@@ -64,8 +64,9 @@ def round_trip(client: ferrolock.Client, name: str = "tls") -> None:
 
 
 def test_tls_with_ca_file_round_trip(tls_server, certs, prefix):
-    client = ferrolock.Client(f"rediss://127.0.0.1:{tls_server.port}/0", ca_file=certs.ca, prefix=prefix,
-                              connect_timeout=2)
+    client = ferrolock.Client(
+        f"rediss://127.0.0.1:{tls_server.port}/0", ca_file=certs.ca, prefix=prefix, connect_timeout=2
+    )
     assert repr(client).startswith('Client("rediss://127.0.0.1:')
     round_trip(client)
     # The server has no plain port at all, so the lock really went over TLS.
@@ -78,8 +79,9 @@ def test_tls_ca_file_accepts_str_and_pathlike(tls_server, certs, prefix):
 
 
 def test_tls_dns_name_in_san(tls_server, certs, prefix):
-    client = ferrolock.Client(f"rediss://localhost:{tls_server.port}/0", ca_file=certs.ca, prefix=prefix,
-                              connect_timeout=2)
+    client = ferrolock.Client(
+        f"rediss://localhost:{tls_server.port}/0", ca_file=certs.ca, prefix=prefix, connect_timeout=2
+    )
     round_trip(client)
 
 
@@ -108,8 +110,9 @@ def test_tls_wrong_ca_file_is_not_trusted(tls_server, certs, prefix, tmp_path, w
         ca = getattr(certs, which)
     start = time.monotonic()
     with pytest.raises((LockConfigurationError, ValueError)) as info:
-        client = ferrolock.Client(f"rediss://127.0.0.1:{tls_server.port}/0", ca_file=ca, prefix=prefix,
-                                  connect_timeout=5)
+        client = ferrolock.Client(
+            f"rediss://127.0.0.1:{tls_server.port}/0", ca_file=ca, prefix=prefix, connect_timeout=5
+        )
         client.lock("x", ttl=1).acquire(blocking=False)
     assert time.monotonic() - start < 2
     if isinstance(info.value, LockConfigurationError):
@@ -119,7 +122,9 @@ def test_tls_wrong_ca_file_is_not_trusted(tls_server, certs, prefix, tmp_path, w
 def test_tls_host_name_mismatch_rejected(tls_server, certs, prefix):
     """The server listens on 127.0.0.2 too, but its certificate does not name it."""
     with pytest.raises(LockConfigurationError) as info:
-        ferrolock.Client(f"rediss://127.0.0.2:{tls_server.port}/0", ca_file=certs.ca, prefix=prefix, connect_timeout=2).connect()
+        ferrolock.Client(
+            f"rediss://127.0.0.2:{tls_server.port}/0", ca_file=certs.ca, prefix=prefix, connect_timeout=2
+        ).connect()
     msg = str(info.value)
     assert "not valid for name" in msg and "127.0.0.2" in msg, msg
 
@@ -134,8 +139,11 @@ def test_insecure_fragment_skips_every_certificate_check(tls_server, certs, pref
     port = tls_server.port
     round_trip(ferrolock.Client(f"rediss://127.0.0.1:{port}/0#insecure", prefix=prefix, connect_timeout=2))
     round_trip(ferrolock.Client(f"rediss://127.0.0.2:{port}/0#insecure", prefix=prefix, connect_timeout=2))
-    round_trip(ferrolock.Client(f"rediss://127.0.0.1:{port}/0#insecure", ca_file=certs.other_ca, prefix=prefix,
-                                connect_timeout=2))
+    round_trip(
+        ferrolock.Client(
+            f"rediss://127.0.0.1:{port}/0#insecure", ca_file=certs.other_ca, prefix=prefix, connect_timeout=2
+        )
+    )
 
 
 def test_missing_ca_file_is_value_error(tmp_path, prefix):
@@ -160,8 +168,10 @@ def test_ca_file_with_sentinel_url_is_value_error(certs):
 
 def test_tls_to_plain_port_fails_within_connect_timeout(server, certs, prefix):
     """A plain Redis does not answer a TLS ClientHello: no hang, the connect timeout applies."""
-    for url, ca in ((f"rediss://127.0.0.1:{server.port}/0", certs.ca),
-                    (f"rediss://127.0.0.1:{server.port}/0#insecure", None)):
+    for url, ca in (
+        (f"rediss://127.0.0.1:{server.port}/0", certs.ca),
+        (f"rediss://127.0.0.1:{server.port}/0#insecure", None),
+    ):
         start = time.monotonic()
         with pytest.raises(LockConfigurationError) as info:
             ferrolock.Client(url, ca_file=ca, prefix=prefix, connect_timeout=0.5, command_timeout=0.5).connect()
@@ -174,8 +184,9 @@ def test_tls_to_plain_port_fails_within_connect_timeout(server, certs, prefix):
 def test_plain_to_tls_port_fails_fast(tls_server, prefix):
     start = time.monotonic()
     with pytest.raises(LockConfigurationError):
-        client = ferrolock.Client(f"redis://127.0.0.1:{tls_server.port}/0", prefix=prefix, connect_timeout=1,
-                                  command_timeout=1)
+        client = ferrolock.Client(
+            f"redis://127.0.0.1:{tls_server.port}/0", prefix=prefix, connect_timeout=1, command_timeout=1
+        )
         client.lock("x", ttl=1).acquire(blocking=False)
     assert time.monotonic() - start < 1 + 1.0
 
@@ -193,7 +204,19 @@ def test_plain_to_tls_port_fails_fast(tls_server, prefix):
 LOCK_COMMANDS = ["ping", "evalsha", "script|load", "publish", "hmget", "hget", "hset", "pexpire", "pttl", "del", "time"]
 # SUBSCRIBE/UNSUBSCRIBE carry wake-ups to waiters; without them waiters poll.
 LOCK_COMMANDS_RARE = ["hdel", "subscribe", "unsubscribe"]
-RWMUTEX_EXTRA = ["hexists", "get", "set", "exists", "zadd", "zcard", "zcount", "zrange", "zrem", "zremrangebyscore", "zscore"]
+RWMUTEX_EXTRA = [
+    "hexists",
+    "get",
+    "set",
+    "exists",
+    "zadd",
+    "zcard",
+    "zcount",
+    "zrange",
+    "zrem",
+    "zremrangebyscore",
+    "zscore",
+]
 
 
 @pytest.fixture(scope="module")
@@ -263,7 +286,9 @@ def test_acl_user_with_password(acl_server, prefix):
 def test_acl_wrong_credentials(acl_server, prefix, user, password):
     setuser(acl_server, "locker", "on", ">s3cr3t-pw", "~*", "+@all")
     with pytest.raises(LockConfigurationError) as info:
-        ferrolock.Client(f"redis://{user}:{password}@127.0.0.1:{acl_server.port}/0", prefix=prefix, connect_timeout=2).connect()
+        ferrolock.Client(
+            f"redis://{user}:{password}@127.0.0.1:{acl_server.port}/0", prefix=prefix, connect_timeout=2
+        ).connect()
     msg = str(info.value)
     assert "credentials" in msg, msg
     assert password not in msg and password not in repr(info.value)
@@ -314,13 +339,29 @@ def test_acl_minimal_command_set(acl_server, prefix, dropped):
 
 
 def test_acl_rwmutex_command_set(acl_server, prefix):
-    setuser(acl_server, "rwmin", "on", ">pw", f"~{prefix}*", f"&{prefix}*", "-@all",
-            *("+" + c for c in LOCK_COMMANDS + LOCK_COMMANDS_RARE + RWMUTEX_EXTRA))
+    setuser(
+        acl_server,
+        "rwmin",
+        "on",
+        ">pw",
+        f"~{prefix}*",
+        f"&{prefix}*",
+        "-@all",
+        *("+" + c for c in LOCK_COMMANDS + LOCK_COMMANDS_RARE + RWMUTEX_EXTRA),
+    )
     url = f"redis://rwmin:pw@127.0.0.1:{acl_server.port}/0"
     rw_workload(url, prefix)
     # and the Lock commands alone are not enough for an RWMutex
-    setuser(acl_server, "rwless", "on", ">pw", f"~{prefix}*", f"&{prefix}*", "-@all",
-            *("+" + c for c in LOCK_COMMANDS + LOCK_COMMANDS_RARE))
+    setuser(
+        acl_server,
+        "rwless",
+        "on",
+        ">pw",
+        f"~{prefix}*",
+        f"&{prefix}*",
+        "-@all",
+        *("+" + c for c in LOCK_COMMANDS + LOCK_COMMANDS_RARE),
+    )
     with pytest.raises(LockError, match="can't run this command|no permissions"):
         rw_workload(f"redis://rwless:pw@127.0.0.1:{acl_server.port}/0", prefix)
 
@@ -329,7 +370,17 @@ def test_acl_select_needed_for_other_databases(acl_server, prefix):
     setuser(acl_server, "db1", "on", ">pw", f"~{prefix}*", f"&{prefix}*", "-@all", *("+" + c for c in LOCK_COMMANDS))
     with pytest.raises(LockError, match="select"):
         ferrolock.Client(f"redis://db1:pw@127.0.0.1:{acl_server.port}/1", prefix=prefix).connect()
-    setuser(acl_server, "db1", "on", ">pw", f"~{prefix}*", f"&{prefix}*", "-@all", "+select", *("+" + c for c in LOCK_COMMANDS))
+    setuser(
+        acl_server,
+        "db1",
+        "on",
+        ">pw",
+        f"~{prefix}*",
+        f"&{prefix}*",
+        "-@all",
+        "+select",
+        *("+" + c for c in LOCK_COMMANDS),
+    )
     round_trip(ferrolock.Client(f"redis://db1:pw@127.0.0.1:{acl_server.port}/1", prefix=prefix), "db1")
 
 
@@ -474,15 +525,15 @@ def fragments(secret: str, n: int = 6) -> set:
     """Every n-character piece of the secret, raw and percent-encoded."""
     out = set()
     for form in {secret, q(secret), urllib.parse.quote(secret)}:
-        out |= {form[i:i + n] for i in range(len(form) - n + 1)}
+        out |= {form[i : i + n] for i in range(len(form) - n + 1)}
     return out
 
 
 def test_secrets_never_leak(tmp_path):
-    env = dict(os.environ, TESTS_DIR=TESTS_DIR, PW=PASSWORD, WRONG=WRONG, ACL_PW=ACL_PASSWORD,
-               PYTHONPATH=TESTS_DIR)
-    done = subprocess.run([sys.executable, "-c", LEAK_SCRIPT], capture_output=True, text=True, env=env,
-                          timeout=60, cwd=tmp_path)
+    env = dict(os.environ, TESTS_DIR=TESTS_DIR, PW=PASSWORD, WRONG=WRONG, ACL_PW=ACL_PASSWORD, PYTHONPATH=TESTS_DIR)
+    done = subprocess.run(
+        [sys.executable, "-c", LEAK_SCRIPT], capture_output=True, text=True, env=env, timeout=60, cwd=tmp_path
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)
     out = report["outcomes"]
@@ -523,8 +574,11 @@ def test_secrets_never_leak(tmp_path):
     whole = done.stdout + done.stderr
     for secret in (PASSWORD, WRONG, ACL_PASSWORD):
         for piece in fragments(secret):
-            assert piece not in whole, (secret, piece, [t for t in report["texts"] + [r["msg"] for r in records]
-                                                        if piece in t][:3])
+            assert piece not in whole, (
+                secret,
+                piece,
+                [t for t in report["texts"] + [r["msg"] for r in records] if piece in t][:3],
+            )
 
 
 def test_password_at_host_form_with_colon_not_leaked():
@@ -577,7 +631,7 @@ def test_tokens_unique_and_unbiased(client):
 
 
 def wrong_tokens(t: str) -> dict:
-    flip = lambda i: t[:i] + format((int(t[i], 16) + 1) % 16, "x") + t[i + 1:]  # noqa: E731
+    flip = lambda i: t[:i] + format((int(t[i], 16) + 1) % 16, "x") + t[i + 1 :]  # noqa: E731
     cases = {
         "random": secrets.token_hex(16),
         "first char": flip(0),

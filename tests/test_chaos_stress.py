@@ -129,7 +129,7 @@ def overlapping_pairs(holds: list) -> list:
     holds = sorted(holds)
     pairs = []
     for i, a in enumerate(holds):
-        for b in holds[i + 1:]:
+        for b in holds[i + 1 :]:
             if b[0] >= a[1]:
                 break  # sorted by start: nothing later starts inside `a`
             pairs.append((a, b))
@@ -256,8 +256,18 @@ def test_processes_hammer_one_rwmutex(redis_url, prefix, raw, tmp_path, cycles, 
     wall = run_workers(
         _rw_worker,
         lambda i, barrier: (
-            redis_url, prefix, "stress-rw", cycles, counter, str(results[i]), i, barrier, RETRIES[retry], P_WRITE,
-            seed + i, fair,
+            redis_url,
+            prefix,
+            "stress-rw",
+            cycles,
+            counter,
+            str(results[i]),
+            i,
+            barrier,
+            RETRIES[retry],
+            P_WRITE,
+            seed + i,
+            fair,
         ),
         PROCESSES,
         limit=60 + cycles * 0.5,

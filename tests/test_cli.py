@@ -35,7 +35,9 @@ def run(redis_url, prefix, *args, **kw):
 def start(redis_url, prefix, *args, **kw):
     """The console script, left running; its stdout (and CMD's) is a pipe."""
     env = {**os.environ, "REDIS_URL": redis_url, "FERROLOCK_PREFIX": prefix}
-    return subprocess.Popen([FERROLOCK, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **kw)
+    return subprocess.Popen(
+        [FERROLOCK, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **kw
+    )
 
 
 def py(code: str) -> list:
@@ -103,10 +105,14 @@ def test_ls_counts_fair_waiters(redis_url, prefix, client, ferrolock_helpers):
 NON_FAIR = {
     # kind: (a handle that holds the name, one that waits for it)
     "lock": (lambda c: c.lock("busy"), lambda c: c.lock("busy", retry=ferrolock.Retry.fixed(10.0))),
-    "rwmutex": (lambda c: c.rwmutex("busy").write(),
-                lambda c: c.rwmutex("busy").read(retry=ferrolock.Retry.fixed(10.0))),
-    "semaphore": (lambda c: c.semaphore("busy", 1),
-                  lambda c: c.semaphore("busy", 1, retry=ferrolock.Retry.fixed(10.0))),
+    "rwmutex": (
+        lambda c: c.rwmutex("busy").write(),
+        lambda c: c.rwmutex("busy").read(retry=ferrolock.Retry.fixed(10.0)),
+    ),
+    "semaphore": (
+        lambda c: c.semaphore("busy", 1),
+        lambda c: c.semaphore("busy", 1, retry=ferrolock.Retry.fixed(10.0)),
+    ),
 }
 
 WAITING_ELSEWHERE = """
@@ -177,8 +183,9 @@ def test_ls_all_prefixes_lists_every_prefix(redis_url, prefix, raw):
     assert ours(one.scan("job", all_prefixes=True)) == expected
     listed = run(redis_url, f"{prefix}one:", "ls", "job", "--all-prefixes", "--json")
     assert listed.returncode == 0, listed.stderr
-    assert [(s["prefix"], s["name"], s["kind"]) for s in json.loads(listed.stdout)
-            if s["prefix"].startswith(prefix)] == expected
+    assert [
+        (s["prefix"], s["name"], s["kind"]) for s in json.loads(listed.stdout) if s["prefix"].startswith(prefix)
+    ] == expected
     table = run(redis_url, f"{prefix}one:", "ls", "job", "-A")
     lines = table.stdout.splitlines()
     assert lines[0].split()[:2] == ["PREFIX", "NAME"]
@@ -231,7 +238,10 @@ def test_release_asks_on_a_terminal(redis_url, prefix, client, answer, removed):
     try:
         proc = subprocess.Popen(
             [FERROLOCK, "release", "stuck", "--force", "--url", redis_url, "--prefix", prefix],  # options last
-            stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdin=terminal,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         os.write(controller, f"{answer}\n".encode())
         out, _ = proc.communicate(timeout=60)
@@ -260,6 +270,7 @@ def read_until(fd: int, text: str, limit: float = 30) -> str:
 def test_release_removes_only_the_hold_it_showed(redis_url, prefix, client, kind):
     """The holder shown at the prompt releases and another takes the name
     before the operator answers yes: the new hold stays, exit 3 says so."""
+
     def take():
         if kind in ("lock", "fair"):
             handle = client.lock("stuck", fair=kind == "fair", metadata="shown")
@@ -276,7 +287,10 @@ def test_release_removes_only_the_hold_it_showed(redis_url, prefix, client, kind
     try:
         proc = subprocess.Popen(
             [FERROLOCK, "release", "stuck", "--force", "--url", redis_url, "--prefix", prefix],
-            stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdin=terminal,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         prompt = read_until(proc.stdout.fileno(), "[y/N]")
         token = shown.token

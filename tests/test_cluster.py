@@ -19,10 +19,7 @@ from test_fair import WOKEN_WITHIN_MS, hand_over_ms
 
 
 def pubsub_counts(cluster_raw) -> dict:
-    return {
-        cmd: sum(command_calls(raw, cmd) for raw in cluster_raw.nodes.values())
-        for cmd in ("publish", "spublish")
-    }
+    return {cmd: sum(command_calls(raw, cmd) for raw in cluster_raw.nodes.values()) for cmd in ("publish", "spublish")}
 
 
 @pytest.fixture
@@ -236,10 +233,17 @@ def test_waiters_follow_a_slot_migration(cclient, cluster, cluster_raw, prefix):
     finally:
         _move_slot(cluster_raw, slot, dst, src)
     wait_for(lambda: cluster_raw.nodes[src]("EXISTS", key) == 0, 5, "no key left")
-    record("cluster-failover", variant="slot-migration", faults_injected=1,
-           first_acquire_ms=round(first_acquire_ms, 1), resubscribed_ms=round(resubscribed_ms, 1))
-    print(f"slot moved: first acquire {first_acquire_ms:.0f} ms after the move; the waiter subscribed on the "
-          f"new owner {resubscribed_ms:.0f} ms after it")
+    record(
+        "cluster-failover",
+        variant="slot-migration",
+        faults_injected=1,
+        first_acquire_ms=round(first_acquire_ms, 1),
+        resubscribed_ms=round(resubscribed_ms, 1),
+    )
+    print(
+        f"slot moved: first acquire {first_acquire_ms:.0f} ms after the move; the waiter subscribed on the "
+        f"new owner {resubscribed_ms:.0f} ms after it"
+    )
 
 
 def test_ls_finds_names_on_every_master(cclient, cluster, prefix):
@@ -258,8 +262,12 @@ def test_ls_finds_names_on_every_master(cclient, cluster, prefix):
     assert reader.acquire(blocking=False)
     assert [s.name for s in cclient.scan("job:*")] == sorted(names)
     ferrolock_cli = str(Path(sys.executable).parent / "ferrolock")
-    out = subprocess.run([ferrolock_cli, "--url", cluster.url, "--prefix", prefix, "ls", "--json"],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [ferrolock_cli, "--url", cluster.url, "--prefix", prefix, "ls", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     listed = {s["name"]: s for s in json.loads(out.stdout)}
     assert set(listed) == set(names) | {"doc"}
@@ -311,10 +319,12 @@ def test_every_prefix_is_listed_on_every_master(cluster, prefix):
     t.start()
     try:
         wait_for(lambda: two.describe("job:0")[0].waiters == 1, 10, "the waiter's subscription")
-        listed = [(s.prefix, s.name, s.waiters) for s in one.scan("job:*", all_prefixes=True)
-                  if s.prefix.startswith(prefix)]
-        assert listed == ([(f"{prefix}one:", n, 0) for n in names]
-                          + [(f"{prefix}two:", n, int(n == "job:0")) for n in names])
+        listed = [
+            (s.prefix, s.name, s.waiters) for s in one.scan("job:*", all_prefixes=True) if s.prefix.startswith(prefix)
+        ]
+        assert listed == (
+            [(f"{prefix}one:", n, 0) for n in names] + [(f"{prefix}two:", n, int(n == "job:0")) for n in names]
+        )
         assert [s.prefix for s in one.scan("job:*")] == [f"{prefix}one:"] * len(names)
     finally:
         for h in held:

@@ -217,10 +217,17 @@ def test_a_coordinated_failover_keeps_holders_and_waiters(rcluster, fclient, pre
     wake_ms = released_wakes_the_waiter(holder, waiter, t, result, seen)
     assert fclient.lock(name).acquire(blocking=False)
     fclient.force_release(name)
-    record("cluster-failover", variant="coordinated", faults_injected=1, first_acquire_ms=round(ms, 1),
-           wake_ms=round(wake_ms, 1))
-    print(f"coordinated failover: first acquire {ms:.0f} ms after the fault; waiter woken {wake_ms:.0f} ms "
-          "after the release")
+    record(
+        "cluster-failover",
+        variant="coordinated",
+        faults_injected=1,
+        first_acquire_ms=round(ms, 1),
+        wake_ms=round(wake_ms, 1),
+    )
+    print(
+        f"coordinated failover: first acquire {ms:.0f} ms after the fault; waiter woken {wake_ms:.0f} ms "
+        "after the release"
+    )
     rcluster.await_topology()
 
 
@@ -247,8 +254,7 @@ def test_a_killed_master_is_replaced_and_no_hold_is_silently_kept(rcluster, fcli
     wait_for(lambda: rcluster.read_replica(new, "EXISTS", kept_key) == 1, 5, "the replica to copy the first hold")
 
     # Connected (to every node) while the master still takes no password.
-    prober = ferrolock.Client(rcluster.url, prefix=prefix, command_timeout=PROBE_TIMEOUT,
-                              connect_timeout=PROBE_TIMEOUT)
+    prober = ferrolock.Client(rcluster.url, prefix=prefix, command_timeout=PROBE_TIMEOUT, connect_timeout=PROBE_TIMEOUT)
     prober.connect()
     # Cut the replica's link: the master now wants a password the replica
     # lacks (connections already open stay authenticated).
@@ -271,7 +277,8 @@ def test_a_killed_master_is_replaced_and_no_hold_is_silently_kept(rcluster, fcli
         # none waited for its timeout (the recorded figure is the speed).
         assert ms - agreed_ms < 1000 * PROBE_TIMEOUT / 2, (
             f"first acquire {ms:.0f} ms after the fault; promoted at {promoted_ms:.0f}, "
-            f"every node agreed at {agreed_ms:.0f}")
+            f"every node agreed at {agreed_ms:.0f}"
+        )
         wait_for(lambda: rcluster.owner(gone_key) == new, 5, "the other nodes to learn of the new master")
         # The promoted replica never got the second hold: another handle can take it now.
         assert rcluster.raw(new)("EXISTS", gone_key) == 0
@@ -286,8 +293,11 @@ def test_a_killed_master_is_replaced_and_no_hold_is_silently_kept(rcluster, fcli
             gone.release()
 
         # The copied hold renews on the new master; its waiter moved there.
-        wait_for(lambda: shard_subscribers(rcluster, new, f"{kept_key}:wake") == 1, 5,
-                 f"the subscription on the new shard (waiter: {result})")
+        wait_for(
+            lambda: shard_subscribers(rcluster, new, f"{kept_key}:wake") == 1,
+            5,
+            f"the subscription on the new shard (waiter: {result})",
+        )
         kept.extend()
         assert rcluster.raw(new)("HGET", kept_key, "token").decode() == kept.token
         assert not kept.lost and kept_lost.calls == 0
@@ -298,12 +308,21 @@ def test_a_killed_master_is_replaced_and_no_hold_is_silently_kept(rcluster, fcli
     finally:
         prober.close()
         rcluster.restart(old)  # it rejoins as a replica of the new master
-    record("cluster-failover", variant="sigkill", faults_injected=1, first_acquire_ms=round(ms, 1),
-           promoted_ms=round(promoted_ms, 1), agreed_ms=round(agreed_ms, 1), wake_ms=round(wake_ms, 1),
-           lost_reported_after_ms=round(1000 * lost_after, 1))
-    print(f"master killed: replica promoted {promoted_ms:.0f} ms after the fault, every node agreed at "
-          f"{agreed_ms:.0f} ms, first acquire at {ms:.0f} ms; "
-          f"the uncopied hold reported lost at {1000 * lost_after:.0f} ms; waiter woken {wake_ms:.0f} ms after "
-          "the release")
+    record(
+        "cluster-failover",
+        variant="sigkill",
+        faults_injected=1,
+        first_acquire_ms=round(ms, 1),
+        promoted_ms=round(promoted_ms, 1),
+        agreed_ms=round(agreed_ms, 1),
+        wake_ms=round(wake_ms, 1),
+        lost_reported_after_ms=round(1000 * lost_after, 1),
+    )
+    print(
+        f"master killed: replica promoted {promoted_ms:.0f} ms after the fault, every node agreed at "
+        f"{agreed_ms:.0f} ms, first acquire at {ms:.0f} ms; "
+        f"the uncopied hold reported lost at {1000 * lost_after:.0f} ms; waiter woken {wake_ms:.0f} ms after "
+        "the release"
+    )
     layout = rcluster.await_topology()
     assert layout[new] == [old]

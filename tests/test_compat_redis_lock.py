@@ -53,8 +53,15 @@ def redis_lock(request):
 
 
 def test_the_exceptions_are_python_redis_locks_own():
-    for name in ("AlreadyAcquired", "NotAcquired", "AlreadyStarted", "TimeoutNotUsable", "InvalidTimeout",
-                 "TimeoutTooLarge", "NotExpirable"):
+    for name in (
+        "AlreadyAcquired",
+        "NotAcquired",
+        "AlreadyStarted",
+        "TimeoutNotUsable",
+        "InvalidTimeout",
+        "TimeoutTooLarge",
+        "NotExpirable",
+    ):
         assert getattr(compat_redis_lock, name) is getattr(real_redis_lock, name)
 
 
@@ -283,8 +290,9 @@ def test_reset_signalizes(redis_lock, conn, n):
     lock = redis_lock.Lock(conn, n)
     lock.acquire()
     got = []
-    waiter = threading.Thread(target=lambda: got.append(
-        redis_lock.Lock(redis.StrictRedis(connection_pool=conn.connection_pool), n).acquire()))
+    waiter = threading.Thread(
+        target=lambda: got.append(redis_lock.Lock(redis.StrictRedis(connection_pool=conn.connection_pool), n).acquire())
+    )
     waiter.start()
     wait_for(lambda: _blocked_on(conn, "lock-signal:" + n), 10, "the waiter to block on the signal list")
     lock.reset()
@@ -332,8 +340,9 @@ def test_a_waiter_is_woken_by_the_other_librarys_release(conn, n, patient, holde
     assert holder.acquire(blocking=False)
     got = []
     waiter_conn = redis.StrictRedis(connection_pool=conn.connection_pool)
-    thread = threading.Thread(target=lambda: got.append(module[waiter_kind].Lock(waiter_conn, n).acquire()),
-                              daemon=True)
+    thread = threading.Thread(
+        target=lambda: got.append(module[waiter_kind].Lock(waiter_conn, n).acquire()), daemon=True
+    )
     thread.start()
     wait_for(lambda: _blocked_on(conn, "lock-signal:" + n), 10, "the waiter to block on the signal list")
     holder.release()
@@ -362,9 +371,15 @@ CONTENDER = textwrap.dedent("""
 
 
 def test_old_and_new_processes_never_hold_at_once(redis_url, conn, n):
-    procs = [subprocess.Popen([sys.executable, "-c", CONTENDER, kind, redis_url, n, "25"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for kind in ("old", "new", "old", "new")]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CONTENDER, kind, redis_url, n, "25"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for kind in ("old", "new", "old", "new")
+    ]
     outs = [p.communicate(timeout=120) for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0, err[-2000:]

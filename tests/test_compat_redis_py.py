@@ -427,8 +427,9 @@ def test_a_compat_waiter_gets_the_lock_when_a_redis_py_holder_releases(r, name):
     old = redis.lock.Lock(r, name, timeout=30)
     assert old.acquire(blocking=False)
     got = []
-    waiter = threading.Thread(target=lambda: got.append(Lock(r, name, timeout=30, sleep=0.02).acquire(
-        blocking_timeout=60)))
+    waiter = threading.Thread(
+        target=lambda: got.append(Lock(r, name, timeout=30, sleep=0.02).acquire(blocking_timeout=60))
+    )
     waiter.start()
     wait_for(lambda: ferrolock._ferrolock._debug_stats()["waiters"] > 0, 10, "the waiter to wait")
     assert not got
@@ -442,9 +443,13 @@ def test_a_redis_py_waiter_gets_the_lock_when_a_compat_holder_releases(r, name):
     new = Lock(r, name, timeout=30)
     assert new.acquire(blocking=False)
     got = []
-    waiter = threading.Thread(target=lambda: got.append(
-        redis.lock.Lock(redis.Redis(connection_pool=r.connection_pool), name, timeout=30, sleep=0.02)
-        .acquire(blocking_timeout=60)))
+    waiter = threading.Thread(
+        target=lambda: got.append(
+            redis.lock.Lock(redis.Redis(connection_pool=r.connection_pool), name, timeout=30, sleep=0.02).acquire(
+                blocking_timeout=60
+            )
+        )
+    )
     waiter.start()
     assert not got
     new.release()
@@ -529,9 +534,15 @@ def test_old_and_new_processes_never_hold_at_once(redis_url, r, name, mode):
     """A rolling deploy: processes of redis-py's Lock and of the compat Lock
     contend for one name; the critical section counts who is inside."""
     rounds = 25
-    procs = [subprocess.Popen([sys.executable, "-c", CONTENDER, kind, mode, redis_url, name, str(rounds)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for kind in ("old", "new", "old", "new")]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CONTENDER, kind, mode, redis_url, name, str(rounds)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for kind in ("old", "new", "old", "new")
+    ]
     outs = [p.communicate(timeout=120) for p in procs]
     r.delete(name + ":inside")
     for p, (out, err) in zip(procs, outs):
@@ -653,8 +664,9 @@ def test_the_command_line_shows_a_plain_hold(redis_url, r, name):
     ferrolock_cli = str(Path(sys.executable).parent / "ferrolock")
 
     def inspect(*args):
-        return subprocess.run([ferrolock_cli, "--url", redis_url, "inspect", name, *args], capture_output=True,
-                              text=True, timeout=60)
+        return subprocess.run(
+            [ferrolock_cli, "--url", redis_url, "inspect", name, *args], capture_output=True, text=True, timeout=60
+        )
 
     old = redis.lock.Lock(r, name, timeout=30)
     assert old.acquire(blocking=False)

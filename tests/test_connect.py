@@ -219,8 +219,9 @@ def test_a_closed_client_refuses_every_use(redis_url, prefix):
 def test_a_quorum_connects_at_first_use_and_closes(server, prefix):
     """Two URLs of one server in a quorum: refused at the first use (made without I/O)."""
     base = server.url
-    quorum = ferrolock.Client([base, base.rsplit("/", 1)[0] + "/1", f"redis://127.0.0.1:{free_port()}/0"],
-                              prefix=prefix, connect_timeout=0.5)
+    quorum = ferrolock.Client(
+        [base, base.rsplit("/", 1)[0] + "/1", f"redis://127.0.0.1:{free_port()}/0"], prefix=prefix, connect_timeout=0.5
+    )
     with pytest.raises(LockConfigurationError, match="same server|twice|one server"):
         quorum.lock("q").acquire(blocking=False)
     quorum.close()

@@ -193,6 +193,7 @@ def test_cancel_at_each_step_under_each_loop(loop, client, raw, prefix):
 
 def test_loops_one_after_another_on_one_thread(client):
     """Each loop gets its own wake-up socket; a closed loop's is let go."""
+
     async def main():
         lock = client.lock("seq")
         assert await lock.aacquire()

@@ -77,11 +77,14 @@ if lock_tests is not None:
             yield
             assert locks.made or _skipped(self, request), "the test made no ferrolock lock"
 
-    _skip(TestThreadingLockContract, {
-        "test_repr": f"{INTERNALS}: the repr format",
-        "test_locked_repr": f"{INTERNALS}: the repr format",
-        "test_at_fork_reinit": f"{INTERNALS}: _at_fork_reinit",
-    })
+    _skip(
+        TestThreadingLockContract,
+        {
+            "test_repr": f"{INTERNALS}: the repr format",
+            "test_locked_repr": f"{INTERNALS}: the repr format",
+            "test_at_fork_reinit": f"{INTERNALS}: _at_fork_reinit",
+        },
+    )
 
 else:
 
@@ -132,14 +135,17 @@ if asyncio_lock_tests is not None:
             refuses = request.node.name == "test_lock_doesnt_accept_loop_parameter"  # before making one
             assert locks.made or refuses or _skipped(self, request), "the test made no ferrolock lock"
 
-    _skip(TestAsyncioLockContract, {
-        "test_repr": f"{INTERNALS}: the repr format",
-        "test_acquire_cancel": f"{INTERNALS}: the _waiters deque",
-        "test_cancel_race": f"{INTERNALS}: the _waiters deque",
-        "test_finished_waiter_cancelled": f"{INTERNALS}: the _waiters deque",
-        "test_acquire": SAME_STEP,
-        "test_cancel_release_race": SAME_STEP,
-    })
+    _skip(
+        TestAsyncioLockContract,
+        {
+            "test_repr": f"{INTERNALS}: the repr format",
+            "test_acquire_cancel": f"{INTERNALS}: the _waiters deque",
+            "test_cancel_race": f"{INTERNALS}: the _waiters deque",
+            "test_finished_waiter_cancelled": f"{INTERNALS}: the _waiters deque",
+            "test_acquire": SAME_STEP,
+            "test_cancel_release_race": SAME_STEP,
+        },
+    )
 
 else:
 

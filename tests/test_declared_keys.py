@@ -51,7 +51,7 @@ def unquote(text: str) -> bytes:
             out += text[i].encode()
             i += 1
         elif text[i + 1] == "x":
-            out.append(int(text[i + 2:i + 4], 16))
+            out.append(int(text[i + 2 : i + 4], 16))
             i += 4
         else:
             out += simple[text[i + 1]]
@@ -89,8 +89,11 @@ class Monitor:
         """Every command seen so far (up to a marker sent now), and no more reading."""
         self.server.command("ECHO", MARK)
         marker = [b"echo", MARK.encode()]
-        wait_for(lambda: any([args[0].lower(), *args[1:]] == marker for _, args in list(self.seen) if args),
-                 30, "MONITOR to see the marker")
+        wait_for(
+            lambda: any([args[0].lower(), *args[1:]] == marker for _, args in list(self.seen) if args),
+            30,
+            "MONITOR to see the marker",
+        )
         self.conn.sock.shutdown(socket.SHUT_RDWR)
         self.thread.join(30)
         self.conn.close()
@@ -147,7 +150,7 @@ def undeclared(runs: list, keys_of: KeysOf) -> list:
     wrong = []
     for call, commands in runs:
         numkeys = int(call[2])
-        declared = set(call[3:3 + numkeys])
+        declared = set(call[3 : 3 + numkeys])
         sha = call[1].decode() if call[0].lower().startswith(b"evalsha") else hashlib.sha1(call[1]).hexdigest()
         for args in commands:
             for k in keys_of(args):
@@ -247,8 +250,12 @@ def drive(url: str, prefix: str) -> None:
     signalled.reset()
     conn.close()
     # The operator's tools: describe, scan, force release (every kind).
-    held = [client.lock("lock"), client.rwmutex("rw").write(), client.semaphore("sem-False", 1),
-            client.lock("fair", fair=True)]
+    held = [
+        client.lock("lock"),
+        client.rwmutex("rw").write(),
+        client.semaphore("sem-False", 1),
+        client.lock("fair", fair=True),
+    ]
     for h in held:
         h.acquire()
     reader = client.rwmutex("frw", fair=True).read()
@@ -295,11 +302,14 @@ def test_every_script_touches_only_the_keys_it_declares(monitored, prefix):
     wrong = undeclared(runs, KeysOf(servers[0]))
     assert not wrong, f"scripts touched keys they did not declare: {wrong}"
     texts = loaded_scripts(seen)
-    ran = {call[1].decode() if call[0].lower().startswith(b"evalsha") else hashlib.sha1(call[1]).hexdigest()
-           for call, _ in runs}
+    ran = {
+        call[1].decode() if call[0].lower().startswith(b"evalsha") else hashlib.sha1(call[1]).hexdigest()
+        for call, _ in runs
+    }
     ran_texts = [texts[sha] for sha in ran if sha in texts]
-    missed = [name for name, source in steps().items()
-              if not any(t.rstrip().endswith(source.rstrip()) for t in ran_texts)]
+    missed = [
+        name for name, source in steps().items() if not any(t.rstrip().endswith(source.rstrip()) for t in ran_texts)
+    ]
     assert not missed, f"steps of lua/ the drive did not run (drive them in this test): {missed}"
 
 

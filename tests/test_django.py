@@ -30,18 +30,30 @@ TTL = 3.0  # the guarded commands' ttl (tests/django_project/jobs/management/com
 
 def project_env(url: str, prefix: str, **extra: str) -> dict:
     """The environment of a manage.py run of the test project against `url`."""
-    return {**os.environ, "DJANGO_SETTINGS_MODULE": "project.settings", "FERROLOCK_DJANGO_URL": url,
-            "FERROLOCK_DJANGO_PREFIX": prefix, **extra}
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "FERROLOCK_DJANGO_URL": url,
+        "FERROLOCK_DJANGO_PREFIX": prefix,
+        **extra,
+    }
 
 
 def manage(*args: str, env: dict, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=PROJECT, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=PROJECT, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def start(*args: str, env: dict) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "manage.py", *args], cwd=PROJECT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "manage.py", *args],
+        cwd=PROJECT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def dead_url() -> str:
@@ -53,8 +65,14 @@ def dead_url() -> str:
 
 
 def test_the_projects_tests_pass_under_djangos_test_runner(redis_url, prefix, client):
-    run = subprocess.run([sys.executable, "-m", "django", "test", "-v", "2"], cwd=PROJECT,
-                         env=project_env(redis_url, prefix), capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-m", "django", "test", "-v", "2"],
+        cwd=PROJECT,
+        env=project_env(redis_url, prefix),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     ran = re.search(r"^Ran (\d+) tests? in", run.stderr, re.M)
     assert ran and int(ran.group(1)) >= 11, run.stderr
@@ -130,9 +148,11 @@ def test_two_runs_at_once_one_runs_the_other_stops_naming_the_holder(redis_url, 
         gate.touch()
         out, err = first.communicate(timeout=60)
     assert second.returncode == 1, second.stdout + second.stderr
-    assert re.search(r"CommandError: nightly is already running \(lock 'django:command:nightly' held by "
-                     rf"manage.py nightly on .+, pid {first.pid}, since \S+\); this run did not start\.",
-                     second.stderr), second.stderr
+    assert re.search(
+        r"CommandError: nightly is already running \(lock 'django:command:nightly' held by "
+        rf"manage.py nightly on .+, pid {first.pid}, since \S+\); this run did not start\.",
+        second.stderr,
+    ), second.stderr
     assert "ran in pid" not in second.stdout
     assert first.returncode == 0, out + err
     assert f"ran in pid {first.pid}" in out
@@ -140,8 +160,9 @@ def test_two_runs_at_once_one_runs_the_other_stops_naming_the_holder(redis_url, 
 
 
 def test_a_run_asked_to_wait_starts_when_the_run_in_progress_ends(server, prefix, tmp_path):
-    holder = ferrolock.Client(server.url, prefix=prefix).lock(NIGHTLY, ttl=120.0, auto_renew=False,
-                                                              metadata="the run in progress")
+    holder = ferrolock.Client(server.url, prefix=prefix).lock(
+        NIGHTLY, ttl=120.0, auto_renew=False, metadata="the run in progress"
+    )
     assert holder.acquire(blocking=False)
     tried = script_calls(server)  # the holder sends no renewal: any script from now on is the waiter's
     waiting = start("nightly_waits", env=project_env(server.url, prefix))

@@ -43,10 +43,13 @@ def blocks(path: Path):
             i += 1
             continue
         indent, fence, info = m.groups()
-        end = next(j for j in range(i + 1, len(lines)) if lines[j].strip().startswith(fence)
-                   and not lines[j].strip()[len(fence):].strip())
+        end = next(
+            j
+            for j in range(i + 1, len(lines))
+            if lines[j].strip().startswith(fence) and not lines[j].strip()[len(fence) :].strip()
+        )
         before = next((lines[k].strip() for k in range(i - 1, -1, -1) if lines[k].strip()), "")
-        code = textwrap.dedent("\n".join(lines[i + 1:end]))
+        code = textwrap.dedent("\n".join(lines[i + 1 : end]))
         yield i + 1, info, code, bool(NOT_RUN.match(before))
         i = end + 1
 
@@ -66,7 +69,7 @@ def test_every_page_was_read():
 
 def test_indented_blocks_are_found(tmp_path):
     page = tmp_path / "page.md"
-    page.write_text("=== \"tab\"\n\n    ```python\n    x = 1\n    if x:\n        pass\n    ```\n")
+    page.write_text('=== "tab"\n\n    ```python\n    x = 1\n    if x:\n        pass\n    ```\n')
     assert list(blocks(page)) == [(3, "python", "x = 1\nif x:\n    pass", False)]
 
 
@@ -74,8 +77,13 @@ def test_indented_blocks_are_found(tmp_path):
 def test_example_runs(path, line, info, code, _, redis_url, raw, tmp_path):
     assert EXAMPLE_URL in code, f"{path}:{line}: an example should connect to {EXAMPLE_URL}"
     before = set(raw.keys("*"))
-    run = subprocess.run([sys.executable, "-c", code.replace(EXAMPLE_URL, redis_url)], capture_output=True,
-                         text=True, timeout=60, cwd=tmp_path)
+    run = subprocess.run(
+        [sys.executable, "-c", code.replace(EXAMPLE_URL, redis_url)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert run.returncode == 0, f"{path}:{line} failed:\n{run.stdout}\n{run.stderr}"
 
     def left() -> list:

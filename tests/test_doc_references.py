@@ -46,15 +46,19 @@ def references():
                 last_file = file.removeprefix("tests/")
             elif not m.group().startswith("::"):
                 last_file = None
-            if name.endswith("_py") or text[m.end("name"):m.end("name") + 3] == ".py":
+            if name.endswith("_py") or text[m.end("name") : m.end("name") + 3] == ".py":
                 continue  # a module named in prose (`test_x.py`), checked as a path below
             yield rel, name, last_file if m.group().startswith("::") or file else None
 
 
 def test_every_named_test_file_exists():
-    missing = sorted({(page, path) for page, path, _ in references()
-                      if path.startswith("tests/") and not (ROOT / path).exists()
-                      and not (ROOT / (path + ".py")).exists()})
+    missing = sorted(
+        {
+            (page, path)
+            for page, path, _ in references()
+            if path.startswith("tests/") and not (ROOT / path).exists() and not (ROOT / (path + ".py")).exists()
+        }
+    )
     assert not missing, missing
 
 
@@ -80,9 +84,11 @@ def test_a_renamed_test_would_be_caught():
 
 
 def test_every_cited_source_path_exists():
-    cited = {(page.relative_to(ROOT).as_posix(), m.group())
-             for page in [*PAGES, ROOT / "lua" / "README.md"]
-             for m in SOURCE.finditer(CODE.sub("", page.read_text(encoding="utf-8")))}
+    cited = {
+        (page.relative_to(ROOT).as_posix(), m.group())
+        for page in [*PAGES, ROOT / "lua" / "README.md"]
+        for m in SOURCE.finditer(CODE.sub("", page.read_text(encoding="utf-8")))
+    }
     assert cited, "no source path found: the pattern is wrong"
     missing = sorted((page, path) for page, path in cited if not (ROOT / path).exists())
     assert not missing, missing

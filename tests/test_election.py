@@ -99,8 +99,12 @@ CHILD = textwrap.dedent(
 
 def test_a_dead_leader_is_replaced_within_its_ttl(client, redis_url, prefix):
     ttl = 1.0
-    p = subprocess.Popen([sys.executable, "-c", CHILD, redis_url, prefix, str(ttl)],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-c", CHILD, redis_url, prefix, str(ttl)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = p.stdout.readline().split()
         assert line[0] == "leading"
@@ -183,5 +187,5 @@ def test_leader_repr_is_pythons(client):
     with e.campaign("it's") as term:
         leader = e.leader()
         text = repr(leader)
-        assert text == f"Leader(value=\"it's\", term={term.number}, ttl={leader.ttl!r})"
+        assert text == f'Leader(value="it\'s", term={term.number}, ttl={leader.ttl!r})'
         assert "Some(" not in text and isinstance(leader.ttl, float)

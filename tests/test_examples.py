@@ -15,7 +15,12 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 @pytest.mark.parametrize("script", ["limit_api_calls.py", "leader_cron.py"])
 def test_example_runs(script, redis_url):
-    done = subprocess.run([sys.executable, str(EXAMPLES / script)], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "REDIS_URL": redis_url})
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "REDIS_URL": redis_url},
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip().endswith("OK"), done.stdout

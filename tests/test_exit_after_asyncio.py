@@ -35,7 +35,8 @@ RUNS = 30
 @pytest.mark.slow
 def test_exit_right_after_asyncio_is_clean(redis_url, prefix, raw):
     for run in range(RUNS):
-        done = subprocess.run([sys.executable, "-c", PROGRAM, redis_url, prefix], capture_output=True, text=True,
-                              timeout=30)
+        done = subprocess.run(
+            [sys.executable, "-c", PROGRAM, redis_url, prefix], capture_output=True, text=True, timeout=30
+        )
         assert done.returncode == 0 and done.stderr == "", f"run {run + 1}: exit code {done.returncode}\n{done.stderr}"
     assert raw.keys(prefix + "*") == []

@@ -38,11 +38,12 @@ def queue_len(raw, prefix) -> int:
     return raw("ZCARD", f"{prefix}{{q}}:q")
 
 
-
 def spawn(redis_url, prefix, ttl=5.0):
     p = subprocess.Popen(
         [sys.executable, "-c", CHILD, redis_url, prefix, str(ttl)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert p.stdout.readline().strip() == "waiting"
     return p
@@ -74,7 +75,7 @@ def test_fifo_across_processes_and_no_barging(client, raw, redis_url, prefix):
             line = child.stdout.readline().split()
             assert line[0] == "got", line
             fences.append(int(line[2]))
-            for later in children[i + 1:]:
+            for later in children[i + 1 :]:
                 assert later.poll() is None
             child.stdin.write("\n")
             child.stdin.flush()

@@ -94,7 +94,8 @@ class Waiters:
         self.flag.write_bytes(b"\0")
         self.proc = subprocess.Popen(
             [sys.executable, "-c", WAITERS, redis_url, prefix, kind, "1" if hog else "0", str(self.flag)],
-            stdout=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE,
+            text=True,
         )
 
     def expect(self, line: str) -> None:
@@ -111,7 +112,7 @@ class Waiters:
         out, _ = self.proc.communicate(timeout=120)
         assert self.proc.returncode == 0, out
         words = out.split()
-        return [int(w) for w in words[words.index("order") + 1:]]
+        return [int(w) for w in words[words.index("order") + 1 :]]
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -159,7 +160,6 @@ def test_a_stopped_process_loses_its_place_and_queues_again(client, redis_url, p
 
         def behind():
             got["ok"] = later.acquire(timeout=60)
-
 
         t = threading.Thread(target=behind)
         t.start()

@@ -41,7 +41,9 @@ def queued(raw, prefix) -> int:
 def spawn(redis_url, prefix, side, ttl=5.0):
     p = subprocess.Popen(
         [sys.executable, "-c", CHILD, redis_url, prefix, side, str(ttl)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert p.stdout.readline().strip() == "waiting"
     return p

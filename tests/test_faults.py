@@ -264,9 +264,7 @@ def test_connect_to_silent_listener_times_out():
         port = blackhole.getsockname()[1]
         start = time.monotonic()
         with pytest.raises(LockConnectionError):
-            c = ferrolock.Client(
-                f"redis://127.0.0.1:{port}/0", connect_timeout=0.5, command_timeout=0.5
-            )
+            c = ferrolock.Client(f"redis://127.0.0.1:{port}/0", connect_timeout=0.5, command_timeout=0.5)
             c.lock("x").acquire()
         assert time.monotonic() - start < 1.5
 
@@ -490,7 +488,9 @@ def _start_blocked_child(server, script: str, prefix: str, mode: str) -> subproc
     retrying on the busy lock (seen in the server's script call count)."""
     child = subprocess.Popen(
         [sys.executable, "-c", script, server.url, prefix, mode],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         assert child.stdout.readline().strip() == "waiting"

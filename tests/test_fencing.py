@@ -210,9 +210,12 @@ class Order(Base):
 
 ORDERS = Order.__table__
 ITEMS = sa.Table(  # a composite key and a fence column of another name
-    "items", Base.metadata,
-    sa.Column("order_id", sa.Integer, primary_key=True), sa.Column("line", sa.Integer, primary_key=True),
-    sa.Column("qty", sa.Integer), sa.Column("version", sa.BigInteger),
+    "items",
+    Base.metadata,
+    sa.Column("order_id", sa.Integer, primary_key=True),
+    sa.Column("line", sa.Integer, primary_key=True),
+    sa.Column("qty", sa.Integer),
+    sa.Column("version", sa.BigInteger),
 )
 
 
@@ -340,8 +343,9 @@ def test_postgresql_refuses_a_lower_fence(pg_engine, client):
     assert row(pg_engine, id=1) == (1, "paid", fence)
 
 
-@pytest.mark.parametrize("isolation, refusal", [("READ COMMITTED", StaleFence),
-                                                ("REPEATABLE READ", sa.exc.OperationalError)])
+@pytest.mark.parametrize(
+    "isolation, refusal", [("READ COMMITTED", StaleFence), ("REPEATABLE READ", sa.exc.OperationalError)]
+)
 def test_postgresql_orders_two_racing_writers_by_fence(pg_engine, isolation, refusal):
     """The later fence's UPDATE holds the row; the earlier one waits for it,
     then re-checks its WHERE on the committed row (READ COMMITTED: refused,
@@ -364,9 +368,17 @@ def test_postgresql_orders_two_racing_writers_by_fence(pg_engine, isolation, ref
         racer.start()
         # AUTOCOMMIT: pg_stat_activity is a snapshot taken once per transaction
         with pg_engine.connect().execution_options(isolation_level="AUTOCOMMIT") as watch:
-            wait_for(lambda: outcome or watch.execute(sa.text(
-                "SELECT wait_event_type FROM pg_stat_activity WHERE application_name = 'fence-99'")).scalar() == "Lock",
-                30, "the earlier fence's UPDATE to wait for the row")
+            wait_for(
+                lambda: (
+                    outcome
+                    or watch.execute(
+                        sa.text("SELECT wait_event_type FROM pg_stat_activity WHERE application_name = 'fence-99'")
+                    ).scalar()
+                    == "Lock"
+                ),
+                30,
+                "the earlier fence's UPDATE to wait for the row",
+            )
     racer.join(30)
     assert len(outcome) == 1 and isinstance(outcome[0], refusal), outcome
     assert row(pg_engine, id=1) == (1, "by 100", 100)
@@ -388,8 +400,13 @@ def test_the_package_imports_without_the_extras_and_each_guard_names_its_extra()
                 raise AssertionError(module + " imported")
         """
     )
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     assert run.returncode == 0, run.stderr
 
 
@@ -442,7 +459,11 @@ class Holder:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
         self.proc = subprocess.Popen(
             [sys.executable, "-c", HOLDER, role, redis_url, prefix, str(ttl), store, target],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
         )
         self.lines: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()

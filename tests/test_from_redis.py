@@ -27,8 +27,16 @@ def held_in(r, prefix: str, name: str) -> bool:
 
 def test_host_port_database_and_password(prefix):
     with RedisServer(password="s3cret/pw") as server:
-        r = redis.Redis(host="127.0.0.1", port=server.port, db=3, password="s3cret/pw", socket_timeout=2.5,
-                        socket_connect_timeout=1.5, decode_responses=True, health_check_interval=30)
+        r = redis.Redis(
+            host="127.0.0.1",
+            port=server.port,
+            db=3,
+            password="s3cret/pw",
+            socket_timeout=2.5,
+            socket_connect_timeout=1.5,
+            decode_responses=True,
+            health_check_interval=30,
+        )
         client = ferrolock.Client.from_redis(r, prefix=prefix)
         assert repr(client).startswith(f'Client("redis://127.0.0.1:{server.port}/3"') and "s3cret" not in repr(client)
         with client.lock("db3", ttl=5):
@@ -69,8 +77,11 @@ def test_client_name_is_carried_over(prefix):
     with RedisServer() as server:
         r = redis.Redis(port=server.port, client_name="billing-worker")
         with ferrolock.Client.from_redis(r, prefix=prefix).lock("named", ttl=5):
-            names = [line for line in server.command("CLIENT", "LIST").decode().splitlines()
-                     if " name=billing-worker " in line]
+            names = [
+                line
+                for line in server.command("CLIENT", "LIST").decode().splitlines()
+                if " name=billing-worker " in line
+            ]
             assert names, "ferrolock's connection is named as redis-py's"
 
 
@@ -98,16 +109,27 @@ def test_tls_without_checking_the_certificate(tls, prefix):
     r = redis.Redis(port=server.port, ssl=True, ssl_cert_reqs=ssl.CERT_NONE, password="tls-pw")
     with ferrolock.Client.from_redis(r, prefix=prefix).lock("insecure", ttl=5):
         pass
-    r = redis.Redis(host="localhost", port=server.port, ssl=True, ssl_ca_certs=str(certs.ca),
-                    ssl_check_hostname=False, password="tls-pw")
+    r = redis.Redis(
+        host="localhost",
+        port=server.port,
+        ssl=True,
+        ssl_ca_certs=str(certs.ca),
+        ssl_check_hostname=False,
+        password="tls-pw",
+    )
     with ferrolock.Client.from_redis(r, prefix=prefix).lock("no-hostname-check", ttl=5):
         pass
 
 
-@pytest.mark.parametrize("setting, value", [
-    ("credential_provider", object()), ("ssl_password", "pw"), ("ssl_ca_data", "-----BEGIN CERTIFICATE-----"),
-    ("redis_connect_func", print),
-])
+@pytest.mark.parametrize(
+    "setting, value",
+    [
+        ("credential_provider", object()),
+        ("ssl_password", "pw"),
+        ("ssl_ca_data", "-----BEGIN CERTIFICATE-----"),
+        ("redis_connect_func", print),
+    ],
+)
 def test_what_cannot_be_carried_over_is_refused_by_name(setting, value):
     kwargs = {setting: value}
     if setting.startswith("ssl_"):
@@ -130,8 +152,12 @@ def sentinel_deployment():
 
 def test_a_sentinel_master_for_client(sentinel_deployment, prefix):
     d = sentinel_deployment
-    sentinel = Sentinel([("127.0.0.1", s.port) for s in d.sentinels], username=APP[0], password=APP[1],
-                        sentinel_kwargs={"username": WATCHER[0], "password": WATCHER[1]})
+    sentinel = Sentinel(
+        [("127.0.0.1", s.port) for s in d.sentinels],
+        username=APP[0],
+        password=APP[1],
+        sentinel_kwargs={"username": WATCHER[0], "password": WATCHER[1]},
+    )
     r = sentinel.master_for(SERVICE, db=0)
     client = ferrolock.Client.from_redis(r, prefix=prefix)
     assert "redis+sentinel://" in repr(client) and WATCHER[1] not in repr(client)

@@ -233,7 +233,9 @@ class Child:
     def __init__(self, url: str, prefix: str, lib: str, scenario: str, kind: str):
         self.p = subprocess.Popen(
             [sys.executable, "-c", CHILD, url, prefix, lib, scenario, kind],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         self.lines: queue.Queue = queue.Queue()
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -291,8 +293,19 @@ def child(redis_url, prefix, raw, lib):
     assert raw.keys(prefix + "*") == [], "left behind in Redis"
 
 
-KINDS = ["lock", "fair-lock", "rlock", "read", "write", "fair-write", "semaphore", "fair-semaphore",
-         "multi-lock", "election", "with"]
+KINDS = [
+    "lock",
+    "fair-lock",
+    "rlock",
+    "read",
+    "write",
+    "fair-write",
+    "semaphore",
+    "fair-semaphore",
+    "multi-lock",
+    "election",
+    "with",
+]
 
 
 def test_two_greenlets_contend_a_lock_without_timeout(child):
@@ -417,9 +430,24 @@ def test_a_gunicorn_gevent_worker_answers_while_a_request_waits(client, raw, red
     assert holder.acquire()
     env = {**os.environ, "FERROLOCK_TEST_URL": redis_url, "FERROLOCK_TEST_PREFIX": prefix}
     server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-k", "gevent", "-w", "1", "-b", f"127.0.0.1:{port}",
-         "--chdir", str(tmp_path), "app:app"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "-k",
+            "gevent",
+            "-w",
+            "1",
+            "-b",
+            f"127.0.0.1:{port}",
+            "--chdir",
+            str(tmp_path),
+            "app:app",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     base = f"http://127.0.0.1:{port}"
 

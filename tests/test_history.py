@@ -27,8 +27,16 @@ SLACK = 100 * MS
 
 def granted(w, seq, t_ms, names=("a",), kind="lock", fence=None, ttl=1.0, pid=1, token=None):
     return {
-        "w": w, "seq": seq, "pid": pid, "ev": "granted", "t": t_ms * MS, "kind": kind, "names": list(names),
-        "ttl": ttl, "fence": fence, "token": token or f"{w}-{seq}",
+        "w": w,
+        "seq": seq,
+        "pid": pid,
+        "ev": "granted",
+        "t": t_ms * MS,
+        "kind": kind,
+        "names": list(names),
+        "ttl": ttl,
+        "fence": fence,
+        "token": token or f"{w}-{seq}",
     }
 
 
@@ -102,8 +110,11 @@ def test_a_multi_lock_hold_counts_on_each_of_its_names():
 def test_a_grant_never_confirmed_valid_does_not_count():
     """A holder frozen right after acquire returned sees `lost` at once when it
     resumes: it never held as far as the history knows."""
-    frozen = [granted("s0", 1, 5, fence=1), event("s0", 1, "lost", 6, src="property"),
-              event("s0", 1, "lost", 6.5, src="on_lost")]
+    frozen = [
+        granted("s0", 1, 5, fence=1),
+        event("s0", 1, "lost", 6, src="property"),
+        event("s0", 1, "lost", 6.5, src="on_lost"),
+    ]
     assert anomalies(hold("s1", 1, 0, 10, fence=2) + frozen) == {}
 
 
@@ -134,8 +145,13 @@ def test_a_stale_write_the_storage_took_is_found():
     assert checker.check([], [], [], [], SLACK, 1000 * MS, records={"a": [1, 1, 3, 7]}) == {}
     found = checker.check([], [], [], [], SLACK, 1000 * MS, records={"a": [1, 5, 3], "b": [2]})
     assert types(found) == {"stale-write-accepted": 1}
-    assert found["stale-write-accepted"][0] | {} == {"type": "stale-write-accepted", "name": "a", "at": 2,
-                                                     "fence": 3, "after": 5}
+    assert found["stale-write-accepted"][0] | {} == {
+        "type": "stale-write-accepted",
+        "name": "a",
+        "at": 2,
+        "fence": 3,
+        "after": 5,
+    }
 
 
 def test_the_loss_signal_delay_counts_the_holders_a_cut_reached():
@@ -175,8 +191,11 @@ def test_fence_order_is_per_name_and_a_multi_lock_joins_each_name():
 
 def test_a_grant_logged_late_is_left_out_of_the_fence_order():
     """Frozen between its grant and the log line, the holder logs after its successor."""
-    late = [granted("s0", 1, 15, fence=1), event("s0", 1, "lost", 16, src="property"),
-            event("s0", 1, "lost", 16.5, src="on_lost")]
+    late = [
+        granted("s0", 1, 15, fence=1),
+        event("s0", 1, "lost", 16, src="property"),
+        event("s0", 1, "lost", 16.5, src="on_lost"),
+    ]
     assert anomalies(hold("s1", 1, 10, 20, fence=2) + late + hold("s2", 1, 20, 30, fence=3)) == {}
 
 
@@ -220,9 +239,7 @@ def test_a_release_in_flight_reports_the_loss_when_it_answers():
     the loss only from its answer."""
     in_flight = lost_hold(100, [2001], noticed=("release", 2000), t_rel_ms=101)
     assert anomalies(in_flight) == {}
-    assert types(anomalies(lost_hold(100, [2300], noticed=("release", 2000), t_rel_ms=101))) == {
-        "late-loss-report": 1
-    }
+    assert types(anomalies(lost_hold(100, [2300], noticed=("release", 2000), t_rel_ms=101))) == {"late-loss-report": 1}
 
 
 def test_time_the_workers_threads_waited_to_run_is_not_counted_after_the_deadline():
@@ -294,8 +311,16 @@ def test_a_handle_still_holding_after_a_cancellation_or_ctrl_c_is_found():
 
 
 def test_an_exception_that_is_not_a_lock_error_is_found():
-    odd = event("s0", 4, "error", 5, phase="acquire", error="SystemError: returned a result with an exception set",
-                unexpected=True, names=["a"])
+    odd = event(
+        "s0",
+        4,
+        "error",
+        5,
+        phase="acquire",
+        error="SystemError: returned a result with an exception set",
+        unexpected=True,
+        names=["a"],
+    )
     usual = event("s0", 5, "error", 9, phase="acquire", error="LockConnectionError: refused", names=["a"])
     found = anomalies([odd, usual])
     assert types(found) == {"unexpected-error": 1} and found["unexpected-error"][0]["event"]["seq"] == 4
@@ -335,8 +360,9 @@ def test_a_fair_hand_over_nobody_claims_may_stand_for_twice_the_patience():
     cut = [{"fault": "partition", "t": 0, "t_end": 500 * MS}]
     found = checker.check(history(known), cut, [], samples("handed", 1800), SLACK, 1000 * MS)
     assert types(found) == {"orphan-hold": 1}
-    assert checker.check(history(known), cut, [], samples("handed", 1800), SLACK, 1000 * MS,
-                         handover_ns=2000 * MS) == {}
+    assert (
+        checker.check(history(known), cut, [], samples("handed", 1800), SLACK, 1000 * MS, handover_ns=2000 * MS) == {}
+    )
     found = checker.check(history(known), cut, [], samples("handed", 2300), SLACK, 1000 * MS, handover_ns=2000 * MS)
     assert types(found) == {"orphan-hold": 1}
 
@@ -357,8 +383,10 @@ def test_a_stray_hold_while_a_worker_was_frozen_or_the_server_stalled_is_excused
 
 def test_fault_windows_merge_and_skip_what_was_not_injected():
     faults = [
-        {"fault": "sigstop", "t": 0, "t_end": 10}, {"fault": "debug-sleep", "t": 5, "t_end": 20},
-        {"fault": "client-kill", "t": 40, "t_end": 41}, {"fault": "sigint", "t": 100, "t_end": 100},
+        {"fault": "sigstop", "t": 0, "t_end": 10},
+        {"fault": "debug-sleep", "t": 5, "t_end": 20},
+        {"fault": "client-kill", "t": 40, "t_end": 41},
+        {"fault": "sigint", "t": 100, "t_end": 100},
         {"fault": "server-restart", "t": 60, "t_end": 70, "skipped": "boom"},
     ]
     assert checker.fault_windows(faults, ("sigstop", "debug-sleep", "client-kill"), 0, 5) == [(0, 25), (40, 46)]
@@ -407,9 +435,13 @@ def test_keys_left_are_reported_with_their_ttl():
 
 def test_build_holds_joins_interleaved_workers_and_late_on_lost():
     events = history(
-        [granted("s0", 1, 0, fence=1), event("s0", 1, "valid", 5, t_rel=6 * MS),
-         event("s0", 1, "lost", 7, src="release"), event("s0", 2, "timeout", 9, phase="acquire"),
-         event("s0", 1, "lost", 12, src="on_lost")],
+        [
+            granted("s0", 1, 0, fence=1),
+            event("s0", 1, "valid", 5, t_rel=6 * MS),
+            event("s0", 1, "lost", 7, src="release"),
+            event("s0", 2, "timeout", 9, phase="acquire"),
+            event("s0", 1, "lost", 12, src="on_lost"),
+        ],
         [granted("s1", 1, 8, fence=2), event("s1", 1, "valid", 11, t_rel=11 * MS)],
     )
     h1, h2 = checker.build_holds(events)
@@ -526,15 +558,21 @@ def test_history_under_faults_has_no_anomaly(scenario, seed, tmp_path):
 @pytest.mark.chaos
 def test_a_lock_that_excludes_nothing_is_caught(tmp_path):
     """Every worker under its own key prefix: the same names, but no exclusion at all."""
-    s = run(RunConfig(
-        scenario="lock", duration=3, seed=7, workdir=str(tmp_path), isolate=True,
-        faults={"client-kill": 1}, record=False,
-    ))
+    s = run(
+        RunConfig(
+            scenario="lock",
+            duration=3,
+            seed=7,
+            workdir=str(tmp_path),
+            isolate=True,
+            faults={"client-kill": 1},
+            record=False,
+        )
+    )
     assert s["anomalies"].get("overlap", 0) > 0, s["anomalies"]
     example = s["anomaly_examples"]["overlap"][0]
     assert example["holds"][0]["w"] != example["holds"][1]["w"]
     assert example["overlap_ms"] > 0
-
 
 
 @pytest.mark.chaos
@@ -596,9 +634,19 @@ PARTITION_RUN_S = 6
 # (their other failovers run in the loopback runs above); each failover
 # waits for the deployment to settle, ~10 s.
 PARTITION_S = {"sentinel-lock": 14, "cluster-lock": 14, "quorum": 10}
-LINK_FAULTS = {"partition": 3, "cut-requests": 2, "cut-replies": 2, "latency": 1, "client-kill": 1, "sigstop": 1,
-               "sigint": 2}
-PARTITION_FAULTS = {"sentinel-lock": {"split-brain": 1, **LINK_FAULTS}, "cluster-lock": {"master-isolated": 1, **LINK_FAULTS}}
+LINK_FAULTS = {
+    "partition": 3,
+    "cut-requests": 2,
+    "cut-replies": 2,
+    "latency": 1,
+    "client-kill": 1,
+    "sigstop": 1,
+    "sigint": 2,
+}
+PARTITION_FAULTS = {
+    "sentinel-lock": {"split-brain": 1, **LINK_FAULTS},
+    "cluster-lock": {"master-isolated": 1, **LINK_FAULTS},
+}
 PARTITION_RUNS = [pytest.param(s, 301 + i, id=s) for i, s in enumerate(ALL_SCENARIOS)]
 
 
@@ -616,8 +664,9 @@ def test_history_under_partitions_has_no_anomaly(scenario, seed, tmp_path):
     faults = dict(PARTITION_FAULTS.get(scenario, {}))
     if faults and netns.tun_unavailable():
         faults.pop("latency")
-    cfg = RunConfig(scenario=scenario, duration=duration, seed=seed, workdir=str(tmp_path), partitions=True,
-                    faults=faults)
+    cfg = RunConfig(
+        scenario=scenario, duration=duration, seed=seed, workdir=str(tmp_path), partitions=True, faults=faults
+    )
     s = run(cfg)
     assert s["worker_exit_codes"] == [0] * s["workers"], s["anomaly_examples"]
     assert s["torn_lines"] == 0

@@ -53,20 +53,19 @@ CASES = [
     ("timeout-str", lambda c, u, p: c.lock("n").acquire(timeout="1"), TypeError, r"timeout"),
     ("timeout-inf", lambda c, u, p: c.lock("n").acquire(timeout=math.inf), ValueError, r"timeout"),
     ("timeout-huge", lambda c, u, p: c.lock("n").acquire(timeout=10**30), OverflowError, r"timeout"),  # as threading
-    ("nonblocking-with-timeout", lambda c, u, p: c.lock("n").acquire(blocking=False, timeout=1),
-     ValueError, r"timeout.*non-blocking"),
+    (
+        "nonblocking-with-timeout",
+        lambda c, u, p: c.lock("n").acquire(blocking=False, timeout=1),
+        ValueError,
+        r"timeout.*non-blocking",
+    ),
     ("blocking-str", lambda c, u, p: c.lock("n").acquire(blocking="yes"), TypeError, r"blocking"),
     # blocking_timeout
-    ("blocking_timeout-negative", lambda c, u, p: c.lock("n", blocking_timeout=-1),
-     ValueError, r"blocking_timeout"),
-    ("blocking_timeout-nan", lambda c, u, p: c.lock("n", blocking_timeout=math.nan),
-     ValueError, r"blocking_timeout"),
-    ("blocking_timeout-inf", lambda c, u, p: c.lock("n", blocking_timeout=math.inf),
-     ValueError, r"blocking_timeout"),
-    ("blocking_timeout-str", lambda c, u, p: c.lock("n", blocking_timeout="x"),
-     TypeError, r"blocking_timeout"),
-    ("blocking_timeout-huge", lambda c, u, p: c.lock("n", blocking_timeout=10**30),
-     ValueError, r"blocking_timeout"),
+    ("blocking_timeout-negative", lambda c, u, p: c.lock("n", blocking_timeout=-1), ValueError, r"blocking_timeout"),
+    ("blocking_timeout-nan", lambda c, u, p: c.lock("n", blocking_timeout=math.nan), ValueError, r"blocking_timeout"),
+    ("blocking_timeout-inf", lambda c, u, p: c.lock("n", blocking_timeout=math.inf), ValueError, r"blocking_timeout"),
+    ("blocking_timeout-str", lambda c, u, p: c.lock("n", blocking_timeout="x"), TypeError, r"blocking_timeout"),
+    ("blocking_timeout-huge", lambda c, u, p: c.lock("n", blocking_timeout=10**30), ValueError, r"blocking_timeout"),
     # names
     ("name-empty", lambda c, u, p: c.lock(""), ValueError, r"lock name.*empty"),
     ("name-bytes", lambda c, u, p: c.lock(b"bytes"), TypeError, r"lock name.*bytes"),
@@ -112,25 +111,47 @@ CASES = [
     ("url-empty", lambda c, u, p: ferrolock.Client("", prefix=p), ValueError, r"URL.*empty"),
     ("url-blank", lambda c, u, p: ferrolock.Client("   ", prefix=p), ValueError, r"URL.*empty"),
     ("url-scheme", lambda c, u, p: ferrolock.Client("nonsense://x", prefix=p), ValueError, r"URL"),
-    ("url-port", lambda c, u, p: ferrolock.Client("redis://127.0.0.1:notaport", prefix=p),
-     ValueError, r"URL"),
-    ("url-db", lambda c, u, p: ferrolock.Client(u.rsplit("/", 1)[0] + "/abc", prefix=p),
-     ValueError, r"URL"),
+    ("url-port", lambda c, u, p: ferrolock.Client("redis://127.0.0.1:notaport", prefix=p), ValueError, r"URL"),
+    ("url-db", lambda c, u, p: ferrolock.Client(u.rsplit("/", 1)[0] + "/abc", prefix=p), ValueError, r"URL"),
     ("url-int", lambda c, u, p: ferrolock.Client(5, prefix=p), TypeError, r"url.*int"),
-    ("connect_timeout-zero", lambda c, u, p: ferrolock.Client(u, connect_timeout=0, prefix=p),
-     ValueError, r"connect_timeout"),
-    ("connect_timeout-negative", lambda c, u, p: ferrolock.Client(u, connect_timeout=-1, prefix=p),
-     ValueError, r"connect_timeout"),
-    ("connect_timeout-str", lambda c, u, p: ferrolock.Client(u, connect_timeout="1", prefix=p),
-     TypeError, r"connect_timeout"),
-    ("command_timeout-nan", lambda c, u, p: ferrolock.Client(u, command_timeout=math.nan, prefix=p),
-     ValueError, r"command_timeout"),
-    ("command_timeout-inf", lambda c, u, p: ferrolock.Client(u, command_timeout=math.inf, prefix=p),
-     ValueError, r"command_timeout"),
+    (
+        "connect_timeout-zero",
+        lambda c, u, p: ferrolock.Client(u, connect_timeout=0, prefix=p),
+        ValueError,
+        r"connect_timeout",
+    ),
+    (
+        "connect_timeout-negative",
+        lambda c, u, p: ferrolock.Client(u, connect_timeout=-1, prefix=p),
+        ValueError,
+        r"connect_timeout",
+    ),
+    (
+        "connect_timeout-str",
+        lambda c, u, p: ferrolock.Client(u, connect_timeout="1", prefix=p),
+        TypeError,
+        r"connect_timeout",
+    ),
+    (
+        "command_timeout-nan",
+        lambda c, u, p: ferrolock.Client(u, command_timeout=math.nan, prefix=p),
+        ValueError,
+        r"command_timeout",
+    ),
+    (
+        "command_timeout-inf",
+        lambda c, u, p: ferrolock.Client(u, command_timeout=math.inf, prefix=p),
+        ValueError,
+        r"command_timeout",
+    ),
     ("prefix-int", lambda c, u, p: ferrolock.Client(u, prefix=5), TypeError, r"prefix.*int"),
     ("prefix-surrogate", lambda c, u, p: ferrolock.Client(u, prefix="\ud800"), ValueError, r"prefix"),
-    ("ca_file-on-plain-url", lambda c, u, p: ferrolock.Client(u, ca_file="/etc/hosts", prefix=p),
-     ValueError, r"ca_file.*rediss"),
+    (
+        "ca_file-on-plain-url",
+        lambda c, u, p: ferrolock.Client(u, ca_file="/etc/hosts", prefix=p),
+        ValueError,
+        r"ca_file.*rediss",
+    ),
     ("ca_file-int", lambda c, u, p: ferrolock.Client(u, ca_file=5, prefix=p), TypeError, r"ca_file"),
 ]
 
@@ -187,8 +208,7 @@ def test_bad_extend_leaves_the_hold_alone(client, raw, prefix):
     lock = client.lock("held", ttl=5)
     assert lock.acquire(blocking=False)
     before = raw("HGETALL", prefix + "{held}")
-    for bad, exc in ((0, ValueError), (-1, ValueError), (math.nan, ValueError), ("1", TypeError),
-                     (10**9, ValueError)):
+    for bad, exc in ((0, ValueError), (-1, ValueError), (math.nan, ValueError), ("1", TypeError), (10**9, ValueError)):
         with pytest.raises(exc, match="ttl"):
             lock.extend(ttl=bad)
     assert raw("HGETALL", prefix + "{held}") == before
@@ -281,8 +301,11 @@ def test_password_not_in_repr(prefix):
 
     server = RedisServer(password=SECRET).start()
     try:
-        for url in (server.url, f"redis://default:{SECRET}@127.0.0.1:{server.port}/0",
-                    f"{SECRET}@127.0.0.1:{server.port}"):
+        for url in (
+            server.url,
+            f"redis://default:{SECRET}@127.0.0.1:{server.port}/0",
+            f"{SECRET}@127.0.0.1:{server.port}",
+        ):
             c = ferrolock.Client(url, prefix=prefix)
             assert SECRET not in repr(c)
             assert str(server.port) in repr(c)

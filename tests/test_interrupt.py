@@ -54,7 +54,9 @@ class Child:
     def __init__(self, url, prefix, scenario):
         self.p = subprocess.Popen(
             [sys.executable, "-c", CHILD, url, prefix, scenario],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         assert self.line() == "ready"
 
@@ -83,20 +85,44 @@ def numsub(raw, channel) -> int:
 @pytest.mark.parametrize(
     "scenario, busy, waiting, left",
     [
-        pytest.param("waiter", "lock", lambda raw, k: numsub(raw, f"{k('l')}:wake") == 1,
-                     lambda raw, k: numsub(raw, f"{k('l')}:wake"), id="waiter-subscription"),
-        pytest.param("writer", "reader", lambda raw, k: raw("EXISTS", f"{k('rw')}:rw:i") == 1,
-                     lambda raw, k: raw("EXISTS", f"{k('rw')}:rw:i"), id="writer-intent"),
-        pytest.param("fair", "fair", lambda raw, k: raw("ZCARD", f"{k('f')}:q") == 1,
-                     lambda raw, k: raw("ZCARD", f"{k('f')}:q"), id="fair-queue"),
-        pytest.param("fair-writer", "fair-reader", lambda raw, k: raw("ZCARD", f"{k('frw')}:rw:qw") == 1,
-                     lambda raw, k: raw("ZCARD", f"{k('frw')}:rw:qw"), id="fair-rw-queue"),
-        pytest.param("fair-permit", "fair-permit", lambda raw, k: raw("ZCARD", f"{k('sem')}:sem:q") == 1,
-                     lambda raw, k: raw("ZCARD", f"{k('sem')}:sem:q"), id="fair-semaphore-queue"),
+        pytest.param(
+            "waiter",
+            "lock",
+            lambda raw, k: numsub(raw, f"{k('l')}:wake") == 1,
+            lambda raw, k: numsub(raw, f"{k('l')}:wake"),
+            id="waiter-subscription",
+        ),
+        pytest.param(
+            "writer",
+            "reader",
+            lambda raw, k: raw("EXISTS", f"{k('rw')}:rw:i") == 1,
+            lambda raw, k: raw("EXISTS", f"{k('rw')}:rw:i"),
+            id="writer-intent",
+        ),
+        pytest.param(
+            "fair",
+            "fair",
+            lambda raw, k: raw("ZCARD", f"{k('f')}:q") == 1,
+            lambda raw, k: raw("ZCARD", f"{k('f')}:q"),
+            id="fair-queue",
+        ),
+        pytest.param(
+            "fair-writer",
+            "fair-reader",
+            lambda raw, k: raw("ZCARD", f"{k('frw')}:rw:qw") == 1,
+            lambda raw, k: raw("ZCARD", f"{k('frw')}:rw:qw"),
+            id="fair-rw-queue",
+        ),
+        pytest.param(
+            "fair-permit",
+            "fair-permit",
+            lambda raw, k: raw("ZCARD", f"{k('sem')}:sem:q") == 1,
+            lambda raw, k: raw("ZCARD", f"{k('sem')}:sem:q"),
+            id="fair-semaphore-queue",
+        ),
     ],
 )
-def test_ctrl_c_while_waiting_undoes_everything_first(client, raw, redis_url, prefix, scenario, busy,
-                                                      waiting, left):
+def test_ctrl_c_while_waiting_undoes_everything_first(client, raw, redis_url, prefix, scenario, busy, waiting, left):
     k = lambda name: key(prefix, name)  # noqa: E731
     holder = {
         "lock": lambda: client.lock("l"),
@@ -152,8 +178,11 @@ def test_ctrl_c_on_a_quorum_with_a_master_stopped(prefix):
         child = Child(",".join(masters.urls), prefix, "writer")
         try:
             child.go()
-            wait_for(lambda: all(s.command("EXISTS", intent) == 1 for s in masters.servers), 10,
-                     "the writer's intent on every master")
+            wait_for(
+                lambda: all(s.command("EXISTS", intent) == 1 for s in masters.servers),
+                10,
+                "the writer's intent on every master",
+            )
             with masters.paused(0):
                 started = time.monotonic()
                 child.interrupt()

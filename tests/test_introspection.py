@@ -41,8 +41,19 @@ def test_help_shows_the_docs_and_real_signatures():
     lock_help = pydoc.render_doc(ferrolock.Client.lock, renderer=pydoc.plaintext)
     assert "**options" not in lock_help
     params = inspect.signature(ferrolock.Client.lock).parameters
-    assert list(params) == ["self", "name", "ttl", "auto_renew", "blocking_timeout", "retry", "metadata",
-                            "token", "on_lost", "max_hold", "fair"]
+    assert list(params) == [
+        "self",
+        "name",
+        "ttl",
+        "auto_renew",
+        "blocking_timeout",
+        "retry",
+        "metadata",
+        "token",
+        "on_lost",
+        "max_hold",
+        "fair",
+    ]
     assert params["ttl"].kind is inspect.Parameter.KEYWORD_ONLY
     rw = inspect.signature(ferrolock.Client.rwmutex).parameters
     assert "writer_preference" in rw and "ttl" in rw and "options" not in rw
@@ -50,8 +61,13 @@ def test_help_shows_the_docs_and_real_signatures():
 
 
 def test_exceptions_document_themselves():
-    for exc in (ferrolock.LockError, ferrolock.LockNotAcquired, ferrolock.LockNotOwned, ferrolock.LockLost,
-                ferrolock.LockConnectionError):
+    for exc in (
+        ferrolock.LockError,
+        ferrolock.LockNotAcquired,
+        ferrolock.LockNotOwned,
+        ferrolock.LockLost,
+        ferrolock.LockConnectionError,
+    ):
         assert exc.__doc__ and len(exc.__doc__) > 40, exc
     assert issubclass(ferrolock.LockNotOwned, RuntimeError)
     assert issubclass(ferrolock.LockConnectionError, ConnectionError)

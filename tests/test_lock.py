@@ -338,8 +338,7 @@ def test_metadata_and_inspect(client):
         assert info.fence == lock.fence
         assert 9.0 < info.ttl <= 10.0
         [same] = lock.inspect()
-        assert (same.name, same.token, same.metadata, same.fence) == (
-            info.name, info.token, info.metadata, info.fence)
+        assert (same.name, same.token, same.metadata, same.fence) == (info.name, info.token, info.metadata, info.fence)
     assert client.inspect("m") is None
     assert lock.inspect() == [None]
 
@@ -486,8 +485,7 @@ def test_prefixes_namespace_locks(redis_url, client, raw, prefix):
     b = other.lock("shared")
     assert a.acquire(blocking=False)
     assert b.acquire(blocking=False)
-    assert raw.keys(prefix + "*") == sorted(
-        [key_of(prefix, "shared"), key_of(prefix + "other:", "shared")])
+    assert raw.keys(prefix + "*") == sorted([key_of(prefix, "shared"), key_of(prefix + "other:", "shared")])
     assert client.inspect("shared").token == a.token
     assert other.inspect("shared").token == b.token
     a.release()
@@ -628,10 +626,7 @@ def test_processes_increment_file_counter_exactly(redis_url, prefix, raw, tmp_pa
     path = tmp_path / "counter"
     path.write_text("0")
     ctx = multiprocessing.get_context("spawn")
-    procs = [
-        ctx.Process(target=_count_in_process, args=(redis_url, prefix, str(path), 50))
-        for _ in range(4)
-    ]
+    procs = [ctx.Process(target=_count_in_process, args=(redis_url, prefix, str(path), 50)) for _ in range(4)]
     for p in procs:
         p.start()
     for p in procs:
@@ -669,7 +664,9 @@ def test_a_handle_collected_while_holding_warns_naming_the_lock(client):
 
     lock = client.lock("dropped", ttl=5)
     assert lock.acquire()
-    with pytest.warns(ResourceWarning, match='^unreleased ferrolock.Lock "dropped" was garbage-collected while holding'):
+    with pytest.warns(
+        ResourceWarning, match='^unreleased ferrolock.Lock "dropped" was garbage-collected while holding'
+    ):
         del lock
         gc.collect()
     info = client.inspect("dropped")

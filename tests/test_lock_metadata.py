@@ -87,8 +87,9 @@ def test_a_hold_handed_over_reads_back_the_metadata_its_waiter_gave(client, kind
 
 def test_the_command_line_shows_empty_and_missing_metadata_apart(client, redis_url, prefix):
     empty, none = taken(client, "lock", "cli-empty", metadata=""), taken(client, "lock", "cli-none")
-    out = subprocess.run([FERROLOCK, "--url", redis_url, "--prefix", prefix, "ls", "--json"],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [FERROLOCK, "--url", redis_url, "--prefix", prefix, "ls", "--json"], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     shown = {s["name"]: s["holder"]["metadata"] for s in json.loads(out.stdout)}
     assert shown == {"cli-empty": "", "cli-none": None}

@@ -167,7 +167,7 @@ def test_the_relay_holds_each_packet_for_its_path_s_delay_in_order_and_within_it
     assert 0.25 <= first_due <= 0.35 + 1.0, first_due
     relay.release(100.0)
     out = dev.packets()
-    order = [int.from_bytes(out[i + 20:i + 24], "big") for i in range(0, len(out), 24)]
+    order = [int.from_bytes(out[i + 20 : i + 24], "big") for i in range(0, len(out), 24)]
     assert order == [n for _, n in sorted(sent)], "one path's packets keep their order"
     # Not IPv4, or no delay on its path: at once.
     relay.take(b"\x60" + bytes(39), 0.0)

@@ -64,8 +64,10 @@ class HttpLookalike:
             with conn:
                 conn.recv(4096)
                 body = b"<html><body>400 Bad Request</body></html>"
-                conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/html\r\n"
-                             b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+                conn.sendall(
+                    b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/html\r\n"
+                    b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body)
+                )
 
     def close(self):
         self.sock.shutdown(socket.SHUT_RDWR)  # wakes the accept() above
@@ -196,7 +198,7 @@ class OldRedisServer(RedisServer):
     def _args(self) -> list:
         args = super()._args()
         i = args.index("--enable-debug-command")  # a Redis 7 option
-        return args[:i] + args[i + 2:]
+        return args[:i] + args[i + 2 :]
 
 
 @pytest.fixture(scope="module")
@@ -220,8 +222,7 @@ def test_redis_too_old_for_the_scripts(old_server):
 def test_redis_too_old_seen_by_a_user_who_may_not_ask_for_info(old_server):
     """Redis 6.0 refuses HELLO without arguments, and this user may not run INFO:
     the refusal itself tells the server is older than 6.2."""
-    assert old_server.command("ACL", "SETUSER", "minimal", "on", ">pw", "~*", "-@all", "+ping",
-                              "+evalsha") == "OK"
+    assert old_server.command("ACL", "SETUSER", "minimal", "on", ">pw", "~*", "-@all", "+ping", "+evalsha") == "OK"
     msg = connect_error(f"redis://minimal:pw@127.0.0.1:{old_server.port}/0")
     assert "older than 6.2" in msg and "upgrade the server" in msg, msg
 

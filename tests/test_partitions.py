@@ -103,8 +103,10 @@ def write(value, fence, key="data"):
 
 
 def figure(what: str, **values) -> None:
-    print(f"partition: {what}: " + ", ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}"
-                                             for k, v in values.items()))
+    print(
+        f"partition: {what}: "
+        + ", ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
+    )
 
 
 @pytest.fixture
@@ -158,9 +160,7 @@ def hold(agent, name: str = "k", label: str = "h", ttl: float = TTL, timeout: fl
 
 
 @pytest.mark.parametrize("cut", ["both", "requests", "replies"])
-def test_a_holder_cut_off_from_its_master_is_told_within_its_validity_and_its_late_write_is_refused(
-    net, clients, cut
-):
+def test_a_holder_cut_off_from_its_master_is_told_within_its_validity_and_its_late_write_is_refused(net, clients, cut):
     """Its master unreachable (both ways; its requests dropped; or the
     replies to it dropped), the holder is told it lost the lock before its
     validity runs out and before another client is granted it (with a
@@ -182,8 +182,12 @@ def test_a_holder_cut_off_from_its_master_is_told_within_its_validity_and_its_la
         taken = hold(b, label="g", timeout=3 * TTL)
         t_lost = a(f"wait_lost('h', {2 * TTL})")
         assert t_lost is not None, "the cut-off holder was never told"
-        figure(f"one server, cut {cut}", told_after_cut=t_lost - t_cut, granted_after_cut=taken["t1"] - t_cut,
-               told_before_grant=taken["t1"] - t_lost)
+        figure(
+            f"one server, cut {cut}",
+            told_after_cut=t_lost - t_cut,
+            granted_after_cut=taken["t1"] - t_cut,
+            told_before_grant=taken["t1"] - t_lost,
+        )
         assert t_lost - t_cut <= TTL - DRIFT + SLACK, "told after its validity ran out"
         assert t_lost < taken["t1"] + SLACK / 5, "the other client was granted the lock before the holder was told"
         assert taken["fence"] > held["fence"]
@@ -212,8 +216,11 @@ def test_every_blocking_call_keeps_its_bound_while_the_server_is_cut_off(net, cl
         b = clients("other", server.url)
         hold(b, name="busy", label="x", ttl=10.0)
         me, master = net.by_role("client"), net.by_role("server")
-        {"both": lambda: net.cut(me, master), "requests": lambda: net.cut(me, master, both=False),
-         "replies": lambda: net.cut(master, me, both=False)}[cut]()
+        {
+            "both": lambda: net.cut(me, master),
+            "requests": lambda: net.cut(me, master, both=False),
+            "replies": lambda: net.cut(master, me, both=False),
+        }[cut]()
         bounds = {  # the hold's own calls first, while it is still valid
             "h.extend()": COMMAND_TIMEOUT,
             "h.release()": COMMAND_TIMEOUT,
@@ -291,8 +298,11 @@ def test_the_first_acquire_of_a_new_client_over_a_slow_link_holds_for_its_validi
             t_lost = agents[kind](f"wait_lost('h', {2 * SLOW_TTL})")
             assert t_lost is not None, kind
             held = t_lost - r["t1"]
-            figure(f"slow link, first acquire of a new client, {kind}", connect_and_acquire=r["t1"] - r["t0"],
-                   held_after_return=held)
+            figure(
+                f"slow link, first acquire of a new client, {kind}",
+                connect_and_acquire=r["t1"] - r["t0"],
+                held_after_return=held,
+            )
             assert r["t1"] - r["t0"] >= 0.5, f"{kind}: connecting took a few round trips of 100-300 ms"
             # Its validity runs from its sending, a round trip (at most 0.3 s
             # here) before its answer, not from before connecting; a quorum's
@@ -395,8 +405,12 @@ def test_sentinel_split_brain(net, clients, replicas):
             net.heal()
             taken = pending.result()
             assert taken["ok"] and taken["value"] is True, taken
-            figure("Sentinel split brain, replicas=1", told_after_cut=t_lost - t_cut,
-                   granted_after_cut=taken["t1"] - t_cut, granted_after_heal=taken["t1"] - t_heal)
+            figure(
+                "Sentinel split brain, replicas=1",
+                told_after_cut=t_lost - t_cut,
+                granted_after_cut=taken["t1"] - t_cut,
+                granted_after_heal=taken["t1"] - t_heal,
+            )
             assert t_lost - t_cut <= TTL - DRIFT + SLACK
             assert t_lost < taken["t1"], "two holders at once with replicas=1"
         else:
@@ -416,8 +430,12 @@ def test_sentinel_split_brain(net, clients, replicas):
             net.heal()
             t_lost = a("wait_lost('h', 30)")
             assert t_lost is not None, "the old holder was never told after the heal"
-            figure("Sentinel split brain, replicas=0", granted_after_cut=taken["t1"] - t_cut,
-                   two_holders_for=t_lost - taken["t1"], told_after_heal=t_lost - t_heal)
+            figure(
+                "Sentinel split brain, replicas=0",
+                granted_after_cut=taken["t1"] - t_cut,
+                two_holders_for=t_lost - taken["t1"],
+                told_after_heal=t_lost - t_heal,
+            )
             assert a(f"write('a-later', {held['fence']})") == "refused"
         assert b("timed(g.release)")["ok"]
     finally:
@@ -428,9 +446,7 @@ def test_sentinel_split_brain(net, clients, replicas):
 
 
 @pytest.mark.parametrize("masters", [3, 5])
-def test_a_quorum_holder_keeps_its_lock_through_a_minority_cut_and_is_told_after_a_majority_cut(
-    net, clients, masters
-):
+def test_a_quorum_holder_keeps_its_lock_through_a_minority_cut_and_is_told_after_a_majority_cut(net, clients, masters):
     """Cut from a minority of the masters, the holder renews on the others
     and nobody else is granted the lock (on a loaded machine a renewal that
     a remaining master does not answer within ttl/10 may fail: then the
@@ -448,7 +464,7 @@ def test_a_quorum_holder_keeps_its_lock_through_a_minority_cut_and_is_told_after
         holder = net.by_role("holder")
         hosts = [s.where for s in servers]
         # A minority out of reach: renewals still reach a majority.
-        net.partition([holder], hosts[:masters - need])
+        net.partition([holder], hosts[: masters - need])
         b(f"g = client.lock('k', ttl={ttl})")
         r = b(f"timed(g.acquire, timeout={ttl})")
         assert r["ok"], r
@@ -464,8 +480,9 @@ def test_a_quorum_holder_keeps_its_lock_through_a_minority_cut_and_is_told_after
         taken = hold(b, label="g", ttl=ttl, timeout=3 * ttl)
         t_lost = a(f"wait_lost('h', {2 * ttl})")
         assert t_lost is not None
-        figure(f"quorum of {masters}, majority cut", told_after_cut=t_lost - t_cut,
-               granted_after_cut=taken["t1"] - t_cut)
+        figure(
+            f"quorum of {masters}, majority cut", told_after_cut=t_lost - t_cut, granted_after_cut=taken["t1"] - t_cut
+        )
         assert t_lost - t_cut <= ttl - (ttl / 100 + 0.002) + SLACK
         assert t_lost < taken["t1"] + SLACK / 5
         assert taken["fence"] > held["fence"]
@@ -503,8 +520,12 @@ def test_a_cluster_master_cut_off_from_its_replica_and_clients_while_the_replica
         assert taken["ok"] and taken["value"] is True, taken
         t_lost = a(f"wait_lost('h', {2 * ttl})")
         assert t_lost is not None
-        figure("Cluster master cut off", told_after_cut=t_lost - t_cut, granted_after_cut=taken["t1"] - t_cut,
-               timeouts_before_grant=taken["errors"])
+        figure(
+            "Cluster master cut off",
+            told_after_cut=t_lost - t_cut,
+            granted_after_cut=taken["t1"] - t_cut,
+            timeouts_before_grant=taken["errors"],
+        )
         assert t_lost - t_cut <= ttl - (ttl / 100 + 0.002) + SLACK
         assert t_lost < taken["t1"] + SLACK / 5
         other = next(p for p in cluster.ports if p != old)

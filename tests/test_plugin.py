@@ -199,11 +199,15 @@ def test_helpers_over_tls_with_a_ca_file(prefix):
         remove(certs)
 
 
-@pytest.mark.parametrize("url", [
-    ["redis://127.0.0.1:1/0", "redis://127.0.0.1:2/0", "redis://127.0.0.1:3/0"],
-    "redis+sentinel://127.0.0.1:26379/mymaster",
-    "redis+cluster://127.0.0.1:7000,127.0.0.1:7001",
-], ids=["quorum", "sentinel", "cluster"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        ["redis://127.0.0.1:1/0", "redis://127.0.0.1:2/0", "redis://127.0.0.1:3/0"],
+        "redis+sentinel://127.0.0.1:26379/mymaster",
+        "redis+cluster://127.0.0.1:7000,127.0.0.1:7001",
+    ],
+    ids=["quorum", "sentinel", "cluster"],
+)
 def test_a_helper_that_needs_one_server_says_so(url, prefix):
     helpers = Helpers(url, prefix)
     with pytest.raises(ValueError, match="delete_all talks to one server: .*give the URL of"):

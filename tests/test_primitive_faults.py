@@ -36,8 +36,9 @@ CHILD = textwrap.dedent(
 
 @pytest.mark.parametrize("kind", ["permit", "term"])
 def test_a_holder_paused_past_its_ttl_loses_and_is_told(client, redis_url, prefix, kind):
-    p = subprocess.Popen([sys.executable, "-c", CHILD, redis_url, prefix, kind],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-c", CHILD, redis_url, prefix, kind], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert p.stdout.readline().strip() == "held"
         os.kill(p.pid, signal.SIGSTOP)
@@ -81,15 +82,20 @@ async def test_cancelling_at_every_step_leaves_nothing(client, raw, prefix):
     assert await holder.aacquire()
     leader = await client.election("c", ttl=30.0).acampaign("first")
     for steps in range(12):
-        waiters = [asyncio.ensure_future(client.semaphore("c", 1, fair=True).aacquire()),
-                   asyncio.ensure_future(client.election("c", ttl=30.0).acampaign(f"w{steps}"))]
+        waiters = [
+            asyncio.ensure_future(client.semaphore("c", 1, fair=True).aacquire()),
+            asyncio.ensure_future(client.election("c", ttl=30.0).acampaign(f"w{steps}")),
+        ]
         for _ in range(steps):
             await asyncio.sleep(0)
         for w in waiters:
             w.cancel()
         await asyncio.gather(*waiters, return_exceptions=True)
-    wait_for(lambda: raw("ZCARD", f"{prefix}{{c}}:sem:q") == 0 and raw("ZCARD", f"{prefix}{{c}}:el:q") == 0,
-             5, "the cancelled waiters out of both queues")
+    wait_for(
+        lambda: raw("ZCARD", f"{prefix}{{c}}:sem:q") == 0 and raw("ZCARD", f"{prefix}{{c}}:el:q") == 0,
+        5,
+        "the cancelled waiters out of both queues",
+    )
     await holder.arelease()
     await leader.aresign()
     wait_for(lambda: raw.keys(prefix + "*") == [], 5, "nothing left")

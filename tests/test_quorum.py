@@ -50,7 +50,10 @@ def holder_process(masters, how: str, env: dict | None = None):
     """Runs HOLDER_SCRIPT; yields its fence once it holds."""
     with subprocess.Popen(
         [sys.executable, "-c", HOLDER_SCRIPT, ",".join(masters.urls), masters.prefix, how],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
     ) as proc:
         try:
             line = proc.stdout.readline()
@@ -225,8 +228,11 @@ def test_fences_increase_when_the_masters_disagree(masters):
         # majority); the third master's raise may land a little later.
         fences = [masters.field(i, name, "fence") for i in range(3)]
         assert fences.count(raised) >= 2, fences
-        wait_for(lambda: [masters.field(i, name, "fence") for i in range(3)] == [raised] * 3, 5,
-                 "the third master's fence to be raised")
+        wait_for(
+            lambda: [masters.field(i, name, "fence") for i in range(3)] == [raised] * 3,
+            5,
+            "the third master's fence to be raised",
+        )
     # Master 0 gone: masters 1 and 2 alone must still give a greater fence.
     masters.servers[0].kill()
     with client.lock(name, ttl=5) as again:
@@ -385,8 +391,11 @@ def test_a_step_left_to_a_slow_master_still_runs_there(masters, prefix):
         proxy.hold("command", "down")
         t.start()
         intent = f"{key(prefix, 'rw')}:rw:i"
-        wait_for(lambda: masters.servers[2].command("EXISTS", intent) == 1, 4,
-                 "the writer's intent on the master whose replies are held back")
+        wait_for(
+            lambda: masters.servers[2].command("EXISTS", intent) == 1,
+            4,
+            "the writer's intent on the master whose replies are held back",
+        )
         proxy.resume("command", "down")
         t.join(30)
         assert result == [False]

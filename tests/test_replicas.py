@@ -108,8 +108,7 @@ class Events:
 
         def matching():
             return [
-                e for e in self.seen
-                if e.names == (name,) and e.kind == kind and (detail is None or e.detail == detail)
+                e for e in self.seen if e.names == (name,) and e.kind == kind and (detail is None or e.detail == detail)
             ]
 
         with self.cond:
@@ -495,4 +494,3 @@ def test_replica_fsync_waits_for_the_replicas_append_only_file(aof_pair, prefix)
             pass
     finally:
         aof_pair.raw_replica("CONFIG", "SET", "appendonly", "yes")
-

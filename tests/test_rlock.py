@@ -344,10 +344,13 @@ def test_bad_input_raises_the_locks_errors(client):
 def test_ls_inspect_scan_and_the_plugin_see_a_plain_lock(client, redis_url, prefix, ferrolock_helpers):
     rl = client.rlock("jobs:nightly", metadata="host-a")
     with rl, rl:
+
         def cli(*args):
             done = subprocess.run(
                 [sys.executable, "-m", "ferrolock", "--url", redis_url, "--prefix", prefix, *args],
-                capture_output=True, text=True, timeout=60,
+                capture_output=True,
+                text=True,
+                timeout=60,
             )
             assert done.returncode == 0, done.stderr
             return done.stdout

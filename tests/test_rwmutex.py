@@ -87,7 +87,9 @@ class Checker:
 def start_child(script: str, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(script), *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -179,7 +181,7 @@ def test_mixed_threads_never_overlap_a_writer(client, raw, prefix):
         try:
             while time.monotonic() < stop_at:
                 write = rnd.random() < 0.35
-                with (rw.write() if write else rw.read()):
+                with rw.write() if write else rw.read():
                     check.enter(write)
                     time.sleep(rnd.uniform(0.0005, 0.003))  # hold time: widen the windows
                     check.exit(write)
@@ -205,7 +207,7 @@ def _rw_process(url, prefix, path, kind, barrier, duration):
     stop_at = time.monotonic() + duration
     spans = []
     while time.monotonic() < stop_at:
-        with (rw.write() if kind == "w" else rw.read()):
+        with rw.write() if kind == "w" else rw.read():
             start = time.time_ns()
             time.sleep(0.002 if kind == "r" else 0.001)  # hold time
             end = time.time_ns()
@@ -220,8 +222,7 @@ def test_processes_writer_intervals_never_intersect(redis_url, prefix, raw, tmp_
     barrier = ctx.Barrier(len(kinds))
     paths = [tmp_path / f"{i}.txt" for i in range(len(kinds))]
     procs = [
-        ctx.Process(target=_rw_process, args=(redis_url, prefix, str(p), k, barrier, 1.0))
-        for p, k in zip(paths, kinds)
+        ctx.Process(target=_rw_process, args=(redis_url, prefix, str(p), k, barrier, 1.0)) for p, k in zip(paths, kinds)
     ]
     for p in procs:
         p.start()
@@ -1028,7 +1029,7 @@ async def test_async_five_readers_together_and_writers_exclusive(client, raw, pr
 
     async def worker(write: bool):
         for _ in range(5):
-            async with (rw.write() if write else rw.read()):
+            async with rw.write() if write else rw.read():
                 if write:
                     state["writers"] += 1
                     state["writes"] += 1
@@ -1115,17 +1116,29 @@ BAD = [
     ("retry not Retry", lambda c: c.rwmutex("d", retry=0.1), TypeError, "retry must be a ferrolock.Retry"),
     ("on_lost not callable", lambda c: c.rwmutex("d", on_lost=3), TypeError, "on_lost must be callable"),
     ("metadata int", lambda c: c.rwmutex("d", metadata=3), TypeError, "metadata must be str"),
-    ("blocking_timeout negative", lambda c: c.rwmutex("d", blocking_timeout=-1), ValueError,
-     "blocking_timeout must be a non-negative"),
+    (
+        "blocking_timeout negative",
+        lambda c: c.rwmutex("d", blocking_timeout=-1),
+        ValueError,
+        "blocking_timeout must be a non-negative",
+    ),
     ("writer_preference int", lambda c: c.rwmutex("d", writer_preference=1), TypeError, "bool"),
     ("client not a Client", lambda c: ferrolock.RWMutex("redis://x", "d"), TypeError, "Client"),
     ("read ttl override zero", lambda c: c.rwmutex("d").read(ttl=0), ValueError, "ttl must be a positive"),
     ("write ttl too small", lambda c: c.rwmutex("d").write(ttl=0.0001), ValueError, "ttl must be between"),
     ("empty token on read", lambda c: c.rwmutex("d").read(token=""), ValueError, "token must be 1 to 512"),
-    ("timeout with blocking=False", lambda c: c.rwmutex("d").read().acquire(blocking=False, timeout=1),
-     ValueError, "can't specify a timeout"),
-    ("negative timeout", lambda c: c.rwmutex("d").write().acquire(timeout=-2), ValueError,
-     "timeout must be a non-negative"),
+    (
+        "timeout with blocking=False",
+        lambda c: c.rwmutex("d").read().acquire(blocking=False, timeout=1),
+        ValueError,
+        "can't specify a timeout",
+    ),
+    (
+        "negative timeout",
+        lambda c: c.rwmutex("d").write().acquire(timeout=-2),
+        ValueError,
+        "timeout must be a non-negative",
+    ),
     ("release unheld", lambda c: c.rwmutex("d").read().release(), LockNotOwned, "not held by this handle"),
 ]
 

@@ -30,9 +30,7 @@ class Sentinel:
                 "sentinel down-after-milliseconds mymaster 400\n"
                 "sentinel failover-timeout mymaster 4000\n"
             )
-        self.proc = subprocess.Popen(
-            ["redis-sentinel", conf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
+        self.proc = subprocess.Popen(["redis-sentinel", conf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.probe = RedisServer(port=self.port)
 
     def master_port(self) -> int:
@@ -49,7 +47,12 @@ class Sentinel:
 def topology():
     master = RedisServer().start()
     replica = RedisServer(extra=("--replicaof", "127.0.0.1", str(master.port))).start()
-    wait_for(lambda: b"master_link_status:up" in replica.command("INFO", "replication"), 10, "replication", ignoring=(OSError,))
+    wait_for(
+        lambda: b"master_link_status:up" in replica.command("INFO", "replication"),
+        10,
+        "replication",
+        ignoring=(OSError,),
+    )
     sentinel = Sentinel(master.port)
     wait_for(lambda: sentinel.master_port() == master.port, 10, "sentinel to answer", ignoring=(OSError,))
     yield master, replica, sentinel
@@ -94,7 +97,12 @@ def test_a_hold_lost_in_an_asynchronous_failover_is_reported(topology, prefix):
     master.command("CONFIG", "SET", "requirepass", "cut-the-replica")
     master.password = "cut-the-replica"
     master.command("CLIENT", "KILL", "TYPE", "replica")
-    wait_for(lambda: b"master_link_status:down" in replica.command("INFO", "replication"), 10, "the link cut", ignoring=(OSError,))
+    wait_for(
+        lambda: b"master_link_status:down" in replica.command("INFO", "replication"),
+        10,
+        "the link cut",
+        ignoring=(OSError,),
+    )
     lock = client.lock("gone", ttl=3.0, on_lost=lambda: lost.append(time.monotonic()))
     assert lock.acquire()
     master.kill()

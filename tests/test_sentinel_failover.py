@@ -48,8 +48,9 @@ def fault(d: SentinelDeployment, kind: str) -> int:
     return d.kill_master().port
 
 
-def first_acquire_on_new_master(d: SentinelDeployment, client: ferrolock.Client, prefix: str, old: int,
-                                since: float, limit: float = 30) -> float:
+def first_acquire_on_new_master(
+    d: SentinelDeployment, client: ferrolock.Client, prefix: str, old: int, since: float, limit: float = 30
+) -> float:
     """Seconds from `since` to the first acquire (each on a fresh name) whose
     hold is on a node other than the old master."""
     deadline = since + limit
@@ -129,8 +130,9 @@ def test_a_holder_and_a_waiter_ride_out_a_failover(deployment, kind, prefix, eve
 
         # The holder renews on the new master (its hold was replicated), and is
         # not lost; had it been, it would have been told (on_lost, lost).
-        assert events.wait(lambda t, k, _d, n: k == "renewed" and n == ("job",) and t > t_fault + took, 3 * TTL), \
+        assert events.wait(lambda t, k, _d, n: k == "renewed" and n == ("job",) and t > t_fault + took, 3 * TTL), (
             "the holder never renewed on the new master"
+        )
         assert new("HGET", key, "token") == holder.token
         assert not holder.lost and lost.calls == 0
 
@@ -158,8 +160,13 @@ def test_a_holder_and_a_waiter_ride_out_a_failover(deployment, kind, prefix, eve
         if thread.is_alive():
             holder_client.force_release("job")
             thread.join(10)
-    record(fault=kind, tls=d.tls, acl=d.acl, first_acquire_s=round(took, 3),
-           waiter_woken_after_release_s=round(woken_after, 4))
+    record(
+        fault=kind,
+        tls=d.tls,
+        acl=d.acl,
+        first_acquire_s=round(took, 3),
+        waiter_woken_after_release_s=round(woken_after, 4),
+    )
 
 
 def test_a_blocked_waiter_follows_a_failover_without_sending_commands(deployment, prefix):
@@ -210,8 +217,15 @@ def test_with_replicas_1_no_two_valid_holds_across_a_failover(deployment, kind, 
     second holder is granted only after the first one's hold ended (released,
     or reported lost before the second grant)."""
     d = deployment
-    opts = dict(ca_file=d.ca_file, prefix=prefix, connect_timeout=5, command_timeout=2,
-                replicas=1, replica_timeout=0.5, replica_policy="fail")
+    opts = dict(
+        ca_file=d.ca_file,
+        prefix=prefix,
+        connect_timeout=5,
+        command_timeout=2,
+        replicas=1,
+        replica_timeout=0.5,
+        replica_policy="fail",
+    )
     first_client, second_client = ferrolock.Client(d.url(), **opts), ferrolock.Client(d.url(), **opts)
     d.wait_for(d.ready_for_failover, 30, "the replica in sync")  # else a grant is refused, as asked
     lost = LostProbe()

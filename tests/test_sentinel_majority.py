@@ -28,12 +28,19 @@ def disagreeing():
     d = SentinelDeployment(sentinels=2).start()
     stray, odd = Node(None, None), Node(None, None)
     try:
-        stray.start(stray.tls_lines() + ["bind 127.0.0.1", f"dir {stray.dir}", 'save ""'],
-                    shutil.which("redis-server") or "redis-server")
-        odd.start(odd.tls_lines() + [
-            "bind 127.0.0.1", f"dir {odd.dir}",
-            f"sentinel monitor {SERVICE} 127.0.0.1 {stray.port} 1",
-        ], shutil.which("redis-sentinel") or "redis-sentinel")
+        stray.start(
+            stray.tls_lines() + ["bind 127.0.0.1", f"dir {stray.dir}", 'save ""'],
+            shutil.which("redis-server") or "redis-server",
+        )
+        odd.start(
+            odd.tls_lines()
+            + [
+                "bind 127.0.0.1",
+                f"dir {odd.dir}",
+                f"sentinel monitor {SERVICE} 127.0.0.1 {stray.port} 1",
+            ],
+            shutil.which("redis-sentinel") or "redis-sentinel",
+        )
         assert int(odd("SENTINEL", "get-master-addr-by-name", SERVICE)[1]) == stray.port
         yield d, stray, odd
     finally:

@@ -61,8 +61,12 @@ def test_locks_work_through_tls_sentinels_with_acl_users(secure, prefix):
     master = secure.master
     assert master("HGET", f"{prefix}{{job}}", "token") == holder.token
     # The library's connections to the master are the app user's, over TLS.
-    users = {f.split("=", 1)[1] for line in master("CLIENT", "LIST").splitlines()
-             for f in line.split() if f.startswith("user=")}
+    users = {
+        f.split("=", 1)[1]
+        for line in master("CLIENT", "LIST").splitlines()
+        for f in line.split()
+        if f.startswith("user=")
+    }
     assert "app" in users, users
     # A waiter is woken over the TLS pub/sub connection.
     waiter = client.lock("job", retry=Retry.fixed(10.0))
@@ -164,12 +168,15 @@ def test_a_dead_sentinel_is_skipped(secure, prefix):
         pass
 
 
-@pytest.mark.parametrize("url, pattern", [
-    ("redis+sentinel://h:1/m?sentinel_pasword=x", "unknown option \"sentinel_pasword\""),
-    ("rediss+sentinel://h:1/m?sentinel_password=%zz", "bad percent-encoding in sentinel_password"),
-    ("rediss+sentinel://h:1/m/0/extra", "unexpected \"extra\""),
-    ("rediss+sentinel://h:1", "expected /service_name"),
-])
+@pytest.mark.parametrize(
+    "url, pattern",
+    [
+        ("redis+sentinel://h:1/m?sentinel_pasword=x", 'unknown option "sentinel_pasword"'),
+        ("rediss+sentinel://h:1/m?sentinel_password=%zz", "bad percent-encoding in sentinel_password"),
+        ("rediss+sentinel://h:1/m/0/extra", 'unexpected "extra"'),
+        ("rediss+sentinel://h:1", "expected /service_name"),
+    ],
+)
 def test_bad_sentinel_urls(url, pattern):
     with pytest.raises(ValueError, match=pattern) as info:
         ferrolock.Client(url)

@@ -39,8 +39,9 @@ def first_silent(deployment):
 
 
 def connect(d: SentinelDeployment, prefix: str, connect_timeout: float = CONNECT_TIMEOUT) -> ferrolock.Client:
-    client = ferrolock.Client(d.url(), ca_file=d.ca_file, prefix=prefix, connect_timeout=connect_timeout,
-                              command_timeout=2)
+    client = ferrolock.Client(
+        d.url(), ca_file=d.ca_file, prefix=prefix, connect_timeout=connect_timeout, command_timeout=2
+    )
     client.connect()  # a Client connects at first use: this is it
     return client
 
@@ -70,8 +71,9 @@ def test_a_killed_connection_reconnects_past_a_silent_sentinel_and_the_hold_rene
         assert master("CLIENT", "KILL", "TYPE", "normal") >= 1  # the library's connections to the master
         # The watchdog renews every ttl/3: its next renewal finds the connection
         # dropped, reconnects through the second Sentinel, and renews.
-        assert events.wait(lambda t, k, _d, n: k == "renewed" and n == ("job",) and t > killed_at, 2 * TTL), \
+        assert events.wait(lambda t, k, _d, n: k == "renewed" and n == ("job",) and t > killed_at, 2 * TTL), (
             "the hold was not renewed after its connection was killed"
+        )
         assert not holder.lost
         assert master("HGET", f"{prefix}{{job}}", "token") == holder.token
         holder.release()

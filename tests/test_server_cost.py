@@ -19,12 +19,32 @@ SLOW = Retry.fixed(10.0)  # polling alone would take 10 s: only a wake-up is fas
 # Every command one uncontended acquire + release runs, inside the scripts too.
 CYCLES = {
     "lock": {"evalsha": 2, "hmget": 2, "time": 1, "hset": 1, "pexpire": 1, "del": 1},
-    "fair lock": {"evalsha": 2, "hmget": 2, "time": 1, "zrange": 1, "exists": 1, "hset": 1, "pexpire": 1,
-                  "del": 1},
-    "rwmutex read": {"evalsha": 2, "hmget": 1, "time": 2, "exists": 1, "zadd": 1, "zrange": 1, "pexpire": 1,
-                     "zremrangebyscore": 1, "zrem": 1, "zcard": 1},
-    "semaphore": {"evalsha": 2, "time": 2, "zcard": 2, "hmget": 2, "zscore": 1, "hset": 1, "zadd": 1,
-                  "pexpire": 2, "exists": 1, "zrem": 1, "del": 1},
+    "fair lock": {"evalsha": 2, "hmget": 2, "time": 1, "zrange": 1, "exists": 1, "hset": 1, "pexpire": 1, "del": 1},
+    "rwmutex read": {
+        "evalsha": 2,
+        "hmget": 1,
+        "time": 2,
+        "exists": 1,
+        "zadd": 1,
+        "zrange": 1,
+        "pexpire": 1,
+        "zremrangebyscore": 1,
+        "zrem": 1,
+        "zcard": 1,
+    },
+    "semaphore": {
+        "evalsha": 2,
+        "time": 2,
+        "zcard": 2,
+        "hmget": 2,
+        "zscore": 1,
+        "hset": 1,
+        "zadd": 1,
+        "pexpire": 2,
+        "exists": 1,
+        "zrem": 1,
+        "del": 1,
+    },
 }
 
 
@@ -44,7 +64,7 @@ def commands(server) -> dict[str, int]:
     counts = {}
     for line in info.splitlines():
         if line.startswith("cmdstat_") and not line.startswith(("cmdstat_info:", "cmdstat_config")):
-            name, rest = line[len("cmdstat_"):].split(":", 1)
+            name, rest = line[len("cmdstat_") :].split(":", 1)
             counts[name] = int(rest.split("calls=", 1)[1].split(",", 1)[0])
     return counts
 

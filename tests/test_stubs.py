@@ -37,9 +37,19 @@ API = ROOT / "docs" / "api.md"
 
 
 # The package's public modules besides ``ferrolock`` itself.
-MODULES = (ferrolock.celery, ferrolock.compat, ferrolock.compat.redis_py, ferrolock.compat.redis_py.asyncio,
-           ferrolock.django, ferrolock.exceptions, ferrolock.fencing, ferrolock.fencing.redis,
-           ferrolock.fencing.sqlalchemy, ferrolock.otel, ferrolock.testing)
+MODULES = (
+    ferrolock.celery,
+    ferrolock.compat,
+    ferrolock.compat.redis_py,
+    ferrolock.compat.redis_py.asyncio,
+    ferrolock.django,
+    ferrolock.exceptions,
+    ferrolock.fencing,
+    ferrolock.fencing.redis,
+    ferrolock.fencing.sqlalchemy,
+    ferrolock.otel,
+    ferrolock.testing,
+)
 
 
 def _public() -> list[tuple[str, object]]:
@@ -76,8 +86,9 @@ def is_data(owner: object, name: str) -> bool:
 
 
 def test_the_stubs_carry_the_built_modules_docstrings():
-    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_stubs.py"), "--check"],
-                         capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_stubs.py"), "--check"], capture_output=True, text=True
+    )
     assert run.returncode == 0, run.stderr
 
 
@@ -92,8 +103,13 @@ def _without_docstrings(text: str) -> str:
     tree = ast.parse(text)
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(
-                getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(getattr(body[0], "value", None), ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             node.body = body[1:] or [ast.Expr(ast.Constant(...))]
     return ast.dump(tree)
 
@@ -102,9 +118,14 @@ def test_the_generator_fills_docstrings_and_keeps_the_signatures_as_written():
     gen = _generator()
     stub = STUB.read_text()
     # Someone changes a signature and adds a method, with no docstrings.
-    edited = stub.replace("    def extend(self, ttl: _Seconds | None = None) -> None:",
-                          "    def extend(self, ttl: float | None = None, /) -> None:", 1)
-    edited = re.sub(r"\nclass Lock\b[^\n]*:\n", lambda m: m.group(0) + "    def spare(self) -> int: ...\n", edited, count=1)
+    edited = stub.replace(
+        "    def extend(self, ttl: _Seconds | None = None) -> None:",
+        "    def extend(self, ttl: float | None = None, /) -> None:",
+        1,
+    )
+    edited = re.sub(
+        r"\nclass Lock\b[^\n]*:\n", lambda m: m.group(0) + "    def spare(self) -> int: ...\n", edited, count=1
+    )
     edited = re.sub(r'\n(\s*)"""Give the lock up and stop renewing it\..*?"""', r"\n\1...", edited, count=1, flags=re.S)
     assert edited.count("def spare") == 1 and "ttl: float | None = None, /" in edited
     filled = gen.with_docstrings(edited)
@@ -121,8 +142,9 @@ def test_every_public_name_is_documented_in_help(name, obj):
         # A class attribute holding data (Singleton.unique_on = None) has no
         # docstring of its own at run time: the API reference's check below
         # reads the one written after it.
-        undocumented = [f"{name}.{m}" for owner, m in public_members(obj)
-                        if not doc_of(owner, m) and not is_data(owner, m)]
+        undocumented = [
+            f"{name}.{m}" for owner, m in public_members(obj) if not doc_of(owner, m) and not is_data(owner, m)
+        ]
         assert not undocumented, f"no docstring: {undocumented}"
 
 
@@ -139,18 +161,31 @@ def _stub_docs() -> dict[str, str]:
                         out[f"{node.name}.{member.target.id}"] = str(nxt.value.value)
                 if isinstance(member, ast.FunctionDef):
                     out[f"{node.name}.{member.name}"] = out.get(f"{node.name}.{member.name}") or (
-                        ast.get_docstring(member) or "")
+                        ast.get_docstring(member) or ""
+                    )
     return out
 
 
-NATIVE = [(n, o) for n, o in PUBLIC if isinstance(o, (type, types.BuiltinFunctionType))
-          and any(getattr(_ferrolock, o.__name__, None) is k for k in getattr(o, "__mro__", [o]))]
+NATIVE = [
+    (n, o)
+    for n, o in PUBLIC
+    if isinstance(o, (type, types.BuiltinFunctionType))
+    and any(getattr(_ferrolock, o.__name__, None) is k for k in getattr(o, "__mro__", [o]))
+]
 
 
 def test_the_native_names_are_all_checked_against_the_stub():
-    assert {n for n, _ in NATIVE} >= {"ferrolock.Client", "ferrolock.Lock", "ferrolock.RWMutex", "ferrolock.Retry",
-                                      "ferrolock.LockInfo", "ferrolock.LockState", "ferrolock.LockEvent",
-                                      "ferrolock.Leader", "ferrolock.add_listener"}
+    assert {n for n, _ in NATIVE} >= {
+        "ferrolock.Client",
+        "ferrolock.Lock",
+        "ferrolock.RWMutex",
+        "ferrolock.Retry",
+        "ferrolock.LockInfo",
+        "ferrolock.LockState",
+        "ferrolock.LockEvent",
+        "ferrolock.Leader",
+        "ferrolock.add_listener",
+    }
     # The exceptions are Python's (ferrolock/exceptions.py), documented where they are defined.
     assert not {n for n, _ in NATIVE} & {"ferrolock.LockError", "ferrolock.LockNotOwned"}
 
@@ -169,8 +204,9 @@ def test_every_native_name_is_documented_in_the_stub(name, obj):
 def test_every_public_name_is_in_the_api_reference():
     griffe = pytest.importorskip("griffe", reason="griffe comes with docs/requirements.txt (make docs)")
     directives = set(re.findall(r"^::: (\S+)", API.read_text(), re.M))
-    package = griffe.load("ferrolock", search_paths=[str(ROOT / "python")], allow_inspection=False,
-                          docstring_parser="google")
+    package = griffe.load(
+        "ferrolock", search_paths=[str(ROOT / "python")], allow_inspection=False, docstring_parser="google"
+    )
     loader_modules = {"ferrolock": package}
     loader_modules.update({m.__name__: package[m.__name__.removeprefix("ferrolock.")] for m in MODULES})
     missing, undocumented = [], []
@@ -183,7 +219,8 @@ def test_every_public_name_is_in_the_api_reference():
             undocumented.append(name)
         if isinstance(obj, type):
             members = node.all_members
-            undocumented += [f"{name}.{m}" for _, m in public_members(obj)
-                             if m not in members or not members[m].docstring]
+            undocumented += [
+                f"{name}.{m}" for _, m in public_members(obj) if m not in members or not members[m].docstring
+            ]
     assert not missing, f"no `::: name` in docs/api.md for {missing}"
     assert not undocumented, f"the API reference shows no docstring for {undocumented}"

@@ -186,4 +186,3 @@ async def test_async_generator_asend_and_athrow_reach_the_body(client):
     assert held(client, "agen-send")
     await it.aclose()
     assert not held(client, "agen-send")
-

@@ -76,8 +76,12 @@ def test_a_hold_taken_over_is_the_new_handles_alone(deployment, prefix):
         queued.release()
     assert client.inspect("job").token == running.token and running.owned()
     if url is not None:  # the operator's tool reads it as any hold
-        shown = subprocess.run([FERROLOCK, "--url", url, "--prefix", prefix, "inspect", "job", "--json"],
-                               capture_output=True, text=True, timeout=60)
+        shown = subprocess.run(
+            [FERROLOCK, "--url", url, "--prefix", prefix, "inspect", "job", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert shown.returncode == 0, shown.stderr
         holder = json.loads(shown.stdout)[0]["holder"]
         assert (holder["token"], holder["metadata"], holder["fence"]) == (running.token, "running", fence)

@@ -19,9 +19,28 @@ from support.tls_certs import OPENSSL, Certs, TlsRedisServer, make_certs
 def self_signed(dir: Path, *extra: str) -> Certs:
     """The certificate most people make: RSA, self-signed, CA:TRUE unless `extra` says otherwise."""
     subprocess.run(
-        [OPENSSL, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "self.key", "-out", "self.pem",
-         "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1", *extra],
-        cwd=dir, check=True, capture_output=True,
+        [
+            OPENSSL,
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "self.key",
+            "-out",
+            "self.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            *extra,
+        ],
+        cwd=dir,
+        check=True,
+        capture_output=True,
     )
     cert = dir / "self.pem"
     return Certs(dir=dir, ca=cert, server_cert=cert, server_key=dir / "self.key", other_ca=cert)
@@ -62,9 +81,15 @@ def test_the_one_line_self_signed_certificate_as_ca_file_is_refused_naming_the_f
 
 def test_a_self_signed_certificate_made_as_the_message_says_is_accepted(tmp_path, prefix):
     """The fix the refusal names works: CA:FALSE, given as its own ca_file."""
-    certs = self_signed(tmp_path, "-addext", "basicConstraints=critical,CA:FALSE",
-                        "-addext", "keyUsage=critical,digitalSignature,keyEncipherment",
-                        "-addext", "extendedKeyUsage=serverAuth")
+    certs = self_signed(
+        tmp_path,
+        "-addext",
+        "basicConstraints=critical,CA:FALSE",
+        "-addext",
+        "keyUsage=critical,digitalSignature,keyEncipherment",
+        "-addext",
+        "extendedKeyUsage=serverAuth",
+    )
     with TlsRedisServer(certs) as server:
         with ferrolock.Client(f"rediss://127.0.0.1:{server.port}/0", ca_file=str(certs.ca), prefix=prefix) as c:
             with c.lock("self-signed", ttl=5) as lock:
@@ -80,9 +105,15 @@ def test_a_self_signed_certificate_without_ca_file_says_to_give_one(tmp_path, se
     """Made as the message says (CA:FALSE), or the one-line default: checked
     against this machine's authorities, which did not sign it (rustls says
     BadSignature for the first): the message says to give ca_file."""
-    certs = self_signed(tmp_path, "-addext", "basicConstraints=critical,CA:FALSE",
-                        "-addext", "keyUsage=critical,digitalSignature,keyEncipherment",
-                        "-addext", "extendedKeyUsage=serverAuth")
+    certs = self_signed(
+        tmp_path,
+        "-addext",
+        "basicConstraints=critical,CA:FALSE",
+        "-addext",
+        "keyUsage=critical,digitalSignature,keyEncipherment",
+        "-addext",
+        "extendedKeyUsage=serverAuth",
+    )
     with TlsRedisServer(certs) as server:
         msg = refusal(f"rediss://127.0.0.1:{server.port}/0")
         assert "ca_file=PATH" in msg and "this machine's trusted authorities" in msg, msg
@@ -131,13 +162,52 @@ def test_ssl_certfile_and_keyfile_are_a_client_certificate(certs, prefix):
     """A server that wants client certificates (tls-auth-clients yes): refused without one, naming
     ssl_certfile; accepted with one its CA signed."""
     d = certs.dir
-    subprocess.run([OPENSSL, "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                    "-keyout", "client.key", "-out", "client.csr", "-subj", "/CN=ferrolock client"],
-                   cwd=d, check=True, capture_output=True)
+    subprocess.run(
+        [
+            OPENSSL,
+            "req",
+            "-new",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            "client.key",
+            "-out",
+            "client.csr",
+            "-subj",
+            "/CN=ferrolock client",
+        ],
+        cwd=d,
+        check=True,
+        capture_output=True,
+    )
     (d / "client.ext").write_text("basicConstraints=critical,CA:FALSE\nextendedKeyUsage=clientAuth\n")
-    subprocess.run([OPENSSL, "x509", "-req", "-in", "client.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-                    "-CAcreateserial", "-out", "client.pem", "-days", "2", "-extfile", "client.ext"],
-                   cwd=d, check=True, capture_output=True)
+    subprocess.run(
+        [
+            OPENSSL,
+            "x509",
+            "-req",
+            "-in",
+            "client.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "client.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "client.ext",
+        ],
+        cwd=d,
+        check=True,
+        capture_output=True,
+    )
+
     class WantsClientCertificates(TlsRedisServer):
         def ssl_context(self) -> ssl.SSLContext:
             context = super().ssl_context()

@@ -18,7 +18,9 @@ SAMPLE = pathlib.Path(__file__).resolve().parent / "typing" / "sample.py"
 def test_mypy_strict_agrees_with_the_sample(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "mypy", "--no-incremental", "--strict", "--warn-unused-ignores", str(SAMPLE)],
-        capture_output=True, text=True, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "Success: no issues found in 1 source file" in out.stdout
@@ -28,17 +30,24 @@ def test_pyright_agrees_with_the_sample(tmp_path):
     """basedpyright (pyright's engine, shipped with its own Node.js on PyPI)
     in pyright's standard mode, honouring the same ignore comments and
     reporting those it does not need."""
-    (tmp_path / "pyrightconfig.json").write_text(json.dumps({
-        "typeCheckingMode": "standard",
-        "enableTypeIgnoreComments": True,
-        "reportUnnecessaryTypeIgnoreComment": "error",
-        "pythonVersion": "3.9",
-    }))
+    (tmp_path / "pyrightconfig.json").write_text(
+        json.dumps(
+            {
+                "typeCheckingMode": "standard",
+                "enableTypeIgnoreComments": True,
+                "reportUnnecessaryTypeIgnoreComment": "error",
+                "pythonVersion": "3.9",
+            }
+        )
+    )
     checker = pathlib.Path(sys.executable).parent / "basedpyright"
     assert checker.exists(), "basedpyright comes with tests/requirements.txt"
     out = subprocess.run(
         [str(checker), "--project", str(tmp_path), "--pythonpath", sys.executable, str(SAMPLE)],
-        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "0 errors, 0 warnings" in out.stdout

@@ -49,8 +49,7 @@ def test_username_and_password_in_the_query(prefix):
         client = ferrolock.Client(f"redis://127.0.0.1:{server.port}/0?password=s3cret", prefix=prefix)
         with client.lock("pw", ttl=5):
             assert client.inspect("pw") is not None
-        client = ferrolock.Client(f"redis://127.0.0.1:{server.port}/0?username=default&password=s3cret",
-                                  prefix=prefix)
+        client = ferrolock.Client(f"redis://127.0.0.1:{server.port}/0?username=default&password=s3cret", prefix=prefix)
         client.connect()
     with pytest.raises(ValueError, match="two passwords"):
         ferrolock.Client("redis://:a@127.0.0.1:1/0?password=b")
@@ -91,13 +90,22 @@ def test_a_keyword_that_disagrees_with_the_url_is_refused():
     ferrolock.Client("redis://127.0.0.1:1/0?socket_timeout=2", command_timeout=2)  # the same: fine
 
 
-@pytest.mark.parametrize("param", [
-    "max_connections=10", "retry_on_timeout=true", "health_check_interval=30", "decode_responses=True",
-    "encoding=utf-8", "protocol=3", "socket_read_size=65536", "single_connection_client=true",
-    "socket_keepalive_options=x", "lib_name=app",
-])
-def test_parameters_that_shape_only_redis_pys_connections_are_used_as_redis_py_does(redis_url, prefix, param,
-                                                                                     caplog):
+@pytest.mark.parametrize(
+    "param",
+    [
+        "max_connections=10",
+        "retry_on_timeout=true",
+        "health_check_interval=30",
+        "decode_responses=True",
+        "encoding=utf-8",
+        "protocol=3",
+        "socket_read_size=65536",
+        "single_connection_client=true",
+        "socket_keepalive_options=x",
+        "lib_name=app",
+    ],
+)
+def test_parameters_that_shape_only_redis_pys_connections_are_used_as_redis_py_does(redis_url, prefix, param, caplog):
     """Accepted, and the reason it is not used logged, so a shared REDIS_URL needs no ferrolock copy."""
     name = param.split("=")[0]
     caplog.set_level(logging.INFO, logger="ferrolock")

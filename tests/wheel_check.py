@@ -52,9 +52,11 @@ def sdist() -> Path:
 
 def _describe(exe: str):
     """(version, exe) for a CPython >= 3.9 with venv and ensurepip, else None."""
-    probe = ("import sys, sysconfig, venv, ensurepip; "
-             "print(sys.implementation.name, *sys.version_info[:3], "
-             "int(bool(sysconfig.get_config_var('Py_GIL_DISABLED'))))")
+    probe = (
+        "import sys, sysconfig, venv, ensurepip; "
+        "print(sys.implementation.name, *sys.version_info[:3], "
+        "int(bool(sysconfig.get_config_var('Py_GIL_DISABLED'))))"
+    )
     try:
         out = subprocess.run([exe, "-c", probe], capture_output=True, text=True, timeout=30)
     except OSError:
@@ -109,7 +111,7 @@ def test_wheel_is_manylinux2014_abi3(wheel):
 def _section_names(elf: bytes) -> list:
     """The section names of a little-endian ELF64 file."""
     assert elf[:4] == b"\x7fELF" and elf[4] == 2 and elf[5] == 1, "not a little-endian ELF64 file"
-    shoff, = struct.unpack_from("<Q", elf, 0x28)
+    (shoff,) = struct.unpack_from("<Q", elf, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", elf, 0x3A)
 
     def header(i):
@@ -117,8 +119,8 @@ def _section_names(elf: bytes) -> list:
         return name, offset, size
 
     _, str_offset, str_size = header(shstrndx)
-    strings = elf[str_offset:str_offset + str_size]
-    return [strings[n:strings.index(b"\0", n)].decode() for n, _, _ in (header(i) for i in range(shnum))]
+    strings = elf[str_offset : str_offset + str_size]
+    return [strings[n : strings.index(b"\0", n)].decode() for n, _, _ in (header(i) for i in range(shnum))]
 
 
 def test_extension_is_stripped_and_needs_glibc_2_17_at_most(wheel):
@@ -142,8 +144,13 @@ def test_wheel_metadata_has_the_version_and_licence(wheel):
     assert "\nLicense-Expression: MIT\n" in meta and "\nLicense-File: LICENSE\n" in meta
     assert "\nRequires-Python: >=3.9\n" in meta
     assert licence == (ROOT / "LICENSE").read_text()
-    assert {"ferrolock/_ferrolock.pyi", "ferrolock/py.typed", "ferrolock/__init__.py",
-            "ferrolock/django/__init__.py", "ferrolock/django/apps.py"} <= stubs
+    assert {
+        "ferrolock/_ferrolock.pyi",
+        "ferrolock/py.typed",
+        "ferrolock/__init__.py",
+        "ferrolock/django/__init__.py",
+        "ferrolock/django/apps.py",
+    } <= stubs
 
 
 def test_sdist_has_what_a_build_needs(sdist):
@@ -152,9 +159,20 @@ def test_sdist_has_what_a_build_needs(sdist):
         names = set(t.getnames())
         pkg_info = t.extractfile(top + "PKG-INFO").read().decode()
         licence = t.extractfile(top + "LICENSE").read().decode()
-    for needed in ("pyproject.toml", "Cargo.toml", "Cargo.lock", "README.md", "CHANGELOG.md", "LICENSE",
-                   "src/lib.rs", "src/py/mod.rs", "lua/obtain.lua", "lua/lib/clock.lua",
-                   "python/ferrolock/__init__.py", "python/ferrolock/_ferrolock.pyi"):
+    for needed in (
+        "pyproject.toml",
+        "Cargo.toml",
+        "Cargo.lock",
+        "README.md",
+        "CHANGELOG.md",
+        "LICENSE",
+        "src/lib.rs",
+        "src/py/mod.rs",
+        "lua/obtain.lua",
+        "lua/lib/clock.lua",
+        "python/ferrolock/__init__.py",
+        "python/ferrolock/_ferrolock.pyi",
+    ):
         assert top + needed in names, needed
     assert f"\nVersion: {VERSION}\n" in pkg_info
     assert "\nLicense-Expression: MIT\n" in pkg_info and "\nLicense-File: LICENSE\n" in pkg_info
@@ -180,20 +198,29 @@ def test_some_interpreter_was_found():
 def test_wheel_installs_and_runs_the_demo(wheel, version, python, tmp_path):
     py = fresh_venv(python, tmp_path / "venv")
     # From the file only: no index, no dependencies (there are none).
-    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(wheel)],
-                   check=True, timeout=120)
+    subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(wheel)], check=True, timeout=120
+    )
     check = subprocess.run(
-        [str(py), "-c", "import sys, importlib.metadata as m, ferrolock; "
-                        "print(sys.version.split()[0], ferrolock.__version__, m.version('ferrolock'), ferrolock.__file__)"],
-        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+        [
+            str(py),
+            "-c",
+            "import sys, importlib.metadata as m, ferrolock; "
+            "print(sys.version.split()[0], ferrolock.__version__, m.version('ferrolock'), ferrolock.__file__)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
     )
     assert check.returncode == 0, check.stderr
     running, version_attr, dist_version, module_file = check.stdout.split()
     assert running == ".".join(map(str, version))
     assert version_attr == dist_version == VERSION == ferrolock.__version__
     assert Path(module_file).is_relative_to(tmp_path / "venv"), module_file  # the wheel, not the work tree
-    demo = subprocess.run([str(py), str(ROOT / "examples" / "demo.py")], capture_output=True, text=True,
-                          timeout=300, cwd=tmp_path)
+    demo = subprocess.run(
+        [str(py), str(ROOT / "examples" / "demo.py")], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
     assert "demo OK: all checks passed" in demo.stdout
     assert f"ferrolock {VERSION}:" in demo.stdout
@@ -212,20 +239,50 @@ def test_pip_builds_and_installs_the_sdist(sdist, tmp_path):
     and takes the CPU that tests running beside it leave."""
     target = tmp_path / "installed"
     env = dict(os.environ, CARGO_TARGET_DIR=os.environ.get("CARGO_TARGET_DIR") or str(ROOT / "target" / "sdist"))
-    build = subprocess.run(["nice", "-n", "10", sys.executable, "-m", "pip", "install", "-q", "--no-deps",
-                            "--no-build-isolation", "--target", str(target), str(sdist)],
-                           capture_output=True, text=True, env=env, timeout=3600)
+    build = subprocess.run(
+        [
+            "nice",
+            "-n",
+            "10",
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(sdist),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=3600,
+    )
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
     assert list(target.glob("ferrolock/_ferrolock*.so")), sorted(p.name for p in (target / "ferrolock").iterdir())
     py = fresh_venv(sys.executable, tmp_path / "venv")
     run_env = dict(os.environ, PYTHONPATH=str(target))
-    check = subprocess.run([str(py), "-c", "import ferrolock; print(ferrolock.__version__, ferrolock.__file__)"],
-                           capture_output=True, text=True, timeout=60, cwd=tmp_path, env=run_env)
+    check = subprocess.run(
+        [str(py), "-c", "import ferrolock; print(ferrolock.__version__, ferrolock.__file__)"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env=run_env,
+    )
     assert check.returncode == 0, check.stderr
     version, module_file = check.stdout.split()
     assert version == VERSION and Path(module_file).is_relative_to(target), check.stdout
-    demo = subprocess.run([str(py), str(ROOT / "examples" / "demo.py")], capture_output=True, text=True,
-                          timeout=300, cwd=tmp_path, env=run_env)
+    demo = subprocess.run(
+        [str(py), str(ROOT / "examples" / "demo.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=run_env,
+    )
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
     assert "demo OK: all checks passed" in demo.stdout
 
@@ -235,7 +292,8 @@ def test_twine_check_passes(wheel, sdist):
     checks it on upload (twine, pinned in tests/requirements-wheel.txt)."""
     twine = Path(sys.executable).with_name("twine")
     assert twine.exists(), "no twine in this venv: `make wheel` installs it (tests/requirements-wheel.txt)"
-    check = subprocess.run([str(twine), "check", "--strict", str(wheel), str(sdist)], capture_output=True,
-                           text=True, timeout=120)
+    check = subprocess.run(
+        [str(twine), "check", "--strict", str(wheel), str(sdist)], capture_output=True, text=True, timeout=120
+    )
     assert check.returncode == 0, check.stdout + check.stderr
     assert check.stdout.count("PASSED") == 2, check.stdout

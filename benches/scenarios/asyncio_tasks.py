@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 from scenarios.common import TTL, FERRO, FERRO_FAIR, FERRO_WAKEUPS
 
+
 async def asyncio_run(url: str, lib: str, tasks: int, cycles: int, time_limit: float) -> dict:
     state = {"counter": 0, "inside": 0, "most_inside": 0, "done": 0}
     deadline = time.perf_counter() + time_limit
@@ -15,6 +16,7 @@ async def asyncio_run(url: str, lib: str, tasks: int, cycles: int, time_limit: f
     new: Callable[[], Any]
     if lib in (FERRO, FERRO_FAIR, FERRO_WAKEUPS):
         import ferrolock
+
         client = ferrolock.Client(url, prefix="bench:")
         opts: dict[str, Any] = {"ttl": TTL}
         if lib == FERRO_FAIR:
@@ -26,6 +28,7 @@ async def asyncio_run(url: str, lib: str, tasks: int, cycles: int, time_limit: f
     else:
         import redis.asyncio as aredis
         from redis.asyncio.lock import Lock as ALock
+
         # redis-py 8's default pool stops at 100 connections (MaxConnectionsError), and
         # 200 tasks waiting at once each hold one: room for every task
         ar = aredis.Redis.from_url(url, max_connections=tasks + 16)
@@ -52,6 +55,7 @@ async def asyncio_run(url: str, lib: str, tasks: int, cycles: int, time_limit: f
     async with new():
         pass
     import redis
+
     stats = redis.Redis.from_url(url)
     stats.config_resetstat()
     began = time.perf_counter()
@@ -63,8 +67,14 @@ async def asyncio_run(url: str, lib: str, tasks: int, cycles: int, time_limit: f
     if closer is not None:
         await closer()
     expected = tasks * cycles
-    return {"cycles": state["done"], "expected": expected, "wall_s": wall,
-            "scripts_per_cycle": scripts / max(state["done"], 1),
-            "server_us_per_cycle": sum(v.get("usec", 0) for v in commands.values()) / max(state["done"], 1),
-            "cycles_per_s": state["done"] / wall, "complete": state["done"] == expected,
-            "counter_ok": state["counter"] == state["done"], "most_inside": state["most_inside"]}
+    return {
+        "cycles": state["done"],
+        "expected": expected,
+        "wall_s": wall,
+        "scripts_per_cycle": scripts / max(state["done"], 1),
+        "server_us_per_cycle": sum(v.get("usec", 0) for v in commands.values()) / max(state["done"], 1),
+        "cycles_per_s": state["done"] / wall,
+        "complete": state["done"] == expected,
+        "counter_ok": state["counter"] == state["done"],
+        "most_inside": state["most_inside"],
+    }

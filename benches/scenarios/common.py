@@ -49,6 +49,7 @@ def quiet_logs() -> None:
 
 def flush(url: str) -> None:
     import redis
+
     r = redis.Redis.from_url(url)
     r.flushall()
     r.close()
@@ -56,6 +57,7 @@ def flush(url: str) -> None:
 
 def fair_supported(url: str) -> bool:
     import ferrolock
+
     client = ferrolock.Client(url, prefix="bench:probe:")
     try:
         client.lock("x", fair=True)  # type: ignore[call-arg]
@@ -68,6 +70,7 @@ def make_factory(lib: str, url: str, name: str) -> Callable[[], Any]:
     """Handles as a user of each library makes them, each library's default waiting."""
     if lib in (FERRO, FERRO_FAIR):
         import ferrolock
+
         client = ferrolock.Client(url, prefix="bench:")
         opts: dict[str, Any] = {"ttl": TTL}
         if lib == FERRO_FAIR:
@@ -75,22 +78,26 @@ def make_factory(lib: str, url: str, name: str) -> Callable[[], Any]:
         return lambda: client.lock(name, **opts)
     if lib == REDISPY:
         import redis
+
         r = redis.Redis.from_url(url)
         # blocking, sleep=0.1 between attempts (the default)
         return lambda: r.lock(name, timeout=TTL)
     if lib == PRL:
         import redis
         import redis_lock
+
         r = redis.Redis.from_url(url)
         # blocking, waits on BLPOP of the release signal (the default)
         return lambda: redis_lock.Lock(r, name, expire=int(TTL))
     if lib == POTTERY:
         import redis
         from pottery import Redlock
+
         r = redis.Redis.from_url(url)
         # blocking, retries after a random 0-0.2 s (the default); one master
         return lambda: Redlock(key=name, masters={r}, auto_release_time=TTL)
     raise ValueError(lib)
+
 
 def run_procs(procs: list, timeout: float) -> bool:
     try:

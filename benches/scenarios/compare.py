@@ -55,10 +55,14 @@ def probe(url: str, cycles: int) -> dict:
         fair = contended(url, FERRO_FAIR, Path(workdir), 4, 200)
     return {
         "ferrolock": str(Path(ferrolock.__file__).parent),
-        "sync_us": un[FERRO]["median_us"], "floor_us": un[FLOOR]["median_us"],
-        "redispy_us": un[REDISPY]["median_us"], "async_us": un[ASYNC_FERRO]["median_us"],
-        "async_floor_us": un[ASYNC_FLOOR]["median_us"], "redispy_async_us": un[REDISPY_ASYNC]["median_us"],
-        "tasks_per_s": tasks["cycles_per_s"], "fair_utilisation": fair.get("utilisation"),
+        "sync_us": un[FERRO]["median_us"],
+        "floor_us": un[FLOOR]["median_us"],
+        "redispy_us": un[REDISPY]["median_us"],
+        "async_us": un[ASYNC_FERRO]["median_us"],
+        "async_floor_us": un[ASYNC_FLOOR]["median_us"],
+        "redispy_async_us": un[REDISPY_ASYNC]["median_us"],
+        "tasks_per_s": tasks["cycles_per_s"],
+        "fair_utilisation": fair.get("utilisation"),
         "fair_wait_max_ms": fair.get("wait_max_ms"),
     }
 
@@ -73,15 +77,19 @@ def compare(url: str, baseline: str, rounds: int, cycles: int) -> dict:
             env = dict(os.environ)
             if which == "before":
                 env["PYTHONPATH"] = os.pathsep.join(filter(None, [baseline, env.get("PYTHONPATH")]))
-            out = subprocess.run([sys.executable, bench, "--probe", url, "--probe-cycles", str(cycles)],
-                                 env=env, capture_output=True, text=True, timeout=300)
+            out = subprocess.run(
+                [sys.executable, bench, "--probe", url, "--probe-cycles", str(cycles)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
             if out.returncode != 0:
                 raise RuntimeError(f"probe of the {which} build failed: {out.stderr[-2000:]}")
             turns[which].append(json.loads(out.stdout.strip().splitlines()[-1]))
     summary = {}
     for which, results in turns.items():
-        summary[which] = {k: statistics.median(r[k] for r in results if r.get(k) is not None)
-                          for k, _, _ in METRICS}
+        summary[which] = {k: statistics.median(r[k] for r in results if r.get(k) is not None) for k, _, _ in METRICS}
         for key, _, num, den in RATIOS:
             summary[which][key] = statistics.median(r[num] / r[den] for r in results)
         summary[which]["ferrolock"] = results[0]["ferrolock"]

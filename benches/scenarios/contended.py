@@ -11,6 +11,7 @@ from pathlib import Path
 
 from scenarios.common import WORK, make_factory, pct, quiet_logs, run_procs
 
+
 def contended_worker(lib: str, url: str, name: str, cycles: int, counter, barrier, out: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # on Ctrl-C the parent stops us
     quiet_logs()
@@ -39,9 +40,10 @@ def contended(url: str, lib: str, workdir: Path, procs_n: int, cycles: int) -> d
     counter = ctx.RawValue("q", 0)  # shared memory, no lock of its own
     barrier = ctx.Barrier(procs_n)
     outs = [workdir / f"contended-{abs(hash(lib))}-{i}.json" for i in range(procs_n)]
-    procs = [ctx.Process(target=contended_worker,
-                         args=(lib, url, f"c:{lib}", cycles, counter, barrier, str(outs[i])))
-             for i in range(procs_n)]
+    procs = [
+        ctx.Process(target=contended_worker, args=(lib, url, f"c:{lib}", cycles, counter, barrier, str(outs[i])))
+        for i in range(procs_n)
+    ]
     ok = run_procs(procs, timeout=180)
     holds = []
     for o in outs:
@@ -59,10 +61,18 @@ def contended(url: str, lib: str, workdir: Path, procs_n: int, cycles: int) -> d
     overlaps = sum(b[2] < a[3] for a, b in zip(holds, holds[1:]))
     handoffs = sum(a[0] != b[0] for a, b in zip(holds, holds[1:]))
     return {
-        "ok": ok and len(holds) == expected, "cycles": len(holds), "expected": expected,
-        "wall_s": wall, "cycles_per_s": len(holds) / wall, "utilisation": held / wall,
+        "ok": ok and len(holds) == expected,
+        "cycles": len(holds),
+        "expected": expected,
+        "wall_s": wall,
+        "cycles_per_s": len(holds) / wall,
+        "utilisation": held / wall,
         "hold_mean_ms": held / len(holds) * 1000,
-        "wait_p50_ms": pct(waits, 50), "wait_p99_ms": pct(waits, 99), "wait_max_ms": max(waits),
-        "counter": counter.value, "counter_ok": counter.value == expected == len(holds),
-        "overlaps": overlaps, "handoffs": handoffs,
+        "wait_p50_ms": pct(waits, 50),
+        "wait_p99_ms": pct(waits, 99),
+        "wait_max_ms": max(waits),
+        "counter": counter.value,
+        "counter_ok": counter.value == expected == len(holds),
+        "overlaps": overlaps,
+        "handoffs": handoffs,
     }

@@ -11,10 +11,12 @@ from pathlib import Path
 
 from scenarios.common import TTL, WORK, pct, quiet_logs, run_procs
 
+
 def rw_worker(role: str, url: str, name: str, duration: float, barrier, out: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     quiet_logs()
     import ferrolock
+
     client = ferrolock.Client(url, prefix="bench:")
     rw = client.rwmutex(name, ttl=TTL)
     side = rw.read if role == "reader" else rw.write
@@ -43,8 +45,10 @@ def rwmutex(url: str, workdir: Path, readers: int, duration: float) -> dict:
     barrier = ctx.Barrier(readers + 1)
     roles = ["reader"] * readers + ["writer"]
     outs = [workdir / f"rw-{i}.json" for i in range(len(roles))]
-    procs = [ctx.Process(target=rw_worker, args=(role, url, "rw", duration, barrier, str(outs[i])))
-             for i, role in enumerate(roles)]
+    procs = [
+        ctx.Process(target=rw_worker, args=(role, url, "rw", duration, barrier, str(outs[i])))
+        for i, role in enumerate(roles)
+    ]
     ok = run_procs(procs, timeout=duration + 120)
     reads: list[list[float]] = []
     writes: list[list[float]] = []
@@ -72,8 +76,17 @@ def rwmutex(url: str, workdir: Path, readers: int, duration: float) -> dict:
             i += 1
     wwait = [(h[1] - h[0]) * 1000 for h in writes]
     rwait = [(h[1] - h[0]) * 1000 for h in reads]
-    return {"ok": ok, "wall_s": wall, "reads": len(reads), "writes": len(writes),
-            "reads_per_s": len(reads) / wall, "writes_per_s": len(writes) / wall,
-            "writer_wait_p50_ms": pct(wwait, 50), "writer_wait_p99_ms": pct(wwait, 99),
-            "writer_wait_max_ms": max(wwait), "reader_wait_p99_ms": pct(rwait, 99),
-            "reader_wait_max_ms": max(rwait), "overlaps": overlaps}
+    return {
+        "ok": ok,
+        "wall_s": wall,
+        "reads": len(reads),
+        "writes": len(writes),
+        "reads_per_s": len(reads) / wall,
+        "writes_per_s": len(writes) / wall,
+        "writer_wait_p50_ms": pct(wwait, 50),
+        "writer_wait_p99_ms": pct(wwait, 99),
+        "writer_wait_max_ms": max(wwait),
+        "reader_wait_p99_ms": pct(rwait, 99),
+        "reader_wait_max_ms": max(rwait),
+        "overlaps": overlaps,
+    }

@@ -40,9 +40,11 @@ GROUPS = {
 def run_case(case: str, url: str, cycles: int) -> dict:
     """One run inside this process: the cycles, then the server's figures."""
     import redis
+
     r = redis.Redis.from_url(url)
     if case.startswith("ferrolock"):
         import ferrolock
+
         lock = ferrolock.Client(url, prefix="bench:sys:").lock("cycle", ttl=10.0)
         blocking = "blocking=False" not in case
 
@@ -56,9 +58,11 @@ def run_case(case: str, url: str, cycles: int) -> dict:
             rl.acquire()
             rl.release()
     else:
+
         def cycle() -> None:
             r.ping()
             r.ping()
+
     for _ in range(WARMUP):
         cycle()
     r.config_resetstat()
@@ -90,21 +94,29 @@ def syscalls(url: str, cycles: int) -> dict:
             runs = []
             for n in (0, cycles):
                 out = Path(tmp) / f"strace-{n}.txt"
-                proc = subprocess.run(["strace", "-f", "-c", "-o", str(out), sys.executable, __file__, case, url,
-                                       str(n)], capture_output=True, text=True, timeout=600)
+                proc = subprocess.run(
+                    ["strace", "-f", "-c", "-o", str(out), sys.executable, __file__, case, url, str(n)],
+                    capture_output=True,
+                    text=True,
+                    timeout=600,
+                )
                 if proc.returncode != 0:
                     return {"error": f"{case}: {proc.stderr[-500:]}"}
                 runs.append((_counts(out), json.loads(proc.stdout.strip().splitlines()[-1])))
-            plain = subprocess.run([sys.executable, __file__, case, url, str(cycles)], capture_output=True,
-                                   text=True, timeout=600)
+            plain = subprocess.run(
+                [sys.executable, __file__, case, url, str(cycles)], capture_output=True, text=True, timeout=600
+            )
             if plain.returncode != 0:
                 return {"error": f"{case}: {plain.stderr[-500:]}"}
             server = json.loads(plain.stdout.strip().splitlines()[-1])
             (base, _), (full, _) = runs
             per = {k: (full.get(k, 0) - base.get(k, 0)) / cycles for k in set(full) | set(base)}
             grouped = {g: sum(per.get(s, 0.0) for s in names) for g, names in GROUPS.items()}
-            rows[case] = {"groups": grouped, "total": sum(v for v in per.values() if v > 0),
-                          "server_us": server["server_us_per_cycle"]}
+            rows[case] = {
+                "groups": grouped,
+                "total": sum(v for v in per.values() if v > 0),
+                "server_us": server["server_us_per_cycle"],
+            }
     return {"cycles": cycles, "rows": rows, "groups": list(GROUPS)}
 
 

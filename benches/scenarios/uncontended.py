@@ -9,6 +9,7 @@ from typing import Callable
 
 from scenarios.common import TTL, FERRO, REDISPY_ASYNC, FLOOR, pct, make_factory
 
+
 def uncontended(url: str, libs: list[str], rounds: int, cycles: int, warmup: int) -> dict:
     """Each library in turn, in `rounds` rounds with the order rotated, so that
     the machine's noise falls on all of them alike. One handle per library,
@@ -25,6 +26,7 @@ def uncontended(url: str, libs: list[str], rounds: int, cycles: int, warmup: int
     def floor() -> None:
         r.ping()
         r.ping()
+
     sync_cycle[FLOOR] = floor
     for lib in libs:
         handle = make_factory(lib, url, f"u:{lib}")()
@@ -32,6 +34,7 @@ def uncontended(url: str, libs: list[str], rounds: int, cycles: int, warmup: int
         def cycle(h=handle) -> None:
             h.acquire()
             h.release()
+
         sync_cycle[lib] = cycle
 
     fclient = ferrolock.Client(url, prefix="bench:")
@@ -69,7 +72,7 @@ def uncontended(url: str, libs: list[str], rounds: int, cycles: int, warmup: int
     asyncio.run(async_round(async_libs, warmup, record=False))
 
     for rnd in range(rounds):
-        order = sync_names[rnd % len(sync_names):] + sync_names[:rnd % len(sync_names)]
+        order = sync_names[rnd % len(sync_names) :] + sync_names[: rnd % len(sync_names)]
         for name in order:
             f = sync_cycle[name]
             ns = []
@@ -79,7 +82,7 @@ def uncontended(url: str, libs: list[str], rounds: int, cycles: int, warmup: int
                 ns.append(time.perf_counter_ns() - t0)
             samples.setdefault(name, []).extend(x / 1000 for x in ns)
             per_round.setdefault(name, []).append(pct([x / 1000 for x in ns], 50))
-        aorder = async_libs[rnd % 3:] + async_libs[:rnd % 3]
+        aorder = async_libs[rnd % 3 :] + async_libs[: rnd % 3]
         asyncio.run(async_round(aorder, cycles, record=True))
     r.close()
 
@@ -87,10 +90,22 @@ def uncontended(url: str, libs: list[str], rounds: int, cycles: int, warmup: int
     floor_med = pct(samples[FLOOR], 50)
     for name in sync_names + async_libs:
         s = samples[name]
-        rows[name] = {"median_us": pct(s, 50), "p99_us": pct(s, 99), "n": len(s),
-                      "x_floor": pct(s, 50) / floor_med, "x_floor_rounds": round_ratio(per_round, name, FLOOR)}
-    return {"rows": rows, "order_sync": sync_names, "order_async": async_libs, "per_round": per_round,
-            "rounds": rounds, "cycles": cycles, "warmup": warmup}
+        rows[name] = {
+            "median_us": pct(s, 50),
+            "p99_us": pct(s, 99),
+            "n": len(s),
+            "x_floor": pct(s, 50) / floor_med,
+            "x_floor_rounds": round_ratio(per_round, name, FLOOR),
+        }
+    return {
+        "rows": rows,
+        "order_sync": sync_names,
+        "order_async": async_libs,
+        "per_round": per_round,
+        "rounds": rounds,
+        "cycles": cycles,
+        "warmup": warmup,
+    }
 
 
 def round_ratio(per_round: dict[str, list[float]], a: str, b: str) -> float:

@@ -14,12 +14,15 @@ from typing import Any
 
 from scenarios.common import FERRO, quiet_logs
 
-def watchdog_worker(lib: str, url: str, n: int, hold: float, ttl: float, out: str, redis_pid: int,
-                    ready, go, held) -> None:
+
+def watchdog_worker(
+    lib: str, url: str, n: int, hold: float, ttl: float, out: str, redis_pid: int, ready, go, held
+) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     quiet_logs()
     import psutil
     import redis
+
     r = redis.Redis.from_url(url)
     me, server = psutil.Process(), psutil.Process(redis_pid)
     gc.collect()
@@ -31,20 +34,24 @@ def watchdog_worker(lib: str, url: str, n: int, hold: float, ttl: float, out: st
     def count_thread_error(a: threading.ExceptHookArgs) -> None:  # a renewal thread died
         key = a.exc_type.__name__
         thread_errors[key] = thread_errors.get(key, 0) + 1
+
     threading.excepthook = count_thread_error
     began = time.perf_counter()
     locks: list[Any]
     if lib == FERRO:
         import ferrolock
         from ferrolock import _ferrolock
+
         client = ferrolock.Client(url, prefix="wd:")
 
         def on_lost() -> None:
             lost_calls[0] += 1
+
         locks = [client.lock(f"w{i}", ttl=ttl, on_lost=on_lost) for i in range(n)]
         taken = sum(lock.acquire(blocking=False) for lock in locks)
     else:
         import redis_lock
+
         # one renewal thread per lock, and they wake together: each needs its own connection
         # (redis-py 8's default pool of 100 raises MaxConnectionsError in the renewal threads)
         pool_client = redis.Redis.from_url(url, max_connections=n + 16)
@@ -86,8 +93,9 @@ def watchdog_worker(lib: str, url: str, n: int, hold: float, ttl: float, out: st
     else:
         # python-redis-lock cannot tell its holder; count what the harness sees
         result["lost"] = None
-        result["renewers_dead"] = sum(1 for lock in locks if lock._lock_renewal_thread is not None
-                                      and not lock._lock_renewal_thread.is_alive())
+        result["renewers_dead"] = sum(
+            1 for lock in locks if lock._lock_renewal_thread is not None and not lock._lock_renewal_thread.is_alive()
+        )
     result["thread_errors"] = dict(thread_errors)
     release_errors = 0
     for lock in locks:
@@ -102,6 +110,7 @@ def watchdog_worker(lib: str, url: str, n: int, hold: float, ttl: float, out: st
 
 def watchdog(url: str, lib: str, n: int, hold: float, ttl: float, workdir: Path, redis_pid: int) -> dict:
     import redis
+
     ctx = multiprocessing.get_context("spawn")
     ready, go, held = ctx.Event(), ctx.Event(), ctx.Event()
     out = workdir / f"watchdog-{abs(hash(lib))}.json"

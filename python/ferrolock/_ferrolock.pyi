@@ -124,15 +124,9 @@ class Retry:
     """
 
     def __new__(cls) -> Self: ...
-    def __hash__(self) -> int:
-        ...
-
-    def __eq__(self, other: object, /) -> bool:
-        ...
-
-    def __ne__(self, other: object, /) -> bool:
-        ...
-
+    def __hash__(self) -> int: ...
+    def __eq__(self, other: object, /) -> bool: ...
+    def __ne__(self, other: object, /) -> bool: ...
     @staticmethod
     def none() -> Retry:
         """One attempt, no waiting.
@@ -240,12 +234,8 @@ class LockInfo:
     ) -> Self: ...
     __hash__: ClassVar[None]  # type: ignore[assignment]
 
-    def __eq__(self, other: object, /) -> bool:
-        ...
-
-    def __ne__(self, other: object, /) -> bool:
-        ...
-
+    def __eq__(self, other: object, /) -> bool: ...
+    def __ne__(self, other: object, /) -> bool: ...
     @property
     def name(self) -> str:
         """The lock name (without the client's prefix)."""
@@ -287,12 +277,8 @@ class LockState:
 
     __hash__: ClassVar[None]  # type: ignore[assignment]
 
-    def __eq__(self, other: object, /) -> bool:
-        ...
-
-    def __ne__(self, other: object, /) -> bool:
-        ...
-
+    def __eq__(self, other: object, /) -> bool: ...
+    def __ne__(self, other: object, /) -> bool: ...
     @property
     def prefix(self) -> str:
         """The key prefix it lives under: the client's own, unless listed with
@@ -496,7 +482,6 @@ def _dropped_events() -> int:
 # Client
 
 @disjoint_base
-
 class Client:
     """A connection to one Redis deployment, shared by every lock made from it.
 
@@ -594,9 +579,7 @@ class Client:
         replica_timeout: _Seconds | None = None,
         replica_policy: Literal["fail", "warn"] | None = None,
         replica_fsync: bool = False,
-    ) -> Self:
-        ...
-
+    ) -> Self: ...
     @property
     def prefix(self) -> str:
         """The prefix of every key this client uses (as given, unescaped)."""
@@ -911,8 +894,7 @@ class Lock(Generic[_NameT_co]):
         client: Client,
         name: _NameArg,
         **options: Unpack[_LockOptions],
-    ) -> Lock[_NameArg]:
-        ...
+    ) -> Lock[_NameArg]: ...
 
     # -- acquire / release --------------------------------------------------
 
@@ -952,9 +934,7 @@ class Lock(Generic[_NameT_co]):
             KeyboardInterrupt: Ctrl-C while waiting (no lock is left behind).
         """
 
-    def aacquire(
-        self, blocking: bool | Literal[0, 1] = True, timeout: _Seconds | None = None
-    ) -> Operation[bool]:
+    def aacquire(self, blocking: bool | Literal[0, 1] = True, timeout: _Seconds | None = None) -> Operation[bool]:
         """Asyncio version of :meth:`acquire`.
 
         Cancelling the future (or the task awaiting it) leaves no lock behind,
@@ -1470,9 +1450,7 @@ class RWMutex:
         client: Client,
         name: str,
         **options: Unpack[_RWMutexOptions],
-    ) -> Self:
-        ...
-
+    ) -> Self: ...
     @property
     def name(self) -> str:
         """The mutex name."""
@@ -1508,7 +1486,6 @@ class RWMutex:
 
         Leaves no intent behind when it fails.
         """
-
 
     def force_release(self, token: str | None = None) -> bool:
         """Ends every hold (writer and readers) whoever holds it; with
@@ -1583,6 +1560,7 @@ def _plain_lock(
     ferrolock's waiters are woken on a channel of the key's (else they poll
     on ``retry``).
     """
+
 def _plain_force_release(client: Client, key: str, *, signal: tuple[str, float] | None = None) -> bool:
     """_plain_force_release(client, key, *, signal=None)
     --
@@ -1591,6 +1569,7 @@ def _plain_force_release(client: Client, key: str, *, signal: tuple[str, float] 
     ``reset``), pushing the signal list as a release does. Returns whether
     a hold was there.
     """
+
 def _plain_inspect(client: Client, key: str) -> LockInfo | None:
     """_plain_inspect(client, key)
     --

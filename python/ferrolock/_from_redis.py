@@ -22,20 +22,45 @@ from urllib.parse import quote, urlencode
 
 # Settings that only shape redis-py's own connections or replies: nothing of
 # ferrolock's depends on them.
-IGNORED = frozenset({
-    "encoding", "encoding_errors", "decode_responses", "socket_read_size", "retry", "retry_on_error",
-    "retry_on_timeout", "health_check_interval", "driver_info", "lib_name", "lib_version", "protocol",
-    "legacy_responses", "socket_keepalive_options", "socket_type", "himport_registry",
-    "maint_notifications_pool_handler", "maint_notifications_config", "orig_host_address",
-    "orig_socket_timeout", "orig_socket_connect_timeout", "connection_pool", "parser_class",
-    "command_packer", "event_dispatcher", "cache", "cache_config", "single_connection_client",
-    "max_connections", "ssl",
-})
+IGNORED = frozenset(
+    {
+        "encoding",
+        "encoding_errors",
+        "decode_responses",
+        "socket_read_size",
+        "retry",
+        "retry_on_error",
+        "retry_on_timeout",
+        "health_check_interval",
+        "driver_info",
+        "lib_name",
+        "lib_version",
+        "protocol",
+        "legacy_responses",
+        "socket_keepalive_options",
+        "socket_type",
+        "himport_registry",
+        "maint_notifications_pool_handler",
+        "maint_notifications_config",
+        "orig_host_address",
+        "orig_socket_timeout",
+        "orig_socket_connect_timeout",
+        "connection_pool",
+        "parser_class",
+        "command_packer",
+        "event_dispatcher",
+        "cache",
+        "cache_config",
+        "single_connection_client",
+        "max_connections",
+        "ssl",
+    }
+)
 
 # Settings ferrolock cannot do the same with, and what to do instead.
 REFUSED = {
     "credential_provider": "ferrolock takes a fixed username and password: give them to the redis-py client "
-                           "(username=, password=) or pass a URL to ferrolock.Client",
+    "(username=, password=) or pass a URL to ferrolock.Client",
     "redis_connect_func": "ferrolock runs no callback on connect",
     "ssl_password": "an encrypted private key is not supported: give ssl_keyfile unencrypted",
     "ssl_ca_data": "give the certificate authorities as a PEM file (ssl_ca_certs=)",
@@ -50,11 +75,25 @@ REFUSED = {
     "ssl_ocsp_expected_cert": "ferrolock does not check OCSP",
 }
 
-CARRIED = frozenset({
-    "host", "port", "path", "db", "username", "password", "socket_timeout", "socket_connect_timeout",
-    "client_name", "socket_keepalive", "ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs",
-    "ssl_check_hostname",
-})
+CARRIED = frozenset(
+    {
+        "host",
+        "port",
+        "path",
+        "db",
+        "username",
+        "password",
+        "socket_timeout",
+        "socket_connect_timeout",
+        "client_name",
+        "socket_keepalive",
+        "ssl_ca_certs",
+        "ssl_certfile",
+        "ssl_keyfile",
+        "ssl_cert_reqs",
+        "ssl_check_hostname",
+    }
+)
 
 
 def _refuse(what: str, why: str) -> ValueError:
@@ -97,8 +136,9 @@ def _auth(kwargs: dict[str, Any]) -> str:
 
 
 def _is_tls(connection_class: type, kwargs: dict[str, Any]) -> bool:
-    return "SSL" in connection_class.__name__ or any(k.startswith("ssl_") and v for k, v in kwargs.items()
-                                                     if k not in ("ssl_check_hostname", "ssl_cert_reqs"))
+    return "SSL" in connection_class.__name__ or any(
+        k.startswith("ssl_") and v for k, v in kwargs.items() if k not in ("ssl_check_hostname", "ssl_cert_reqs")
+    )
 
 
 def _tls_query(kwargs: dict[str, Any]) -> dict[str, str]:
@@ -157,25 +197,28 @@ def _sentinel_url(pool: Any) -> tuple[str, dict[str, Any]]:
     data_tls = _is_tls(pool.connection_class, kwargs) or bool(kwargs.get("ssl"))
     sentinel_tls = {_is_tls(s.connection_class, kw) for s, kw in zip(sentinels, sentinel_kwargs)}
     if sentinel_tls != {data_tls}:
-        raise _refuse("TLS to some of the Sentinels or data nodes and not to others",
-                      "rediss+sentinel:// speaks TLS to both, redis+sentinel:// to neither")
+        raise _refuse(
+            "TLS to some of the Sentinels or data nodes and not to others",
+            "rediss+sentinel:// speaks TLS to both, redis+sentinel:// to neither",
+        )
     options: dict[str, Any] = _timeouts(kwargs)
     if data_tls:
         for kw in [kwargs, *sentinel_kwargs]:
             if _tls_query(kw):
-                raise _refuse("a client certificate or unchecked certificates through Sentinel",
-                              "rediss+sentinel:// checks every certificate against ca_file")
+                raise _refuse(
+                    "a client certificate or unchecked certificates through Sentinel",
+                    "rediss+sentinel:// checks every certificate against ca_file",
+                )
         cas = {kw.get("ssl_ca_certs") for kw in [kwargs, *sentinel_kwargs]} - {None}
         if len(cas) > 1:
-            raise _refuse("different ssl_ca_certs for the Sentinels and the data nodes",
-                          "one ca_file serves both")
+            raise _refuse("different ssl_ca_certs for the Sentinels and the data nodes", "one ca_file serves both")
         if cas:
             options["ca_file"] = str(cas.pop())
     query: dict[str, str] = {}
     users = {(kw.get("username"), kw.get("password")) for kw in sentinel_kwargs}
     if len(users) > 1:
         raise _refuse("different credentials for each Sentinel", "one sentinel_username / sentinel_password")
-    (s_user, s_password), = users or {(None, None)}
+    ((s_user, s_password),) = users or {(None, None)}
     if s_user is not None:
         query["sentinel_username"] = str(s_user)
     if s_password is not None:
@@ -199,12 +242,14 @@ def _cluster_url(cluster: Any) -> tuple[str, dict[str, Any]]:
     _check(kwargs, "the RedisCluster's connections")
     for key in ("client_name", "ssl_certfile", "ssl_keyfile"):
         if kwargs.get(key):
-            raise _refuse(f"{key} of a RedisCluster", "a redis+cluster:// client takes the timeouts and "
-                                                      "ssl_ca_certs only")
+            raise _refuse(
+                f"{key} of a RedisCluster", "a redis+cluster:// client takes the timeouts and ssl_ca_certs only"
+            )
     if _cert_reqs(kwargs.get("ssl_cert_reqs")) or kwargs.get("ssl_check_hostname") is False:
         raise _refuse("unchecked certificates of a RedisCluster", "rediss+cluster:// checks every certificate")
     nodes = list(getattr(manager, "startup_nodes", {}).values()) or [
-        n for n in cluster.get_nodes() if getattr(n, "server_type", "primary") == "primary"]
+        n for n in cluster.get_nodes() if getattr(n, "server_type", "primary") == "primary"
+    ]
     if not nodes:
         raise _refuse("a RedisCluster with no known node", "give it startup_nodes")
     tls = bool(kwargs.get("ssl")) or _is_tls(kwargs.get("connection_class", type(None)), kwargs)
@@ -227,4 +272,5 @@ def url_and_options(source: Any) -> tuple[str, dict[str, Any]]:
         return _pool_url(pool)
     raise TypeError(
         "Client.from_redis takes a redis-py client or connection pool (redis.Redis, redis.asyncio.Redis, "
-        f"a ConnectionPool, a Sentinel's master_for client, a RedisCluster), got {type(source).__name__}")
+        f"a ConnectionPool, a Sentinel's master_for client, a RedisCluster), got {type(source).__name__}"
+    )

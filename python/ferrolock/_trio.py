@@ -20,7 +20,15 @@ from __future__ import annotations
 from typing import Any, Callable, Coroutine, Optional, Tuple
 
 import trio
-from trio.lowlevel import Abort, TrioToken, current_task, current_trio_token, in_trio_run, reschedule, wait_task_rescheduled
+from trio.lowlevel import (
+    Abort,
+    TrioToken,
+    current_task,
+    current_trio_token,
+    in_trio_run,
+    reschedule,
+    wait_task_rescheduled,
+)
 
 __all__: list[str] = []
 

@@ -263,8 +263,10 @@ class Singleton(celery.Task):  # type: ignore[misc]  # Task is Any to a type che
             params = inspect.signature(getattr(run, "__func__", run)).parameters
             unknown = [n for n in names if n not in params]
             if unknown:
-                raise ValueError(f"{task}: unique_on names {unknown}, which are not arguments of the task "
-                                 f"(its arguments: {list(params)})")
+                raise ValueError(
+                    f"{task}: unique_on names {unknown}, which are not arguments of the task "
+                    f"(its arguments: {list(params)})"
+                )
 
     # -- the lock name --------------------------------------------------------
 
@@ -285,8 +287,10 @@ class Singleton(celery.Task):  # type: ignore[misc]  # Task is Any to a type che
         try:
             canonical = json.dumps(values, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         except (TypeError, ValueError) as exc:
-            raise TypeError(f"{self.name}: the arguments that make a task unique must be JSON-serializable ({exc}); "
-                            "name those that count with unique_on=[...]") from None
+            raise TypeError(
+                f"{self.name}: the arguments that make a task unique must be JSON-serializable ({exc}); "
+                "name those that count with unique_on=[...]"
+            ) from None
         digest = hashlib.sha256(canonical.encode()).hexdigest()[:32]
         return f"celery:{self.name}:{digest}"
 
@@ -306,8 +310,7 @@ class Singleton(celery.Task):  # type: ignore[misc]  # Task is Any to a type che
 
     # -- enqueue --------------------------------------------------------------
 
-    def apply_async(self, args: Any = None, kwargs: Any = None, task_id: Optional[str] = None,
-                    **options: Any) -> Any:
+    def apply_async(self, args: Any = None, kwargs: Any = None, task_id: Optional[str] = None, **options: Any) -> Any:
         """Enqueue the task holding its lock; when it is held, the first
         one's ``AsyncResult``, or a message that waits for its result (see
         the class); Celery's arguments.
@@ -343,8 +346,16 @@ class Singleton(celery.Task):  # type: ignore[misc]  # Task is Any to a type che
             del lock
         return result
 
-    def _duplicate(self, name: str, first: Optional[str], args: Any, kwargs: Any, task_id: Optional[str],
-                   headers: dict[str, Any], options: dict[str, Any]) -> Any:
+    def _duplicate(
+        self,
+        name: str,
+        first: Optional[str],
+        args: Any,
+        kwargs: Any,
+        task_id: Optional[str],
+        headers: dict[str, Any],
+        options: dict[str, Any],
+    ) -> Any:
         """A duplicate of the task ``first`` (its id; ``None``: held outside
         Celery). A call that only wants the task gets the first's
         ``AsyncResult``. One whose own message is waited on (it names a task
@@ -356,9 +367,13 @@ class Singleton(celery.Task):  # type: ignore[misc]  # Task is Any to a type che
         if task_id == first or (task_id is None and not any(options.get(o) for o in AWAITED)):
             return self.AsyncResult(first)
         if isinstance(self.backend, DisabledBackend) or self.ignore_result:
-            raise DuplicateTask(name, first, "a duplicate in a group, chord or chain (or with callbacks) ends with "
-                                             "the first task's result, and this task's result is not stored (no "
-                                             "result backend, or ignore_result)")
+            raise DuplicateTask(
+                name,
+                first,
+                "a duplicate in a group, chord or chain (or with callbacks) ends with "
+                "the first task's result, and this task's result is not stored (no "
+                "result backend, or ignore_result)",
+            )
         headers[FOLLOW] = {"name": name, "task_id": first}
         return super().apply_async(args, kwargs, task_id=task_id or str(uuid.uuid4()), headers=headers, **options)
 
@@ -425,14 +440,18 @@ class Singleton(celery.Task):  # type: ignore[misc]  # Task is Any to a type che
         while this one waited). Skipped: ``Ignore``, so the message is
         acknowledged and nothing is stored under the task's id."""
         if not lock.acquire(timeout=self.lock_ttl * 4 / 3):
-            log.warning("task %s[%s] was delivered again while it runs in another worker: this delivery is "
-                        "skipped", self.name, request.id)
+            log.warning(
+                "task %s[%s] was delivered again while it runs in another worker: this delivery is skipped",
+                self.name,
+                request.id,
+            )
             raise Ignore()
         if not self._has_result(request.id):
             return Hold(lock)
         lock.release()
-        log.warning("task %s[%s] was delivered again and ended while this delivery waited: it is skipped",
-                    self.name, request.id)
+        log.warning(
+            "task %s[%s] was delivered again and ended while this delivery waited: it is skipped", self.name, request.id
+        )
         raise Ignore()
 
     def _has_result(self, task_id: str) -> bool:

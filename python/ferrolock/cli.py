@@ -101,10 +101,16 @@ def positive_seconds(text: str) -> float:
 
 def parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--url", default=argparse.SUPPRESS, help="Redis URL (default: $REDIS_URL, else redis://127.0.0.1:6379/0)")
-    common.add_argument("--prefix", default=argparse.SUPPRESS, help='key prefix (default: $FERROLOCK_PREFIX, else "ferrolock:")')
+    common.add_argument(
+        "--url", default=argparse.SUPPRESS, help="Redis URL (default: $REDIS_URL, else redis://127.0.0.1:6379/0)"
+    )
+    common.add_argument(
+        "--prefix", default=argparse.SUPPRESS, help='key prefix (default: $FERROLOCK_PREFIX, else "ferrolock:")'
+    )
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON, for programs")
-    common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log what happens (to stderr)")
+    common.add_argument(
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log what happens (to stderr)"
+    )
 
     p = argparse.ArgumentParser(
         prog="ferrolock",
@@ -118,36 +124,79 @@ def parser() -> argparse.ArgumentParser:
     sub.required = True
 
     def command(name: str, help: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, help=help, description=help, parents=[common], epilog=EPILOG,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+        return sub.add_parser(
+            name,
+            help=help,
+            description=help,
+            parents=[common],
+            epilog=EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
 
-    ls = command("ls", "list every lock, RWMutex, semaphore and election whose name matches PATTERN (found with SCAN "
-                       "under the prefix; a redis-py or python-redis-lock lock, a plain string key, is not listed: "
-                       "inspect NAME --plain)")
-    ls.add_argument("pattern", nargs="?", default="*", metavar="PATTERN",
-                    help="a glob over names: *, ?, [a-z]; a backslash escapes (default: *)")
-    ls.add_argument("--all-prefixes", "-A", action="store_true",
-                    help="list under every key prefix, not only --prefix (a PREFIX column, and \"prefix\" in --json)")
+    ls = command(
+        "ls",
+        "list every lock, RWMutex, semaphore and election whose name matches PATTERN (found with SCAN "
+        "under the prefix; a redis-py or python-redis-lock lock, a plain string key, is not listed: "
+        "inspect NAME --plain)",
+    )
+    ls.add_argument(
+        "pattern",
+        nargs="?",
+        default="*",
+        metavar="PATTERN",
+        help="a glob over names: *, ?, [a-z]; a backslash escapes (default: *)",
+    )
+    ls.add_argument(
+        "--all-prefixes",
+        "-A",
+        action="store_true",
+        help='list under every key prefix, not only --prefix (a PREFIX column, and "prefix" in --json)',
+    )
 
     inspect = command("inspect", "show everything stored under NAME")
     inspect.add_argument("name", metavar="NAME")
-    inspect.add_argument("--plain", action="store_true",
-                         help="read NAME as a plain hold instead: the string key NAME, where redis-py's Lock "
-                              "(and ferrolock.compat.redis_py) keeps it, and lock:NAME, where python-redis-lock "
-                              "(and ferrolock.compat.redis_lock) does; no prefix")
+    inspect.add_argument(
+        "--plain",
+        action="store_true",
+        help="read NAME as a plain hold instead: the string key NAME, where redis-py's Lock "
+        "(and ferrolock.compat.redis_py) keeps it, and lock:NAME, where python-redis-lock "
+        "(and ferrolock.compat.redis_lock) does; no prefix",
+    )
 
     release = command("release", "remove the holds of NAME it shows, and only those (needs --force)")
     release.add_argument("name", metavar="NAME")
     release.add_argument("--force", action="store_true", help="required: the holder is not asked")
     release.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation on a terminal")
 
-    run = command("run", "take the lock NAME, run CMD under it, release it when CMD exits: ferrolock run NAME [options] -- CMD ARGS...")
+    run = command(
+        "run",
+        "take the lock NAME, run CMD under it, release it when CMD exits: ferrolock run NAME [options] -- CMD ARGS...",
+    )
     run.add_argument("name", metavar="NAME")
-    run.add_argument("--ttl", type=positive_seconds, default=30.0, help="seconds a hold lasts without renewal (default 30; renewed every ttl/3)")
-    run.add_argument("--timeout", type=seconds, default=None, help="most seconds to wait for the lock (default: forever; 0: one attempt)")
-    run.add_argument("--fair", action="store_true", help="take the lock in arrival order (every user of NAME must say so)")
-    run.add_argument("--grace", type=seconds, default=10.0, help="seconds between SIGTERM and SIGKILL when the lock is lost (default 10)")
-    run.add_argument("--metadata", default=None, help="stored with the hold, shown by ls and inspect (default: host, pid and CMD)")
+    run.add_argument(
+        "--ttl",
+        type=positive_seconds,
+        default=30.0,
+        help="seconds a hold lasts without renewal (default 30; renewed every ttl/3)",
+    )
+    run.add_argument(
+        "--timeout",
+        type=seconds,
+        default=None,
+        help="most seconds to wait for the lock (default: forever; 0: one attempt)",
+    )
+    run.add_argument(
+        "--fair", action="store_true", help="take the lock in arrival order (every user of NAME must say so)"
+    )
+    run.add_argument(
+        "--grace",
+        type=seconds,
+        default=10.0,
+        help="seconds between SIGTERM and SIGKILL when the lock is lost (default 10)",
+    )
+    run.add_argument(
+        "--metadata", default=None, help="stored with the hold, shown by ls and inspect (default: host, pid and CMD)"
+    )
     # CMD is cut off at `--` before argparse sees it (main), so the usage line says it.
     run.usage = run.format_usage().replace("usage: ", "", 1).rstrip() + " -- CMD [ARGS ...]"
 
@@ -163,7 +212,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     cmd: List[str] = []
     if "--" in argv and "run" in argv[: argv.index("--")]:
         cut = argv.index("--")
-        argv, cmd = argv[:cut], argv[cut + 1:]
+        argv, cmd = argv[:cut], argv[cut + 1 :]
     args = parser().parse_args(argv)
     args.cmd = cmd
     # Given before or after the command (argparse keeps either).
@@ -178,7 +227,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if prefix is None:
         prefix = os.environ.get("FERROLOCK_PREFIX", "ferrolock:")
     handlers: Dict[str, Callable[..., int]] = {
-        "ls": cmd_ls, "inspect": cmd_inspect, "release": cmd_release, "run": cmd_run, "wait": cmd_wait,
+        "ls": cmd_ls,
+        "inspect": cmd_inspect,
+        "release": cmd_release,
+        "run": cmd_run,
+        "wait": cmd_wait,
     }
     try:
         client = ferrolock.Client(url, prefix=prefix)
@@ -269,17 +322,27 @@ def cmd_ls(client: ferrolock.Client, args: argparse.Namespace, as_json: bool) ->
         return OK
     if not states:
         where = "under any prefix" if every else f"under prefix {client.prefix!r}"
-        print(f"no lock matches {args.pattern!r} {where} (ls lists ferrolock's own keys; a redis-py or "
-              "python-redis-lock lock is a plain string key: inspect NAME --plain)")
+        print(
+            f"no lock matches {args.pattern!r} {where} (ls lists ferrolock's own keys; a redis-py or "
+            "python-redis-lock lock is a plain string key: inspect NAME --plain)"
+        )
         return OK
     rows = [(["PREFIX"] if every else []) + ["NAME", "KIND", "HOLDER", "TTL", "FENCE", "WAITERS", "METADATA"]]
     for s in states:
         h = s.holder if s.holder is not None else (s.holders[0] if len(s.holders) == 1 else None)
         ttls = [x.ttl for x in s.holders if x.ttl is not None]
-        rows.append(([repr(s.prefix)] if every else []) + [
-            s.name, s.kind, holder_text(s), ttl_text(h.ttl if h else min(ttls, default=None)),
-            str(h.fence) if h and h.fence else "-", str(s.waiters), (h.metadata or "") if h else "",
-        ])
+        rows.append(
+            ([repr(s.prefix)] if every else [])
+            + [
+                s.name,
+                s.kind,
+                holder_text(s),
+                ttl_text(h.ttl if h else min(ttls, default=None)),
+                str(h.fence) if h and h.fence else "-",
+                str(s.waiters),
+                (h.metadata or "") if h else "",
+            ]
+        )
     print(table(rows))
     return OK
 
@@ -292,7 +355,9 @@ def describe_text(s: ferrolock.LockState) -> str:
         lines.append(f"  {who}:   {h.token}")
         lines.append(f"  {'term' if s.kind == 'election' else 'fence'}:    {h.fence}")
         lines.append(f"  ttl:      {ttl_text(h.ttl)}")
-        lines.append(f"  {'value' if s.kind == 'election' else 'metadata'}: {h.metadata if h.metadata is not None else '-'}")
+        lines.append(
+            f"  {'value' if s.kind == 'election' else 'metadata'}: {h.metadata if h.metadata is not None else '-'}"
+        )
     elif not s.holders or s.kind == "rwmutex":
         lines.append(f"  {who}:   none")
     held = others(s)
@@ -300,7 +365,9 @@ def describe_text(s: ferrolock.LockState) -> str:
         limit = "" if s.limit is None else f" of {s.limit}"
         lines.append(f"  holders:  {len(held)}{limit}")
         for x in held:
-            lines.append(f"    {x.token}  {ttl_text(x.ttl)}  fence {x.fence}  {x.metadata if x.metadata is not None else '-'}")
+            lines.append(
+                f"    {x.token}  {ttl_text(x.ttl)}  fence {x.fence}  {x.metadata if x.metadata is not None else '-'}"
+            )
     if s.kind == "rwmutex":
         lines.append(f"  readers:  {len(s.readers)}")
         for token, ttl in s.readers:
@@ -332,13 +399,19 @@ def cmd_inspect_plain(client: ferrolock.Client, name: str, as_json: bool) -> int
     if as_json:
         print(json.dumps(found, indent=2))
     elif not found:
-        print(f"{name!r} has no plain hold: neither the key {name!r} (redis-py) nor {'lock:' + name!r} "
-              "(python-redis-lock) holds a string")
+        print(
+            f"{name!r} has no plain hold: neither the key {name!r} (redis-py) nor {'lock:' + name!r} "
+            "(python-redis-lock) holds a string"
+        )
     else:
-        print("\n\n".join(
-            f"{f['key']} (a plain hold, as {f['library']} keeps it)\n  holder:   {f['token']}\n"
-            f"  ttl:      {ttl_text(f['ttl']) if f['ttl'] is not None else 'none (it never expires)'}\n"
-            "  fence:    - (a plain hold stores none)" for f in found))
+        print(
+            "\n\n".join(
+                f"{f['key']} (a plain hold, as {f['library']} keeps it)\n  holder:   {f['token']}\n"
+                f"  ttl:      {ttl_text(f['ttl']) if f['ttl'] is not None else 'none (it never expires)'}\n"
+                "  fence:    - (a plain hold stores none)"
+                for f in found
+            )
+        )
     return OK if found else NOT_FOUND
 
 
@@ -359,8 +432,10 @@ def cmd_inspect(client: ferrolock.Client, args: argparse.Namespace, as_json: boo
     if as_json:
         print(json.dumps([state_dict(s) for s in states], indent=2))
     elif not states:
-        print(f"{args.name!r} is free: nothing is stored under it (prefix {client.prefix!r}); a lock of "
-              f"redis-py or python-redis-lock is shown by: ferrolock inspect {shlex.quote(args.name)} --plain")
+        print(
+            f"{args.name!r} is free: nothing is stored under it (prefix {client.prefix!r}); a lock of "
+            f"redis-py or python-redis-lock is shown by: ferrolock inspect {shlex.quote(args.name)} --plain"
+        )
     else:
         print("\n\n".join(describe_text(s) for s in states))
     return OK if states else NOT_FOUND
@@ -398,8 +473,11 @@ def cmd_release(client: ferrolock.Client, args: argparse.Namespace, as_json: boo
         if gone.holders:
             changed.append(gone)
     if as_json:
-        print(json.dumps({"released": [state_dict(s) for s in released],
-                          "changed": [state_dict(s) for s in changed]}, indent=2))
+        print(
+            json.dumps(
+                {"released": [state_dict(s) for s in released], "changed": [state_dict(s) for s in changed]}, indent=2
+            )
+        )
     if changed:
         return fail(
             CHANGED,
@@ -428,8 +506,7 @@ def remove_shown(client: ferrolock.Client, name: str, s: ferrolock.LockState) ->
     (compare-and-delete in Redis, so a hold taken since by someone else
     stays). Returns what was removed and what had changed."""
     done = {h.token: client.force_release(name, token=h.token) for h in s.holders}
-    return (Shown(s, {t for t, ok in done.items() if ok}),
-            Shown(s, {t for t, ok in done.items() if not ok}))
+    return (Shown(s, {t for t, ok in done.items() if ok}), Shown(s, {t for t, ok in done.items() if not ok}))
 
 
 def holds_text(s: Any) -> str:
@@ -553,8 +630,9 @@ def release_run_lock(lock: ferrolock.Lock, name: str) -> None:
         log.warning("releasing %r failed: %s (it expires after its ttl)", name, e)
 
 
-def supervise(cmd: List[str], lock: ferrolock.Lock, lost: threading.Event, done: threading.Event, grace: float,
-              signals: Signals) -> int:
+def supervise(
+    cmd: List[str], lock: ferrolock.Lock, lost: threading.Event, done: threading.Event, grace: float, signals: Signals
+) -> int:
     """Runs CMD in a process group of its own, passing on the signals
     ferrolock gets; stops it when the lock is lost. Returns its exit code."""
     if signals.pending:

@@ -112,8 +112,9 @@ class Election:
     def _candidate(self, value: str, on_lost: Optional[Callable[[], object]]) -> "Lock[str]":
         return self._core.candidate(value, ttl=self._ttl, max_hold=self._max_hold, on_lost=on_lost)
 
-    def campaign(self, value: str, timeout: Optional[float] = None,
-                 on_lost: Optional[Callable[[], object]] = None) -> Term:
+    def campaign(
+        self, value: str, timeout: Optional[float] = None, on_lost: Optional[Callable[[], object]] = None
+    ) -> Term:
         """Blocks until this process leads with ``value`` (in arrival order
         among campaigners); :class:`LockNotAcquired` after ``timeout`` s."""
         hold = self._candidate(value, on_lost)
@@ -122,8 +123,9 @@ class Election:
         self._term = Term(self, hold, value)
         return self._term
 
-    async def acampaign(self, value: str, timeout: Optional[float] = None,
-                        on_lost: Optional[Callable[[], object]] = None) -> Term:
+    async def acampaign(
+        self, value: str, timeout: Optional[float] = None, on_lost: Optional[Callable[[], object]] = None
+    ) -> Term:
         """Asyncio version of :meth:`campaign`."""
         hold = self._candidate(value, on_lost)
         if not await hold.aacquire(timeout=timeout):

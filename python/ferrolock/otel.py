@@ -148,28 +148,42 @@ class Instrumentation:
         meter = metrics.get_meter(SCOPE, ferrolock.__version__, meter_provider)
         self._tracer = trace.get_tracer(SCOPE, ferrolock.__version__, tracer_provider)
         self._acquire_time = meter.create_histogram(
-            "ferrolock.acquire.duration", unit="s", description="How long an acquire waited, by outcome")
+            "ferrolock.acquire.duration", unit="s", description="How long an acquire waited, by outcome"
+        )
         self._hold_time = meter.create_histogram(
-            "ferrolock.hold.duration", unit="s", description="How long a hold lasted, until released or lost")
+            "ferrolock.hold.duration", unit="s", description="How long a hold lasted, until released or lost"
+        )
         self._renewal_time = meter.create_histogram(
-            "ferrolock.renewal.duration", unit="s", description="How long a watchdog renewal took")
+            "ferrolock.renewal.duration", unit="s", description="How long a watchdog renewal took"
+        )
         self._acquisitions = meter.create_counter(
-            "ferrolock.acquisitions", unit="{acquire}", description="Acquires by outcome")
+            "ferrolock.acquisitions", unit="{acquire}", description="Acquires by outcome"
+        )
         self._releases = meter.create_counter("ferrolock.releases", unit="{release}", description="Releases")
         self._losses = meter.create_counter("ferrolock.losses", unit="{loss}", description="Holds lost, by cause")
         self._renewals = meter.create_counter(
-            "ferrolock.renewals", unit="{renewal}", description="Successful watchdog renewals")
+            "ferrolock.renewals", unit="{renewal}", description="Successful watchdog renewals"
+        )
         self._wakeups = meter.create_counter(
-            "ferrolock.wakeups", unit="{wakeup}", description="Waiters woken for another attempt, by kind")
+            "ferrolock.wakeups", unit="{wakeup}", description="Waiters woken for another attempt, by kind"
+        )
         self._unreplicated = meter.create_counter(
-            "ferrolock.replication.unacknowledged", unit="{step}",
-            description="Grants, renewals and extends fewer replicas than asked acknowledged in time, by step")
+            "ferrolock.replication.unacknowledged",
+            unit="{step}",
+            description="Grants, renewals and extends fewer replicas than asked acknowledged in time, by step",
+        )
         meter.create_observable_gauge(
-            "ferrolock.held", [self._observe("watchdogs", flush=True)], unit="{lock}",
-            description="Locks this process holds")
+            "ferrolock.held",
+            [self._observe("watchdogs", flush=True)],
+            unit="{lock}",
+            description="Locks this process holds",
+        )
         meter.create_observable_gauge(
-            "ferrolock.waiters", [self._observe("waiters")], unit="{acquire}",
-            description="Acquires of this process waiting for a wake-up")
+            "ferrolock.waiters",
+            [self._observe("waiters")],
+            unit="{acquire}",
+            description="Acquires of this process waiting for a wake-up",
+        )
         # Hold spans in progress, by hold; touched by the listeners' thread only.
         self._holds: Dict[int, trace.Span] = {}
         self._lock = threading.Lock()
@@ -240,7 +254,11 @@ class Instrumentation:
                 "ferrolock.acquire",
                 context=parent,
                 start_time=start,
-                attributes={**attributes, "ferrolock.outcome": event.detail or "", "ferrolock.wait": event.seconds or 0.0},
+                attributes={
+                    **attributes,
+                    "ferrolock.outcome": event.detail or "",
+                    "ferrolock.wait": event.seconds or 0.0,
+                },
             )
             if event.kind != "acquired":
                 span.set_status(trace.Status(trace.StatusCode.ERROR, event.detail))
@@ -248,7 +266,8 @@ class Instrumentation:
             links.append(trace.Link(span.get_span_context()))
         if event.kind == "acquired" and event.hold is not None:
             hold = self._tracer.start_span(
-                "ferrolock.hold", context=parent, start_time=end, attributes=attributes, links=links)
+                "ferrolock.hold", context=parent, start_time=end, attributes=attributes, links=links
+            )
             with self._lock:
                 self._holds[event.hold] = hold
 

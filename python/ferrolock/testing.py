@@ -53,12 +53,31 @@ import pytest
 import ferrolock
 from ferrolock._ferrolock import _semaphore
 from ferrolock.throwaway import (
-    Connection, Raw, RedisServer, RespError, encode, env_url, free_port, read_reply, redis_url, server_binary,
+    Connection,
+    Raw,
+    RedisServer,
+    RespError,
+    encode,
+    env_url,
+    free_port,
+    read_reply,
+    redis_url,
+    server_binary,
 )
 
 __all__ = [
-    "Connection", "Helpers", "Holder", "Raw", "RedisServer", "RespError", "encode", "env_url",
-    "free_port", "read_reply", "redis_url", "server_binary",
+    "Connection",
+    "Helpers",
+    "Holder",
+    "Raw",
+    "RedisServer",
+    "RespError",
+    "encode",
+    "env_url",
+    "free_port",
+    "read_reply",
+    "redis_url",
+    "server_binary",
 ]
 
 
@@ -229,12 +248,22 @@ class Helpers:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {', '.join(map(repr, KINDS))}, not {kind!r}")
         args = dict(
-            url=self.url, prefix=self.prefix, ca_file=self.ca_file, name=name, kind=kind, ttl=ttl, fair=fair,
-            metadata=metadata, timeout=timeout, permits=permits,
+            url=self.url,
+            prefix=self.prefix,
+            ca_file=self.ca_file,
+            name=name,
+            kind=kind,
+            ttl=ttl,
+            fair=fair,
+            metadata=metadata,
+            timeout=timeout,
+            permits=permits,
         )
         proc = subprocess.Popen(
             [sys.executable, "-c", _HOLDER, json.dumps(args)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         assert proc.stdout
         token = proc.stdout.readline().strip()
@@ -271,7 +300,7 @@ class Helpers:
         raw = self.server("delete_all")
         keys = raw.scan(_glob_escape(self.prefix) + "*")
         for i in range(0, len(keys), 500):
-            raw("DEL", *keys[i:i + 500])
+            raw("DEL", *keys[i : i + 500])
         return len(keys)
 
     # -- what is held, whatever the kind (read from the key layout, as
@@ -315,9 +344,7 @@ class Helpers:
         Works on one server and a Cluster (not a quorum, which
         :meth:`ferrolock.Client.scan` refuses)."""
         client = self.client()
-        return sum(
-            client.force_release(s.name, token=h.token) for s in client.scan(pattern) for h in s.holders
-        )
+        return sum(client.force_release(s.name, token=h.token) for s in client.scan(pattern) for h in s.holders)
 
 
 TEST_URL = "FERROLOCK_TEST_URL"

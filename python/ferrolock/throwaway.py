@@ -34,7 +34,15 @@ import urllib.parse
 from typing import Any, Callable, Iterator, Optional
 
 __all__ = [
-    "Connection", "Raw", "RedisServer", "RespError", "encode", "env_url", "free_port", "read_reply", "redis_url",
+    "Connection",
+    "Raw",
+    "RedisServer",
+    "RespError",
+    "encode",
+    "env_url",
+    "free_port",
+    "read_reply",
+    "redis_url",
     "server_binary",
 ]
 
@@ -154,8 +162,7 @@ class Raw:
     def __init__(self, url: Any, ca_file: Optional[str] = None):
         if not isinstance(url, str):
             raise ValueError(
-                "Raw talks to one server: a quorum's list of URLs has several; "
-                "give the URL of the master to talk to"
+                "Raw talks to one server: a quorum's list of URLs has several; give the URL of the master to talk to"
             )
         parts = urllib.parse.urlsplit(url)
         query = dict(urllib.parse.parse_qsl(parts.query))
@@ -292,8 +299,14 @@ class RedisServer:
             (:attr:`unix_url`).
     """
 
-    def __init__(self, port: Optional[int] = None, password: Optional[str] = None, extra: tuple[str, ...] = (),
-                 user: Optional[str] = None, unix_socket: bool = False):
+    def __init__(
+        self,
+        port: Optional[int] = None,
+        password: Optional[str] = None,
+        extra: tuple[str, ...] = (),
+        user: Optional[str] = None,
+        unix_socket: bool = False,
+    ):
         self.binary = server_binary()
         self._port_chosen = port is None
         self.port = port or free_port()
@@ -328,9 +341,19 @@ class RedisServer:
     def _args(self) -> list[str]:
         """The command line (a subclass may listen differently)."""
         args = [
-            self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
-            "--save", "", "--appendonly", "no", "--dir", self.dir,
-            "--enable-debug-command", "local",
+            self.binary,
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            self.dir,
+            "--enable-debug-command",
+            "local",
         ]
         if self.user:
             args += ["--user", "default", "off", "--user", self.user, "on", f">{self.password}", "~*", "&*", "+@all"]
@@ -356,7 +379,10 @@ class RedisServer:
         first = self.proc is None and self._port_chosen
         for _ in range(3 if first else 1):
             self.proc = proc = subprocess.Popen(
-                self._args(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                self._args(),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
             )
             if _await(self._answers, proc, "redis-server"):
                 self._port_chosen = False  # it has its port now: a restart keeps it

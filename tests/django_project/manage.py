@@ -1,5 +1,6 @@
 #!/usr/bin/env python
 """The test project's manage.py (tests/test_django.py runs it)."""
+
 import os
 import sys
 

@@ -21,8 +21,13 @@ DEFAULT_OUT = Path(__file__).resolve().parents[2] / "target" / "history-summary.
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m history", description=__doc__.split("\n\n")[0])
     ap.add_argument("--duration", type=float, default=60.0, help="total seconds, shared by the scenarios")
-    ap.add_argument("--scenarios", nargs="+", choices=ALL_SCENARIOS, default=list(SCENARIOS),
-                    help="the single-server and quorum scenarios unless told (sentinel-lock, cluster-lock: failovers)")
+    ap.add_argument(
+        "--scenarios",
+        nargs="+",
+        choices=ALL_SCENARIOS,
+        default=list(SCENARIOS),
+        help="the single-server and quorum scenarios unless told (sentinel-lock, cluster-lock: failovers)",
+    )
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the JSON summaries go")
     ap.add_argument("--keep", type=Path, help="keep the event logs under this directory")

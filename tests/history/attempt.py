@@ -49,8 +49,13 @@ class Attempt:
         if self.kind == "permit":
             fields["permits"] = PERMITS
         self.write(
-            "granted", t, ttl=self.ttl,
-            fence=self.fence, token=handle.token, t_ask=self.asked, **fields,
+            "granted",
+            t,
+            ttl=self.ttl,
+            fence=self.fence,
+            token=handle.token,
+            t_ask=self.asked,
+            **fields,
         )
 
     def still_valid(self, handle: ferrolock.Lock) -> bool:
@@ -85,8 +90,13 @@ class Attempt:
         self.write("error", phase=self.phase, error=f"{type(exc).__name__}: {exc}")
 
     def unexpected(self, exc: BaseException) -> None:
-        self.write("error", phase=self.phase, error=f"{type(exc).__name__}: {exc}", unexpected=True,
-                   traceback=traceback.format_exc())
+        self.write(
+            "error",
+            phase=self.phase,
+            error=f"{type(exc).__name__}: {exc}",
+            unexpected=True,
+            traceback=traceback.format_exc(),
+        )
 
     def report_wait_s(self) -> float:
         return self.ttl + ON_LOST_GRACE_S

@@ -106,10 +106,19 @@ class Hold:
             return None if t is None else round((t - t0) / 1e6, 3)
 
         return {
-            "w": self.w, "seq": self.seq, "pid": self.pid, "kind": self.kind, "names": list(self.names),
-            "ttl_s": self.ttl_ns / 1e9, "fence": self.fence, "token": self.token,
-            "granted_ms": ms(self.granted), "valid_ms": ms(self.valid), "t_rel_ms": ms(self.t_rel),
-            "on_lost_ms": [ms(t) for t in self.on_lost], "noticed": [(s, ms(t)) for s, t in self.noticed],
+            "w": self.w,
+            "seq": self.seq,
+            "pid": self.pid,
+            "kind": self.kind,
+            "names": list(self.names),
+            "ttl_s": self.ttl_ns / 1e9,
+            "fence": self.fence,
+            "token": self.token,
+            "granted_ms": ms(self.granted),
+            "valid_ms": ms(self.valid),
+            "t_rel_ms": ms(self.t_rel),
+            "on_lost_ms": [ms(t) for t in self.on_lost],
+            "noticed": [(s, ms(t)) for s, t in self.noticed],
         }
 
 
@@ -120,8 +129,16 @@ def build_holds(events: list) -> list:
         key = (e["w"], e["seq"])
         if e["ev"] == "granted":
             holds[key] = Hold(
-                e["w"], e["seq"], e["pid"], e["kind"], tuple(e["names"]), int(e["ttl"] * 1e9),
-                e["t"], e.get("fence"), e.get("token"), permits=e.get("permits"),
+                e["w"],
+                e["seq"],
+                e["pid"],
+                e["kind"],
+                tuple(e["names"]),
+                int(e["ttl"] * 1e9),
+                e["t"],
+                e.get("fence"),
+                e.get("token"),
+                permits=e.get("permits"),
             )
     for e in events:
         h = holds.get((e["w"], e["seq"]))
@@ -164,10 +181,15 @@ def over_permits(holds: list, t0: int = 0) -> list:
         for h in spans:
             active = [a for a in active if a.valid > h.granted] + [h]
             if h.permits is not None and len(active) > h.permits:
-                found.append({
-                    "type": "over-permits", "name": name, "permits": h.permits, "at_ms": round((h.granted - t0) / 1e6, 3),
-                    "holds": [a.brief(t0) for a in active],
-                })
+                found.append(
+                    {
+                        "type": "over-permits",
+                        "name": name,
+                        "permits": h.permits,
+                        "at_ms": round((h.granted - t0) / 1e6, 3),
+                        "holds": [a.brief(t0) for a in active],
+                    }
+                )
     return found
 
 
@@ -176,14 +198,18 @@ def overlaps(holds: list, t0: int = 0) -> list:
     for name, hs in sorted(per_name(holds).items()):
         spans = sorted((h for h in hs if h.valid is not None and h.valid > h.granted), key=lambda h: h.granted)
         for i, a in enumerate(spans):
-            for b in spans[i + 1:]:
+            for b in spans[i + 1 :]:
                 if b.granted >= a.valid:
                     break  # sorted by start: nothing later starts inside `a`
                 if conflict(a, b):
-                    found.append({
-                        "type": "overlap", "name": name, "overlap_ms": (min(a.valid, b.valid) - b.granted) / 1e6,
-                        "holds": [a.brief(t0), b.brief(t0)],
-                    })
+                    found.append(
+                        {
+                            "type": "overlap",
+                            "name": name,
+                            "overlap_ms": (min(a.valid, b.valid) - b.granted) / 1e6,
+                            "holds": [a.brief(t0), b.brief(t0)],
+                        }
+                    )
     return found
 
 
@@ -220,7 +246,9 @@ def stalled_ns(stalls: dict, stops: dict, pid: int, start: int, end: int) -> int
     """How much of [start, end] the process `pid` spent stalled (its threads
     ready but not running) and not stopped: the union of both, less the stops."""
     spans = sorted(
-        (max(start, a), min(end, b)) for a, b in [*stalls.get(pid, ()), *stops.get(pid, ())] if min(end, b) > max(start, a)
+        (max(start, a), min(end, b))
+        for a, b in [*stalls.get(pid, ()), *stops.get(pid, ())]
+        if min(end, b) > max(start, a)
     )
     covered, reach = 0, start
     for a, b in spans:
@@ -263,9 +291,13 @@ def loss_reports(holds: list, stops: dict, slack_ns: int, t0: int = 0, stalls: d
         if not h.on_lost:
             continue
         if h.valid is not None and h.valid > h.on_lost[0]:
-            found.append({
-                "type": "valid-after-loss", "after_ms": (h.valid - h.on_lost[0]) / 1e6, "holds": [h.brief(t0)],
-            })
+            found.append(
+                {
+                    "type": "valid-after-loss",
+                    "after_ms": (h.valid - h.on_lost[0]) / 1e6,
+                    "holds": [h.brief(t0)],
+                }
+            )
         late = report_lateness(h, stops, stalls)
         if late > slack_ns:
             found.append({"type": "late-loss-report", "late_ms": late / 1e6, "holds": [h.brief(t0)]})
@@ -304,7 +336,8 @@ def unexpected_errors(events: list, t0: int = 0) -> list:
     """Exceptions other than ferrolock's own (e.g. SystemError from the bindings)."""
     return [
         {"type": "unexpected-error", "event": {**e, "t_ms": round((e["t"] - t0) / 1e6, 3)}}
-        for e in events if e["ev"] == "error" and e.get("unexpected")
+        for e in events
+        if e["ev"] == "error" and e.get("unexpected")
     ]
 
 
@@ -340,8 +373,11 @@ def strays(events, samples, faults, max_ttl_ns, slack_ns, t0=0, handover_ns=0) -
         first, last = s["first_seen"], s["first_seen"] + s["alive_ns"]
         stalled = sum(max(0, min(last, b) - max(first, a)) for a, b in stalls)
         base = {
-            "name": s["name"], "token": s["token"], "alive_ms": s["alive_ns"] / 1e6,
-            "unexcused_ms": (s["alive_ns"] - stalled) / 1e6, "first_seen_ms": round((first - t0) / 1e6, 3),
+            "name": s["name"],
+            "token": s["token"],
+            "alive_ms": s["alive_ns"] / 1e6,
+            "unexcused_ms": (s["alive_ns"] - stalled) / 1e6,
+            "first_seen_ms": round((first - t0) / 1e6, 3),
         }
         if s["alive_ns"] > max(max_ttl_ns, handover_ns) + slack_ns:
             found.append({"type": "orphan-hold", **base})
@@ -357,7 +393,8 @@ def retransmissions(faults: list) -> list:
     another connection (a grant nobody knows of then, until its ttl)."""
     return [
         (f["t"] - IN_FLIGHT_NS, f["t_end"] + (f["t_end"] - f["t"]) + STALL_GRACE_NS)
-        for f in faults if f["fault"] in PARTITIONS + SPLITS and "skipped" not in f
+        for f in faults
+        if f["fault"] in PARTITIONS + SPLITS and "skipped" not in f
     ]
 
 
@@ -366,12 +403,21 @@ def suspects(events: list, stray: dict, max_ttl_ns: int, t0: int, most: int = 5)
     ttl before it was seen: one of them owned it."""
     lo, hi = stray["first_seen"] - max_ttl_ns, stray["first_seen"] + IN_FLIGHT_NS
     failed = [
-        e for e in events
+        e
+        for e in events
         if e["ev"] in ("timeout", "interrupted", "error") and stray["name"] in e.get("names", ()) and lo <= e["t"] <= hi
     ]
     return [
-        {"w": e["w"], "seq": e["seq"], "ev": e["ev"], "how": e.get("how"), "kind": e.get("kind"),
-         "phase": e.get("phase"), "cancelled": e.get("cancelled", False), "t_ms": round((e["t"] - t0) / 1e6, 1)}
+        {
+            "w": e["w"],
+            "seq": e["seq"],
+            "ev": e["ev"],
+            "how": e.get("how"),
+            "kind": e.get("kind"),
+            "phase": e.get("phase"),
+            "cancelled": e.get("cancelled", False),
+            "t_ms": round((e["t"] - t0) / 1e6, 1),
+        }
         for e in failed[-most:]
     ]
 

@@ -36,15 +36,30 @@ REPORT_BEGIN = "<!-- jepsen report: written by `make jepsen`, do not edit by han
 REPORT_END = "<!-- end of the jepsen report -->"
 # (scenario, replicas): what each run is; replicas only matter where there are replicas.
 CONFIGS = [
-    ("lock", 0), ("fair-lock", 0), ("rwmutex", 0), ("fair-rwmutex", 0), ("multi-lock", 0), ("semaphore", 0),
-    ("election", 0), ("quorum", 0), ("sentinel-lock", 0), ("sentinel-lock", 1), ("cluster-lock", 0),
+    ("lock", 0),
+    ("fair-lock", 0),
+    ("rwmutex", 0),
+    ("fair-rwmutex", 0),
+    ("multi-lock", 0),
+    ("semaphore", 0),
+    ("election", 0),
+    ("quorum", 0),
+    ("sentinel-lock", 0),
+    ("sentinel-lock", 1),
+    ("cluster-lock", 0),
     ("cluster-lock", 1),
 ]
 WHAT = {
-    "lock": "Lock, one server", "fair-lock": "fair Lock, one server", "rwmutex": "RWMutex, one server",
-    "fair-rwmutex": "fair RWMutex, one server", "multi-lock": "multi-lock, one server",
-    "semaphore": "semaphore (2 permits), one server", "election": "election, one server",
-    "quorum": "Lock and multi-lock, quorum of 3", "sentinel-lock": "Lock, Sentinel", "cluster-lock": "Lock, Redis Cluster",
+    "lock": "Lock, one server",
+    "fair-lock": "fair Lock, one server",
+    "rwmutex": "RWMutex, one server",
+    "fair-rwmutex": "fair RWMutex, one server",
+    "multi-lock": "multi-lock, one server",
+    "semaphore": "semaphore (2 permits), one server",
+    "election": "election, one server",
+    "quorum": "Lock and multi-lock, quorum of 3",
+    "sentinel-lock": "Lock, Sentinel",
+    "cluster-lock": "Lock, Redis Cluster",
 }
 
 
@@ -91,8 +106,10 @@ def _load(loads: list, summaries: list) -> str:
     stalls = [s["stalls"] for s in summaries if s.get("stalls", {}).get("n")]
     if stalls:
         worst = max(st["max"] for st in stalls)
-        text += (f"{';' if text else ''} the workers' threads were kept from running 20 ms or more "
-                 f"{sum(st['n'] for st in stalls)} times (longest {worst / 1000:.2f} s)")
+        text += (
+            f"{';' if text else ''} the workers' threads were kept from running 20 ms or more "
+            f"{sum(st['n'] for st in stalls)} times (longest {worst / 1000:.2f} s)"
+        )
     return text + "." if text else ""
 
 
@@ -130,8 +147,11 @@ def render(summaries: list, duration: float, seed: int, wall_s: float, loads: li
         overlaps = s["anomalies"].get("overlap", 0) + s["anomalies"].get("over-permits", 0)
         told = s["told_after_cut_ms"]
         longest = f" (longest {s['failover_overlap_max_ms'] / 1000:.2f} s)" if allowed else ""
-        cuts = sum(n for k, n in s["faults"].items() if k in ("partition", "cut-requests", "cut-replies",
-                                                              "split-brain", "master-isolated"))
+        cuts = sum(
+            n
+            for k, n in s["faults"].items()
+            if k in ("partition", "cut-requests", "cut-replies", "split-brain", "master-isolated")
+        )
         rows.append(
             f"| {WHAT[s['scenario']]} | {_replicas(s)} "
             f"| {s['holds_valid']} | {s['faults_injected']} ({cuts} cuts) "
@@ -147,26 +167,28 @@ def render(summaries: list, duration: float, seed: int, wall_s: float, loads: li
         for k, n in s.get("faults", {}).items():
             kinds[k] = kinds.get(k, 0) + n
     faults = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
-    return "\n".join([
-        REPORT_BEGIN,
-        "",
-        f"Run with `make jepsen DURATION={duration:g}` on {time.strftime('%Y-%m-%d')} (seed {seed}; "
-        f"{len(summaries)} configurations of {duration / len(summaries):.0f} s each, {wall_s / 60:.0f} min in all) "
-        f"on {machine} ({os.cpu_count()} cores), {server}: 5 worker processes each (3 taking one hold at a time, "
-        "2 asyncio ones with 2 tasks), ttls of 0.5 to 1 s, every worker and server in a network namespace of "
-        f"its own.{_load(loads, summaries)}",
-        "",
-        "| configuration | replicas | holds | faults | overlaps found | failover overlaps (allowed) "
-        "| writes as holder: taken / refused | late writes refused | told after a cut: n, median / worst (s) "
-        "| other anomalies |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-        *rows,
-        "",
-        f"Faults over all runs: {faults}.",
-        "",
-        *([f"Failed runs (the harness, not the library: no result): {'; '.join(failed)}.", ""] if failed else []),
-        REPORT_END,
-    ])
+    return "\n".join(
+        [
+            REPORT_BEGIN,
+            "",
+            f"Run with `make jepsen DURATION={duration:g}` on {time.strftime('%Y-%m-%d')} (seed {seed}; "
+            f"{len(summaries)} configurations of {duration / len(summaries):.0f} s each, {wall_s / 60:.0f} min in all) "
+            f"on {machine} ({os.cpu_count()} cores), {server}: 5 worker processes each (3 taking one hold at a time, "
+            "2 asyncio ones with 2 tasks), ttls of 0.5 to 1 s, every worker and server in a network namespace of "
+            f"its own.{_load(loads, summaries)}",
+            "",
+            "| configuration | replicas | holds | faults | overlaps found | failover overlaps (allowed) "
+            "| writes as holder: taken / refused | late writes refused | told after a cut: n, median / worst (s) "
+            "| other anomalies |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+            *rows,
+            "",
+            f"Faults over all runs: {faults}.",
+            "",
+            *([f"Failed runs (the harness, not the library: no result): {'; '.join(failed)}.", ""] if failed else []),
+            REPORT_END,
+        ]
+    )
 
 
 def write_section(path: Path, report: str) -> None:

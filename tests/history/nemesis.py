@@ -72,8 +72,15 @@ from . import resp
 from .events import now_ns
 
 KINDS = (
-    "client-kill", "pubsub-kill", "sigstop", "server-restart", "debug-sleep", "sigint", "master-stop",
-    "restart-empty", "waiter-master-stop",
+    "client-kill",
+    "pubsub-kill",
+    "sigstop",
+    "server-restart",
+    "debug-sleep",
+    "sigint",
+    "master-stop",
+    "restart-empty",
+    "waiter-master-stop",
 )
 MASTER_ONLY = ("master-stop", "restart-empty", "waiter-master-stop")  # faults of a quorum's masters
 # What applies to a deployment with failovers as well as to single servers.
@@ -340,8 +347,13 @@ class Nemesis:
         failover-timeout and aborted. Neither is a fault the run injects, and
         a fixed limit would turn a busy machine into a failed run."""
         d = self.deployment
-        d.wait_for(predicate, FAILOVER_LIMIT_S, what, paused=self._tilted,
-                   detail=lambda: f" (not counting TILT); the Sentinels' logs end:\n{d.log_tails()}")
+        d.wait_for(
+            predicate,
+            FAILOVER_LIMIT_S,
+            what,
+            paused=self._tilted,
+            detail=lambda: f" (not counting TILT); the Sentinels' logs end:\n{d.log_tails()}",
+        )
 
     def _tilted(self) -> bool:
         """Some Sentinel is in TILT mode now (noted with the time, for the fault log)."""
@@ -451,7 +463,8 @@ class Nemesis:
         """(since, worker) of the sync workers waiting in acquire now, not frozen."""
         with self._lock:
             return [
-                (self.board.waiting[w.index], w) for w in self.workers
+                (self.board.waiting[w.index], w)
+                for w in self.workers
                 if w.sync and w.pid not in self._stopped and self.board.waiting[w.index]
             ]
 
@@ -528,8 +541,15 @@ class Nemesis:
                     cuts.append((m, w))
         # Cut from a majority of a quorum's masters (or from its one master), a holder loses its hold.
         cuts_off = len(targets) > len(self._master_hosts()) // 2
-        self._in_flight(self._cut_for, kind, cuts, seconds, workers=self._labels(picked),
-                        servers=[m.role for m in targets], cuts_off=cuts_off)
+        self._in_flight(
+            self._cut_for,
+            kind,
+            cuts,
+            seconds,
+            workers=self._labels(picked),
+            servers=[m.role for m in targets],
+            cuts_off=cuts_off,
+        )
 
     def _partition(self) -> None:
         self._link_fault("partition")
@@ -574,8 +594,9 @@ class Nemesis:
                 self.net.delay(h)
             with self._lock:
                 self._slowed.difference_update(i for i, _ in picked)
-        self._record("latency", t, seconds=round(seconds, 3), each_way_ms=round(base * 1000, 1),
-                     workers=self._labels(picked))
+        self._record(
+            "latency", t, seconds=round(seconds, 3), each_way_ms=round(base * 1000, 1), workers=self._labels(picked)
+        )
 
     def _in_flight(self, fault, *args, **fields) -> None:
         """A network fault on its own thread, so others land meanwhile."""
@@ -614,8 +635,16 @@ class Nemesis:
         healed = now_ns()
         self._sentinel_wait(lambda: d.failover_done(old.port), "the Sentinels to agree")
         self._sentinel_wait(self._sentinel_ready, "the old master back as a replica")
-        self._record("split-brain", t, old=old.port, new=d.master_port(), t_named=named, t_healed=healed,
-                     workers=self._labels(picked), **self._tilts(t))
+        self._record(
+            "split-brain",
+            t,
+            old=old.port,
+            new=d.master_port(),
+            t_named=named,
+            t_healed=healed,
+            workers=self._labels(picked),
+            **self._tilts(t),
+        )
 
     def _master_isolated_now(self, rng: random.Random) -> None:
         """A master (and maybe a worker) cut off from every other node and worker."""
@@ -635,6 +664,12 @@ class Nemesis:
             self.net.restore(pairs)
         healed = now_ns()
         c.await_topology(FAILOVER_LIMIT_S)
-        self._record("master-isolated", t, old=old, new=layout[old][0], t_named=named, t_healed=healed,
-                     workers=self._labels(picked))
-
+        self._record(
+            "master-isolated",
+            t,
+            old=old,
+            new=layout[old][0],
+            t_named=named,
+            t_healed=healed,
+            workers=self._labels(picked),
+        )

@@ -31,17 +31,33 @@ PERSIST = ("--appendonly", "yes", "--appendfsync", "always")
 SHM = Path("/dev/shm")  # the append-only file on tmpfs: fsync costs nothing, kill -9 loses nothing
 # Mean seconds between two faults of a kind; a run gets at least one of each.
 FAULT_PERIOD_S = {
-    "client-kill": 4, "pubsub-kill": 6, "sigstop": 8, "server-restart": 10, "debug-sleep": 6, "sigint": 2,
-    "master-stop": 5, "restart-empty": 5, "waiter-master-stop": 5,
+    "client-kill": 4,
+    "pubsub-kill": 6,
+    "sigstop": 8,
+    "server-restart": 10,
+    "debug-sleep": 6,
+    "sigint": 2,
+    "master-stop": 5,
+    "restart-empty": 5,
+    "waiter-master-stop": 5,
 }
 # Against a Sentinel deployment: failovers (each waits for the deployment to be
 # ready, about 10 s after a SENTINEL FAILOVER), a Sentinel frozen, and the faults aimed at the master.
 SENTINEL_FAULT_PERIOD_S = {
-    "failover": 16, "master-kill": 16, "sentinel-stop": 12, "client-kill": 6, "sigstop": 10, "sigint": 3,
+    "failover": 16,
+    "master-kill": 16,
+    "sentinel-stop": 12,
+    "client-kill": 6,
+    "sigstop": 10,
+    "sigint": 3,
 }
 # Against a Redis Cluster: failovers (each waits for every node to agree on the layout).
 CLUSTER_FAULT_PERIOD_S = {
-    "cluster-failover": 12, "cluster-master-kill": 12, "client-kill": 6, "sigstop": 10, "sigint": 3,
+    "cluster-failover": 12,
+    "cluster-master-kill": 12,
+    "client-kill": 6,
+    "sigstop": 10,
+    "sigint": 3,
 }
 # With partitions, besides: links cut or slowed between workers and servers,
 # and a failover by a partition (each waits for the deployment to settle after).
@@ -160,7 +176,14 @@ def run(cfg: RunConfig) -> dict:
         specs = _specs(cfg, url, prefix, workdir, rng, servers[0].port, net, routed, storage.socket)
         hosts = {s.index: net.by_role(f"worker-{s.index}") for s in specs} if net else {}
         events_at, wall, exits, fault_log, samples, t0 = _execute(
-            cfg, specs, servers, prefix, plan, deployment, net=net, hosts=hosts,
+            cfg,
+            specs,
+            servers,
+            prefix,
+            plan,
+            deployment,
+            net=net,
+            hosts=hosts,
         )
         keys = _settle([s.port for s in servers], prefix, cfg.ttl[1] + cfg.slack_s + 2.0)
         written = records(storage.socket, prefix, NAMES[cfg.scenario])
@@ -178,7 +201,14 @@ def run(cfg: RunConfig) -> dict:
     events, torn = read_events(events_at)
     max_ttl_ns = int(cfg.ttl[1] * 1e9)
     anomalies = checker.check(
-        events, fault_log, keys, samples, int(cfg.slack_s * 1e9), max_ttl_ns, t0, written,
+        events,
+        fault_log,
+        keys,
+        samples,
+        int(cfg.slack_s * 1e9),
+        max_ttl_ns,
+        t0,
+        written,
         handover_ns=2 * min(max_ttl_ns, PATIENCE_NS) if fair(cfg.scenario) else 0,
     )
     # Without replica acknowledgement a failover may lose a hold: allowed only
@@ -206,13 +236,24 @@ def run(cfg: RunConfig) -> dict:
     crashes = {e["w"]: e["error"] for e in events if e["ev"] == "crash"}
     failed = [
         {"type": "worker-failed", "w": s.label, "exitcode": c, "error": crashes.get(s.label)}
-        for s, c in zip(specs, exits) if c != 0
+        for s, c in zip(specs, exits)
+        if c != 0
     ]
     if failed:
         anomalies["worker-failed"] = failed
     summary = summarize(
-        scenario=cfg.scenario, seed=cfg.seed, duration=cfg.duration, wall_s=wall, events=events, torn=torn,
-        faults=fault_log, anomalies=anomalies, keys=keys, exits=exits, samples=samples, t0=t0,
+        scenario=cfg.scenario,
+        seed=cfg.seed,
+        duration=cfg.duration,
+        wall_s=wall,
+        events=events,
+        torn=torn,
+        faults=fault_log,
+        anomalies=anomalies,
+        keys=keys,
+        exits=exits,
+        samples=samples,
+        t0=t0,
     )
     summary["faults_scheduled"] = faults
     summary["plan"] = [[round(at, 3), kind] for at, kind in plan[1]]
@@ -230,9 +271,21 @@ def run(cfg: RunConfig) -> dict:
     ]
     if cfg.record:
         record(
-            f"history-{cfg.scenario}", variant="under faults", **{k: summary[k] for k in (
-                "seed", "duration_s", "holds", "holds_valid", "holds_per_s", "faults_injected", "faults", "anomalies",
-            )},
+            f"history-{cfg.scenario}",
+            variant="under faults",
+            **{
+                k: summary[k]
+                for k in (
+                    "seed",
+                    "duration_s",
+                    "holds",
+                    "holds_valid",
+                    "holds_per_s",
+                    "faults_injected",
+                    "faults",
+                    "anomalies",
+                )
+            },
             overlaps=summary["anomalies"].get("overlap", 0),
             fence_order_faults=summary["anomalies"].get("fence-order", 0),
             keys_left=len(keys),
@@ -295,12 +348,23 @@ def _specs(cfg, url, prefix, workdir, rng, time_port, net=None, routes=None, sto
     skews = cfg.skews if cfg.skews is not None else SKEWS if cfg.scenario in SKEWED_SCENARIOS else {}
     return [
         WorkerSpec(
-            index=i, label=f"{mode[0]}{i}", mode=mode, scenario=cfg.scenario, url=url,
+            index=i,
+            label=f"{mode[0]}{i}",
+            mode=mode,
+            scenario=cfg.scenario,
+            url=url,
             prefix=f"{prefix}{i}:" if cfg.isolate else prefix,
-            seed=rng.randrange(2**32), log_path=str(workdir / f"worker-{i}.jsonl"), ttl=cfg.ttl, tasks=cfg.async_tasks,
-            long_every_s=cfg.long_every_s if i == 0 else None, replicas=cfg.replicas,
-            skew=skews.get(i), time_port=time_port,
-            netns=net.host(f"worker-{i}").ns if net else None, routes=routes or None, storage=storage,
+            seed=rng.randrange(2**32),
+            log_path=str(workdir / f"worker-{i}.jsonl"),
+            ttl=cfg.ttl,
+            tasks=cfg.async_tasks,
+            long_every_s=cfg.long_every_s if i == 0 else None,
+            replicas=cfg.replicas,
+            skew=skews.get(i),
+            time_port=time_port,
+            netns=net.host(f"worker-{i}").ns if net else None,
+            routes=routes or None,
+            storage=storage,
         )
         for i, mode in enumerate(modes)
     ]
@@ -315,7 +379,9 @@ def _execute(cfg, specs, servers, prefix, plan, deployment=None, net=None, hosts
     procs = [
         ctx.Process(
             target=sync_worker if s.mode == "sync" else async_worker,
-            args=(s, barrier, go, deadline, board), name=s.label, daemon=True,
+            args=(s, barrier, go, deadline, board),
+            name=s.label,
+            daemon=True,
         )
         for s in specs
     ]
@@ -325,8 +391,16 @@ def _execute(cfg, specs, servers, prefix, plan, deployment=None, net=None, hosts
     workers = [Worker(s.index, s.label, p.pid, s.mode == "sync") for s, p in zip(specs, procs)]
     seed, faults = plan
     nemesis = Nemesis(
-        servers, workers, board, seed, stop_s=cfg.ttl[1] * 1.3, deployment=deployment,
-        net=net, hosts=hosts or {}, names=NAMES[cfg.scenario], prefix=prefix,
+        servers,
+        workers,
+        board,
+        seed,
+        stop_s=cfg.ttl[1] * 1.3,
+        deployment=deployment,
+        net=net,
+        hosts=hosts or {},
+        names=NAMES[cfg.scenario],
+        prefix=prefix,
     )
     cluster = topology(cfg.scenario) == "cluster"
     ports = [s.port if cluster or not deployment else (lambda s=s: s.port) for s in servers]

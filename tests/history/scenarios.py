@@ -78,7 +78,7 @@ def layout(scenario: str) -> str:
 
 
 def topology(scenario: str) -> str:
-    """"sentinel", "cluster", or "servers" (one redis-server, or a quorum's masters)."""
+    """ "sentinel", "cluster", or "servers" (one redis-server, or a quorum's masters)."""
     if scenario in SENTINEL_SCENARIOS:
         return "sentinel"
     return "cluster" if scenario in CLUSTER_SCENARIOS else "servers"
@@ -101,8 +101,10 @@ def handle(client: ferrolock.Client, scenario: str, kind: str, names: tuple, **o
 
 def retry(rng: random.Random):
     """Waiting strategies vary between attempts, the default included (None)."""
-    return rng.choice([
-        None,
-        ferrolock.Retry.fixed(0.005),
-        ferrolock.Retry.exponential(0.001, 0.05),
-    ])
+    return rng.choice(
+        [
+            None,
+            ferrolock.Retry.fixed(0.005),
+            ferrolock.Retry.exponential(0.001, 0.05),
+        ]
+    )

@@ -44,8 +44,9 @@ class Storage:
             return
         for name in att.names:
             try:
-                self.guard.execute("RPUSH", data_key(self.prefix, name), f"{att.fence}:{att.w}:{att.seq}",
-                                   fence=att.fence)
+                self.guard.execute(
+                    "RPUSH", data_key(self.prefix, name), f"{att.fence}:{att.w}:{att.seq}", fence=att.fence
+                )
                 result = "written"
             except ferrolock.StaleFence:
                 result = "refused"
@@ -62,8 +63,9 @@ class AsyncStorage:
             return
         for name in att.names:
             try:
-                await self.guard.execute("RPUSH", data_key(self.prefix, name), f"{att.fence}:{att.w}:{att.seq}",
-                                         fence=att.fence)
+                await self.guard.execute(
+                    "RPUSH", data_key(self.prefix, name), f"{att.fence}:{att.w}:{att.seq}", fence=att.fence
+                )
                 result = "written"
             except ferrolock.StaleFence:
                 result = "refused"

@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections import Counter
 
 from .checker import (
-    EXAMPLES, FAILOVERS, PARTITIONS, SPLITS, build_holds, report_lateness, stalls_from, stopped_ns, stops_from,
+    EXAMPLES,
+    FAILOVERS,
+    PARTITIONS,
+    SPLITS,
+    build_holds,
+    report_lateness,
+    stalls_from,
+    stopped_ns,
+    stops_from,
     stray_tokens,
 )
 
@@ -71,7 +79,7 @@ def summarize(*, scenario, seed, duration, wall_s, events, torn, faults, anomali
     timeouts = Counter(
         ("cancelled-in-" if e.get("cancelled") else "in-") + e["phase"] for e in events if e["ev"] == "timeout"
     )
-    errors = Counter(f'{e["phase"]}: {e["error"].split(":")[0]}' for e in events if e["ev"] == "error")
+    errors = Counter(f"{e['phase']}: {e['error'].split(':')[0]}" for e in events if e["ev"] == "error")
     injected = Counter(f["fault"] for f in faults if "skipped" not in f)
     skipped = Counter(f["fault"] for f in faults if "skipped" in f)
     valid = [h for h in holds if h.valid is not None]
@@ -82,9 +90,7 @@ def summarize(*, scenario, seed, duration, wall_s, events, torn, faults, anomali
     stalls = stalls_from(events)
     lateness = [report_lateness(h, stops, stalls) for h in holds if h.on_lost]
     # Less the time SIGSTOPped: what the machine's load alone held up.
-    stall_ns = [
-        n for pid, spans in stalls.items() for a, b in spans if (n := b - a - stopped_ns(stops, pid, a, b)) > 0
-    ]
+    stall_ns = [n for pid, spans in stalls.items() for a, b in spans if (n := b - a - stopped_ns(stops, pid, a, b)) > 0]
     told = loss_after_cut(holds, faults)
     return {
         "scenario": scenario,
@@ -110,13 +116,18 @@ def summarize(*, scenario, seed, duration, wall_s, events, torn, faults, anomali
         "stray_tokens": len(strays),
         "stray_max_ms": round(max((s["alive_ns"] for s in strays), default=0) / 1e6, 1),
         "stray_longest": [
-            {"name": s["name"], "token": s["token"], "first_seen_ms": round((s["first_seen"] - t0) / 1e6, 1),
-             "alive_ms": round(s["alive_ns"] / 1e6, 1)}
+            {
+                "name": s["name"],
+                "token": s["token"],
+                "first_seen_ms": round((s["first_seen"] - t0) / 1e6, 1),
+                "alive_ms": round(s["alive_ns"] / 1e6, 1),
+            }
             for s in sorted(strays, key=lambda s: -s["alive_ns"])[:EXAMPLES]
         ],
         "released": by_ev["released"],
         "on_lost_vs_deadline_ms": {
-            "n": len(lateness), "latest": round(max(lateness) / 1e6, 1) if lateness else None,
+            "n": len(lateness),
+            "latest": round(max(lateness) / 1e6, 1) if lateness else None,
         },
         "lost_by_source": dict(lost_by),
         # How long after a cut began its holders were told (percentiles, ms).

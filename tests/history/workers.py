@@ -78,8 +78,14 @@ def new_attempt(spec, rng, client, log, board, w, seq, how, blocking_timeout=Non
     ttl = round(rng.uniform(*spec.ttl), 3)
     att = Attempt(log, w, seq, kind, names, ttl, how, (board.holding, spec.index))
     handle = scenarios.handle(
-        client, spec.scenario, kind, names,
-        ttl=ttl, retry=scenarios.retry(rng), on_lost=att.on_lost, blocking_timeout=blocking_timeout,
+        client,
+        spec.scenario,
+        kind,
+        names,
+        ttl=ttl,
+        retry=scenarios.retry(rng),
+        on_lost=att.on_lost,
+        blocking_timeout=blocking_timeout,
     )
     return att, handle
 

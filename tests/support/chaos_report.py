@@ -61,17 +61,23 @@ def main() -> None:
         left = sum(r.get("keys_left", 0) for r in rs)
         rate = [r["holds_per_s"] for r in rs if "holds_per_s" in r]
         rate_s = f"{min(rate):,.0f}–{max(rate):,.0f}" if rate else "—"
-        print(f"| {scenario} | {variant} | {len(rs)} | {holds:,} | {faults} | {overlaps} | {fence} | {left} | {rate_s} |")
+        print(
+            f"| {scenario} | {variant} | {len(rs)} | {holds:,} | {faults} | {overlaps} | {fence} | {left} | {rate_s} |"
+        )
     failovers = {variant: rs for (scenario, variant), rs in sorted(by.items()) if scenario == "cluster-failover"}
     if failovers:
         print()
-        print("| Cluster fault | runs | fault to first acquire, ms (median, range) | release to waiter woken, ms (max) |")
+        print(
+            "| Cluster fault | runs | fault to first acquire, ms (median, range) | release to waiter woken, ms (max) |"
+        )
         print("|---|---|---|---|")
         for variant, rs in failovers.items():
             ms = sorted(r["first_acquire_ms"] for r in rs)
             woke = [r["wake_ms"] for r in rs if "wake_ms" in r]
-            print(f"| {variant} | {len(rs)} | {ms[len(ms) // 2]:,.0f} ({ms[0]:,.0f}–{ms[-1]:,.0f}) | "
-                  f"{max(woke) if woke else '—'} |")
+            print(
+                f"| {variant} | {len(rs)} | {ms[len(ms) // 2]:,.0f} ({ms[0]:,.0f}–{ms[-1]:,.0f}) | "
+                f"{max(woke) if woke else '—'} |"
+            )
 
 
 if __name__ == "__main__":

@@ -204,8 +204,12 @@ class Net:
                 "link set lo up",
                 f"rule add pref {PREF_FROM_RELAY} iif {DEVICE} lookup main",
             )
-            self._sysctl(self.router, "net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0",
-                         "net.ipv4.conf.default.rp_filter=0")
+            self._sysctl(
+                self.router,
+                "net.ipv4.ip_forward=1",
+                "net.ipv4.conf.all.rp_filter=0",
+                "net.ipv4.conf.default.rp_filter=0",
+            )
         except BaseException:
             self.close()
             raise
@@ -235,10 +239,18 @@ class Net:
             f"addr add {h.gateway}/24 dev {h.link}",
             f"link set {h.link} up",
         )
-        _run(["ip", "-n", h.ns, "-b", "-"], input="\n".join([
-            "link set lo up", f"addr add {h.ip}/24 dev eth0", "link set eth0 up",
-            f"route add default via {h.gateway}",
-        ]) + "\n")
+        _run(
+            ["ip", "-n", h.ns, "-b", "-"],
+            input="\n".join(
+                [
+                    "link set lo up",
+                    f"addr add {h.ip}/24 dev eth0",
+                    "link set eth0 up",
+                    f"route add default via {h.gateway}",
+                ]
+            )
+            + "\n",
+        )
         return h
 
     def port(self) -> int:
@@ -346,7 +358,10 @@ class Net:
             return
         self.relay = subprocess.Popen(
             ["ip", "netns", "exec", self.router, sys.executable, str(RELAY), DEVICE, str(self.seed)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
         )
         self.procs.append(self.relay)
         if self.relay.stdout.readline().strip() != "ready":
@@ -505,7 +520,9 @@ class Agent:
         self.host = host
         mine, theirs = socket.socketpair()
         self.proc = host.popen(
-            [sys.executable, str(AGENT), str(theirs.fileno())], pass_fds=(theirs.fileno(),), start_new_session=True,
+            [sys.executable, str(AGENT), str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),),
+            start_new_session=True,
         )
         theirs.close()
         self._conn = Connection(mine.detach())

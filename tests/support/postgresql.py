@@ -56,13 +56,34 @@ class PostgresServer:
         bin_dir = binaries()
         assert bin_dir, missing()
         data = os.path.join(self.dir, "data")
-        subprocess.run([os.path.join(bin_dir, "initdb"), "-D", data, "-U", "postgres", "-A", "trust", "--no-sync",
-                        "-E", "UTF8"], user=self.user, check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [os.path.join(bin_dir, "initdb"), "-D", data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8"],
+            user=self.user,
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         self.proc = subprocess.Popen(
-            [os.path.join(bin_dir, "postgres"), "-D", data, "-p", str(self.port), "-k", self.dir,
-             "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
-             "-c", "full_page_writes=off"],
-            user=self.user, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            [
+                os.path.join(bin_dir, "postgres"),
+                "-D",
+                data,
+                "-p",
+                str(self.port),
+                "-k",
+                self.dir,
+                "-c",
+                "listen_addresses=127.0.0.1",
+                "-c",
+                "fsync=off",
+                "-c",
+                "synchronous_commit=off",
+                "-c",
+                "full_page_writes=off",
+            ],
+            user=self.user,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
         )
         ready = os.path.join(bin_dir, "pg_isready")
         deadline = time.monotonic() + 60

@@ -31,7 +31,7 @@ def key_slot(key: str) -> int:
     if start != -1:
         end = raw.find(b"}", start + 1)
         if end > start + 1:
-            raw = raw[start + 1:end]
+            raw = raw[start + 1 : end]
     return crc16(raw) % SLOTS
 
 
@@ -51,10 +51,14 @@ class ClusterNode(RedisServer):
         # The node's config (nodes.conf: its id, its peers, its role) stays in its
         # directory, so a node killed and started again rejoins as the same node.
         return super()._args() + [
-            "--cluster-enabled", "yes",
-            "--cluster-config-file", f"{self.dir}/nodes.conf",
-            "--cluster-node-timeout", str(self.node_timeout_ms),
-            "--cluster-port", str(self.bus_port),
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            f"{self.dir}/nodes.conf",
+            "--cluster-node-timeout",
+            str(self.node_timeout_ms),
+            "--cluster-port",
+            str(self.bus_port),
         ]
 
     @property
@@ -91,14 +95,12 @@ class RedisCluster:
         # the node id of each node, by port (known once started)
         self.ids: Dict[int, str] = {}
         # ranges[i] = (first slot, last slot) owned by self.nodes[i]
-        self.ranges: List[Tuple[int, int]] = [
-            (i * SLOTS // nodes, (i + 1) * SLOTS // nodes - 1) for i in range(nodes)
-        ]
+        self.ranges: List[Tuple[int, int]] = [(i * SLOTS // nodes, (i + 1) * SLOTS // nodes - 1) for i in range(nodes)]
 
     @property
     def ports(self) -> List[int]:
         """The ports of the primaries it was started with (in slot order)."""
-        return [n.port for n in self.nodes[:self.count]]
+        return [n.port for n in self.nodes[: self.count]]
 
     @property
     def all_ports(self) -> List[int]:
@@ -133,8 +135,14 @@ class RedisCluster:
         try:
             extra: tuple = ()
             if self.replicas:
-                extra = ("--cluster-replica-validity-factor", "0", "--cluster-require-full-coverage", "no",
-                         "--repl-diskless-sync-delay", "0")
+                extra = (
+                    "--cluster-replica-validity-factor",
+                    "0",
+                    "--cluster-require-full-coverage",
+                    "no",
+                    "--repl-diskless-sync-delay",
+                    "0",
+                )
             for i in range(self.count * (1 + self.replicas)):
                 node = self.new_node(i, extra)
                 self.nodes.append(node)  # appended first so close() removes its dir even if start fails
@@ -144,11 +152,11 @@ class RedisCluster:
                 self._expect_ok(node, "CLUSTER", "ADDSLOTSRANGE", str(first), str(last))
             # Every pair meets directly (not just first -> others) so nobody waits on gossip to learn a peer.
             for i, node in enumerate(self.nodes):
-                for peer in self.nodes[i + 1:]:
+                for peer in self.nodes[i + 1 :]:
                     self._expect_ok(node, "CLUSTER", "MEET", peer.host, str(peer.port), str(peer.bus_port))
             if self.replicas:
                 self._await_known()
-                for i, replica in enumerate(self.nodes[self.count:]):
+                for i, replica in enumerate(self.nodes[self.count :]):
                     master = self.nodes[i % self.count]
                     self._expect_ok(replica, "CLUSTER", "REPLICATE", self.ids[master.port])
                 self.await_topology()
@@ -227,10 +235,12 @@ class RedisCluster:
 
     def _await_known(self) -> None:
         """Until every node knows every other (the MEETs' handshakes done)."""
+
         def known(node: ClusterNode) -> bool:
             text = self.raw(node.port)("CLUSTER", "NODES").decode()
             lines = text.splitlines()
             return len(lines) == len(self.nodes) and "handshake" not in text
+
         self._await(lambda: all(known(n) for n in self.nodes), 20, "every node to know every other")
 
     def await_topology(self, limit: float = 30.0) -> Dict[int, List[int]]:
@@ -299,9 +309,7 @@ class RedisCluster:
     def _formed(self, node: ClusterNode) -> Tuple[bool, str]:
         """Whether the node sees the whole cluster: state ok, all nodes known, all slots covered."""
         info = node.command("CLUSTER", "INFO").decode(errors="replace")
-        fields = dict(
-            line.split(":", 1) for line in info.splitlines() if ":" in line and not line.startswith("$")
-        )
+        fields = dict(line.split(":", 1) for line in info.splitlines() if ":" in line and not line.startswith("$"))
         if fields.get("cluster_state") != "ok" or fields.get("cluster_known_nodes") != str(self.count):
             return False, info
         slots = node.command("CLUSTER", "SLOTS")

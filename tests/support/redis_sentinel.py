@@ -75,9 +75,13 @@ class Node(RedisServer):
             return [f"port {self.port}"]
         d = self.tls_dir
         return [
-            "port 0", f"tls-port {self.port}", f"tls-cert-file {d / 'server.pem'}",
-            f"tls-key-file {d / 'server.key'}", f"tls-ca-cert-file {d / 'ca.pem'}",
-            "tls-auth-clients no", "tls-replication yes",
+            "port 0",
+            f"tls-port {self.port}",
+            f"tls-cert-file {d / 'server.pem'}",
+            f"tls-key-file {d / 'server.key'}",
+            f"tls-ca-cert-file {d / 'ca.pem'}",
+            "tls-auth-clients no",
+            "tls-replication yes",
         ]
 
     def listen_lines(self) -> list:
@@ -118,8 +122,15 @@ class SentinelDeployment:
     """`quorum`: how many Sentinels must agree that the master is down
     (a failover also needs a majority of them to elect a leader)."""
 
-    def __init__(self, tls: bool = False, acl: bool = False, sentinels: int = 1, down_after_ms: int = 1000,
-                 persist: bool = False, quorum: int = 1):
+    def __init__(
+        self,
+        tls: bool = False,
+        acl: bool = False,
+        sentinels: int = 1,
+        down_after_ms: int = 1000,
+        persist: bool = False,
+        quorum: int = 1,
+    ):
         self.tls, self.acl, self.persist, self.quorum = tls, acl, persist, quorum
         self.tls_dir: Optional[Path] = None
         if tls:
@@ -140,8 +151,13 @@ class SentinelDeployment:
 
     def node_conf(self, node: Node, replica_of: Optional[int]) -> list:
         conf = node.listen_lines() + [
-            f"dir {node.dir}", "save \"\"", "enable-debug-command local", "logfile node.log", "repl-diskless-sync-delay 0",
-            "appendonly yes" if self.persist else "appendonly no", "appendfsync always",
+            f"dir {node.dir}",
+            'save ""',
+            "enable-debug-command local",
+            "logfile node.log",
+            "repl-diskless-sync-delay 0",
+            "appendonly yes" if self.persist else "appendonly no",
+            "appendfsync always",
         ]
         if self.acl:
             conf += [
@@ -150,7 +166,8 @@ class SentinelDeployment:
                 f"user {APP[0]} on >{APP[1]} ~* &* +@all",
                 f"user {REPL[0]} on >{REPL[1]} +psync +replconf +ping",
                 f"user {LINK[0]} on >{LINK[1]} {LINK_RULES}",
-                f"masteruser {REPL[0]}", f"masterauth {REPL[1]}",
+                f"masteruser {REPL[0]}",
+                f"masterauth {REPL[1]}",
             ]
         if replica_of is not None:
             conf.append(f"replicaof {self.node(replica_of).host} {replica_of}")
@@ -159,19 +176,22 @@ class SentinelDeployment:
     def sentinel_conf(self, node: Node) -> list:
         first = self._first_master
         conf = node.listen_lines() + [
-            f"dir {node.dir}", "logfile sentinel.log",
+            f"dir {node.dir}",
+            "logfile sentinel.log",
             f"sentinel monitor {SERVICE} {first.host} {first.port} {self.quorum}",
             f"sentinel down-after-milliseconds {SERVICE} {self.down_after_ms}",
             f"sentinel failover-timeout {SERVICE} 4000",
         ]
         if self.acl:
             conf += [
-                f"sentinel auth-user {SERVICE} {LINK[0]}", f"sentinel auth-pass {SERVICE} {LINK[1]}",
+                f"sentinel auth-user {SERVICE} {LINK[0]}",
+                f"sentinel auth-pass {SERVICE} {LINK[1]}",
                 "user default off",
                 f"user {ADMIN[0]} on >{ADMIN[1]} +@all",
                 f"user {WATCHER[0]} on >{WATCHER[1]} {WATCHER_RULES}",
                 # Sentinels talk to each other as this user.
-                f"sentinel sentinel-user {ADMIN[0]}", f"sentinel sentinel-pass {ADMIN[1]}",
+                f"sentinel sentinel-user {ADMIN[0]}",
+                f"sentinel sentinel-pass {ADMIN[1]}",
             ]
         return conf
 
@@ -184,8 +204,11 @@ class SentinelDeployment:
             binary = shutil.which("redis-sentinel") or "redis-sentinel"
             for s in self.sentinels:
                 s.start(self.sentinel_conf(s), binary)
-            self.wait_for(lambda: all(self.known_replicas(s) >= 1 for s in self.sentinels), 15,
-                          "the Sentinels to find the replica")
+            self.wait_for(
+                lambda: all(self.known_replicas(s) >= 1 for s in self.sentinels),
+                15,
+                "the Sentinels to find the replica",
+            )
         except BaseException:
             self.close()
             raise
@@ -199,8 +222,13 @@ class SentinelDeployment:
 
     # ------------------------------------------------------------ what the library takes
 
-    def url(self, app: Optional[tuple] = APP, watcher: Optional[tuple] = WATCHER, service: str = SERVICE,
-            sentinels: Optional[list] = None) -> str:
+    def url(
+        self,
+        app: Optional[tuple] = APP,
+        watcher: Optional[tuple] = WATCHER,
+        service: str = SERVICE,
+        sentinels: Optional[list] = None,
+    ) -> str:
         scheme = "rediss+sentinel" if self.tls else "redis+sentinel"
         creds = f"{quote(app[0], safe='')}:{quote(app[1], safe='')}@" if app and self.acl else ""
         # `sentinels`: ports, of this deployment's Sentinels (at their host) or

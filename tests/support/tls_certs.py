@@ -45,11 +45,25 @@ def make_ca(dir: Path, name: str) -> tuple:
     """A self-signed v3 CA certificate and its key: (cert, key)."""
     cert, key = dir / f"{name}.pem", dir / f"{name}.key"
     _openssl(
-        "req", "-x509", "-new", *_EC, "-nodes", "-keyout", key.name, "-out", cert.name,
-        "-days", "2", "-subj", f"/CN=ferrolock test {name}",
-        "-addext", "basicConstraints=critical,CA:TRUE",
-        "-addext", "keyUsage=critical,keyCertSign,cRLSign",
-        "-addext", "subjectKeyIdentifier=hash",
+        "req",
+        "-x509",
+        "-new",
+        *_EC,
+        "-nodes",
+        "-keyout",
+        key.name,
+        "-out",
+        cert.name,
+        "-days",
+        "2",
+        "-subj",
+        f"/CN=ferrolock test {name}",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+        "-addext",
+        "subjectKeyIdentifier=hash",
         cwd=dir,
     )
     return cert, key
@@ -68,10 +82,27 @@ def make_certs(dir: Optional[Path] = None, san: str = "IP:127.0.0.1,DNS:localhos
         "subjectKeyIdentifier=hash\n"
         "authorityKeyIdentifier=keyid\n"
     )
-    _openssl("req", "-new", *_EC, "-nodes", "-keyout", "server.key", "-out", "server.csr",
-             "-subj", "/CN=localhost", cwd=dir)
-    _openssl("x509", "-req", "-in", "server.csr", "-CA", ca.name, "-CAkey", ca_key.name,
-             "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "server.ext", cwd=dir)
+    _openssl(
+        "req", "-new", *_EC, "-nodes", "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost", cwd=dir
+    )
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        ca.name,
+        "-CAkey",
+        ca_key.name,
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "server.ext",
+        cwd=dir,
+    )
     return Certs(dir=dir, ca=ca, server_cert=dir / "server.pem", server_key=dir / "server.key", other_ca=other_ca)
 
 
@@ -89,10 +120,27 @@ class TlsRedisServer(RedisServer):
 
     def _args(self) -> list:
         args = [
-            self.binary, "--port", "0", "--tls-port", str(self.port), "--bind", *self.bind,
-            "--tls-cert-file", str(self.certs.server_cert), "--tls-key-file", str(self.certs.server_key),
-            "--tls-ca-cert-file", str(self.certs.ca), "--tls-auth-clients", "no",
-            "--save", "", "--appendonly", "no", "--dir", self.dir,
+            self.binary,
+            "--port",
+            "0",
+            "--tls-port",
+            str(self.port),
+            "--bind",
+            *self.bind,
+            "--tls-cert-file",
+            str(self.certs.server_cert),
+            "--tls-key-file",
+            str(self.certs.server_key),
+            "--tls-ca-cert-file",
+            str(self.certs.ca),
+            "--tls-auth-clients",
+            "no",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            self.dir,
         ]
         if self.password:
             args += ["--requirepass", self.password]

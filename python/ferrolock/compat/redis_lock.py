@@ -143,8 +143,9 @@ class Lock:
         on_lost: Optional[Callable[[], object]] = None,
     ) -> None:
         if strict and not isinstance(redis_client, _redis_classes()):
-            raise ValueError("redis_client must be instance of StrictRedis. Use strict=False if you know what "
-                             "you're doing.")
+            raise ValueError(
+                "redis_client must be instance of StrictRedis. Use strict=False if you know what you're doing."
+            )
         if auto_renewal and expire is None:
             raise ValueError("Expire may not be None when auto_renewal is set")
         self._client = redis_client
@@ -180,9 +181,16 @@ class Lock:
         """A ferrolock handle on this lock's key, taking (or with ``adopt``,
         holding already) this lock's ``id``."""
         return _ferrolock._plain_lock(
-            self._ferrolock, self._name, ttl=self._expire, token=self._id, adopt=adopt,
+            self._ferrolock,
+            self._name,
+            ttl=self._expire,
+            token=self._id,
+            adopt=adopt,
             auto_renew=self._lock_renewal_interval is not None and not adopt,
-            on_lost=None if adopt else self.on_lost, signal=(self._signal, self._signal_expire / 1000), wake=False)
+            on_lost=None if adopt else self.on_lost,
+            signal=(self._signal, self._signal_expire / 1000),
+            wake=False,
+        )
 
     def _holding(self) -> ferrolock.Lock:
         """The handle that holds this ``id``'s hold: this object's own, or
@@ -268,8 +276,10 @@ class Lock:
         elif self._expire is not None:
             expire = self._expire
         else:
-            raise TypeError("To extend a lock 'expire' must be provided as an argument to extend() method or at "
-                            "initialization time.")
+            raise TypeError(
+                "To extend a lock 'expire' must be provided as an argument to extend() method or at "
+                "initialization time."
+            )
         error = self._holding()._extend_plain(expire, False)
         if error == 0:
             raise NotAcquired(f"Lock {self._name} is not acquired or it already expired.")
@@ -332,6 +342,6 @@ def reset_all(redis_client: Any) -> None:
     (python-redis-lock runs ``KEYS`` in one script). Use this with care."""
     client = client_for(redis_client)
     for key in redis_client.scan_iter(match="lock:*", count=1000):
-        name = (key.decode() if isinstance(key, bytes) else key)[len("lock:"):]
+        name = (key.decode() if isinstance(key, bytes) else key)[len("lock:") :]
         if name:
             _ferrolock._plain_force_release(client, "lock:" + name, signal=("lock-signal:" + name, 1.0))

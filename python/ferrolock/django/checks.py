@@ -19,6 +19,11 @@ def check_setting(app_configs: Any = None, **kwargs: Any) -> List[checks.CheckMe
     try:
         client_from_settings().close()
     except ImproperlyConfigured as exc:
-        return [checks.Error(str(exc), hint=f"See {SETTING} in ferrolock's documentation (Integrations, Django).",
-                             id="ferrolock.E001")]
+        return [
+            checks.Error(
+                str(exc),
+                hint=f"See {SETTING} in ferrolock's documentation (Integrations, Django).",
+                id="ferrolock.E001",
+            )
+        ]
     return []

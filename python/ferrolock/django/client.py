@@ -60,8 +60,7 @@ def _arguments() -> Tuple[Union[str, Sequence[str]], Dict[str, Any]]:
     options = value.get("OPTIONS", {})
     if not isinstance(options, dict):
         raise ImproperlyConfigured(
-            f"{SETTING}['OPTIONS'] must be a dict of ferrolock.Client's keyword arguments, "
-            f"not {type(options).__name__}"
+            f"{SETTING}['OPTIONS'] must be a dict of ferrolock.Client's keyword arguments, not {type(options).__name__}"
         )
     valid = _client_keywords()
     unknown = [key for key in options if valid is not None and key not in valid]

@@ -35,7 +35,9 @@ def single_instance(handle: H, /) -> H: ...
 
 
 @overload
-def single_instance(*, name: Optional[str] = None, ttl: float = 30.0, wait: Optional[float] = 0.0) -> Callable[[H], H]: ...
+def single_instance(
+    *, name: Optional[str] = None, ttl: float = 30.0, wait: Optional[float] = 0.0
+) -> Callable[[H], H]: ...
 
 
 def single_instance(
@@ -84,8 +86,13 @@ def single_instance(
 
         @functools.wraps(handle)
         def run(command: BaseCommand, *args: Any, **options: Any) -> Any:
-            return _run_holding(command, name or NAME_PREFIX + command_name(command), ttl, wait,
-                                lambda: handle(command, *args, **options))
+            return _run_holding(
+                command,
+                name or NAME_PREFIX + command_name(command),
+                ttl,
+                wait,
+                lambda: handle(command, *args, **options),
+            )
 
         return run  # type: ignore[return-value]
 
@@ -100,8 +107,10 @@ def _check(name: Optional[str], ttl: float, wait: Optional[float]) -> None:
         if isinstance(wait, bool) or not isinstance(wait, (int, float)):
             raise TypeError(f"single_instance(wait=...) takes seconds as a number or None, not {type(wait).__name__}")
         if wait < 0 or not math.isfinite(wait):
-            raise ValueError(f"single_instance(wait={wait!r}): give 0 (try once), a positive number of seconds, "
-                             "or None (wait as long as it takes)")
+            raise ValueError(
+                f"single_instance(wait={wait!r}): give 0 (try once), a positive number of seconds, "
+                "or None (wait as long as it takes)"
+            )
     if _checker is None:
         _checker = ferrolock.Client()
     ferrolock.Lock(_checker, NAME_PREFIX if name is None else name, ttl=ttl)  # the Lock's own checks of name and ttl
@@ -141,8 +150,10 @@ def _busy(client: ferrolock.Client, cmd: str, name: str, wait: Optional[float]) 
         info = None
     holder = info.metadata if info is not None and info.metadata else "another holder"
     waited = f"still running after {wait:g} s of waiting" if wait else "already running"
-    return (f"{cmd} is {waited} (lock {name!r} held by {holder}); this run did not start. "
-            "To wait for it instead, decorate handle with @single_instance(wait=SECONDS).")
+    return (
+        f"{cmd} is {waited} (lock {name!r} held by {holder}); this run did not start. "
+        "To wait for it instead, decorate handle with @single_instance(wait=SECONDS)."
+    )
 
 
 def _release(lock: ferrolock.Lock, cmd: str, *, quiet: bool) -> None:
@@ -155,6 +166,8 @@ def _release(lock: ferrolock.Lock, cmd: str, *, quiet: bool) -> None:
         except ferrolock.LockError as exc:  # unreachable: the hold ends in Redis after its ttl
             log.warning("%s: its lock %r could not be released (it expires after its ttl): %s", cmd, lock.name, exc)
     if lost and not quiet:
-        raise CommandError(f"{cmd} ran to its end, but its lock {lock.name!r} was lost meanwhile (Redis "
-                           "unreachable for longer than its ttl, or its key removed): another run may have "
-                           "overlapped this one")
+        raise CommandError(
+            f"{cmd} ran to its end, but its lock {lock.name!r} was lost meanwhile (Redis "
+            "unreachable for longer than its ttl, or its key removed): another run may have "
+            "overlapped this one"
+        )

@@ -122,8 +122,10 @@ class SingleInstanceTests(SimpleTestCase):
             with self.assertRaises(CommandError) as caught:
                 call_command("nightly", stdout=out)
         self.assertEqual(out.getvalue(), "")
-        self.assertIn("nightly is already running (lock 'django:command:nightly' held by the other run); "
-                      "this run did not start", str(caught.exception))
+        self.assertIn(
+            "nightly is already running (lock 'django:command:nightly' held by the other run); this run did not start",
+            str(caught.exception),
+        )
 
     def test_a_hold_lost_during_the_run_fails_the_run_at_its_end(self):
         errors = []
@@ -167,8 +169,10 @@ class SingleInstanceTests(SimpleTestCase):
                 raise AssertionError("ran while the lock was held")
 
         with self.client_.lock(NIGHTLY, metadata="the other run"):
-            with self.assertRaisesMessage(CommandError, "tests is still running after 0.2 s of waiting (lock "
-                                                        "'django:command:nightly' held by the other run)"):
+            with self.assertRaisesMessage(
+                CommandError,
+                "tests is still running after 0.2 s of waiting (lock 'django:command:nightly' held by the other run)",
+            ):
                 call_command(Command())
 
     def wait_for_file(self, path):

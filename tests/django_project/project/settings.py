@@ -13,8 +13,10 @@ DATABASES = {}
 
 FERROLOCK = {
     "URL": os.environ.get("FERROLOCK_DJANGO_URL", "redis://127.0.0.1:6379/0"),
-    "OPTIONS": {"prefix": os.environ.get("FERROLOCK_DJANGO_PREFIX", "ferrolock-django-tests:"),
-                **json.loads(os.environ.get("FERROLOCK_DJANGO_OPTIONS", "{}"))},
+    "OPTIONS": {
+        "prefix": os.environ.get("FERROLOCK_DJANGO_PREFIX", "ferrolock-django-tests:"),
+        **json.loads(os.environ.get("FERROLOCK_DJANGO_OPTIONS", "{}")),
+    },
 }
 if os.environ.get("FERROLOCK_DJANGO_NO_SETTING"):  # the test of a project that forgot the setting
     del FERROLOCK

@@ -80,9 +80,14 @@ class LockBase:
         """A ferrolock handle for one acquire, polling every ``sleep`` as redis-py does."""
         ttl = self._ttl()
         return _ferrolock._plain_lock(
-            self._client, self._key, ttl=ttl, token=None if token is None else _text(token, "token"),
-            auto_renew=bool(self.auto_renew and ttl), on_lost=self.on_lost,
-            retry=ferrolock.Retry.fixed(max(float(sleep), 0.001)))
+            self._client,
+            self._key,
+            ttl=ttl,
+            token=None if token is None else _text(token, "token"),
+            auto_renew=bool(self.auto_renew and ttl),
+            on_lost=self.on_lost,
+            retry=ferrolock.Retry.fixed(max(float(sleep), 0.001)),
+        )
 
     def _keep(self, hold: ferrolock.Lock) -> bytes:
         """Keeps the handle of a hold just taken; returns its token, as bytes."""
@@ -99,8 +104,7 @@ class LockBase:
         hold = self._holds.get(token)
         if hold is not None and hold.token is not None:
             return hold
-        return _ferrolock._plain_lock(self._client, self._key, ttl=self._ttl(), token=_text(token, "token"),
-                                      adopt=True)
+        return _ferrolock._plain_lock(self._client, self._key, ttl=self._ttl(), token=_text(token, "token"), adopt=True)
 
     def _token_to_release(self) -> bytes:
         """The token ``release`` gives up, or redis-py's ``LockError`` when there is none."""
