@@ -11,6 +11,7 @@ through any master; what a quorum cannot do is refused with its name."""
 from __future__ import annotations
 
 import asyncio
+import select
 import signal
 import subprocess
 import sys
@@ -181,17 +182,18 @@ def test_a_master_restarted_empty_leaves_the_hold_with_the_majority(masters):
 
 
 def test_debug_sleep_on_one_master(masters):
-    """One master busy in DEBUG SLEEP for 1 s: the others carry on."""
+    """One master busy in DEBUG SLEEP for 2 s: the others carry on, a hold
+    taken and given back while it still sleeps, another renewed meanwhile."""
     client = masters.client()
-    holder = client.lock("held", ttl=0.6)
+    holder = client.lock("held", ttl=1.5)
     holder.acquire()
     sleeper = masters.servers[2].connect()
     try:
-        sleeper.sock.sendall(encode(("DEBUG", "SLEEP", "1")))
-        started = time.monotonic()
-        with client.lock("other", ttl=0.6) as other:
+        sleeper.sock.sendall(encode(("DEBUG", "SLEEP", "2")))
+        with client.lock("other", ttl=1.5) as other:
             assert other.fence > 0
-        assert time.monotonic() - started < 0.5
+        still_asleep = not select.select([sleeper.sock], [], [], 0)[0]
+        assert still_asleep, "the lock waited for the sleeping master"
         assert read_reply(sleeper.file) == "OK"  # the sleep is over
     finally:
         sleeper.close()
@@ -211,32 +213,27 @@ def test_losing_the_majority_is_reported(masters):
 
 
 def test_fences_increase_when_the_masters_disagree(masters):
-    """Master 0 keeps a fence far above the others' (as after it served
-    holds the others missed): the hold gets the highest, written back to a
-    majority before acquire returns, so the next hold is above it even on
-    the masters that had never seen it."""
+    """Masters 0 and 1 keep fences far above the third's, and not the same
+    (as after they served holds the third missed): the hold gets the highest
+    of the majority that decides (a master answering late is left out),
+    written back to a majority before acquire returns, so the next hold is
+    above it even without master 0."""
     client = masters.client()
     name = "fenced"
     ahead = int(time.time() * 1e6) + 60_000_000  # a minute past every clock
-    masters.servers[0].command("HSET", key(masters.prefix, name), "fence", str(ahead))
-    masters.servers[0].command("PEXPIRE", key(masters.prefix, name), "120000")
+    for i, fence in ((0, ahead), (1, ahead - 1)):
+        masters.servers[i].command("HSET", key(masters.prefix, name), "fence", str(fence))
+        masters.servers[i].command("PEXPIRE", key(masters.prefix, name), "120000")
     lock = client.lock(name, ttl=5)
-    raised = str(ahead + 1).encode()
     with lock:
-        assert lock.fence == ahead + 1
-        # A majority before acquire returns (a quorum step settles on a
-        # majority); the third master's raise may land a little later.
-        fences = [masters.field(i, name, "fence") for i in range(3)]
-        assert fences.count(raised) >= 2, fences
-        wait_for(
-            lambda: [masters.field(i, name, "fence") for i in range(3)] == [raised] * 3,
-            5,
-            "the third master's fence to be raised",
-        )
+        fence = lock.fence
+        assert fence in (ahead, ahead + 1), "not the highest fence of a majority"
+        fences = [int(masters.field(i, name, "fence") or 0) for i in range(3)]
+        assert sum(f >= fence for f in fences) >= 2, f"no majority carries {fence}: {fences}"
     # Master 0 gone: masters 1 and 2 alone must still give a greater fence.
     masters.servers[0].kill()
     with client.lock(name, ttl=5) as again:
-        assert again.fence > ahead + 1
+        assert again.fence > fence
 
 
 def test_fences_stay_monotonic_across_changing_majorities(masters):
