@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
+use crate::primitive::steps::{Obtaining, Released, Steps};
 use crate::quorum::Quorum;
-use crate::scripts::steps::{Obtaining, Released, Steps};
 use crate::scripts::{Obtain, Record, Refreshed};
 use crate::transport::client::{Client, ClientOptions};
 use crate::transport::conn::Io;

@@ -23,7 +23,7 @@ use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
-use crate::scripts::steps::{Obtaining, Released, Steps};
+use crate::primitive::steps::{Obtaining, Released, Steps};
 use crate::scripts::{Obtain, Record, Refreshed};
 use crate::support::cleanup::Cleanups;
 use crate::support::per_process::PerProcess;
