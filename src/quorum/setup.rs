@@ -172,6 +172,7 @@ impl Quorum {
         reader: bool,
         token: &str,
     ) -> Result<Waits> {
+        self.ready().await?;
         let need = self.needed();
         let mut pending: FuturesUnordered<_> = self
             .members
