@@ -51,6 +51,8 @@ impl Mode {
             Mode::Exclusive(_) | Mode::Fair(_) | Mode::Permit(_) | Mode::Plain(_) => {
                 Ok(d.holders(self).await?.iter().any(Option::is_some))
             }
+            #[cfg(test)]
+            Mode::Fake(_) => Ok(d.holders(self).await?.iter().any(Option::is_some)),
             Mode::Read(Read { keys, .. })
             | Mode::Write(Write { keys, .. })
             | Mode::FairRw(FairRw { keys, .. }) => {

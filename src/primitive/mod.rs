@@ -18,6 +18,8 @@ use crate::transport::client::Client;
 pub(crate) mod election;
 pub(crate) mod exclusive;
 pub(crate) mod fair;
+#[cfg(test)]
+pub(crate) mod fake;
 pub(crate) mod plain;
 pub(crate) mod rw;
 pub(crate) mod rw_fair;
@@ -49,6 +51,9 @@ pub enum Mode {
     /// A plain string key holding the owner's token (redis-py's and
     /// python-redis-lock's layout).
     Plain(Plain),
+    /// Steps answered as a unit test scripts them, on no server.
+    #[cfg(test)]
+    Fake(fake::Fake),
 }
 
 /// Who goes first at an RWMutex.
@@ -112,6 +117,8 @@ macro_rules! on_primitive {
             Mode::FairRw($p) => $call,
             Mode::Permit($p) => $call,
             Mode::Plain($p) => $call,
+            #[cfg(test)]
+            Mode::Fake($p) => $call,
         }
     };
 }
