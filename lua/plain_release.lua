@@ -3,7 +3,7 @@
 -- its owner's token: the layout of redis-py's Lock and python-redis-lock),
 -- only if `token` holds it, or whoever holds it when forced. Taken by
 -- MULTI / SET key token NX [PX ttl] / GET / PTTL / TIME / EXEC
--- (src/scripts/plain.rs), renewed by plain_refresh.lua.
+-- (src/primitive/plain.rs), renewed by plain_refresh.lua.
 -- KEYS: [hold, signal (optional: python-redis-lock's list
 --       `lock-signal:<name>`, on which its waiters block, BLPOP)]
 -- ARGV: [token, force ('1' releases whoever holds: python-redis-lock's

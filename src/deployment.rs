@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
+use crate::primitive::steps::{Obtaining, Released, Steps};
 use crate::quorum::Quorum;
-use crate::scripts::steps::{Obtaining, Released, Steps};
 use crate::scripts::{Obtain, Record, Refreshed};
 use crate::transport::client::{Client, ClientOptions};
 use crate::transport::conn::Io;
@@ -200,10 +200,7 @@ impl Deployment {
     ) -> Result<Waits> {
         match &self.0 {
             On::One(c) => c.register_waiter(channels, reader, token).await,
-            On::Quorum(q) => {
-                q.ready().await?;
-                q.register_waiter(channels, reader, token).await
-            }
+            On::Quorum(q) => q.register_waiter(channels, reader, token).await,
         }
     }
 
@@ -235,10 +232,7 @@ impl Deployment {
     pub(crate) async fn obtain(&self, steps: &impl Steps, ask: &Obtaining<'_>, ours: bool) -> Result<Obtain> {
         match &self.0 {
             On::One(c) => steps.obtain_on(c, ask, false).await,
-            On::Quorum(q) => {
-                q.ready().await?;
-                q.obtain(steps, ask, ours).await
-            }
+            On::Quorum(q) => q.obtain(steps, ask, ours).await,
         }
     }
 
@@ -247,10 +241,7 @@ impl Deployment {
     pub(crate) async fn refresh(&self, steps: &impl Steps, token: &str, ttl: Duration) -> Result<Refreshed> {
         match &self.0 {
             On::One(c) => steps.refresh_on(c, token, ttl).await,
-            On::Quorum(q) => {
-                q.ready().await?;
-                q.refresh(steps, token, ttl).await
-            }
+            On::Quorum(q) => q.refresh(steps, token, ttl).await,
         }
     }
 
@@ -258,10 +249,7 @@ impl Deployment {
     pub(crate) async fn release(&self, steps: &impl Steps, token: &str) -> Result<Released> {
         match &self.0 {
             On::One(c) => steps.release_on(c, token).await,
-            On::Quorum(q) => {
-                q.ready().await?;
-                q.release(steps, token).await
-            }
+            On::Quorum(q) => q.release(steps, token).await,
         }
     }
 
@@ -278,10 +266,7 @@ impl Deployment {
     pub(crate) async fn holders(&self, steps: &impl Steps) -> Result<Vec<Option<Record>>> {
         match &self.0 {
             On::One(c) => steps.inspect_on(c).await,
-            On::Quorum(q) => {
-                q.ready().await?;
-                q.inspect(steps).await
-            }
+            On::Quorum(q) => q.inspect(steps).await,
         }
     }
 
@@ -294,10 +279,7 @@ impl Deployment {
     {
         match &self.0 {
             On::One(c) => op(c).await,
-            On::Quorum(q) => {
-                q.ready().await?;
-                q.each(what, op).await
-            }
+            On::Quorum(q) => q.each(what, op).await,
         }
     }
 
@@ -309,10 +291,7 @@ impl Deployment {
     {
         match &self.0 {
             On::One(c) => op(c).await,
-            On::Quorum(q) => {
-                q.ready().await?;
-                q.any(what, op).await
-            }
+            On::Quorum(q) => q.any(what, op).await,
         }
     }
 
@@ -324,10 +303,7 @@ impl Deployment {
     {
         match &self.0 {
             On::One(c) => probe(c).await,
-            On::Quorum(q) => {
-                q.ready().await?;
-                q.majority_value(what, probe).await
-            }
+            On::Quorum(q) => q.majority_value(what, probe).await,
         }
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! The modules form layers, each naming only those before it (see "Layers" in
 //! `docs/design.md`): `error`, `support`, `keys`, `transport`, `scripts`,
-//! `quorum`, `deployment`, `primitive`, `handle`, `ops`, and `py` on top.
+//! `primitive`, `quorum`, `deployment`, `handle`, `ops`, and `py` on top.
 
 pub mod deployment;
 pub mod error;

@@ -12,9 +12,7 @@ use std::time::Duration;
 use crate::deployment::Deployment;
 use crate::error::{Error, Result};
 use crate::handle::lock::{check_name, validate, Lock, LockOptions};
-use crate::keys::FairKeys;
-use crate::primitive::{patience, Mode};
-use crate::scripts;
+use crate::primitive::{election, exclusive, patience, FairKeys, Mode};
 use crate::transport::client::Client;
 use crate::transport::conn::Io;
 use crate::transport::wakeups::Waits;
@@ -69,7 +67,7 @@ impl Election {
     /// `leader`, its command sent as `io` says (see `conn`).
     pub async fn leader_via(&self, io: Io) -> Result<Option<Leader>> {
         let lock = std::slice::from_ref(&self.keys.lock);
-        let record = scripts::inspect(&self.client.via(io), lock).await?.pop().flatten();
+        let record = exclusive::inspect(&self.client.via(io), lock).await?.pop().flatten();
         Ok(record.map(|r| Leader {
             value: r.metadata.unwrap_or_default(),
             term: r.fence,
@@ -86,7 +84,7 @@ impl Election {
     pub async fn proclaim_via(&self, term: &Lock, value: &str, io: Io) -> Result<()> {
         let not_leading = || Error::NotOwned(format!("election {:?}: this term no longer leads", self.name));
         let token = term.token().ok_or_else(not_leading)?;
-        if scripts::el_proclaim(&self.client.via(io), &self.keys, &token, value).await? {
+        if election::proclaim(&self.client.via(io), &self.keys, &token, value).await? {
             Ok(())
         } else {
             Err(not_leading())

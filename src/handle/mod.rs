@@ -6,6 +6,7 @@
 pub mod election;
 pub mod lease;
 pub mod lock;
+mod mode;
 pub mod rwmutex;
 pub mod semaphore;
 pub(crate) mod watchdog;

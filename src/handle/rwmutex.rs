@@ -5,9 +5,8 @@
 use crate::deployment::Deployment;
 use crate::error::Result;
 use crate::handle::lock::{check_name, validate, Lock, LockOptions};
-use crate::keys::RwKeys;
+use crate::primitive::rw::{self, RwKeys};
 use crate::primitive::{patience, Mode, RwOrder};
-use crate::scripts;
 
 #[derive(Debug, Clone)]
 pub struct RwMutex {
@@ -85,7 +84,7 @@ impl RwMutex {
 
     /// Live readers now (each reader counts until its own expiry).
     pub async fn readers(&self) -> Result<u64> {
-        let count = |c| async move { Ok(scripts::rw_inspect(c, &self.keys, "").await?.readers) };
+        let count = |c| async move { Ok(rw::inspect(c, &self.keys, "").await?.readers) };
         let readers = self.client.majority_value("counting readers", count).await?;
         Ok(readers.max(0) as u64)
     }

@@ -7,8 +7,8 @@
 use crate::deployment::Deployment;
 use crate::error::{Error, Result};
 use crate::handle::lock::{validate, Lock, LockOptions};
+use crate::primitive::semaphore::{self, SemState};
 use crate::primitive::{patience, Mode};
-use crate::scripts::{self, SemState};
 
 /// The most permits one semaphore may have.
 pub const MAX_PERMITS: u32 = 1_000_000;
@@ -43,5 +43,5 @@ pub fn permit_count(permits: i128) -> Result<u32> {
 /// semaphore `name`.
 pub async fn state(client: &Deployment, name: &str) -> Result<SemState> {
     crate::handle::lock::check_name(name)?;
-    scripts::sem_inspect(client.single("a semaphore")?, &client.keys().semaphore(name)).await
+    semaphore::inspect(client.single("a semaphore")?, &client.keys().semaphore(name)).await
 }

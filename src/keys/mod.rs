@@ -2,16 +2,14 @@
 //! lock's name alone, so one script touches one Cluster slot. Each kind of
 //! primitive has its own parts under that tag (the table in `layout.rs`), so
 //! a Lock and an RWMutex (or any other kind) of the same name never share a
-//! key. Names are escaped into the tag by `names.rs`; each primitive's keys
-//! are gathered in `primitives.rs`.
+//! key. Names are escaped into the tag by `names.rs`; each primitive gathers
+//! its own keys from them (`RwKeys` in `crate::primitive::rw`, and so on).
 
 mod layout;
 mod names;
-mod primitives;
 
 pub use layout::{Kind, Part, Role};
 pub use names::{escape, unescape, Glob};
-pub use primitives::{FairKeys, RwKeys, SemKeys};
 
 /// The namespace all keys of one `Client` live in.
 #[derive(Debug, Clone)]

@@ -5,7 +5,7 @@ use crate::deployment::Deployment;
 use crate::error::Result;
 use crate::keys::Kind;
 use crate::ops::listing::kind_named;
-use crate::primitive::Mode;
+use crate::primitive::{exclusive, Mode};
 use crate::scripts::{self, Record, Whose};
 use crate::support::token::check_token;
 
@@ -34,7 +34,7 @@ impl Deployment {
         }
         let keys = &[self.keys().lock(name)];
         let (token, force) = token.map_or(("", Whose::Anyone), |t| (t, Whose::Own));
-        let release = |c| async move { Ok(scripts::release(c, keys, token, force, "").await? > 0) };
+        let release = |c| async move { Ok(exclusive::release(c, keys, token, force, "").await?.0 > 0) };
         let released = self.any("force_release", release).await?;
         Ok(vec![(Kind::Lock, u64::from(released))])
     }

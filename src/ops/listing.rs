@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::handle::lock::check_name;
 use crate::handle::rwmutex::RwMutex;
 use crate::keys::{Glob, KeySpace, Kind, Role};
+use crate::primitive::rw;
 use crate::scripts::{self, Record};
 
 /// One reader of an RWMutex.
@@ -239,6 +240,6 @@ impl RwMutex {
     pub async fn force_release(&self, token: Option<&str>) -> Result<(bool, u64)> {
         let client = self.client().single("RWMutex.force_release")?;
         token.map_or(Ok(()), crate::support::token::check_token)?;
-        scripts::rw_force_release(client, self.keys(), token.unwrap_or("")).await
+        rw::force_release(client, self.keys(), token.unwrap_or("")).await
     }
 }

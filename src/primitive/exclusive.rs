@@ -1,14 +1,69 @@
-//! An exclusive hold on one name, or on several taken all or none.
+//! An exclusive hold on one name, or on several taken all or none: one hash
+//! per name. Its steps on a hash (renew, release, look, a quorum master's
+//! fence raise) are also those of every hold shaped like it: a fair Lock's,
+//! an RWMutex's writer, an election's term, and an operator's release.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use redis::Value;
+
 use super::attempt;
+use super::steps::{Obtaining, Released, Steps};
 use crate::error::Result;
-use crate::keys::wake_channel;
-use crate::scripts::steps::{Obtaining, Released, Steps};
-use crate::scripts::{self, Obtain, Record, Refreshed, Whose};
+use crate::keys::{wake_channel, with_fence_records};
+use crate::scripts::{
+    one, parse_record, refreshed, run, run_held, step, taken, taken_or_busy, Argv, Lua, Obtain, Record,
+    Refreshed, Whose,
+};
 use crate::transport::client::Client;
+
+step! {
+    OBTAIN = "obtain.lua",
+    struct ObtainArgv<'a> {
+        token: &'a str,
+        ttl_ms: u64,
+        metadata: &'a str,
+        set_metadata: bool,
+        with_records: bool,
+        will_wait: bool,
+        waited: bool,
+        from: Option<&'a str>,
+    }
+}
+
+step! {
+    RELEASE = "release.lua",
+    struct ReleaseArgv<'a> {
+        token: &'a str,
+        force: Whose,
+        channel: &'a str,
+    }
+}
+
+step! {
+    REFRESH = "refresh.lua",
+    struct RefreshArgv<'a> {
+        token: &'a str,
+        ttl_ms: u64,
+    }
+}
+
+step! {
+    INSPECT = "inspect.lua",
+    struct InspectArgv {}
+}
+
+step! {
+    FENCE_RAISE = "fence_raise.lua",
+    struct FenceRaiseArgv<'a> {
+        token: &'a str,
+        fence: i64,
+    }
+}
+
+/// The steps of this module, for `every_step`.
+pub(super) static STEPS: [&Lua; 5] = [&OBTAIN, &RELEASE, &REFRESH, &INSPECT, &FENCE_RAISE];
 
 /// One hash per name.
 #[derive(Debug, Clone)]
@@ -17,27 +72,50 @@ pub struct Exclusive {
 }
 
 impl Steps for Exclusive {
+    /// `metadata`: stored with a new hold; on re-entry (the token holds
+    /// already) `None` keeps what is stored. `quorum`: on a quorum's master,
+    /// where a new hold's fence is also above the keys' fence records. A
+    /// busy answer marks the holds waited on when the attempt `will_wait`,
+    /// and a new hold is marked when this owner waited before (attempt > 1),
+    /// for those behind it, so that a release nobody waits for publishes
+    /// nothing. `from`: another token whose hold this attempt takes over
+    /// (re-keyed to `token`, its fence kept).
     async fn obtain_on(&self, c: &Client, ask: &Obtaining<'_>, quorum: bool) -> Result<Obtain> {
-        let ttl_ms = ask.ttl.as_millis() as u64;
         let attempt = attempt(ask, Duration::ZERO);
-        scripts::obtain(c, &self.keys, ask.token, ttl_ms, ask.metadata, quorum, attempt, ask.from).await
+        let mut invocation = ObtainArgv {
+            token: ask.token,
+            ttl_ms: ask.ttl.as_millis() as u64,
+            metadata: ask.metadata.unwrap_or(""),
+            set_metadata: ask.metadata.is_some(),
+            with_records: quorum,
+            will_wait: attempt.will_wait,
+            waited: attempt.number > 1,
+            from: ask.from,
+        }
+        .on(c);
+        if quorum {
+            invocation.key(with_fence_records(&self.keys));
+        } else {
+            invocation.key(&*self.keys);
+        }
+        run_held(c, &invocation, taken).await.map(taken_or_busy)
     }
 
     async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<Refreshed> {
-        scripts::refresh(c, &self.keys, token, ttl.as_millis() as u64).await
+        refresh(c, &self.keys, token, ttl).await
     }
 
     async fn release_on(&self, c: &Client, token: &str) -> Result<Released> {
-        let (n, retried) = scripts::release_noting_retry(c, &self.keys, token, Whose::Own, "").await?;
+        let (n, retried) = release(c, &self.keys, token, Whose::Own, "").await?;
         Ok(Released { held: n > 0, retried })
     }
 
     async fn inspect_on(&self, c: &Client) -> Result<Vec<Option<Record>>> {
-        scripts::inspect(c, &self.keys).await
+        inspect(c, &self.keys).await
     }
 
     async fn fence_raise_on(&self, c: &Client, token: &str, fence: i64) -> Result<bool> {
-        scripts::fence_raise(c, &self.keys, token, fence).await
+        fence_raise(c, &self.keys, token, fence).await
     }
 
     fn kind(&self) -> &'static str {
@@ -47,4 +125,47 @@ impl Steps for Exclusive {
     fn channels(&self) -> Vec<String> {
         self.keys.iter().map(|k| wake_channel(k)).collect()
     }
+}
+
+/// Raises the fence of `token`'s hold on `keys` to at least `fence`, and
+/// their fence records with it: false when `token` no longer holds them all.
+pub(crate) async fn fence_raise(client: &Client, keys: &[String], token: &str, fence: i64) -> Result<bool> {
+    let raised: i64 =
+        run(client, FenceRaiseArgv { token, fence }.on(client).key(with_fence_records(keys))).await?;
+    Ok(raised == 1)
+}
+
+/// Releases `token`'s hold on `keys` (whoever's with `Whose::Anyone`): how
+/// many keys were released (0 when `token` did not hold them all), and
+/// whether it was sent twice (the connection dropped: a second answer of 0
+/// may then mean the first one released it). `channel`: where the release
+/// is announced ('' = each key's own channel).
+pub(crate) async fn release(
+    client: &Client,
+    keys: &[String],
+    token: &str,
+    force: Whose,
+    channel: &str,
+) -> Result<(u64, bool)> {
+    let mut invocation = ReleaseArgv { token, force, channel }.on(client);
+    invocation.key(keys);
+    let invocation = &invocation;
+    client.call_noting_retry(|mut c| async move { invocation.invoke_async(&mut c).await }).await
+}
+
+/// Whether `token` still held every key (and now holds it for `ttl`).
+pub(crate) async fn refresh(
+    client: &Client,
+    keys: &[String],
+    token: &str,
+    ttl: Duration,
+) -> Result<Refreshed> {
+    let ttl_ms = ttl.as_millis() as u64;
+    run_held(client, RefreshArgv { token, ttl_ms }.on(client).key(keys), one).await.map(refreshed)
+}
+
+/// The holder of each key.
+pub(crate) async fn inspect(client: &Client, keys: &[String]) -> Result<Vec<Option<Record>>> {
+    let entries: Vec<Vec<Value>> = run(client, InspectArgv {}.on(client).key(keys)).await?;
+    entries.into_iter().map(parse_record).collect()
 }

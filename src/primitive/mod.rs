@@ -2,31 +2,37 @@
 //! lock, one side of an RWMutex (plain or fair), a semaphore's permit, or a
 //! plain string hold shared with redis-py's and python-redis-lock's locks.
 //! `Lock` (waiting, holding, the watchdog, cancellation) is the same for
-//! all; each primitive's atomic steps are its own (`Steps`, one file each).
+//! all; each primitive's atomic steps are its own (`Steps`), in one file
+//! with its keys, its scripts (`step!`) and their typed arguments:
+//! `exclusive` (with the steps on a Lock's hash the others share), `fair`,
+//! `election` (a fair Lock's term and its proclaim), `rw` (with what both
+//! orders of an RWMutex share), `rw_fair`, `semaphore` and `plain`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::deployment::Deployment;
 use crate::error::Result;
-use crate::keys::{FairKeys, RwKeys, SemKeys};
-use crate::scripts::steps::{Obtaining, Released, Steps};
-use crate::scripts::{self, Attempt, Obtain, Record, Refreshed};
+use crate::scripts::{self, Attempt, Lua, Obtain, Record, Refreshed};
 use crate::transport::client::Client;
 
-mod exclusive;
-mod fair;
-mod permit;
-mod plain;
-mod rw;
-mod rw_fair;
+pub(crate) mod election;
+pub(crate) mod exclusive;
+pub(crate) mod fair;
+#[cfg(test)]
+pub(crate) mod fake;
+pub(crate) mod plain;
+pub(crate) mod rw;
+pub(crate) mod rw_fair;
+pub(crate) mod semaphore;
+pub(crate) mod steps;
 
 pub use exclusive::Exclusive;
-pub use fair::Fair;
-pub use permit::Permit;
-pub use plain::Plain;
-pub use rw::{Read, Write};
+pub use fair::{Fair, FairKeys};
+pub use plain::{Plain, PlainKeys, Reach, Reached};
+pub use rw::{Read, RwKeys, RwState, Write};
 pub use rw_fair::FairRw;
+pub use semaphore::{Permit, SemKeys, SemState};
+use steps::{Obtaining, Released, Steps};
 
 #[derive(Debug, Clone)]
 pub enum Mode {
@@ -45,6 +51,9 @@ pub enum Mode {
     /// A plain string key holding the owner's token (redis-py's and
     /// python-redis-lock's layout).
     Plain(Plain),
+    /// Steps answered as a unit test scripts them, on no server.
+    #[cfg(test)]
+    Fake(fake::Fake),
 }
 
 /// Who goes first at an RWMutex.
@@ -95,67 +104,6 @@ impl Mode {
     pub(crate) fn permit(name: String, keys: SemKeys, permits: u32, patience: Option<Duration>) -> Mode {
         Mode::Permit(Permit { name, keys, permits, patience })
     }
-
-    /// Undoes what an interrupted acquire may have left: the hold when `ours`
-    /// (never a restored token's: it is its owner's), and a writer's intent
-    /// or a place in a queue. A fair withdrawal releases as it leaves the
-    /// queue, so nothing is sent twice.
-    pub(crate) async fn undo(&self, d: &Deployment, token: &str, ours: bool) -> Result<()> {
-        if ours && self.patience().is_none() {
-            d.release(self, token).await?;
-        }
-        d.withdraw(self, token, ours).await
-    }
-
-    /// Time left on `token`'s hold, or `None` when it holds nothing.
-    pub(crate) async fn remaining(&self, d: &Deployment, token: &str) -> Result<Option<Duration>> {
-        if let Mode::Permit(Permit { keys, .. }) = self {
-            let state = scripts::sem_inspect(d.single("a semaphore")?, keys).await?;
-            let mine = state.holders.iter().find(|r| r.token == token);
-            return Ok(mine.map(|r| Duration::from_millis(r.pttl_ms.max(0) as u64)));
-        }
-        if let Some(keys) = self.reader_keys() {
-            let reader = |m| async move { Ok(scripts::rw_inspect(m, keys, token).await?.reader_pttl_ms) };
-            let pttl_ms = d.majority_value("inspecting a reader", reader).await?;
-            return Ok((pttl_ms >= 0).then(|| Duration::from_millis(pttl_ms as u64)));
-        }
-        let mut least: Option<i64> = None;
-        for r in d.holders(self).await? {
-            match r {
-                Some(r) if r.token == token => {
-                    least = Some(least.map_or(r.pttl_ms, |l| l.min(r.pttl_ms)));
-                }
-                _ => return Ok(None),
-            }
-        }
-        Ok(least.map(|ms| Duration::from_millis(ms.max(0) as u64)))
-    }
-
-    /// Held by anyone: for an RWMutex, a writer or any live reader.
-    pub(crate) async fn locked(&self, d: &Deployment) -> Result<bool> {
-        match self {
-            Mode::Exclusive(_) | Mode::Fair(_) | Mode::Permit(_) | Mode::Plain(_) => {
-                Ok(d.holders(self).await?.iter().any(Option::is_some))
-            }
-            Mode::Read(Read { keys, .. })
-            | Mode::Write(Write { keys, .. })
-            | Mode::FairRw(FairRw { keys, .. }) => {
-                let held = |c| async move {
-                    let state = scripts::rw_inspect(c, keys, "").await?;
-                    Ok(i64::from(state.writer || state.readers > 0))
-                };
-                Ok(d.majority_value("inspecting the RWMutex", held).await? > 0)
-            }
-        }
-    }
-
-    /// A reader's keys (of either order).
-    fn reader_keys(&self) -> Option<&RwKeys> {
-        match self {
-            Mode::Read(Read { keys, .. }) | Mode::FairRw(FairRw { keys, writer: false, .. }) => Some(keys),
-            _ => None,
-        }
-    }
 }
 
 /// Runs `$call` on the primitive inside a `Mode`.
@@ -169,6 +117,8 @@ macro_rules! on_primitive {
             Mode::FairRw($p) => $call,
             Mode::Permit($p) => $call,
             Mode::Plain($p) => $call,
+            #[cfg(test)]
+            Mode::Fake($p) => $call,
         }
     };
 }
@@ -224,5 +174,68 @@ impl Steps for Mode {
 
     fn fenced(&self) -> bool {
         on_primitive!(self, p => p.fenced())
+    }
+}
+
+/// Every step, each primitive's `STEPS` and the operator's (a cargo test
+/// checks each file of `lua/` is among them).
+pub(crate) fn every_step() -> impl Iterator<Item = &'static Lua> {
+    exclusive::STEPS
+        .iter()
+        .chain(&fair::STEPS)
+        .chain(&election::STEPS)
+        .chain(&plain::STEPS)
+        .chain(&rw::STEPS)
+        .chain(&rw_fair::STEPS)
+        .chain(&semaphore::STEPS)
+        .chain(&scripts::OPERATOR_STEPS)
+        .copied()
+}
+
+/// Loads every step into the server `client` reaches (SCRIPT LOAD, one
+/// pipeline), so that no step's EVALSHA answers NOSCRIPT there until the
+/// server loses its scripts (a restart, SCRIPT FLUSH). A quorum loads them
+/// on each master it connects: its steps stop waiting for a master a short
+/// grace after a majority answered, and a master whose EVALSHA had answered
+/// NOSCRIPT by then would get neither the script nor the step
+/// (`Quorum::verify`).
+pub(crate) async fn load_every_step(client: &Client) -> Result<()> {
+    scripts::load(client, every_step()).await
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::scripts::argv::tests::{check_argv, check_keys};
+    use crate::scripts::Lua;
+
+    #[test]
+    fn every_file_of_lua_is_a_step_loaded_with_the_others() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("lua");
+        let steps: Vec<&str> = super::every_step().map(Lua::source).collect();
+        let mut files = 0;
+        for entry in std::fs::read_dir(dir).expect("lua/ is readable") {
+            let path = entry.expect("a directory entry").path();
+            if path.extension().is_some_and(|e| e == "lua") {
+                files += 1;
+                let source = std::fs::read_to_string(&path).expect("a readable Lua file");
+                assert!(steps.contains(&source.as_str()), "{} is in no module's STEPS", path.display());
+            }
+        }
+        assert_eq!(files, steps.len(), "a step is listed twice");
+    }
+
+    #[test]
+    fn every_steps_argv_struct_its_header_and_its_locals_agree() {
+        let mut checked = 0;
+        for step in super::every_step() {
+            check_argv(step);
+            checked += 1;
+        }
+        assert!(checked > 20, "the steps were not found");
+    }
+
+    #[test]
+    fn every_steps_keys_header_names_what_its_locals_name() {
+        super::every_step().for_each(check_keys);
     }
 }

@@ -1,14 +1,142 @@
 //! The two sides of an RWMutex whose readers join whenever no writer holds
-//! (with writer preference, a waiting writer holds new readers back).
+//! (with writer preference, a waiting writer holds new readers back); the
+//! keys of every RWMutex, fair or not, and the steps both orders share: a
+//! reader's lease renewal (also a semaphore permit's), the look at its
+//! state and the operator's force release. The writer's hold is a Lock's
+//! hash (renewed, released and looked at by `exclusive`'s steps).
 
 use std::time::Duration;
 
-use super::attempt;
+use super::steps::{Obtaining, Released, Steps};
+use super::{attempt, exclusive};
 use crate::error::Result;
-use crate::keys::RwKeys;
-use crate::scripts::steps::{Obtaining, Released, Steps};
-use crate::scripts::{self, Obtain, Record, Refreshed, Whose};
+use crate::keys::{fence_record, KeySpace, Part};
+use crate::scripts::{
+    one, refreshed, run, run_held, step, taken, taken_or_busy, Argv, Lua, Obtain, Record, Refreshed, Whose,
+};
 use crate::transport::client::Client;
+
+step! {
+    RW_READ = "rw_read.lua",
+    struct RwReadArgv<'a> {
+        token: &'a str,
+        ttl_ms: u64,
+        writer_preference: bool,
+        will_wait: bool,
+    }
+}
+
+step! {
+    RW_WRITE = "rw_write.lua",
+    struct RwWriteArgv<'a> {
+        token: &'a str,
+        ttl_ms: u64,
+        metadata: &'a str,
+        writer_preference: bool,
+        set_metadata: bool,
+        will_wait: bool,
+        waited: bool,
+    }
+}
+
+step! {
+    LEASE_REFRESH = "lease_refresh.lua",
+    struct LeaseRefreshArgv<'a> {
+        token: &'a str,
+        ttl_ms: u64,
+    }
+}
+
+step! {
+    RW_READ_RELEASE = "rw_read_release.lua",
+    struct RwReadReleaseArgv<'a> {
+        token: &'a str,
+        channel: &'a str,
+    }
+}
+
+step! {
+    RW_WITHDRAW = "rw_withdraw.lua",
+    struct RwWithdrawArgv<'a> {
+        token: &'a str,
+        channel: &'a str,
+    }
+}
+
+step! {
+    RW_INSPECT = "rw_inspect.lua",
+    struct RwInspectArgv<'a> {
+        reader: &'a str,
+    }
+}
+
+step! {
+    RW_FORCE_RELEASE = "rw_force_release.lua",
+    struct RwForceReleaseArgv<'a> {
+        channel: &'a str,
+        token: &'a str,
+    }
+}
+
+/// The steps of this module, for `every_step`.
+pub(super) static STEPS: [&Lua; 7] =
+    [&RW_READ, &RW_WRITE, &LEASE_REFRESH, &RW_READ_RELEASE, &RW_WITHDRAW, &RW_INSPECT, &RW_FORCE_RELEASE];
+
+/// An RWMutex: the writer's hold (shaped like a Lock's), the readers (a sorted
+/// set of token -> expiry in server milliseconds), a waiting writer's intent,
+/// and in fair mode the waiting readers and writers (token -> arrival), until
+/// when each waiter counts as alive, and each waiter's tag (its latest attempt
+/// and its patience: what a hand-over to it is valid for).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RwKeys {
+    pub writer: String,
+    pub readers: String,
+    pub intent: String,
+    pub queued_readers: String,
+    pub queued_writers: String,
+    pub alive: String,
+    pub tags: String,
+    /// Where releases that may let a waiter in are published.
+    pub channel: String,
+}
+
+impl RwKeys {
+    /// Every key and the channel, in a fixed order.
+    pub fn all(&self) -> [&String; 8] {
+        [
+            &self.writer,
+            &self.readers,
+            &self.intent,
+            &self.queued_readers,
+            &self.queued_writers,
+            &self.alive,
+            &self.tags,
+            &self.channel,
+        ]
+    }
+
+    /// The keys the steps of writer preference take, in their `KEYS` order.
+    fn of_preference(&self) -> [&String; 3] {
+        [&self.writer, &self.readers, &self.intent]
+    }
+}
+
+impl KeySpace {
+    /// The keys of the read/write mutex `name`, all under its hash tag.
+    pub fn rw(&self, name: &str) -> RwKeys {
+        let part = |p| self.part(name, p);
+        RwKeys {
+            writer: part(Part::RwWriter),
+            readers: part(Part::RwReaders),
+            intent: part(Part::RwIntent),
+            queued_readers: part(Part::RwQueuedReaders),
+            queued_writers: part(Part::RwQueuedWriters),
+            alive: part(Part::RwAlive),
+            tags: part(Part::RwTags),
+            channel: part(Part::RwWake),
+        }
+    }
+}
 
 /// A shared hold among the readers, each with its own expiry.
 #[derive(Debug, Clone)]
@@ -25,22 +153,34 @@ pub struct Write {
 }
 
 impl Steps for Read {
+    /// `will_wait`: a writer's hold found busy is marked waited on, so that
+    /// its release wakes this reader (a release nobody waits for publishes
+    /// nothing).
     async fn obtain_on(&self, c: &Client, ask: &Obtaining<'_>, _quorum: bool) -> Result<Obtain> {
-        let ttl_ms = ask.ttl.as_millis() as u64;
-        scripts::rw_read(c, &self.keys, ask.token, ttl_ms, self.writer_preference, ask.will_wait).await
+        let mut invocation = RwReadArgv {
+            token: ask.token,
+            ttl_ms: ask.ttl.as_millis() as u64,
+            writer_preference: self.writer_preference,
+            will_wait: ask.will_wait,
+        }
+        .on(c);
+        invocation.key(&self.keys.of_preference());
+        run_held(c, &invocation, taken).await.map(taken_or_busy)
     }
 
     async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<Refreshed> {
-        scripts::lease_refresh(c, &[&self.keys.readers], token, ttl.as_millis() as u64).await
+        lease_refresh(c, &[&self.keys.readers], token, ttl).await
     }
 
     async fn release_on(&self, c: &Client, token: &str) -> Result<Released> {
-        let held = scripts::rw_read_release(c, &self.keys, token).await?;
-        Ok(Released { held, retried: false })
+        let k = &self.keys;
+        let mut invocation = RwReadReleaseArgv { token, channel: &k.channel }.on(c);
+        let released: i64 = run(c, invocation.key(&[&k.readers, &k.writer])).await?;
+        Ok(Released { held: released == 1, retried: false })
     }
 
     async fn inspect_on(&self, c: &Client) -> Result<Vec<Option<Record>>> {
-        scripts::inspect(c, std::slice::from_ref(&self.keys.writer)).await
+        exclusive::inspect(c, std::slice::from_ref(&self.keys.writer)).await
     }
 
     fn kind(&self) -> &'static str {
@@ -65,21 +205,31 @@ impl Steps for Write {
     /// A writer that will wait leaves its intent when readers hold (writer
     /// preference); a one-shot attempt (try_write) never does.
     async fn obtain_on(&self, c: &Client, ask: &Obtaining<'_>, quorum: bool) -> Result<Obtain> {
-        let ttl_ms = ask.ttl.as_millis() as u64;
-        let writer_preference = self.writer_preference && ask.will_wait;
         let attempt = attempt(ask, Duration::ZERO);
-        scripts::rw_write(c, &self.keys, ask.token, ttl_ms, ask.metadata, writer_preference, quorum, attempt)
-            .await
+        let mut invocation = RwWriteArgv {
+            token: ask.token,
+            ttl_ms: ask.ttl.as_millis() as u64,
+            metadata: ask.metadata.unwrap_or(""),
+            writer_preference: self.writer_preference && ask.will_wait,
+            set_metadata: ask.metadata.is_some(),
+            will_wait: attempt.will_wait,
+            waited: attempt.number > 1,
+        }
+        .on(c);
+        invocation.key(&self.keys.of_preference());
+        if quorum {
+            invocation.key(fence_record(&self.keys.writer));
+        }
+        run_held(c, &invocation, taken).await.map(taken_or_busy)
     }
 
     async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<Refreshed> {
-        scripts::refresh(c, std::slice::from_ref(&self.keys.writer), token, ttl.as_millis() as u64).await
+        exclusive::refresh(c, std::slice::from_ref(&self.keys.writer), token, ttl).await
     }
 
     async fn release_on(&self, c: &Client, token: &str) -> Result<Released> {
         let writer = std::slice::from_ref(&self.keys.writer);
-        let (n, retried) =
-            scripts::release_noting_retry(c, writer, token, Whose::Own, &self.keys.channel).await?;
+        let (n, retried) = exclusive::release(c, writer, token, Whose::Own, &self.keys.channel).await?;
         Ok(Released { held: n > 0, retried })
     }
 
@@ -87,15 +237,16 @@ impl Steps for Write {
         if !self.writer_preference {
             return Ok(());
         }
-        scripts::rw_withdraw(c, &self.keys, token).await
+        let mut invocation = RwWithdrawArgv { token, channel: &self.keys.channel }.on(c);
+        run::<i64>(c, invocation.key(&self.keys.intent)).await.map(drop)
     }
 
     async fn inspect_on(&self, c: &Client) -> Result<Vec<Option<Record>>> {
-        scripts::inspect(c, std::slice::from_ref(&self.keys.writer)).await
+        exclusive::inspect(c, std::slice::from_ref(&self.keys.writer)).await
     }
 
     async fn fence_raise_on(&self, c: &Client, token: &str, fence: i64) -> Result<bool> {
-        scripts::fence_raise(c, std::slice::from_ref(&self.keys.writer), token, fence).await
+        exclusive::fence_raise(c, std::slice::from_ref(&self.keys.writer), token, fence).await
     }
 
     fn kind(&self) -> &'static str {
@@ -110,4 +261,44 @@ impl Steps for Write {
     fn keep_alive(&self, ttl: Duration) -> Option<Duration> {
         self.writer_preference.then(|| ttl / 3)
     }
+}
+
+/// Pushes the expiry of `token`'s lease in the zset `keys[0]` (the other
+/// keys live as long as its latest lease): a reader's, or a semaphore
+/// permit's.
+pub(crate) async fn lease_refresh(
+    client: &Client,
+    keys: &[&String],
+    token: &str,
+    ttl: Duration,
+) -> Result<Refreshed> {
+    let ttl_ms = ttl.as_millis() as u64;
+    run_held(client, LeaseRefreshArgv { token, ttl_ms }.on(client).key(keys), one).await.map(refreshed)
+}
+
+/// The state of an RWMutex as `rw_inspect.lua` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RwState {
+    pub readers: i64,
+    /// Milliseconds left for the reader asked about; negative when it is not reading.
+    pub reader_pttl_ms: i64,
+    /// Milliseconds left on a waiting writer's intent; negative when none.
+    pub intent_pttl_ms: i64,
+    /// A writer holds.
+    pub writer: bool,
+}
+
+/// The state of the RWMutex of `k`, asking about the reader `reader`.
+pub(crate) async fn inspect(client: &Client, k: &RwKeys, reader: &str) -> Result<RwState> {
+    let (readers, reader_pttl_ms, intent_pttl_ms, writer): (i64, i64, i64, i64) =
+        run(client, RwInspectArgv { reader }.on(client).key(&k.of_preference())).await?;
+    Ok(RwState { readers, reader_pttl_ms, intent_pttl_ms, writer: writer == 1 })
+}
+
+/// Ends every hold of an RWMutex whoever holds it, or only `token`'s when
+/// not empty: whether a writer held, and how many live readers were removed.
+pub(crate) async fn force_release(client: &Client, k: &RwKeys, token: &str) -> Result<(bool, u64)> {
+    let mut invocation = RwForceReleaseArgv { channel: &k.channel, token }.on(client);
+    let (wrote, read): (i64, i64) = run(client, invocation.key(&k.of_preference())).await?;
+    Ok((wrote == 1, read.max(0) as u64))
 }

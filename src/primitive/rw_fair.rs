@@ -1,14 +1,70 @@
 //! Either side of a fair RWMutex: readers and writers in arrival order, a
 //! release letting in the next writer, or every reader queued before it.
+//! A writer's hold is a Lock's hash (renewed, looked at and fenced by
+//! `exclusive`'s steps); a reader's, a lease (`rw::lease_refresh`).
 
 use std::time::Duration;
 
-use super::attempt;
+use super::rw::{self, RwKeys};
+use super::steps::{Obtaining, Released, Steps};
+use super::{attempt, exclusive};
 use crate::error::Result;
-use crate::keys::RwKeys;
-use crate::scripts::steps::{Obtaining, Released, Steps};
-use crate::scripts::{self, Leave, Obtain, Record, Refreshed, Side};
+use crate::scripts::{
+    run, run_held, step, taken, taken_or_busy, wire, Argv, Leave, Lua, Obtain, Record, Refreshed,
+};
 use crate::transport::client::Client;
+
+step! {
+    RW_FAIR_READ = "rw_fair_read.lua",
+    struct RwFairReadArgv<'a> {
+        token: &'a str,
+        ttl_ms: u64,
+        patience_ms: u64,
+        will_wait: bool,
+        attempt: u64,
+        channel: &'a str,
+    }
+}
+
+step! {
+    RW_FAIR_WRITE = "rw_fair_write.lua",
+    struct RwFairWriteArgv<'a> {
+        token: &'a str,
+        ttl_ms: u64,
+        metadata: &'a str,
+        set_metadata: bool,
+        patience_ms: u64,
+        will_wait: bool,
+        attempt: u64,
+        channel: &'a str,
+    }
+}
+
+step! {
+    RW_FAIR_RELEASE = "rw_fair_release.lua",
+    struct RwFairReleaseArgv<'a> {
+        token: &'a str,
+        side: Side,
+        channel: &'a str,
+        release: Leave,
+    }
+}
+
+wire! {
+    /// A side of an RWMutex.
+    enum Side {
+        Read = "r",
+        Write = "w",
+    }
+}
+
+/// The steps of this module, for `every_step`.
+pub(super) static STEPS: [&Lua; 3] = [&RW_FAIR_READ, &RW_FAIR_WRITE, &RW_FAIR_RELEASE];
+
+/// The keys of a fair RWMutex's steps, in their `KEYS` order.
+fn fair_keys(k: &RwKeys) -> [&String; 6] {
+    [&k.writer, &k.readers, &k.queued_readers, &k.queued_writers, &k.alive, &k.tags]
+}
 
 #[derive(Debug, Clone)]
 pub struct FairRw {
@@ -26,42 +82,69 @@ impl FairRw {
             Side::Read
         }
     }
+
+    /// Releases this side (handing it on) when `release` is `Leave::Hold`,
+    /// and leaves its queue either way.
+    async fn leave(&self, c: &Client, token: &str, release: Leave) -> Result<bool> {
+        let (side, channel) = (self.side(), &self.keys.channel);
+        let mut invocation = RwFairReleaseArgv { token, side, channel, release }.on(c);
+        invocation.key(&fair_keys(&self.keys));
+        let released: i64 = run(c, &invocation).await?;
+        Ok(released == 1)
+    }
 }
 
 impl Steps for FairRw {
+    /// One attempt of a fair reader, or writer (with its metadata).
     async fn obtain_on(&self, c: &Client, ask: &Obtaining<'_>, _quorum: bool) -> Result<Obtain> {
-        let ttl_ms = ask.ttl.as_millis() as u64;
-        let metadata = self.writer.then_some(ask.metadata);
-        scripts::rw_fair_obtain(c, &self.keys, ask.token, ttl_ms, metadata, attempt(ask, self.patience)).await
+        let (token, ttl_ms) = (ask.token, ask.ttl.as_millis() as u64);
+        let attempt = attempt(ask, self.patience);
+        let (patience_ms, will_wait, channel) = (attempt.patience_ms, attempt.will_wait, &self.keys.channel);
+        let mut invocation = if self.writer {
+            RwFairWriteArgv {
+                token,
+                ttl_ms,
+                metadata: ask.metadata.unwrap_or(""),
+                set_metadata: ask.metadata.is_some(),
+                patience_ms,
+                will_wait,
+                attempt: attempt.number,
+                channel,
+            }
+            .on(c)
+        } else {
+            RwFairReadArgv { token, ttl_ms, patience_ms, will_wait, attempt: attempt.number, channel }.on(c)
+        };
+        invocation.key(&fair_keys(&self.keys));
+        run_held(c, &invocation, taken).await.map(taken_or_busy)
     }
 
     async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<Refreshed> {
-        let ttl_ms = ttl.as_millis() as u64;
         if self.writer {
-            scripts::refresh(c, std::slice::from_ref(&self.keys.writer), token, ttl_ms).await
+            exclusive::refresh(c, std::slice::from_ref(&self.keys.writer), token, ttl).await
         } else {
-            scripts::lease_refresh(c, &[&self.keys.readers], token, ttl_ms).await
+            rw::lease_refresh(c, &[&self.keys.readers], token, ttl).await
         }
     }
 
     async fn release_on(&self, c: &Client, token: &str) -> Result<Released> {
-        let held = scripts::rw_fair_release(c, &self.keys, token, self.side(), Leave::Hold).await?;
+        let held = self.leave(c, token, Leave::Hold).await?;
         Ok(Released { held, retried: false })
     }
 
     async fn withdraw_on(&self, c: &Client, token: &str, ours: bool) -> Result<()> {
-        scripts::rw_fair_release(c, &self.keys, token, self.side(), Leave::ours(ours)).await.map(drop)
+        self.leave(c, token, Leave::ours(ours)).await.map(drop)
     }
 
     async fn inspect_on(&self, c: &Client) -> Result<Vec<Option<Record>>> {
-        scripts::inspect(c, std::slice::from_ref(&self.keys.writer)).await
+        exclusive::inspect(c, std::slice::from_ref(&self.keys.writer)).await
     }
 
     async fn fence_raise_on(&self, c: &Client, token: &str, fence: i64) -> Result<bool> {
         if !self.writer {
             return Ok(true);
         }
-        scripts::fence_raise(c, std::slice::from_ref(&self.keys.writer), token, fence).await
+        exclusive::fence_raise(c, std::slice::from_ref(&self.keys.writer), token, fence).await
     }
 
     fn kind(&self) -> &'static str {

@@ -23,7 +23,7 @@ use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
-use crate::scripts::steps::{Obtaining, Released, Steps};
+use crate::primitive::steps::{Obtaining, Released, Steps};
 use crate::scripts::{Obtain, Record, Refreshed};
 use crate::support::cleanup::Cleanups;
 use crate::support::per_process::PerProcess;
@@ -163,6 +163,7 @@ impl Quorum {
     /// restored token's holds are its owner's) and the longest hold found
     /// is reported, or an error when a majority could not be asked.
     pub(crate) async fn obtain(&self, mode: &impl Steps, ask: &Obtaining<'_>, ours: bool) -> Result<Obtain> {
+        self.ready().await?;
         let (n, need, token) = (self.members.len(), self.needed(), ask.token);
         let limit = self.limit(ask.ttl);
         let answers = self
@@ -261,6 +262,7 @@ impl Quorum {
     /// the masters that did), not when a majority can no longer (the hold is
     /// lost), an error when too few answered to say.
     pub(crate) async fn refresh(&self, mode: &impl Steps, token: &str, ttl: Duration) -> Result<Refreshed> {
+        self.ready().await?;
         let (n, need) = (self.members.len(), self.needed());
         let answers = self
             .on_all(
@@ -299,6 +301,7 @@ impl Quorum {
     /// not (masters that did not answer may still have it: they release it
     /// when their command runs, or it expires).
     pub(crate) async fn release(&self, mode: &impl Steps, token: &str) -> Result<Released> {
+        self.ready().await?;
         let need = self.needed();
         let answers = self.on_majority(|m| mode.release_on(m, token)).await;
         let held = answered(&answers, |r| r.held);
@@ -316,6 +319,7 @@ impl Quorum {
         F: Fn(&'a Client) -> Fut,
         Fut: Future<Output = Result<()>> + 'a,
     {
+        self.ready().await?;
         let answers = self.on_majority(op).await;
         let done = answered(&answers, |()| true);
         if done >= self.needed() {
@@ -331,6 +335,7 @@ impl Quorum {
         F: Fn(&'a Client) -> Fut,
         Fut: Future<Output = Result<bool>> + 'a,
     {
+        self.ready().await?;
         let answers = self.on_majority(op).await;
         if answered(&answers, |_| true) < self.needed() {
             return Err(self.unreachable(what, &answers));
@@ -344,6 +349,7 @@ impl Quorum {
     /// count may hold a higher fence, not the hold's). `None` where no token
     /// has a majority.
     pub(crate) async fn inspect(&self, mode: &impl Steps) -> Result<Vec<Option<Record>>> {
+        self.ready().await?;
         let need = self.needed();
         let answers = self.on_majority(|m| mode.inspect_on(m)).await;
         let seen: Vec<&Vec<Option<Record>>> =
@@ -375,6 +381,7 @@ impl Quorum {
         F: Fn(&'a Client) -> Fut,
         Fut: Future<Output = Result<i64>> + 'a,
     {
+        self.ready().await?;
         let answers = self.on_majority(probe).await;
         let values: Vec<i64> = answers.iter().filter_map(|a| a.as_ref()?.as_ref().ok().copied()).collect();
         if values.len() < self.needed() {

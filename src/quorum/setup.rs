@@ -105,7 +105,7 @@ impl Quorum {
         let need = self.needed();
         let check = |m| async move {
             Client::ready(m).await?;
-            crate::scripts::load_every_step(m).await?;
+            crate::primitive::load_every_step(m).await?;
             members::run_id(m).await
         };
         let answers = self
@@ -124,7 +124,7 @@ impl Quorum {
                 tokio::spawn(async move {
                     if let Err(e) = async {
                         member.ready().await?;
-                        crate::scripts::load_every_step(&member).await
+                        crate::primitive::load_every_step(&member).await
                     }
                     .await
                     {
@@ -172,6 +172,7 @@ impl Quorum {
         reader: bool,
         token: &str,
     ) -> Result<Waits> {
+        self.ready().await?;
         let need = self.needed();
         let mut pending: FuturesUnordered<_> = self
             .members

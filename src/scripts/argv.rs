@@ -1,5 +1,5 @@
-//! A step's ARGV as a struct: one per script, declared beside its call
-//! wrapper with `step!`, its fields named as the script's `-- ARGV:` header
+//! A step's ARGV as a struct: one per script, declared with `step!` in the
+//! file of the primitive that runs it, its fields named as the script's `-- ARGV:` header
 //! names them, in that order (the test below reads every header and checks
 //! it), each pushed as one argument or, for a list, as many. A field that
 //! selects a case is a `wire!` enum, sent as the word the script compares;
@@ -54,12 +54,12 @@ macro_rules! step {
         $(#[$meta])*
         pub(crate) struct $name {}
 
-        impl $crate::scripts::argv::Argv for $name {
+        impl $crate::scripts::Argv for $name {
             fn step() -> &'static $crate::scripts::Lua {
                 &$step
             }
 
-            fn push(&self, _: &mut $crate::scripts::invocation::Invocation<'static>) {}
+            fn push(&self, _: &mut $crate::scripts::Invocation<'static>) {}
         }
     };
     (
@@ -78,12 +78,12 @@ macro_rules! step {
         $(#[$meta])*
         pub(crate) struct $name $(<$lt>)? { $($(#[$field_meta])* pub(crate) $field: $ty),* }
 
-        impl $(<$lt>)? $crate::scripts::argv::Argv for $name $(<$lt>)? {
+        impl $(<$lt>)? $crate::scripts::Argv for $name $(<$lt>)? {
             fn step() -> &'static $crate::scripts::Lua {
                 &$step
             }
 
-            fn push(&self, invocation: &mut $crate::scripts::invocation::Invocation<'static>) {
+            fn push(&self, invocation: &mut $crate::scripts::Invocation<'static>) {
                 $(invocation.arg(&self.$field);)*
             }
         }
@@ -108,6 +108,8 @@ macro_rules! wire {
         }
     };
 }
+
+pub(crate) use {step, wire};
 
 wire! {
     /// Whose hold a release ends: the token's own, or whoever's (an
@@ -138,9 +140,10 @@ impl Leave {
     }
 }
 
+/// The header checks of a step, for the tests that run them over every step.
 #[cfg(test)]
-mod tests {
-    use super::super::every_step;
+pub(crate) mod tests {
+    use super::Lua;
 
     /// The text of a Lua header's `-- <what>:` entry, its continuation
     /// lines (indented further) joined on.
@@ -253,43 +256,36 @@ mod tests {
         (names, stray)
     }
 
-    #[test]
-    fn every_steps_argv_struct_its_header_and_its_locals_agree() {
-        let mut checked = 0;
-        for step in every_step() {
-            let name = step.file;
-            let entry =
-                header_entry(step.source, "ARGV").unwrap_or_else(|| panic!("{name}: no `-- ARGV:` header"));
-            let header =
-                header_names(&entry).unwrap_or_else(|e| panic!("{name}: its `-- ARGV:` header: {e}"));
-            assert_eq!(
-                header, step.argv,
-                "{name}: the `-- ARGV:` header and the Rust struct of its step! differ"
-            );
-            let (locals, stray) = named_locals(step.source, "ARGV");
-            assert_eq!(locals, header, "{name}: the locals naming ARGV at its top differ from its header");
-            assert_eq!(stray, None, "{name}: ARGV is read below the locals at its top");
-            checked += 1;
-        }
-        assert!(checked > 20, "the steps were not found");
+    /// `step`'s ARGV struct, its `-- ARGV:` header and the locals naming
+    /// ARGV at its top agree (run over every step by `primitive`'s tests).
+    pub(crate) fn check_argv(step: &Lua) {
+        let name = step.file;
+        let entry =
+            header_entry(step.source, "ARGV").unwrap_or_else(|| panic!("{name}: no `-- ARGV:` header"));
+        let header = header_names(&entry).unwrap_or_else(|e| panic!("{name}: its `-- ARGV:` header: {e}"));
+        assert_eq!(
+            header, step.argv,
+            "{name}: the `-- ARGV:` header and the Rust struct of its step! differ"
+        );
+        let (locals, stray) = named_locals(step.source, "ARGV");
+        assert_eq!(locals, header, "{name}: the locals naming ARGV at its top differ from its header");
+        assert_eq!(stray, None, "{name}: ARGV is read below the locals at its top");
     }
 
-    #[test]
-    fn every_steps_keys_header_names_what_its_locals_name() {
-        for step in every_step() {
-            let name = step.file;
-            let entry =
-                header_entry(step.source, "KEYS").unwrap_or_else(|| panic!("{name}: no `-- KEYS:` header"));
-            // A list of fixed keys names each; a variable number is described in words.
-            if entry.trim_start().starts_with('[') {
-                let header =
-                    header_names(&entry).unwrap_or_else(|e| panic!("{name}: its `-- KEYS:` header: {e}"));
-                let (locals, _) = named_locals(step.source, "KEYS");
-                assert!(
-                    header.starts_with(&locals) && !locals.is_empty(),
-                    "{name}: the locals naming KEYS at its top ({locals:?}) are not its header's ({header:?})"
-                );
-            }
+    /// `step`'s `-- KEYS:` header names what the locals at its top name.
+    pub(crate) fn check_keys(step: &Lua) {
+        let name = step.file;
+        let entry =
+            header_entry(step.source, "KEYS").unwrap_or_else(|| panic!("{name}: no `-- KEYS:` header"));
+        // A list of fixed keys names each; a variable number is described in words.
+        if entry.trim_start().starts_with('[') {
+            let header =
+                header_names(&entry).unwrap_or_else(|e| panic!("{name}: its `-- KEYS:` header: {e}"));
+            let (locals, _) = named_locals(step.source, "KEYS");
+            assert!(
+                header.starts_with(&locals) && !locals.is_empty(),
+                "{name}: the locals naming KEYS at its top ({locals:?}) are not its header's ({header:?})"
+            );
         }
     }
 

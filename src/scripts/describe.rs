@@ -6,7 +6,7 @@
 use crate::error::Result;
 use crate::transport::client::Client;
 
-use super::{run, Argv, Lua};
+use super::{run, step, Argv, Lua};
 
 step! {
     DESCRIBE = "describe.lua",
@@ -23,8 +23,8 @@ step! {
     }
 }
 
-/// The steps of this module, for `every_step`.
-pub(super) static STEPS: [&Lua; 2] = [&DESCRIBE, &FORCE_RELEASE];
+/// The steps of this module, for `crate::primitive::every_step`.
+pub(crate) static STEPS: [&Lua; 2] = [&DESCRIBE, &FORCE_RELEASE];
 
 /// `describe.lua`, or with `token` `force_release.lua` ('' = every hold),
 /// over every part of one name: `keys` with `roles` ('<kind> <role>' each,

@@ -1,11 +1,12 @@
-//! The atomic steps, one Lua file each in `lua/`, embedded at build time
-//! with the libraries of `lua/lib/` each one includes (`assembly`).
-//! A step runs as EVALSHA; after a NOSCRIPT answer its script is loaded on
-//! the node the step goes to, and it runs again (`invocation`).
-//! The call wrappers are grouped by what they act on: a Lock's hash
-//! (`lock`), a plain string hold (`plain`), an RWMutex (`rw`), a semaphore
-//! (`sem`), a name as a whole (`describe`). What the scripts say that Rust reads back lives beside the
-//! readers: grants on a wake-up channel in `crate::transport::wakeups::handover`, refusals in
+//! The machinery of the atomic steps, one Lua file each in `lua/`, embedded
+//! at build time with the libraries of `lua/lib/` each one includes
+//! (`assembly`). A step is declared with its ARGV struct by `step!` (`argv`)
+//! in the file of the primitive that runs it (`crate::primitive`); it runs
+//! as EVALSHA, and after a NOSCRIPT answer its script is loaded on the node
+//! the step goes to, and it runs again (`invocation`). The operator's steps
+//! over a name as a whole, every kind alike, are here (`describe`). What the
+//! scripts say that Rust reads back lives beside the readers: grants on a
+//! wake-up channel in `crate::transport::wakeups::handover`, refusals in
 //! `crate::error::refusal`.
 
 use std::sync::OnceLock;
@@ -17,8 +18,7 @@ use crate::error::{Error, Result};
 use crate::transport::client::Client;
 use crate::transport::replication::{self, Shortfall};
 
-use argv::Argv;
-use invocation::{Built, Invocation};
+use invocation::Built;
 
 /// One atomic step, in two builds: publishing with PUBLISH (one node) or
 /// SPUBLISH (a Cluster, where a plain PUBLISH would reach every node), each
@@ -40,6 +40,12 @@ impl Lua {
         Lua { file, source, argv, plain: OnceLock::new(), sharded: OnceLock::new() }
     }
 
+    /// Its source, as `lua/` has it.
+    #[cfg(test)]
+    pub(crate) fn source(&self) -> &'static str {
+        self.source
+    }
+
     fn on(&self, client: &Client) -> &Built {
         let (built, publish) =
             if client.is_cluster() { (&self.sharded, "SPUBLISH") } else { (&self.plain, "PUBLISH") };
@@ -47,29 +53,16 @@ impl Lua {
     }
 }
 
-#[macro_use]
-mod argv;
+pub(crate) mod argv;
 mod assembly;
 mod describe;
 mod invocation;
-mod lock;
-mod plain;
-mod rw;
-mod sem;
-pub(crate) mod steps;
 
+pub(crate) use argv::{step, wire, Argv};
 pub use argv::{Leave, Whose};
 pub use describe::by_parts;
-pub use lock::{
-    el_proclaim, fair_obtain, fair_release, fence_raise, inspect, obtain, refresh, release,
-    release_noting_retry,
-};
-pub use plain::{plain_inspect, plain_obtain, plain_refresh, plain_release, PlainKeys, Reach, Reached};
-pub use rw::{
-    lease_refresh, rw_fair_obtain, rw_fair_release, rw_force_release, rw_inspect, rw_read, rw_read_release,
-    rw_withdraw, rw_write, RwState, Side,
-};
-pub use sem::{sem_inspect, sem_obtain, sem_release, SemState};
+pub(crate) use describe::STEPS as OPERATOR_STEPS;
+pub(crate) use invocation::Invocation;
 
 /// What `obtain.lua` answered, and when the attempt was sent (on a quorum:
 /// the earliest sending of the masters that answered so): a grant's
@@ -163,28 +156,11 @@ pub(crate) fn refreshed(held: Held<i64>) -> Refreshed {
     Refreshed { held: held.answer == 1, shortfall: held.shortfall }
 }
 
-/// Every step, each module's `STEPS` (a cargo test checks each file of
-/// `lua/` is among them).
-fn every_step() -> impl Iterator<Item = &'static Lua> {
-    lock::STEPS
-        .iter()
-        .chain(&plain::STEPS)
-        .chain(&rw::STEPS)
-        .chain(&sem::STEPS)
-        .chain(&describe::STEPS)
-        .copied()
-}
-
-/// Loads every step into the server `client` reaches (SCRIPT LOAD, one
-/// pipeline), so that no step's EVALSHA answers NOSCRIPT there until the
-/// server loses its scripts (a restart, SCRIPT FLUSH). A quorum loads them
-/// on each master it connects: its steps stop waiting for a master a short
-/// grace after a majority answered, and a master whose EVALSHA had answered
-/// NOSCRIPT by then would get neither the script nor the step
-/// (`Quorum::verify`).
-pub(crate) async fn load_every_step(client: &Client) -> Result<()> {
+/// Loads `steps` into the server `client` reaches (SCRIPT LOAD, one
+/// pipeline): see `crate::primitive::load_every_step`.
+pub(crate) async fn load(client: &Client, steps: impl Iterator<Item = &'static Lua>) -> Result<()> {
     let mut pipe = redis::pipe();
-    for step in every_step() {
+    for step in steps {
         pipe.cmd("SCRIPT").arg("LOAD").arg(step.on(client).code()).ignore();
     }
     let pipe = &pipe;
@@ -255,23 +231,4 @@ pub(crate) fn parse_record(entry: Vec<Value>) -> Result<Option<Record>> {
     let fence: i64 = redis::from_redis_value(next()).map_err(bad)?;
     let pttl_ms: i64 = redis::from_redis_value(next()).map_err(bad)?;
     Ok(Some(Record { token, metadata, fence, pttl_ms }))
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn every_file_of_lua_is_a_step_loaded_with_the_others() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("lua");
-        let steps: Vec<&str> = super::every_step().map(|s| s.source).collect();
-        let mut files = 0;
-        for entry in std::fs::read_dir(dir).expect("lua/ is readable") {
-            let path = entry.expect("a directory entry").path();
-            if path.extension().is_some_and(|e| e == "lua") {
-                files += 1;
-                let source = std::fs::read_to_string(&path).expect("a readable Lua file");
-                assert!(steps.contains(&source.as_str()), "{} is in no module's STEPS", path.display());
-            }
-        }
-        assert_eq!(files, steps.len(), "a step is listed twice");
-    }
 }

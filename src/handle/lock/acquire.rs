@@ -13,8 +13,8 @@ use super::{Lock, Wait};
 use crate::deployment::Deployment;
 use crate::error::{Error, Result};
 use crate::handle::lease::Lease;
+use crate::primitive::steps::{Obtaining, Steps};
 use crate::primitive::Mode;
-use crate::scripts::steps::{Obtaining, Steps};
 use crate::scripts::Obtain;
 use crate::support::events::{self, AcquireProbe, Event, Outcome, ReplicaStep, Wakeup};
 use crate::support::token::{check_token, new_token};
@@ -482,5 +482,104 @@ impl Attempts {
 
     fn find(&self, number: u64) -> Option<Instant> {
         self.sent.iter().find(|(n, _)| *n == number).map(|(_, t)| *t)
+    }
+}
+
+/// The acquire loop against a primitive whose answers each test scripts
+/// (`primitive::fake`), on no server: its waiters poll.
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::super::{Lock, LockOptions, Wait};
+    use crate::deployment::Deployment;
+    use crate::error::Error;
+    use crate::primitive::fake::{Answer, Fake};
+    use crate::primitive::Mode;
+    use crate::support::retry::{Backoff, Retry};
+    use crate::transport::client::ClientOptions;
+
+    /// A handle on `fake`, on a deployment nothing listens on (the fake's
+    /// steps never reach it), retrying every millisecond unless `retry`.
+    fn handle(fake: &Fake, retry: Option<Retry>) -> (Lock, Deployment) {
+        let opts = ClientOptions { url: "redis://127.0.0.1:1/0".into(), ..ClientOptions::default() };
+        let deployment = Deployment::new(opts).unwrap();
+        let retry =
+            retry.unwrap_or(Retry { backoff: Backoff::Fixed(Duration::from_millis(1)), attempts: None });
+        let opts = LockOptions { auto_renew: false, retry, ..LockOptions::default() };
+        let lock =
+            Lock::with_mode(deployment.clone(), vec!["n".into()], Mode::Fake(fake.clone()), opts, None);
+        (lock, deployment)
+    }
+
+    #[tokio::test]
+    async fn a_waiter_tries_again_until_it_is_taken_each_attempt_numbered() {
+        let fake = Fake::answering(&[Answer::Busy(-1), Answer::Busy(5_000), Answer::Taken]);
+        let (lock, _) = handle(&fake, None);
+        assert!(lock.acquire(Wait::Forever).await.unwrap());
+        assert!(lock.token().is_some());
+        assert_eq!(fake.log().attempts, [(1, true), (2, true), (3, true)]);
+        assert!(fake.log().withdrawn.is_empty(), "nothing left to withdraw");
+    }
+
+    #[tokio::test]
+    async fn a_one_shot_attempt_tries_once_and_leaves_nothing() {
+        let fake = Fake { intent: Some(Duration::from_millis(10)), ..Fake::default() };
+        let (lock, _) = handle(&fake, None);
+        assert!(!lock.acquire(Wait::No).await.unwrap());
+        let log = fake.log();
+        assert_eq!(log.attempts, [(1, false)]);
+        assert!(log.withdrawn.is_empty() && log.released.is_empty(), "{log:?}");
+    }
+
+    #[tokio::test]
+    async fn a_waiter_gives_up_at_its_deadline_and_withdraws_its_intent() {
+        let fake = Fake { intent: Some(Duration::from_millis(10)), ..Fake::default() };
+        let (lock, _) = handle(&fake, None);
+        let start = Instant::now();
+        let deadline = start + Duration::from_millis(50);
+        assert!(!lock.acquire(Wait::Until(deadline)).await.unwrap());
+        assert!(Instant::now() >= deadline, "gave up before its deadline");
+        let log = fake.log();
+        assert!(log.attempts.len() > 1, "{log:?}");
+        assert_eq!(log.withdrawn.len(), 1, "{log:?}");
+        assert!(log.withdrawn[0].1, "the acquire's own token");
+    }
+
+    #[tokio::test]
+    async fn the_retry_strategy_bounds_the_attempts() {
+        let fake = Fake::default();
+        let retry = Retry { backoff: Backoff::Fixed(Duration::from_millis(1)), attempts: Some(3) };
+        let (lock, _) = handle(&fake, Some(retry));
+        assert!(!lock.acquire(Wait::Forever).await.unwrap());
+        assert_eq!(fake.log().attempts.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_server_is_reported_to_a_first_attempt_and_ridden_out_by_a_waiter() {
+        let fake = Fake::answering(&[Answer::Down]);
+        let (lock, _) = handle(&fake, None);
+        let err = lock.acquire(Wait::Forever).await.unwrap_err();
+        assert!(matches!(err, Error::Connection(_)), "{err:?}");
+
+        // A waiter that saw the lock held rides out an outage, the token kept.
+        let fake = Fake::answering(&[Answer::Busy(60_000), Answer::Down, Answer::Down, Answer::Taken]);
+        let (lock, _) = handle(&fake, None);
+        assert!(lock.acquire(Wait::Forever).await.unwrap());
+        assert_eq!(fake.log().attempts.len(), 4);
+    }
+
+    #[tokio::test]
+    async fn a_dropped_acquire_undoes_the_attempt_it_left_unanswered() {
+        let fake = Fake { intent: Some(Duration::from_millis(10)), ..Fake::answering(&[Answer::Stall]) };
+        let (lock, deployment) = handle(&fake, None);
+        let acquire = lock.acquire(Wait::Forever);
+        assert!(tokio::time::timeout(Duration::from_millis(20), acquire).await.is_err());
+        deployment.settle().await;
+        let log = fake.log();
+        assert_eq!(log.attempts, [(1, true)]);
+        assert_eq!(log.released.len(), 1, "the attempt may have taken it: released");
+        assert_eq!(log.withdrawn.len(), 1, "and its intent withdrawn: {log:?}");
+        assert_eq!(log.released[0], log.withdrawn[0].0, "both under the acquire's token");
     }
 }

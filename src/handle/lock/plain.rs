@@ -12,8 +12,9 @@ use super::{validate, Lock, LockOptions, MAX_TTL};
 use crate::deployment::Deployment;
 use crate::error::{Error, Result};
 use crate::keys::one_slot;
+use crate::primitive::plain::{self, PlainKeys, Reach, Reached};
 use crate::primitive::{Mode, Plain};
-use crate::scripts::{self, PlainKeys, Reach, Reached, Record, Whose};
+use crate::scripts::{Record, Whose};
 use crate::transport::conn::Io;
 use crate::transport::replication::Policy;
 
@@ -57,14 +58,14 @@ impl PlainHold {
     pub async fn force_release(self, client: &Deployment) -> Result<bool> {
         let one = client.single("a plain (redis-py or python-redis-lock) hold")?;
         let keys = self.keys(one.is_cluster())?;
-        Ok(scripts::plain_release(one, &keys, "", Whose::Anyone).await?.0)
+        Ok(plain::release(one, &keys, "", Whose::Anyone).await?.0)
     }
 
     /// Who holds it now: the key's value as the token, its time left (-1:
     /// no expiry); no metadata and no fence (a plain hold stores neither).
     pub async fn holder(&self, client: &Deployment) -> Result<Option<Record>> {
         let one = client.single("a plain (redis-py or python-redis-lock) hold")?;
-        scripts::plain_inspect(one, &self.key).await
+        plain::inspect(one, &self.key).await
     }
 }
 
@@ -158,9 +159,7 @@ impl Lock {
         let client = self.client.via(io);
         let one = client.single("a plain hold")?;
         let sent = Instant::now();
-        match scripts::plain_refresh(one, &plain.keys.hold, lease.token(), by.as_millis() as u64, reach)
-            .await?
-        {
+        match plain::refresh(one, &plain.keys.hold, lease.token(), by.as_millis() as u64, reach).await? {
             Reached::Held { pttl_ms, shortfall } => {
                 if let Some(shortfall) =
                     shortfall.filter(|_| self.client.options().replication.policy == Policy::Fail)

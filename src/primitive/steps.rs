@@ -1,6 +1,6 @@
 //! The atomic steps of a primitive on one server. A primitive says what each
 //! step sends to one server; `Deployment` runs it there, or on every master
-//! of a quorum and decides by a majority (`quorum.rs`).
+//! of a quorum and decides by a majority (`crate::quorum`).
 
 use std::future::Future;
 use std::time::Duration;
