@@ -56,7 +56,7 @@ all: test
 # redis-server, redis-tools and redis-sentinel (Redis 7.0): the servers the
 # tests start; openssl: the TLS tests' certificates; faketime (libfaketime):
 # the skewed clocks of some history-checker workers; postgresql: the server
-# binaries of tests/test_fencing.py's throwaway PostgreSQL; iproute2 (`ip
+# binaries of tests/integrations/test_fencing.py's throwaway PostgreSQL; iproute2 (`ip
 # netns`): the network namespaces of the partition tests; strace: the system
 # calls `make bench` counts; lua-check (luacheck): `make lint-lua`.
 DEB_PACKAGES := redis-server redis-tools redis-sentinel openssl faketime postgresql iproute2 strace lua-check
@@ -120,12 +120,13 @@ test-python: deps $(EXT) old-redis new-redis $(VENV)/.docs-ready
 # The core suite (Lock, RWMutex, fair modes, semaphore, election, wake-ups,
 # replicas, hand-over, watchdog) run again against each other server the
 # project is tested on: FERROLOCK_TEST_SERVER makes every server the tests
-# start (ferrolock.throwaway.RedisServer) that binary. tests/test_servers.py
+# start (ferrolock.throwaway.RedisServer) that binary. tests/servers/test_servers.py
 # fails when the server that answers is not the one asked for. A binary that
 # is missing (not x86_64 Linux) is said and skipped.
-SERVER_TESTS := tests/test_servers.py tests/test_lock.py tests/test_rwmutex.py tests/test_fair.py \
-                tests/test_fair_rwmutex.py tests/test_semaphore.py tests/test_election.py tests/test_wakeups.py \
-                tests/test_replicas.py tests/test_fair_handover.py tests/test_watchdog.py tests/test_declared_keys.py
+SERVER_TESTS := tests/servers/test_servers.py tests/servers/test_replicas.py \
+                $(addprefix tests/core/,test_lock.py test_rwmutex.py test_fair.py test_fair_rwmutex.py \
+                  test_semaphore.py test_election.py test_wakeups.py test_fair_handover.py test_watchdog.py \
+                  test_declared_keys.py)
 
 test-servers: test-servers-new-redis test-servers-valkey
 test-servers-new-redis: SERVER = $(NEW_REDIS)
@@ -152,13 +153,13 @@ format: venv
 	$(VENV)/bin/ruff format --quiet .
 
 # The handle options' table (src/py/options.rs) written into the type stubs'
-# TypedDicts and the table in docs/api.md; tests/test_options.py fails when they drift.
+# TypedDicts and the table in docs/api.md; tests/docs/test_options.py fails when they drift.
 .PHONY: options
 options: build-dev
 	$(PY) scripts/gen_options.py
 
 # The docstrings of the built module (doc comments in src/py/) written into the
-# type stubs, where IDEs and the API reference read them; tests/test_stubs.py
+# type stubs, where IDEs and the API reference read them; tests/docs/test_stubs.py
 # fails when they drift.
 .PHONY: stubs
 stubs: build-dev
@@ -291,7 +292,7 @@ lint-workflows: $(VENV)/.build-ready
 # -- documentation site ---------------------------------------------------------
 # MkDocs with the Material theme; the API reference is generated from the
 # package and its type stubs (mkdocstrings). The code examples of README.md,
-# CONTRIBUTING.md and every page under docs/ are run by tests/test_doc_examples.py,
+# CONTRIBUTING.md and every page under docs/ are run by tests/docs/test_doc_examples.py,
 # part of test-python.
 $(VENV)/.docs-ready: docs/requirements.txt $(VENV)/.ready
 	@echo "== installing the documentation tools in docs/requirements.txt (mkdocs-material, mkdocstrings)"

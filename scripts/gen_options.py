@@ -2,7 +2,7 @@
 the built extension's ``_handle_options()``) gives the Python side: the
 ``TypedDict`` section of ``python/ferrolock/_ferrolock.pyi`` and the table in
 ``docs/api.md``. ``--check`` writes nothing and fails when either differs
-(``tests/test_options.py`` runs it). Run ``make options`` after changing the table.
+(``tests/docs/test_options.py`` runs it). Run ``make options`` after changing the table.
 """
 
 from __future__ import annotations

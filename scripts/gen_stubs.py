@@ -8,7 +8,7 @@ annotated attribute (after it, as mkdocstrings reads it) of
 the stub gets the ``__doc__`` the built module has for it (none when it has
 none), and the rest of the stub (signatures, types, comments) is kept as it
 is, so it is edited by hand. ``--check`` writes nothing and fails when the
-stub's docstrings differ (``tests/test_stubs.py`` runs it). Run ``make stubs``
+stub's docstrings differ (``tests/docs/test_stubs.py`` runs it). Run ``make stubs``
 after changing a doc comment or adding a name to the stub.
 """
 

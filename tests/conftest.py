@@ -46,9 +46,10 @@ def pytest_report_header(config):
 
 # How pytest-xdist shares the tests out among its workers (`-n N --dist
 # loadgroup`, see pytest_xdist_make_scheduler): each test goes to the next free
-# worker, except those of the files named here, which run on one worker, one
-# after the other, as one unit. The units start in this order, before the
-# single tests, the longest first.
+# worker, except those of the files named here (by file name, unique across
+# the folders of tests/), which run on one worker, one after the other, as one
+# unit. The units start in this order, before the single tests, the longest
+# first.
 ONE_WORKER = {
     # Suites that keep every core busy on their own (processes hammering one
     # lock, the history checker's workers and nemesis): one at a time.

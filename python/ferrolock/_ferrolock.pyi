@@ -4,7 +4,7 @@ Signatures, types and comments are written here by hand; ``python -m
 mypy.stubtest ferrolock._ferrolock`` checks them against the built module.
 Every docstring is generated: written once as a doc comment in the Rust
 bindings (``src/py/``), it is copied from the built module by ``make stubs``
-(``scripts/gen_stubs.py``), and ``tests/test_stubs.py`` fails when they differ.
+(``scripts/gen_stubs.py``), and ``tests/docs/test_stubs.py`` fails when they differ.
 Edit a docstring in ``src/py/``, never here.
 """
 

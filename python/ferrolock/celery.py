@@ -194,7 +194,7 @@ class Singleton(celery.Task):  # type: ignore[misc]  # Task is Any to a type che
     name and runs the body itself. It holds a worker slot while it waits.
     When the task's results are not stored (no result backend,
     ``ignore_result``), sending it raises :class:`DuplicateTask` at once
-    (``tests/test_celery.py::test_a_group_a_chord_and_a_chain_holding_a_duplicate_complete_with_the_first_tasks_result``,
+    (``tests/integrations/test_celery.py::test_a_group_a_chord_and_a_chain_holding_a_duplicate_complete_with_the_first_tasks_result``,
     ``::test_a_duplicate_in_a_canvas_gets_the_first_tasks_failure``,
     ``::test_a_duplicate_in_a_canvas_runs_itself_when_the_first_tasks_worker_died``,
     ``::test_a_duplicate_in_a_canvas_whose_result_is_not_stored_is_refused_at_once``).
@@ -223,7 +223,7 @@ class Singleton(celery.Task):  # type: ignore[misc]  # Task is Any to a type che
     a dead worker's runs out within ``lock_ttl``, and the delivery takes the
     name and runs the body, unless the task's result is stored by then. At
     most one body per name and arguments runs at a time
-    (``tests/test_celery.py::test_a_message_redelivered_while_its_task_runs_is_skipped``,
+    (``tests/integrations/test_celery.py::test_a_message_redelivered_while_its_task_runs_is_skipped``,
     ``::test_a_message_redelivered_after_its_worker_died_runs_once_the_hold_ran_out``).
 
     Why ``__call__`` rather than ``before_start`` / ``after_return``: one

@@ -7,7 +7,7 @@
 //! check of the keywords ([`HandleOptions::from_kwargs`]) and, through
 //! `_handle_options()`, the stubs' `TypedDict`s and the table in
 //! `docs/api.md` (`make options` runs `scripts/gen_options.py`, which
-//! rewrites them; `tests/test_options.py` fails when they drift apart).
+//! rewrites them; `tests/docs/test_options.py` fails when they drift apart).
 
 use std::sync::Arc;
 use std::time::Duration;

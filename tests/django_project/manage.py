@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The test project's manage.py (tests/test_django.py runs it)."""
+"""The test project's manage.py (tests/integrations/test_django.py runs it)."""
 
 import os
 import sys

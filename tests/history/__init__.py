@@ -17,6 +17,6 @@ Modules: events (the log format), scenarios (what a worker takes), attempt
 pure functions), summary (the figures), run (one run end to end).
 
 ``PYTHONPATH=tests python -m history --duration 300`` runs every scenario
-from the command line (``make chaos DURATION=...``); ``tests/test_history.py``
+from the command line (``make chaos DURATION=...``); ``tests/faults/test_history.py``
 has the checker's unit tests and a short run of each scenario.
 """

@@ -1,4 +1,4 @@
-"""The Celery app of tests/test_celery.py, imported by the test and by the
+"""The Celery app of tests/integrations/test_celery.py, imported by the test and by the
 worker it starts (`celery -A support.celery_app worker -P solo`, from tests/):
 broker, result backend and locks on the test's redis-server
 (CELERY_TEST_URL), lock keys under the test's prefix (CELERY_TEST_PREFIX).

@@ -187,3 +187,32 @@ def wait_child(pid: int, limit: float) -> int | None:
     t.start()
     t.join(limit)
     return status.get("s")
+
+
+# The fair waiters of the hand-over tests (test_fair.py, test_fair_rwmutex.py,
+# test_cluster.py) poll every 10 s: one that holds sooner than this was woken,
+# however busy the machine (the counters then say how).
+WOKEN_WITHIN_MS = 2000
+
+
+def hand_over_ms(holder, waiter, waiting, keep: bool = False) -> float:
+    """Milliseconds from `holder`'s release until `waiter`, queued (as
+    `waiting()` sees in Redis) and polling only every 10 s, holds (and
+    releases again, unless `keep`)."""
+    result = {}
+
+    def wait():
+        ok = waiter.acquire(timeout=5)
+        result["r"] = (ok, time.monotonic())
+
+    t = threading.Thread(target=wait)
+    t.start()
+    wait_for(lambda: waiting() == 1, 5, "the waiter in the queue")
+    released = time.monotonic()
+    holder.release()
+    t.join(5)
+    ok, at = result["r"]
+    assert ok, "the waiter never got in"
+    if not keep:
+        waiter.release()
+    return 1000 * (at - released)

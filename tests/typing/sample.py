@@ -1,4 +1,4 @@
-"""What a type checker makes of ferrolock's API: run by tests/test_typing.py
+"""What a type checker makes of ferrolock's API: run by tests/docs/test_typing.py
 with mypy --strict and basedpyright, never executed.
 
 Every line a checker must reject carries an ignore comment naming the error;

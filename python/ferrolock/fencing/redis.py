@@ -25,7 +25,7 @@ from typing import Any, Mapping, Union
 try:
     import redis
     import redis.asyncio
-except ImportError as exc:  # tests/test_fencing.py imports it with the package hidden
+except ImportError as exc:  # tests/integrations/test_fencing.py imports it with the package hidden
     raise ImportError(
         "ferrolock.fencing.redis needs redis-py: pip install redis, or install ferrolock with its [redis] extra"
     ) from exc

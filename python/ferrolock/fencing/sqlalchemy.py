@@ -27,7 +27,7 @@ try:
     from sqlalchemy.exc import NoInspectionAvailable, NoResultFound
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
     from sqlalchemy.orm import Mapper, Session
-except ImportError as exc:  # tests/test_fencing.py imports it with the package hidden
+except ImportError as exc:  # tests/integrations/test_fencing.py imports it with the package hidden
     raise ImportError(
         "ferrolock.fencing.sqlalchemy needs SQLAlchemy 2: pip install SQLAlchemy, or install ferrolock with its "
         "[sqlalchemy] extra"

@@ -1,4 +1,4 @@
-"""ferrolock.django under Django's own test runner (tests/test_django.py runs
+"""ferrolock.django under Django's own test runner (tests/integrations/test_django.py runs
 `python -m django test` on this project against a throwaway Redis)."""
 
 import os

@@ -1,5 +1,5 @@
 """A minimal Django project for ferrolock.django's tests: no database, the
-ferrolock app and an app of guarded commands. tests/test_django.py points it
+ferrolock app and an app of guarded commands. tests/integrations/test_django.py points it
 at a throwaway Redis through the environment."""
 
 import json

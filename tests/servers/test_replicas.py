@@ -22,8 +22,8 @@ import ferrolock
 import ferrolock.otel
 from ferrolock.testing import Raw, RedisServer, server_binary
 from support.helpers import announced_server, command_calls, wait_for
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 # replica_timeout where a test expects the paused replica not to acknowledge
 # (and measures that it waited that long), and where it expects a running
 # replica to acknowledge: WAIT returns as soon as it does, so a patient

@@ -3,19 +3,20 @@ a test that was renamed or deleted: each `tests/...` path in README.md,
 CONTRIBUTING.md and docs/ (subfolders included) is a file, and each
 `test_...` name is a test function of the suite (or a test module), checked
 against the file it is written beside when the text names one
-(`tests/test_x.py::test_y`, or `::test_z` after it). Each `src/...` path the
+(`tests/core/test_x.py::test_y`, `test_x.py::test_y` by its file name alone,
+or `::test_z` after it). Each `src/...` path the
 prose cites (outside fenced blocks) is a file or folder of the source tree,
 so a module moved to another layer cannot leave its old path behind."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from support import ROOT
+
 PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md"))]
 SOURCE = re.compile(r"(?<![\w/.])src/[\w./-]*\w(?![\w*./-])")
-PATH = re.compile(r"(?<![\w/.])tests/[\w./-]*\w(?![\w*./-])")  # not a glob (tests/test_*.py)
+PATH = re.compile(r"(?<![\w/.])tests/[\w./-]*\w(?![\w*./-])")  # not a glob (tests/core/test_*.py)
 # `file.py::test_name`, `::test_name` (the file named last), or a bare `test_name`
 NAME = re.compile(r"(?:(?P<file>(?:tests/)?[\w/]*test_\w+\.py)?::)?(?P<name>\btest_\w+)")
 DEF = re.compile(r"^\s*(?:async\s+)?def\s+(test_\w+)", re.M)
@@ -72,14 +73,14 @@ def test_every_named_test_exists_in_its_file():
         if name in modules:
             continue  # a test module named without .py
         where = tests.get(name)
-        if not where or (file and file not in where):
+        if not where or (file and not any(w == file or w.endswith("/" + file) for w in where)):
             wrong.append((page, f"{file}::{name}" if file else name, sorted(where or ())))
     assert not wrong, wrong
 
 
 def test_a_renamed_test_would_be_caught():
     assert any(name == "test_loss_by_takeover" for _, name, _ in references())
-    assert "test_watchdog.py" in defined()["test_loss_by_takeover"]
+    assert "core/test_watchdog.py" in defined()["test_loss_by_takeover"]
     assert "test_no_such_test_anywhere" not in defined()
 
 

@@ -22,12 +22,13 @@ import pytest
 import ferrolock
 from ferrolock import LockConfigurationError, LockConnectionError, LockError, LockNotOwned
 from ferrolock.testing import RedisServer
+from support import TESTS
 from support.helpers import key
 from support.tls_certs import TlsRedisServer, make_certs, remove
 
 pytestmark = pytest.mark.chaos
 
-TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+TESTS_DIR = str(TESTS)
 
 
 def q(secret: str) -> str:

@@ -7,7 +7,7 @@ signature or a user's test module rather than a program says so on the line
 before its fence (<!-- not run: why -->); there are few.
 
 Blocks of other languages (console sessions, text, output) are not run; the
-commands they show are checked where they are documented (tests/test_cli.py
+commands they show are checked where they are documented (tests/integrations/test_cli.py
 for the `ferrolock` command)."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from support.helpers import wait_for
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md"))]
 EXAMPLE_URL = "redis://127.0.0.1:6379/0"
 NOT_RUN = re.compile(r"^<!-- not run: .+ -->$")

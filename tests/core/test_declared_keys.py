@@ -25,7 +25,6 @@ import re
 import socket
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -36,8 +35,9 @@ from ferrolock.compat import redis_lock
 from ferrolock.compat.redis_py import Lock as PyLock
 from ferrolock.testing import Connection, RedisServer, read_reply
 from support.helpers import key, wait_for
+from support import ROOT
 
-LUA = Path(__file__).resolve().parent.parent / "lua"
+LUA = ROOT / "lua"
 SCRIPT_CALLS = {"eval", "evalsha", "eval_ro", "evalsha_ro"}
 MARK = "ferrolock-declared-keys-done"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from ferrolock import LockNotOwned
-from test_quorum import Masters
+from support.redis_masters import Masters
 
 
 @pytest.mark.parametrize("fair", [False, True], ids=["lock", "fair-lock"])

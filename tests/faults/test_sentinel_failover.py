@@ -13,16 +13,16 @@ import json
 import shutil
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
 import ferrolock
 from ferrolock import Retry
+from support import ROOT
 from support.helpers import LostProbe
 from support.redis_sentinel import SentinelDeployment
 
-TIMES = Path(__file__).resolve().parents[1] / "target" / "sentinel-failover-times.jsonl"
+TIMES = ROOT / "target" / "sentinel-failover-times.jsonl"
 SLOW = Retry.fixed(30.0)  # polling alone would take the holder's whole ttl: only a wake-up is fast
 TTL = 6.0
 

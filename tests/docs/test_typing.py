@@ -12,7 +12,9 @@ import pathlib
 import subprocess
 import sys
 
-SAMPLE = pathlib.Path(__file__).resolve().parent / "typing" / "sample.py"
+from support import TESTS
+
+SAMPLE = TESTS / "typing" / "sample.py"
 
 
 def test_mypy_strict_agrees_with_the_sample(tmp_path):

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
-from pathlib import Path
 
 import ferrolock
-
-ROOT = Path(__file__).resolve().parent.parent
+from support import ROOT
 
 
 def test_version_is_the_installed_distributions():

@@ -6,11 +6,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+from support import ROOT
+
+EXAMPLES = ROOT / "examples"
 
 
 @pytest.mark.parametrize("script", ["limit_api_calls.py", "leader_cron.py"])

@@ -15,8 +15,8 @@ import pytest
 
 import ferrolock
 from ferrolock._ferrolock import _debug_stats
-from support.helpers import script_calls, wait_for
-from test_fair import WOKEN_WITHIN_MS, cancel_after_hand_over, close, hand_over_ms, past_a_dead_waiter
+from support.helpers import WOKEN_WITHIN_MS, hand_over_ms, script_calls, wait_for
+from test_fair import cancel_after_hand_over, close, past_a_dead_waiter
 
 CHILD = textwrap.dedent(
     """

@@ -16,8 +16,8 @@ import pytest
 import ferrolock
 from ferrolock import LockConfigurationError, LockConnectionError, LockError
 from ferrolock.testing import RedisServer
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 SECRET = "s3cret-Pa55"
 
 

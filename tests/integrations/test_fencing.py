@@ -34,8 +34,6 @@ from support.helpers import key, wait_for
 from support.postgresql import PostgresServer, missing
 from support.redis_cluster import key_slot
 
-TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
-
 
 # -- the fence and the error ---------------------------------------------------
 

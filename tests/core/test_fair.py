@@ -17,7 +17,7 @@ import pytest
 
 import ferrolock
 from ferrolock._ferrolock import _debug_stats
-from support.helpers import script_calls, until, wait_for
+from support.helpers import WOKEN_WITHIN_MS, hand_over_ms, script_calls, until, wait_for
 
 CHILD = textwrap.dedent(
     """
@@ -96,34 +96,6 @@ def settled(raw):
     server runs, so it is meant for one waiter and nothing else running."""
     base = script_calls(raw)
     return lambda: int(script_calls(raw) >= base + 2)
-
-
-# The waiters of these tests poll every 10 s: one that holds sooner than this
-# was woken, however busy the machine (the counters then say how).
-WOKEN_WITHIN_MS = 2000
-
-
-def hand_over_ms(holder, waiter, waiting, keep: bool = False) -> float:
-    """Milliseconds from `holder`'s release until `waiter`, queued (as
-    `waiting()` sees in Redis) and polling only every 10 s, holds (and
-    releases again, unless `keep`)."""
-    result = {}
-
-    def wait():
-        ok = waiter.acquire(timeout=5)
-        result["r"] = (ok, time.monotonic())
-
-    t = threading.Thread(target=wait)
-    t.start()
-    wait_for(lambda: waiting() == 1, 5, "the waiter in the queue")
-    released = time.monotonic()
-    holder.release()
-    t.join(5)
-    ok, at = result["r"]
-    assert ok, "the waiter never got in"
-    if not keep:
-        waiter.release()
-    return 1000 * (at - released)
 
 
 def test_hand_over_is_one_round_trip_after_the_release(client, raw, prefix):

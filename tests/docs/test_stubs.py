@@ -9,7 +9,6 @@ from __future__ import annotations
 import ast
 import importlib.util
 import inspect
-import pathlib
 import re
 import subprocess
 import sys
@@ -30,8 +29,8 @@ import ferrolock.fencing.sqlalchemy
 import ferrolock.otel
 import ferrolock.testing
 from ferrolock import _ferrolock
+from support import ROOT
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 STUB = ROOT / "python" / "ferrolock" / "_ferrolock.pyi"
 API = ROOT / "docs" / "api.md"
 

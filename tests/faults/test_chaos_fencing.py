@@ -30,11 +30,13 @@ import time
 import pytest
 
 import ferrolock
+from support import TESTS
 from support.chaos_report import record
 
 pytestmark = pytest.mark.chaos
 
-TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+# Where the child finds this module (FencedStore) and the support package.
+CHILD_PATH = os.pathsep.join([os.path.dirname(os.path.abspath(__file__)), str(TESTS)])
 CHILD_TTL = 0.5
 
 
@@ -82,9 +84,9 @@ class FencedStore:
 
 CHILD = textwrap.dedent(
     """
-    import json, sys, time
-    url, prefix, name, store_path, kind, tests_dir, ttl, write_first = sys.argv[1:9]
-    sys.path.insert(0, tests_dir)
+    import json, os, sys, time
+    url, prefix, name, store_path, kind, path, ttl, write_first = sys.argv[1:9]
+    sys.path[:0] = path.split(os.pathsep)
     import ferrolock
     from test_chaos_fencing import FencedStore
 
@@ -221,7 +223,7 @@ def start_holder(redis_url, prefix, name, store, kind, raw, key, write_first=Tru
         name,
         store.path,
         "lock" if kind == "lock" else "rw",
-        TESTS_DIR,
+        CHILD_PATH,
         str(CHILD_TTL),
         "1" if write_first else "0",
     )

@@ -22,8 +22,9 @@ from django.test import override_settings
 import ferrolock
 from ferrolock.django import get_client
 from support.helpers import script_calls, wait_child, wait_for
+from support import TESTS
 
-PROJECT = Path(__file__).resolve().parent / "django_project"
+PROJECT = TESTS / "django_project"
 NIGHTLY = "django:command:nightly"
 TTL = 3.0  # the guarded commands' ttl (tests/django_project/jobs/management/commands/nightly.py)
 

@@ -5,7 +5,6 @@ all follow it, and a type checker rejects a misspelt or mistyped option."""
 from __future__ import annotations
 
 import inspect
-import pathlib
 import subprocess
 import sys
 
@@ -13,8 +12,8 @@ import pytest
 
 import ferrolock
 from ferrolock import _ferrolock
+from support import ROOT
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 TABLE = _ferrolock._handle_options()
 
 

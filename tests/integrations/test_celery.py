@@ -23,9 +23,9 @@ import pytest
 celery = pytest.importorskip("celery", reason="celery comes with tests/requirements.txt")
 
 from ferrolock.celery import DuplicateTask, Singleton  # noqa: E402
+from support import TESTS  # noqa: E402
 from support.helpers import wait_for  # noqa: E402
 
-TESTS = Path(__file__).resolve().parent
 LIMIT = 60.0  # the most any step waits for the worker (a busy machine)
 
 

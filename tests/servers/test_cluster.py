@@ -14,8 +14,7 @@ import pytest
 import ferrolock
 from support.chaos_report import record
 from support.redis_cluster import key_slot
-from support.helpers import command_calls, wait_for
-from test_fair import WOKEN_WITHIN_MS, hand_over_ms
+from support.helpers import WOKEN_WITHIN_MS, command_calls, hand_over_ms, wait_for
 
 
 def pubsub_counts(cluster_raw) -> dict:
