@@ -5,14 +5,14 @@
 //! `docs/design.md`): `error`, `support`, `keys`, `transport`, `scripts`,
 //! `primitive`, `quorum`, `deployment`, `handle`, `ops`, and `py` on top.
 
-pub mod deployment;
+mod deployment;
 pub mod error;
 mod handle;
 pub mod keys;
 mod ops;
-pub mod primitive;
+mod primitive;
 mod quorum;
-pub mod scripts;
+mod scripts;
 mod support;
 mod transport;
 

@@ -67,7 +67,7 @@ pub(super) static STEPS: [&Lua; 5] = [&OBTAIN, &RELEASE, &REFRESH, &INSPECT, &FE
 
 /// One hash per name.
 #[derive(Debug, Clone)]
-pub struct Exclusive {
+pub(crate) struct Exclusive {
     pub(crate) keys: Arc<[String]>,
 }
 

@@ -84,7 +84,7 @@ impl KeySpace {
 
 /// `patience`: how long a waiter that stops re-asserting itself keeps its place.
 #[derive(Debug, Clone)]
-pub struct Fair {
+pub(crate) struct Fair {
     pub(crate) keys: FairKeys,
     pub(crate) patience: Duration,
 }

@@ -35,7 +35,7 @@ pub(crate) struct Log {
 }
 
 #[derive(Debug, Clone, Default)]
-pub struct Fake {
+pub(crate) struct Fake {
     pub(crate) log: Arc<Mutex<Log>>,
     /// A waiter leaves an intent, kept alive by an attempt this often (as a
     /// writer's of an RWMutex with writer preference).

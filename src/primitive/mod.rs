@@ -26,16 +26,16 @@ pub(crate) mod rw_fair;
 pub(crate) mod semaphore;
 pub(crate) mod steps;
 
-pub use exclusive::Exclusive;
-pub use fair::{Fair, FairKeys};
-pub use plain::{Plain, PlainKeys, Reach, Reached};
-pub use rw::{Read, RwKeys, RwState, Write};
-pub use rw_fair::FairRw;
-pub use semaphore::{Permit, SemKeys, SemState};
+pub(crate) use exclusive::Exclusive;
+pub(crate) use fair::{Fair, FairKeys};
+pub(crate) use plain::Plain;
+pub(crate) use rw::{Read, RwKeys, Write};
+pub(crate) use rw_fair::FairRw;
+pub(crate) use semaphore::{Permit, SemKeys};
 use steps::{Obtaining, Released, Steps};
 
 #[derive(Debug, Clone)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// One hash per name, all taken or none.
     Exclusive(Exclusive),
     /// One name, taken in arrival order; a release hands it to the next waiter.
@@ -58,7 +58,7 @@ pub enum Mode {
 
 /// Who goes first at an RWMutex.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RwOrder {
+pub(crate) enum RwOrder {
     /// Readers join whenever no writer holds; with writer preference, a
     /// waiting writer holds new readers back.
     Preference(bool),

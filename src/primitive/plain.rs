@@ -45,7 +45,7 @@ pub(super) static STEPS: [&Lua; 2] = [&PLAIN_RELEASE, &PLAIN_REFRESH];
 
 /// Where a plain hold lives and who is told of its release.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlainKeys {
+pub(crate) struct PlainKeys {
     /// The string key holding the owner's token.
     pub hold: String,
     /// python-redis-lock's signal list (`lock-signal:<name>`): a release
@@ -58,7 +58,7 @@ pub struct PlainKeys {
 
 wire! {
     /// How `refresh` moves a hold's expiry.
-    enum Reach {
+    pub(crate) enum Reach {
         /// To `ms` from now.
         Set = "set",
         /// `ms` past what is left (redis-py's `extend`).
@@ -70,7 +70,7 @@ wire! {
 
 /// What `refresh` found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reached {
+pub(crate) enum Reached {
     /// The token holds it, now for `pttl_ms` (-1: no expiry).
     Held { pttl_ms: i64, shortfall: Option<Shortfall> },
     /// The token does not hold it (expired, released, taken by another).
@@ -80,7 +80,7 @@ pub enum Reached {
 }
 
 #[derive(Debug, Clone)]
-pub struct Plain {
+pub(crate) struct Plain {
     pub(crate) keys: PlainKeys,
     /// Taken with an expiry (the handle's ttl); `false`: taken without one,
     /// as redis-py's `timeout=None` and python-redis-lock's `expire=None`

@@ -140,14 +140,14 @@ impl KeySpace {
 
 /// A shared hold among the readers, each with its own expiry.
 #[derive(Debug, Clone)]
-pub struct Read {
+pub(crate) struct Read {
     pub(crate) keys: RwKeys,
     pub(crate) writer_preference: bool,
 }
 
 /// The exclusive side.
 #[derive(Debug, Clone)]
-pub struct Write {
+pub(crate) struct Write {
     pub(crate) keys: RwKeys,
     pub(crate) writer_preference: bool,
 }
@@ -278,7 +278,7 @@ pub(crate) async fn lease_refresh(
 
 /// The state of an RWMutex as `rw_inspect.lua` reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RwState {
+pub(crate) struct RwState {
     pub readers: i64,
     /// Milliseconds left for the reader asked about; negative when it is not reading.
     pub reader_pttl_ms: i64,

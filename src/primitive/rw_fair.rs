@@ -52,7 +52,7 @@ step! {
 
 wire! {
     /// A side of an RWMutex.
-    enum Side {
+    pub(crate) enum Side {
         Read = "r",
         Write = "w",
     }
@@ -67,7 +67,7 @@ fn fair_keys(k: &RwKeys) -> [&String; 6] {
 }
 
 #[derive(Debug, Clone)]
-pub struct FairRw {
+pub(crate) struct FairRw {
     pub(crate) keys: RwKeys,
     pub(crate) patience: Duration,
     /// The exclusive side (else a reader).

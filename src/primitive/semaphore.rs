@@ -90,7 +90,7 @@ impl KeySpace {
 }
 
 #[derive(Debug, Clone)]
-pub struct Permit {
+pub(crate) struct Permit {
     /// The semaphore's name, for the errors its steps raise.
     pub(crate) name: String,
     pub(crate) keys: SemKeys,

@@ -14,7 +14,7 @@ fn type_name(v: &Bound<'_, PyAny>) -> String {
 }
 
 /// A real number of seconds (int or float, not bool).
-pub fn number(what: &str, v: &Bound<'_, PyAny>) -> PyResult<f64> {
+pub(crate) fn number(what: &str, v: &Bound<'_, PyAny>) -> PyResult<f64> {
     if v.is_instance_of::<PyBool>() || !(v.is_instance_of::<PyFloat>() || v.is_instance_of::<PyInt>()) {
         return Err(PyTypeError::new_err(format!(
             "{what} must be a number of seconds, got {}",
@@ -29,7 +29,7 @@ pub fn number(what: &str, v: &Bound<'_, PyAny>) -> PyResult<f64> {
 }
 
 /// A positive, finite number of seconds.
-pub fn seconds(what: &str, v: &Bound<'_, PyAny>) -> PyResult<Duration> {
+pub(crate) fn seconds(what: &str, v: &Bound<'_, PyAny>) -> PyResult<Duration> {
     let x = number(what, v)?;
     if !x.is_finite() || x <= 0.0 {
         return Err(PyValueError::new_err(format!(
@@ -40,7 +40,7 @@ pub fn seconds(what: &str, v: &Bound<'_, PyAny>) -> PyResult<Duration> {
 }
 
 /// `None` or a positive, finite number of seconds.
-pub fn optional_seconds(what: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Duration>> {
+pub(crate) fn optional_seconds(what: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Duration>> {
     match v {
         None => Ok(None),
         Some(v) if v.is_none() => Ok(None),
@@ -49,7 +49,7 @@ pub fn optional_seconds(what: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<Op
 }
 
 /// `None` (0) or a count: an int (not bool), 0 or more.
-pub fn count(what: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<u32> {
+pub(crate) fn count(what: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<u32> {
     let Some(v) = v.filter(|v| !v.is_none()) else {
         return Ok(0);
     };
@@ -61,7 +61,7 @@ pub fn count(what: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<u32> {
 }
 
 /// An int (not bool).
-pub fn int(what: &str, v: &Bound<'_, PyAny>) -> PyResult<i128> {
+pub(crate) fn int(what: &str, v: &Bound<'_, PyAny>) -> PyResult<i128> {
     if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
         return Err(PyTypeError::new_err(format!("{what} must be an int, got {}", type_name(v))));
     }
@@ -69,11 +69,11 @@ pub fn int(what: &str, v: &Bound<'_, PyAny>) -> PyResult<i128> {
 }
 
 /// A str lock name, valid Unicode.
-pub fn name(v: &Bound<'_, PyAny>) -> PyResult<String> {
+pub(crate) fn name(v: &Bound<'_, PyAny>) -> PyResult<String> {
     text("lock name", v)
 }
 
-pub fn text(what: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
+pub(crate) fn text(what: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
     let s = v
         .cast::<PyString>()
         .map_err(|_| PyTypeError::new_err(format!("{what} must be str, got {}", type_name(v))))?;
@@ -83,7 +83,7 @@ pub fn text(what: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
 }
 
 /// `None`, or a str as `text` takes it.
-pub fn optional_text(what: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
+pub(crate) fn optional_text(what: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
     match v {
         Some(v) if !v.is_none() => text(what, v).map(Some),
         _ => Ok(None),
@@ -92,7 +92,7 @@ pub fn optional_text(what: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<Optio
 
 /// `acquire`'s `blocking`: a `bool`, or the int 0 or 1 (as `threading.Lock`
 /// takes them); `None` (not given) is `True`.
-pub fn blocking(v: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+pub(crate) fn blocking(v: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
     let Some(v) = v.filter(|v| !v.is_none()) else {
         return Ok(true);
     };
@@ -116,7 +116,7 @@ pub fn blocking(v: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
 /// `None` (not given) waits up to the handle's `blocking_timeout`
 /// (`default`, forever when it is `None`), as redis-py's `Lock.acquire`
 /// does; `-1` always waits forever.
-pub fn wait(
+pub(crate) fn wait(
     blocking: Option<&Bound<'_, PyAny>>,
     timeout: Option<&Bound<'_, PyAny>>,
     default: Option<Duration>,
@@ -149,9 +149,9 @@ pub fn wait(
 
 /// The longest finite timeout, as `threading.TIMEOUT_MAX`: longer ones raise
 /// `OverflowError`, as `threading.Lock.acquire` does.
-pub const TIMEOUT_MAX: f64 = 9_223_372_036.0;
+pub(crate) const TIMEOUT_MAX: f64 = 9_223_372_036.0;
 
-pub fn deadline(t: f64) -> PyResult<Wait> {
+pub(crate) fn deadline(t: f64) -> PyResult<Wait> {
     Duration::try_from_secs_f64(t)
         .ok()
         .and_then(|d| Instant::now().checked_add(d))

@@ -56,7 +56,7 @@ fn hold_of(
     signal=None, wake=true,
 ))]
 #[expect(clippy::too_many_arguments)]
-pub fn _plain_lock(
+pub(super) fn _plain_lock(
     client: &Bound<'_, PyClient>,
     key: &Bound<'_, PyAny>,
     ttl: Option<&Bound<'_, PyAny>>,
@@ -92,7 +92,7 @@ pub fn _plain_lock(
 /// a hold was there.
 #[pyfunction]
 #[pyo3(signature = (client, key, *, signal=None))]
-pub fn _plain_force_release(
+pub(super) fn _plain_force_release(
     py: Python<'_>,
     client: &Bound<'_, PyClient>,
     key: &Bound<'_, PyAny>,
@@ -108,7 +108,7 @@ pub fn _plain_force_release(
 /// Who holds the plain hold at ``key``: a ``LockInfo`` named ``key`` (the
 /// key's value as its token, ``fence`` 0: none is stored), or ``None``.
 #[pyfunction]
-pub fn _plain_inspect(
+pub(super) fn _plain_inspect(
     py: Python<'_>,
     client: &Bound<'_, PyClient>,
     key: &Bound<'_, PyAny>,

@@ -55,7 +55,7 @@ type Undo = Box<dyn FnOnce() + Send>;
 
 /// What an operation cancelled before its result was taken does with its future.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cancel {
+pub(crate) enum Cancel {
     /// Drop it: it is cancel-safe, its guards undo what it did.
     Drop,
     /// Let it run to its end on the runtime (a release), result unseen.
@@ -63,7 +63,12 @@ pub enum Cancel {
 }
 
 /// A coroutine running `fut`, named `name` (as in `Lock.alocked`).
-pub fn coroutine<F, T>(py: Python<'_>, name: &'static str, cancel: Cancel, fut: F) -> PyResult<Py<Operation>>
+pub(crate) fn coroutine<F, T>(
+    py: Python<'_>,
+    name: &'static str,
+    cancel: Cancel,
+    fut: F,
+) -> PyResult<Py<Operation>>
 where
     F: Future<Output = crate::error::Result<T>> + Send + 'static,
     T: for<'a> IntoPyObject<'a> + Send + 'static,
@@ -73,7 +78,7 @@ where
 
 /// A coroutine running `fut`, whose value comes with whether it must be
 /// undone (by `undo`) if the coroutine is cancelled before taking it.
-pub fn undoable<F, T>(
+pub(crate) fn undoable<F, T>(
     py: Python<'_>,
     name: &'static str,
     cancel: Cancel,
@@ -444,7 +449,7 @@ impl Operation {
 }
 
 /// Lets `collections.abc.Coroutine` (and so `asyncio.iscoroutine`) know the type.
-pub fn register(py: Python<'_>) -> PyResult<()> {
+pub(crate) fn register(py: Python<'_>) -> PyResult<()> {
     let abc = py.import("collections.abc")?.getattr("Coroutine")?;
     abc.call_method1("register", (py.get_type::<Operation>(),))?;
     Ok(())

@@ -17,7 +17,7 @@ import_exception!(ferrolock.exceptions, LockConnectionError);
 import_exception!(ferrolock.exceptions, LockConfigurationError);
 
 /// A `LockNotOwned` error.
-pub fn not_owned(message: String) -> PyErr {
+pub(crate) fn not_owned(message: String) -> PyErr {
     LockNotOwned::new_err(message)
 }
 
@@ -35,6 +35,6 @@ impl From<Error> for PyErr {
 }
 
 /// A task that panicked or was cancelled under us: reported, never unwound into Python.
-pub fn internal_error(what: &dyn std::fmt::Display) -> PyErr {
+pub(crate) fn internal_error(what: &dyn std::fmt::Display) -> PyErr {
     LockError::new_err(format!("ferrolock internal error: {what}"))
 }

@@ -283,7 +283,7 @@ fn deliver(messages: &Receiver<Message>) {
 ///     TypeError, ValueError: ``timeout`` is not a positive number of seconds.
 #[pyfunction]
 #[pyo3(signature = (timeout=None))]
-pub fn flush_events(py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+pub(crate) fn flush_events(py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
     let limit = super::args::optional_seconds("timeout", timeout)?;
     if std::thread::current().name() == Some(THREAD) {
         return Err(pyo3::exceptions::PyRuntimeError::new_err(
@@ -317,7 +317,7 @@ pub fn flush_events(py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyRes
 /// Raises:
 ///     TypeError: ``listener`` is not callable.
 #[pyfunction]
-pub fn add_listener(listener: &Bound<'_, PyAny>) -> PyResult<()> {
+pub(crate) fn add_listener(listener: &Bound<'_, PyAny>) -> PyResult<()> {
     if !listener.is_callable() {
         return Err(PyTypeError::new_err("a listener must be callable: it is called with each LockEvent"));
     }
@@ -334,7 +334,7 @@ pub fn add_listener(listener: &Bound<'_, PyAny>) -> PyResult<()> {
 /// Raises:
 ///     ValueError: it is not registered.
 #[pyfunction]
-pub fn remove_listener(listener: &Bound<'_, PyAny>) -> PyResult<()> {
+pub(crate) fn remove_listener(listener: &Bound<'_, PyAny>) -> PyResult<()> {
     let mut all = LISTENERS.lock().unwrap();
     let Some(i) = all.iter().position(|l| l.bind(listener.py()).is(listener)) else {
         return Err(PyValueError::new_err(
@@ -350,6 +350,6 @@ pub fn remove_listener(listener: &Bound<'_, PyAny>) -> PyResult<()> {
 
 /// Events dropped because the listeners fell more than 65536 behind.
 #[pyfunction]
-pub fn _dropped_events() -> u64 {
+pub(crate) fn _dropped_events() -> u64 {
     FORWARDER.dropped.load(Ordering::Relaxed)
 }

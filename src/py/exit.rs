@@ -14,7 +14,7 @@ use crate::support::per_process::PerProcess;
 static EXITING: AtomicBool = AtomicBool::new(false);
 
 /// Whether the interpreter is exiting (no more calls into Python).
-pub fn exiting() -> bool {
+pub(crate) fn exiting() -> bool {
     EXITING.load(Ordering::SeqCst)
 }
 
@@ -26,7 +26,7 @@ pub fn exiting() -> bool {
 /// second: a thread that takes the GIL once finalization has begun is torn
 /// down by Python, which aborts the process.
 #[pyfunction]
-pub fn _at_exit(py: Python<'_>) {
+pub(crate) fn _at_exit(py: Python<'_>) {
     EXITING.store(true, Ordering::SeqCst);
     // Threads that saw no exit yet and are taking the GIL back get it first.
     py.detach(|| {
@@ -53,7 +53,7 @@ static RETURNING: AtomicUsize = AtomicUsize::new(0);
 /// others before `atexit`), and one taking the GIL during finalization is
 /// ended by CPython with `pthread_exit`, which unwinds through these Rust
 /// frames and crashes the process (SIGSEGV at exit).
-pub fn detach<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> T {
+pub(crate) fn detach<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> T {
     let value = py.detach(|| {
         let value = f();
         RETURNING.fetch_add(1, Ordering::SeqCst);
@@ -86,10 +86,10 @@ struct Counted {
 /// exit waits for it. A thread of its own that calls into Python (the log
 /// forwarder, the listeners' thread) enters one before it checks `exiting()`
 /// and holds it while in Python.
-pub struct InFlight(Arc<Counted>);
+pub(crate) struct InFlight(Arc<Counted>);
 
 impl InFlight {
-    pub fn enter() -> InFlight {
+    pub(crate) fn enter() -> InFlight {
         let counted = IN_FLIGHT.get(Arc::default);
         *counted.count.lock().unwrap_or_else(std::sync::PoisonError::into_inner) += 1;
         InFlight(counted)

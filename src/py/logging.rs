@@ -152,7 +152,7 @@ fn logger_target(target: &str) -> String {
 const LAYERS: [&str; 5] = ["transport", "handle", "support", "primitive", "ops"];
 
 /// Routes the core's `log` records to Python's `logging`.
-pub fn install(py: Python<'_>) -> PyResult<()> {
+pub(crate) fn install(py: Python<'_>) -> PyResult<()> {
     let python = Loggers {
         exact: pyo3_log::Logger::new(py, pyo3_log::Caching::Loggers)?,
         cached: pyo3_log::Logger::new(py, pyo3_log::Caching::LoggersAndLevels)?,

@@ -1,21 +1,21 @@
 //! PyO3 bindings: the only code that knows about Python.
 
-pub mod args;
-pub mod client;
+pub(crate) mod args;
+pub(crate) mod client;
 mod compat;
-pub mod coro;
-pub mod election;
-pub mod errors;
-pub mod events;
-pub mod exit;
+pub(crate) mod coro;
+pub(crate) mod election;
+pub(crate) mod errors;
+pub(crate) mod events;
+pub(crate) mod exit;
 mod green;
-pub mod lock;
-pub mod logging;
-pub mod options;
-pub mod retry;
-pub mod runtime;
-pub mod rwmutex;
-pub mod semaphore;
+pub(crate) mod lock;
+pub(crate) mod logging;
+pub(crate) mod options;
+pub(crate) mod retry;
+pub(crate) mod runtime;
+pub(crate) mod rwmutex;
+pub(crate) mod semaphore;
 mod state;
 mod task;
 

@@ -141,7 +141,7 @@ macro_rules! args_doc {
 pub(crate) use args_doc;
 
 /// One handle option, as `handle_options!` lists it.
-pub struct HandleOption {
+pub(crate) struct HandleOption {
     pub name: &'static str,
     /// The type as the stubs write it.
     pub ty: &'static str,
@@ -153,11 +153,11 @@ pub struct HandleOption {
 }
 
 /// Every handle option, in the order of the signatures.
-pub const OPTIONS: &[HandleOption] = handle_options!(table);
+pub(crate) const OPTIONS: &[HandleOption] = handle_options!(table);
 
 /// Which handle options a call takes.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Lock,
     RwMutex,
     Handle,
@@ -180,7 +180,8 @@ impl Kind {
 /// The table, for the stub generator and the tests: one
 /// `(name, type, default, kinds, doc)` per option, in signature order.
 #[pyfunction]
-pub fn _handle_options() -> Vec<(&'static str, &'static str, &'static str, Vec<&'static str>, &'static str)> {
+pub(crate) fn _handle_options(
+) -> Vec<(&'static str, &'static str, &'static str, Vec<&'static str>, &'static str)> {
     OPTIONS.iter().map(|o| (o.name, o.ty, o.default, o.kinds.to_vec(), o.doc)).collect()
 }
 
@@ -224,7 +225,7 @@ fn unexpected(py: Python<'_>, callee: &str, key: &str, kind: Kind) -> PyErr {
 }
 
 /// A `bool` option, or `None` for its default.
-pub fn flag(name: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<bool>> {
+pub(crate) fn flag(name: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<bool>> {
     match v.filter(|v| !v.is_none()) {
         None => Ok(None),
         Some(v) if v.is_instance_of::<PyBool>() => v.is_truthy().map(Some),
@@ -236,14 +237,14 @@ pub fn flag(name: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<bool>> 
 }
 
 /// Keyword arguments as a call site got them: `overrides` over `defaults`.
-pub struct Kwargs<'a, 'py> {
+pub(crate) struct Kwargs<'a, 'py> {
     pub defaults: Option<&'a Bound<'py, PyDict>>,
     pub overrides: Option<&'a Bound<'py, PyDict>>,
 }
 
 impl<'py> Kwargs<'_, 'py> {
     /// The value of `name` (`None` is the same as not given).
-    pub fn get(&self, name: &str) -> Option<Bound<'py, PyAny>> {
+    pub(crate) fn get(&self, name: &str) -> Option<Bound<'py, PyAny>> {
         [self.overrides, self.defaults]
             .into_iter()
             .flatten()
@@ -252,7 +253,7 @@ impl<'py> Kwargs<'_, 'py> {
     }
 
     /// Refuses a keyword that `kind` does not take.
-    pub fn check(&self, callee: &str, kind: Kind) -> PyResult<()> {
+    pub(crate) fn check(&self, callee: &str, kind: Kind) -> PyResult<()> {
         for d in [self.defaults, self.overrides].into_iter().flatten() {
             for key in d.keys() {
                 let key: String = key.extract()?;
@@ -265,7 +266,7 @@ impl<'py> Kwargs<'_, 'py> {
     }
 }
 
-pub struct HandleOptions {
+pub(crate) struct HandleOptions {
     pub lock: LockOptions,
     /// How long `with` / `async with` and `acquire()` without a timeout wait (None: forever).
     pub blocking_timeout: Option<Duration>,
@@ -276,7 +277,7 @@ pub struct HandleOptions {
 impl HandleOptions {
     /// From keyword arguments (`defaults` overridden by `overrides`) that
     /// `callee`, taking the options of `kind`, was given.
-    pub fn from_kwargs(
+    pub(crate) fn from_kwargs(
         callee: &str,
         kind: Kind,
         defaults: Option<&Bound<'_, PyDict>>,
@@ -288,7 +289,7 @@ impl HandleOptions {
     }
 
     /// The handle options among `kw` (which the caller checked).
-    pub fn parse(kw: &Kwargs<'_, '_>) -> PyResult<HandleOptions> {
+    pub(crate) fn parse(kw: &Kwargs<'_, '_>) -> PyResult<HandleOptions> {
         let defaults = LockOptions::default();
         let retry = match kw.get("retry") {
             None => defaults.retry,

@@ -28,7 +28,7 @@ const SIGNAL_POLL: Duration = Duration::from_millis(50);
 /// This process's runtime (a forked child builds its own: its parent's
 /// worker threads do not exist there, and shutting that one down would wait
 /// for them).
-pub fn runtime() -> Arc<Runtime> {
+pub(crate) fn runtime() -> Arc<Runtime> {
     RUNTIME.get(|| {
         Arc::new(
             tokio::runtime::Builder::new_multi_thread()
@@ -45,7 +45,7 @@ pub fn runtime() -> Arc<Runtime> {
 /// (`Io::Inline`, see `wait`), except where gevent or eventlet patched the
 /// process: a greenlet's commands go through the runtime, so the hub keeps
 /// running while they are answered (`green`).
-pub fn blocking_io(py: Python<'_>) -> Io {
+pub(crate) fn blocking_io(py: Python<'_>) -> Io {
     match super::green::hub_wait(py) {
         Ok(Some(_)) => Io::Multiplexed,
         _ => Io::Inline,
@@ -58,7 +58,7 @@ pub fn blocking_io(py: Python<'_>) -> Io {
 /// `Deployment::via`), its commands go out and their replies come in on this
 /// thread too, a round trip costing one write and one read here, with no
 /// runtime thread woken in between. What it spawns runs on the runtime.
-pub fn wait<F, T>(py: Python<'_>, fut: F) -> PyResult<T>
+pub(crate) fn wait<F, T>(py: Python<'_>, fut: F) -> PyResult<T>
 where
     F: Future<Output = Result<T>> + Send,
     T: Send,
@@ -85,7 +85,12 @@ where
 /// stopped is given to `undo` (an acquire gives its hold back); and those
 /// clean-ups are waited for (at most the command timeout) before the
 /// exception is raised.
-pub fn wait_interruptible<F, T, U, UF>(py: Python<'_>, client: &Deployment, fut: F, undo: U) -> PyResult<T>
+pub(crate) fn wait_interruptible<F, T, U, UF>(
+    py: Python<'_>,
+    client: &Deployment,
+    fut: F,
+    undo: U,
+) -> PyResult<T>
 where
     F: Future<Output = Result<T>> + Send + 'static,
     T: Send + 'static,
@@ -122,7 +127,7 @@ where
 }
 
 /// Runs a Python callable on a blocking thread (never on a runtime worker).
-pub fn call_soon<F>(f: F)
+pub(crate) fn call_soon<F>(f: F)
 where
     F: FnOnce(Python<'_>) + Send + 'static,
 {

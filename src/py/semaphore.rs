@@ -13,7 +13,7 @@ use super::options::{keywords, HandleOptions, Kind};
 /// A handle on one permit of the semaphore ``name`` (see ``Client.semaphore``).
 #[pyfunction]
 #[pyo3(signature = (client, name, permits, **options), text_signature = None)]
-pub fn _semaphore(
+pub(crate) fn _semaphore(
     client: &Bound<'_, PyClient>,
     name: &Bound<'_, PyAny>,
     permits: &Bound<'_, PyAny>,

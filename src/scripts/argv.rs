@@ -90,16 +90,16 @@ macro_rules! step {
     };
 }
 
-/// `wire! { enum Name { Case = "word", ... } }`: an argument that names a
+/// `wire! { pub(crate) enum Name { Case = "word", ... } }`: an argument that names a
 /// case, sent as the word its script compares.
 macro_rules! wire {
     (
         $(#[$meta:meta])*
-        enum $name:ident { $($(#[$case_meta:meta])* $case:ident = $word:literal),+ $(,)? }
+        $vis:vis enum $name:ident { $($(#[$case_meta:meta])* $case:ident = $word:literal),+ $(,)? }
     ) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-        pub enum $name { $($(#[$case_meta])* $case),+ }
+        $vis enum $name { $($(#[$case_meta])* $case),+ }
 
         impl redis::ToRedisArgs for $name {
             fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
@@ -114,7 +114,7 @@ pub(crate) use {step, wire};
 wire! {
     /// Whose hold a release ends: the token's own, or whoever's (an
     /// operator's recovery, python-redis-lock's reset).
-    enum Whose {
+    pub(crate) enum Whose {
         Own = "0",
         Anyone = "1",
     }
@@ -123,7 +123,7 @@ wire! {
 wire! {
     /// What a fair waiter or holder leaves: its hold too (a release), or
     /// only its place in the queue (a cancelled adopt of a restored hold).
-    enum Leave {
+    pub(crate) enum Leave {
         Hold = "1",
         QueueOnly = "0",
     }
@@ -131,7 +131,7 @@ wire! {
 
 impl Leave {
     /// `Hold` when the caller holds (`ours`), else `QueueOnly`.
-    pub fn ours(ours: bool) -> Leave {
+    pub(crate) fn ours(ours: bool) -> Leave {
         if ours {
             Leave::Hold
         } else {

@@ -29,7 +29,7 @@ pub(crate) static STEPS: [&Lua; 2] = [&DESCRIBE, &FORCE_RELEASE];
 /// `describe.lua`, or with `token` `force_release.lua` ('' = every hold),
 /// over every part of one name: `keys` with `roles` ('<kind> <role>' each,
 /// from the layout table).
-pub async fn by_parts<T: redis::FromRedisValue>(
+pub(crate) async fn by_parts<T: redis::FromRedisValue>(
     client: &Client,
     keys: &[String],
     roles: &[String],

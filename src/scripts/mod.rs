@@ -59,8 +59,8 @@ mod describe;
 mod invocation;
 
 pub(crate) use argv::{step, wire, Argv};
-pub use argv::{Leave, Whose};
-pub use describe::by_parts;
+pub(crate) use argv::{Leave, Whose};
+pub(crate) use describe::by_parts;
 pub(crate) use describe::STEPS as OPERATOR_STEPS;
 pub(crate) use invocation::Invocation;
 
@@ -68,7 +68,7 @@ pub(crate) use invocation::Invocation;
 /// the earliest sending of the masters that answered so): a grant's
 /// validity runs from there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Obtain {
+pub(crate) enum Obtain {
     /// `shortfall`: fewer replicas than asked acknowledged the grant in
     /// time (how many did); `None` when enough did, or none were asked.
     Taken { fence: i64, shortfall: Option<Shortfall>, sent: Instant },
@@ -89,7 +89,7 @@ pub struct Record {
 /// names it, so a grant counts only for the attempt it was made for), how
 /// long a hand-over to it stays its own, and whether it will wait (queue).
 #[derive(Debug, Clone, Copy)]
-pub struct Attempt {
+pub(crate) struct Attempt {
     pub number: u64,
     pub patience_ms: u64,
     pub will_wait: bool,
@@ -97,7 +97,7 @@ pub struct Attempt {
 
 impl Obtain {
     /// A grant's shortfall (a refusal has none).
-    pub fn shortfall(&self) -> Option<Shortfall> {
+    pub(crate) fn shortfall(&self) -> Option<Shortfall> {
         match self {
             Obtain::Taken { shortfall, .. } => *shortfall,
             Obtain::Busy { .. } => None,
@@ -105,7 +105,7 @@ impl Obtain {
     }
 
     /// When the attempt that answered was sent.
-    pub fn sent(&self) -> Instant {
+    pub(crate) fn sent(&self) -> Instant {
         match self {
             Obtain::Taken { sent, .. } | Obtain::Busy { sent, .. } => *sent,
         }
@@ -114,7 +114,7 @@ impl Obtain {
 
 /// What a renewal found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Refreshed {
+pub(crate) struct Refreshed {
     /// The token still held (and now holds for the ttl asked).
     pub held: bool,
     /// It held, but fewer replicas than asked acknowledged the renewal in
@@ -125,7 +125,7 @@ pub struct Refreshed {
 impl Refreshed {
     /// Whether it held, and the shortfall apart: what a renewal's caller
     /// reads (an error says neither).
-    pub fn split(refreshed: Result<Refreshed>) -> (Result<bool>, Option<Shortfall>) {
+    pub(crate) fn split(refreshed: Result<Refreshed>) -> (Result<bool>, Option<Shortfall>) {
         match refreshed {
             Ok(r) => (Ok(r.held), r.shortfall),
             Err(e) => (Err(e), None),

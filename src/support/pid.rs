@@ -14,7 +14,7 @@ extern "C" fn forget_in_child() {
 }
 
 /// The id of the calling process (`std::process::id()`).
-pub fn current() -> u32 {
+pub(crate) fn current() -> u32 {
     let pid = PID.load(Ordering::Relaxed);
     if pid != 0 {
         return pid;

@@ -16,7 +16,7 @@ use ferrolock::{ClientOptions, Deployment, Lock, LockOptions};
 /// A throwaway redis-server on a free loopback port, with no persistence.
 /// It is killed when dropped, or when the test process exits however it
 /// exits (its shell wrapper kills it when our end of its stdin closes).
-pub struct Server {
+pub(crate) struct Server {
     pub url: String,
     pub port: u16,
     pid: Option<u32>,
@@ -24,7 +24,7 @@ pub struct Server {
 }
 
 impl Server {
-    pub fn start() -> Server {
+    pub(crate) fn start() -> Server {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         // SIGKILL at the end: a server left stopped (SIGSTOP) ignores SIGTERM.
         let mut child = Command::new("sh")
@@ -56,12 +56,12 @@ impl Server {
     }
 
     /// SIGSTOP: the port still accepts connections, nothing answers.
-    pub fn pause(&self) {
+    pub(crate) fn pause(&self) {
         self.signal("-STOP");
     }
 
     /// SIGCONT, after `pause`.
-    pub fn resume(&self) {
+    pub(crate) fn resume(&self) {
         self.signal("-CONT");
     }
 }
@@ -70,7 +70,7 @@ static SERVER: OnceLock<Server> = OnceLock::new();
 static PREFIX: AtomicUsize = AtomicUsize::new(0);
 
 /// The server shared by a test binary: REDIS_URL's, or one started for it.
-pub fn server_url() -> &'static str {
+pub(crate) fn server_url() -> &'static str {
     &SERVER
         .get_or_init(|| match std::env::var("REDIS_URL") {
             Ok(url) => Server { url, port: 0, pid: None, _child: None },
@@ -80,28 +80,28 @@ pub fn server_url() -> &'static str {
 }
 
 /// A prefix no other client of this test process has.
-pub fn unique_prefix() -> String {
+pub(crate) fn unique_prefix() -> String {
     let n = PREFIX.fetch_add(1, Ordering::SeqCst);
     format!("core:{}:{n}:", std::process::id())
 }
 
-pub async fn client() -> Deployment {
+pub(crate) async fn client() -> Deployment {
     let opts =
         ClientOptions { url: server_url().to_string(), prefix: unique_prefix(), ..ClientOptions::default() };
     Deployment::connect(opts).await.unwrap()
 }
 
-pub fn lock(client: &Deployment, name: &str, opts: LockOptions) -> Lock {
+pub(crate) fn lock(client: &Deployment, name: &str, opts: LockOptions) -> Lock {
     Lock::new(client.clone(), vec![name.to_string()], opts, None).unwrap()
 }
 
-pub fn quick(ttl_ms: u64) -> LockOptions {
+pub(crate) fn quick(ttl_ms: u64) -> LockOptions {
     LockOptions { ttl: Duration::from_millis(ttl_ms), ..LockOptions::default() }
 }
 
 /// Takes and releases `n` holds made by `make(i)`, one after another, each
 /// at once: each fence must be above the one before.
-pub async fn assert_fences_increase(n: usize, make: impl Fn(usize) -> Lock) {
+pub(crate) async fn assert_fences_increase(n: usize, make: impl Fn(usize) -> Lock) {
     let mut last = 0;
     for i in 0..n {
         let hold = make(i);
@@ -115,7 +115,7 @@ pub async fn assert_fences_increase(n: usize, make: impl Fn(usize) -> Lock) {
 
 /// Polls Redis until the sorted sets `keys` hold `n` members together (another
 /// task's progress, seen from outside).
-pub async fn wait_for_zcard(keys: &[&String], n: usize) {
+pub(crate) async fn wait_for_zcard(keys: &[&String], n: usize) {
     let mut con =
         redis::Client::open(server_url()).unwrap().get_multiplexed_async_connection().await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
