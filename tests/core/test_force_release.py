@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from ferrolock import LockNotOwned
+from support.helpers import wait_for
 from support.redis_masters import Masters
 
 
@@ -88,12 +89,17 @@ def test_on_a_quorum_a_token_clears_only_its_hold_on_every_master(prefix):
         now = client.lock("stuck", ttl=30)
         assert now.acquire()
         assert client.force_release("stuck", token=token) is False
-        assert masters.holders("stuck") == [now.token.encode()] * 3
+        # A step settles on a majority: a master answering late (a loaded
+        # machine) follows, its commands in order.
+        mine = now.token.encode()
+        wait_for(lambda: token.encode() not in masters.holders("stuck"), 5, "the shown hold to go everywhere")
+        holders = masters.holders("stuck")
+        assert holders.count(mine) >= 2 and set(holders) <= {mine, None}, holders
         # A minority's leftover of the shown hold goes too.
         masters.servers[0].command("HSET", f"{prefix}{{left}}", "token", token, "fence", "1")
         assert client.force_release("left", token=token) is True
-        assert masters.holders("left") == [None] * 3
+        wait_for(lambda: masters.holders("left") == [None] * 3, 5, "the leftover to go")
         assert client.force_release("stuck", token=now.token) is True
-        assert masters.holders("stuck") == [None] * 3
+        wait_for(lambda: masters.holders("stuck") == [None] * 3, 5, "the hold to go from every master")
     finally:
         masters.close()
