@@ -70,17 +70,25 @@ impl Invocation<'_> {
     }
 
     /// Runs it on `con`: EVALSHA, and after a NOSCRIPT answer, `load` and
-    /// EVALSHA again.
+    /// EVALSHA again; up to `LOADS` times, since in a Cluster failover the
+    /// slot can move between the load and the run (the run then reaches a
+    /// newly promoted master, which has not loaded it either).
     pub(crate) async fn invoke_async<T: FromRedisValue>(&self, con: &mut impl StepConn) -> RedisResult<T> {
-        match self.evalsha().query_async(con).await {
-            Err(e) if is_noscript_error(&e) => {
-                self.load(con).await?;
-                self.evalsha().query_async(con).await
+        let mut loads = 0;
+        loop {
+            match self.evalsha().query_async(con).await {
+                Err(e) if is_noscript_error(&e) && loads < LOADS => {
+                    self.load(con).await?;
+                    loads += 1;
+                }
+                other => return other,
             }
-            other => other,
         }
     }
 }
+
+/// How often one run loads its script before a NOSCRIPT answer is the error.
+const LOADS: u32 = 3;
 
 fn is_noscript_error(e: &redis::RedisError) -> bool {
     e.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
