@@ -88,7 +88,7 @@ impl Invocation<'_> {
 }
 
 /// How often one run loads its script before a NOSCRIPT answer is the error.
-const LOADS: u32 = 3;
+pub(crate) const LOADS: u32 = 3;
 
 fn is_noscript_error(e: &redis::RedisError) -> bool {
     e.kind() == ErrorKind::Server(ServerErrorKind::NoScript)

@@ -190,15 +190,21 @@ pub(crate) async fn run_held<T: redis::FromRedisValue>(
     let replication = &replication;
     let ((reply, acked), sent) = client
         .call_timed(|mut c| async move {
-            if let Some(done) = replication::invoke_acked(&mut c, invocation.evalsha(), replication).await? {
-                return Ok(done);
+            // As `Invocation::invoke_async`: loaded again while the slot moves.
+            let mut loads = 0;
+            loop {
+                if let Some(done) =
+                    replication::invoke_acked(&mut c, invocation.evalsha(), replication).await?
+                {
+                    return Ok(done);
+                }
+                if loads == invocation::LOADS {
+                    let noscript = redis::ErrorKind::Server(redis::ServerErrorKind::NoScript);
+                    return Err((noscript, "NOSCRIPT after SCRIPT LOAD").into());
+                }
+                invocation.load(&mut c).await?;
+                loads += 1;
             }
-            invocation.load(&mut c).await?;
-            let again = replication::invoke_acked(&mut c, invocation.evalsha(), replication).await?;
-            again.ok_or_else(|| {
-                (redis::ErrorKind::Server(redis::ServerErrorKind::NoScript), "NOSCRIPT after SCRIPT LOAD")
-                    .into()
-            })
         })
         .await?;
     let answer: T = redis::from_redis_value(reply)
