@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{client, lock, quick};
-use ferrolock::{Client, ClientOptions, Error, Io, Lock, LockOptions, Retry, Wait};
+use ferrolock::{Backend, ClientOptions, Error, Io, Lock, LockOptions, Retry, Wait};
 
 #[tokio::test]
 async fn obtain_release_and_fences_increase() {
@@ -162,7 +162,7 @@ async fn bad_options_are_rejected() {
     assert!(matches!(bad(vec!["a"], quick(0)), Some(Error::InvalidArgument(_))));
     let long = "x".repeat(5000);
     assert!(matches!(bad(vec![long.as_str()], quick(100)), Some(Error::InvalidArgument(_))));
-    let refused = Client::connect(ClientOptions {
+    let refused = Backend::connect(ClientOptions {
         url: "redis://127.0.0.1:1/0".into(),
         connect_timeout: Duration::from_millis(500),
         ..ClientOptions::default()
@@ -205,18 +205,18 @@ fn inline_calls_take_release_and_renew_as_the_runtime_does() {
     let b = lock(&c, "inline", quick(5000));
     let inline = c.via(Io::Inline);
     rt.block_on(async {
-        assert!(a.acquire_via(Wait::No, Io::Inline).await.unwrap());
-        assert!(!b.acquire_via(Wait::No, Io::Inline).await.unwrap());
+        assert!(a.via(Io::Inline).acquire(Wait::No).await.unwrap());
+        assert!(!b.via(Io::Inline).acquire(Wait::No).await.unwrap());
         assert_eq!(inline.inspect("inline").await.unwrap().unwrap().token, a.token().unwrap());
     });
     // renewed by the runtime's watchdog past its 300 ms ttl
     std::thread::sleep(Duration::from_millis(700));
     rt.block_on(async {
         assert!(!a.lost());
-        assert!(a.owned_via(Io::Inline).await.unwrap());
-        a.release_via(Io::Inline).await.unwrap();
+        assert!(a.via(Io::Inline).owned().await.unwrap());
+        a.via(Io::Inline).release().await.unwrap();
         assert!(inline.inspect("inline").await.unwrap().is_none());
-        assert!(b.acquire_via(Wait::No, Io::Inline).await.unwrap());
-        b.release_via(Io::Inline).await.unwrap();
+        assert!(b.via(Io::Inline).acquire(Wait::No).await.unwrap());
+        b.via(Io::Inline).release().await.unwrap();
     });
 }

@@ -73,7 +73,7 @@ async fn terms_increase_across_many_leaders() {
 
 #[tokio::test]
 async fn an_election_on_a_quorum_is_refused() {
-    let c = ferrolock::Deployment::new(ferrolock::ClientOptions {
+    let c = ferrolock::Client::new(ferrolock::ClientOptions {
         urls: vec![
             "redis://127.0.0.1:1/0".into(),
             "redis://127.0.0.1:2/0".into(),

@@ -33,7 +33,7 @@ async fn scan_lists_holders_waiters_and_readers_under_the_prefix_only() {
     let stays = rw.write(quick(30_000), None).unwrap();
     let intent = tokio::spawn(async move { stays.acquire(Wait::Forever).await });
 
-    let other = ferrolock::Deployment::connect(ClientOptions {
+    let other = ferrolock::Client::connect(ClientOptions {
         prefix: format!("{}other:", c.options().prefix),
         ..c.options().clone()
     })

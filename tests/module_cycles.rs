@@ -131,7 +131,7 @@ fn cycle_from(deps: &BTreeMap<String, BTreeSet<String>>, start: &str) -> Option<
 fn no_module_imports_itself_back() {
     let deps = dependencies();
     let top = &deps[&Vec::new()];
-    assert!(top.contains_key("transport") && top["handle"].contains("deployment"), "parsed: {top:?}");
+    assert!(top.contains_key("transport") && top["handle"].contains("client"), "parsed: {top:?}");
     let py = &deps[&vec!["py".to_string()]];
     assert!(py["lock"].contains("runtime") && py["green"].contains("task"), "parsed: {py:?}");
     let mut cycles = Vec::new();
@@ -157,7 +157,7 @@ const LAYERS: &[&str] = &[
     "scripts",
     "primitive",
     "quorum",
-    "deployment",
+    "client",
     "handle",
     "ops",
     "py",

@@ -8,7 +8,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{assert_fences_increase, lock, quick, unique_prefix, Server};
-use ferrolock::{ClientOptions, Deployment, Error, Wait};
+use ferrolock::{Client, ClientOptions, Error, Wait};
 
 /// Three masters and the prefix of one test.
 struct Masters {
@@ -30,8 +30,8 @@ impl Masters {
         }
     }
 
-    async fn client(&self) -> Deployment {
-        Deployment::connect(self.options()).await.unwrap()
+    async fn client(&self) -> Client {
+        Client::connect(self.options()).await.unwrap()
     }
 
     /// The token master `i` has for `name`, read behind ferrolock's back.
@@ -146,7 +146,7 @@ async fn two_urls_of_one_server_are_refused() {
     let m = Masters::start();
     let mut opts = m.options();
     opts.urls[1] = opts.urls[0].replace("/0", "/1"); // another database of the first server
-    match Deployment::connect(opts).await {
+    match Client::connect(opts).await {
         Err(Error::Configuration(message)) => assert!(message.contains("are the same server"), "{message}"),
         Err(e) => panic!("not a configuration error: {e}"),
         Ok(_) => panic!("a quorum counting one server twice was accepted"),

@@ -9,17 +9,18 @@
 
 use std::time::Duration;
 
-use crate::deployment::Deployment;
+use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::handle::lock::{check_name, validate, Lock, LockOptions};
+use crate::handle::Via;
 use crate::primitive::{election, exclusive, patience, FairKeys, Mode};
-use crate::transport::client::Client;
+use crate::transport::backend::Backend;
 use crate::transport::conn::Io;
 use crate::transport::wakeups::Waits;
 
 #[derive(Clone)]
 pub struct Election {
-    client: Client,
+    client: Backend,
     name: String,
     keys: FairKeys,
 }
@@ -35,7 +36,13 @@ pub struct Leader {
 }
 
 impl Election {
-    pub fn new(client: impl Into<Deployment>, name: String) -> Result<Election> {
+    /// This handle, its commands sent as `io` says (see `transport::conn`):
+    /// how a blocking caller sends them on its own thread (`Io::Inline`).
+    pub fn via(&self, io: Io) -> Via<'_, Election> {
+        Via::new(self, io)
+    }
+
+    pub fn new(client: impl Into<Client>, name: String) -> Result<Election> {
         check_name(&name)?;
         // Its watchers and terms run on the runtime: never on a view's inline connections.
         let client = client.into().single("an election")?.via(Io::Multiplexed);
@@ -61,13 +68,25 @@ impl Election {
 
     /// The current leader, or `None` when nobody leads.
     pub async fn leader(&self) -> Result<Option<Leader>> {
-        self.leader_via(Io::Multiplexed).await
+        self.via(Io::Multiplexed).leader().await
     }
 
-    /// `leader`, its command sent as `io` says (see `conn`).
-    pub async fn leader_via(&self, io: Io) -> Result<Option<Leader>> {
+    /// The leader holding `term` publishes `value` without giving up its term.
+    pub async fn proclaim(&self, term: &Lock, value: &str) -> Result<()> {
+        self.via(Io::Multiplexed).proclaim(term, value).await
+    }
+
+    /// Every change of leader or value, starting with the current one.
+    pub fn observe(&self) -> Observer {
+        Observer { election: self.clone(), registration: None, last: Seen::Nothing }
+    }
+}
+
+impl Via<'_, Election> {
+    /// As [`Election::leader`], its commands sent as the view's `Io` says.
+    pub async fn leader(&self) -> Result<Option<Leader>> {
         let lock = std::slice::from_ref(&self.keys.lock);
-        let record = exclusive::inspect(&self.client.via(io), lock).await?.pop().flatten();
+        let record = exclusive::inspect(&self.client.via(self.io), lock).await?.pop().flatten();
         Ok(record.map(|r| Leader {
             value: r.metadata.unwrap_or_default(),
             term: r.fence,
@@ -75,25 +94,15 @@ impl Election {
         }))
     }
 
-    /// The leader holding `term` publishes `value` without giving up its term.
+    /// As [`Election::proclaim`], its commands sent as the view's `Io` says.
     pub async fn proclaim(&self, term: &Lock, value: &str) -> Result<()> {
-        self.proclaim_via(term, value, Io::Multiplexed).await
-    }
-
-    /// `proclaim`, its command sent as `io` says.
-    pub async fn proclaim_via(&self, term: &Lock, value: &str, io: Io) -> Result<()> {
         let not_leading = || Error::NotOwned(format!("election {:?}: this term no longer leads", self.name));
         let token = term.token().ok_or_else(not_leading)?;
-        if election::proclaim(&self.client.via(io), &self.keys, &token, value).await? {
+        if election::proclaim(&self.client.via(self.io), &self.keys, &token, value).await? {
             Ok(())
         } else {
             Err(not_leading())
         }
-    }
-
-    /// Every change of leader or value, starting with the current one.
-    pub fn observe(&self) -> Observer {
-        Observer { election: self.clone(), registration: None, last: Seen::Nothing }
     }
 }
 

@@ -6,10 +6,11 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
 
-use crate::deployment::Deployment;
+use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::handle::lease::{Lease, Terms};
 use crate::handle::watchdog;
+use crate::handle::Via;
 use crate::keys::one_slot;
 use crate::primitive::steps::Steps;
 use crate::primitive::{patience, Mode};
@@ -34,7 +35,7 @@ pub use options::{
 pub use plain::{PlainExtended, PlainHold};
 
 pub struct Lock {
-    client: Deployment,
+    client: Client,
     names: Vec<String>,
     mode: Mode,
     opts: LockOptions,
@@ -75,15 +76,16 @@ impl Drop for State {
 }
 
 impl Lock {
+    /// This handle, its commands sent as `io` says (see `transport::conn`):
+    /// how a blocking caller sends them on its own thread (`Io::Inline`).
+    pub fn via(&self, io: Io) -> Via<'_, Lock> {
+        Via::new(self, io)
+    }
+
     /// A handle on the lock `names` (one name, or several taken all-or-nothing).
     /// With `token`, the handle starts out holding the lock that token owns
     /// (restored in another process): it can release it, or acquire to adopt it.
-    pub fn new(
-        client: Deployment,
-        names: Vec<String>,
-        opts: LockOptions,
-        token: Option<String>,
-    ) -> Result<Lock> {
+    pub fn new(client: Client, names: Vec<String>, opts: LockOptions, token: Option<String>) -> Result<Lock> {
         validate(&names, &opts, token.as_deref())?;
         let mode = if opts.fair {
             client.single("a fair Lock")?;
@@ -107,7 +109,7 @@ impl Lock {
 
     /// A handle taking `mode` (already validated) under the label `names`.
     pub(crate) fn with_mode(
-        client: Deployment,
+        client: Client,
         names: Vec<String>,
         mode: Mode,
         opts: LockOptions,
@@ -155,7 +157,7 @@ impl Lock {
         &self.names
     }
 
-    pub fn client(&self) -> &Deployment {
+    pub fn client(&self) -> &Client {
         &self.client
     }
 
@@ -197,35 +199,7 @@ impl Lock {
     /// Gives the lock up. `NotOwned` when this handle holds nothing, or Redis
     /// says its hold had already ended (then nobody else's hold is touched).
     pub async fn release(&self) -> Result<()> {
-        self.release_via(Io::Multiplexed).await
-    }
-
-    /// `release`, its commands sent as `io` says (see `conn`).
-    pub async fn release_via(&self, io: Io) -> Result<()> {
-        let lease = self.state(|state| {
-            let lease = state.hold.take().ok_or_else(|| self.not_owned())?;
-            // This handle no longer holds, whatever Redis answers.
-            state.gate.add_permits(1);
-            Ok::<_, Error>(lease)
-        })?;
-        let valid = lease.valid_until().is_some_and(|t| Instant::now() < t) && !lease.is_marked_lost();
-        // Renewal stops before the release is sent.
-        lease.mark_released();
-        let released = self.client.via(io).release(&self.mode, lease.token()).await?;
-        // Sent twice after a dropped connection, and the second found nothing:
-        // while the hold was still surely valid, nobody but this release can
-        // have ended it, so the first sending did.
-        let first_sending_released = released.retried && valid;
-        if !released.held && !first_sending_released {
-            Self::lose(&lease, "it had expired or been taken over before release");
-            return Err(Error::NotOwned(format!(
-                "{} was no longer held by this handle: it expired or was taken over",
-                self.label()
-            )));
-        }
-        let (subject, held, hold) = (&self.subject, lease.held_for(), lease.id());
-        events::emit(|| Event::Release { subject, held, hold });
-        Ok(())
+        self.via(Io::Multiplexed).release().await
     }
 
     /// Redis no longer had the hold: marked lost (and told, the first time).
@@ -236,108 +210,27 @@ impl Lock {
     /// Pushes the expiry to `ttl` (default: the handle's ttl) from now; later
     /// renewals keep that ttl.
     pub async fn extend(&self, ttl: Option<Duration>) -> Result<()> {
-        self.extend_via(ttl, Io::Multiplexed).await
-    }
-
-    /// `extend`, its commands sent as `io` says.
-    pub async fn extend_via(&self, ttl: Option<Duration>, io: Io) -> Result<()> {
-        let ttl = ttl.unwrap_or(self.opts.ttl);
-        check_ttl(ttl)?;
-        if self.never_expires() {
-            return Err(Error::InvalidArgument(format!(
-                "{} was taken without expiry: there is no expiry to extend",
-                self.label()
-            )));
-        }
-        let lease = self.current().ok_or_else(|| self.not_owned())?;
-        if lease.is_lost() {
-            return Err(Error::NotOwned(format!(
-                "{} was lost: {}",
-                self.label(),
-                lease.lost_reason().unwrap_or_default()
-            )));
-        }
-        let Some(ttl) = lease.renewable(ttl) else {
-            return Err(Error::NotOwned(format!(
-                "{} is at its max_hold: it cannot be extended",
-                self.label()
-            )));
-        };
-        let token = lease.token();
-        let sent = Instant::now();
-        let refreshed = self.client.via(io).refresh(&self.mode, token, ttl).await;
-        let (renewed, unacknowledged) = Refreshed::split(refreshed);
-        if renewed? {
-            if let Some(shortfall) = unacknowledged {
-                let kept = self.client.options().replication.policy == Policy::Warn;
-                let hold = Some(lease.id());
-                replication::unacknowledged(
-                    self.client.replica_warnings(),
-                    &self.subject,
-                    &self.label(),
-                    ReplicaStep::Extend,
-                    &shortfall,
-                    kept,
-                    hold,
-                );
-                if !kept {
-                    return Err(Error::NotReplicated(format!(
-                        "the extend of {} reached the master, but {}: it does not count, and the hold keeps its \
-                         previous validity (replica_policy \"fail\")",
-                        self.label(),
-                        shortfall.describe()
-                    )));
-                }
-            }
-            lease.extended(sent, ttl);
-            Ok(())
-        } else {
-            Self::lose(&lease, "it had expired or been taken over before extend");
-            Err(Error::NotOwned(format!("{} is no longer held by this handle", self.label())))
-        }
+        self.via(Io::Multiplexed).extend(ttl).await
     }
 
     /// The holder of each key, as Redis sees it now.
     pub async fn inspect(&self) -> Result<Vec<Option<Record>>> {
-        self.inspect_via(Io::Multiplexed).await
-    }
-
-    /// `inspect`, its commands sent as `io` says.
-    pub async fn inspect_via(&self, io: Io) -> Result<Vec<Option<Record>>> {
-        self.client.via(io).holders(&self.mode).await
+        self.via(Io::Multiplexed).inspect().await
     }
 
     /// Held by anyone (any of the names, for a multi-lock).
     pub async fn locked(&self) -> Result<bool> {
-        self.locked_via(Io::Multiplexed).await
-    }
-
-    /// `locked`, its commands sent as `io` says.
-    pub async fn locked_via(&self, io: Io) -> Result<bool> {
-        self.mode.locked(&self.client.via(io)).await
+        self.via(Io::Multiplexed).locked().await
     }
 
     /// Held by this handle, as Redis sees it now.
     pub async fn owned(&self) -> Result<bool> {
-        self.owned_via(Io::Multiplexed).await
-    }
-
-    /// `owned`, its commands sent as `io` says.
-    pub async fn owned_via(&self, io: Io) -> Result<bool> {
-        Ok(self.remaining_via(io).await?.is_some())
+        self.via(Io::Multiplexed).owned().await
     }
 
     /// Time left on this handle's hold, or `None` when it holds nothing.
     pub async fn remaining(&self) -> Result<Option<Duration>> {
-        self.remaining_via(Io::Multiplexed).await
-    }
-
-    /// `remaining`, its commands sent as `io` says.
-    pub async fn remaining_via(&self, io: Io) -> Result<Option<Duration>> {
-        match self.current() {
-            Some(lease) => self.mode.remaining(&self.client.via(io), lease.token()).await,
-            None => Ok(None),
-        }
+        self.via(Io::Multiplexed).remaining().await
     }
 
     /// The lease this handle holds now.
@@ -386,5 +279,116 @@ impl Lock {
 
     fn not_owned(&self) -> Error {
         Error::NotOwned(format!("{} is not held by this handle", self.label()))
+    }
+}
+
+impl Via<'_, Lock> {
+    /// As [`Lock::release`], its commands sent as the view's `Io` says.
+    pub async fn release(&self) -> Result<()> {
+        let lease = self.state(|state| {
+            let lease = state.hold.take().ok_or_else(|| self.not_owned())?;
+            // This handle no longer holds, whatever Redis answers.
+            state.gate.add_permits(1);
+            Ok::<_, Error>(lease)
+        })?;
+        let valid = lease.valid_until().is_some_and(|t| Instant::now() < t) && !lease.is_marked_lost();
+        // Renewal stops before the release is sent.
+        lease.mark_released();
+        let released = self.client.via(self.io).release(&self.mode, lease.token()).await?;
+        // Sent twice after a dropped connection, and the second found nothing:
+        // while the hold was still surely valid, nobody but this release can
+        // have ended it, so the first sending did.
+        let first_sending_released = released.retried && valid;
+        if !released.held && !first_sending_released {
+            Lock::lose(&lease, "it had expired or been taken over before release");
+            return Err(Error::NotOwned(format!(
+                "{} was no longer held by this handle: it expired or was taken over",
+                self.label()
+            )));
+        }
+        let (subject, held, hold) = (&self.subject, lease.held_for(), lease.id());
+        events::emit(|| Event::Release { subject, held, hold });
+        Ok(())
+    }
+
+    /// As [`Lock::extend`], its commands sent as the view's `Io` says.
+    pub async fn extend(&self, ttl: Option<Duration>) -> Result<()> {
+        let ttl = ttl.unwrap_or(self.opts.ttl);
+        check_ttl(ttl)?;
+        if self.never_expires() {
+            return Err(Error::InvalidArgument(format!(
+                "{} was taken without expiry: there is no expiry to extend",
+                self.label()
+            )));
+        }
+        let lease = self.current().ok_or_else(|| self.not_owned())?;
+        if lease.is_lost() {
+            return Err(Error::NotOwned(format!(
+                "{} was lost: {}",
+                self.label(),
+                lease.lost_reason().unwrap_or_default()
+            )));
+        }
+        let Some(ttl) = lease.renewable(ttl) else {
+            return Err(Error::NotOwned(format!(
+                "{} is at its max_hold: it cannot be extended",
+                self.label()
+            )));
+        };
+        let token = lease.token();
+        let sent = Instant::now();
+        let refreshed = self.client.via(self.io).refresh(&self.mode, token, ttl).await;
+        let (renewed, unacknowledged) = Refreshed::split(refreshed);
+        if renewed? {
+            if let Some(shortfall) = unacknowledged {
+                let kept = self.client.options().replication.policy == Policy::Warn;
+                let hold = Some(lease.id());
+                replication::unacknowledged(
+                    self.client.replica_warnings(),
+                    &self.subject,
+                    &self.label(),
+                    ReplicaStep::Extend,
+                    &shortfall,
+                    kept,
+                    hold,
+                );
+                if !kept {
+                    return Err(Error::NotReplicated(format!(
+                        "the extend of {} reached the master, but {}: it does not count, and the hold keeps its \
+                         previous validity (replica_policy \"fail\")",
+                        self.label(),
+                        shortfall.describe()
+                    )));
+                }
+            }
+            lease.extended(sent, ttl);
+            Ok(())
+        } else {
+            Lock::lose(&lease, "it had expired or been taken over before extend");
+            Err(Error::NotOwned(format!("{} is no longer held by this handle", self.label())))
+        }
+    }
+
+    /// As [`Lock::inspect`], its commands sent as the view's `Io` says.
+    pub async fn inspect(&self) -> Result<Vec<Option<Record>>> {
+        self.client.via(self.io).holders(&self.mode).await
+    }
+
+    /// As [`Lock::locked`], its commands sent as the view's `Io` says.
+    pub async fn locked(&self) -> Result<bool> {
+        self.mode.locked(&self.client.via(self.io)).await
+    }
+
+    /// As [`Lock::owned`], its commands sent as the view's `Io` says.
+    pub async fn owned(&self) -> Result<bool> {
+        Ok(self.remaining().await?.is_some())
+    }
+
+    /// As [`Lock::remaining`], its commands sent as the view's `Io` says.
+    pub async fn remaining(&self) -> Result<Option<Duration>> {
+        match self.current() {
+            Some(lease) => self.mode.remaining(&self.client.via(self.io), lease.token()).await,
+            None => Ok(None),
+        }
     }
 }

@@ -9,4 +9,7 @@ pub mod lock;
 mod mode;
 pub mod rwmutex;
 pub mod semaphore;
+mod via;
 pub(crate) mod watchdog;
+
+pub use via::Via;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::deployment::Deployment;
+use crate::client::Client;
 use crate::error::Result;
 use crate::primitive::steps::Steps;
 use crate::primitive::{rw, semaphore, FairRw, Mode, Permit, Read, RwKeys, Write};
@@ -14,7 +14,7 @@ impl Mode {
     /// (never a restored token's: it is its owner's), and a writer's intent
     /// or a place in a queue. A fair withdrawal releases as it leaves the
     /// queue, so nothing is sent twice.
-    pub(crate) async fn undo(&self, d: &Deployment, token: &str, ours: bool) -> Result<()> {
+    pub(crate) async fn undo(&self, d: &Client, token: &str, ours: bool) -> Result<()> {
         if ours && self.patience().is_none() {
             d.release(self, token).await?;
         }
@@ -22,7 +22,7 @@ impl Mode {
     }
 
     /// Time left on `token`'s hold, or `None` when it holds nothing.
-    pub(crate) async fn remaining(&self, d: &Deployment, token: &str) -> Result<Option<Duration>> {
+    pub(crate) async fn remaining(&self, d: &Client, token: &str) -> Result<Option<Duration>> {
         if let Mode::Permit(Permit { keys, .. }) = self {
             let state = semaphore::inspect(d.single("a semaphore")?, keys).await?;
             let mine = state.holders.iter().find(|r| r.token == token);
@@ -46,7 +46,7 @@ impl Mode {
     }
 
     /// Held by anyone: for an RWMutex, a writer or any live reader.
-    pub(crate) async fn locked(&self, d: &Deployment) -> Result<bool> {
+    pub(crate) async fn locked(&self, d: &Client) -> Result<bool> {
         match self {
             Mode::Exclusive(_) | Mode::Fair(_) | Mode::Permit(_) | Mode::Plain(_) => {
                 Ok(d.holders(self).await?.iter().any(Option::is_some))

@@ -2,7 +2,7 @@
 //! Its handles are ordinary `Lock`s taking a read or write `Mode`, so
 //! waiting, the watchdog, loss reporting and cancellation are the Lock's.
 
-use crate::deployment::Deployment;
+use crate::client::Client;
 use crate::error::Result;
 use crate::handle::lock::{check_name, validate, Lock, LockOptions};
 use crate::primitive::rw::{self, RwKeys};
@@ -10,7 +10,7 @@ use crate::primitive::{patience, Mode, RwOrder};
 
 #[derive(Debug, Clone)]
 pub struct RwMutex {
-    client: Deployment,
+    client: Client,
     name: String,
     keys: RwKeys,
     writer_preference: bool,
@@ -20,17 +20,17 @@ pub struct RwMutex {
 impl RwMutex {
     /// With `writer_preference`, a waiting writer holds new readers back, so
     /// a stream of readers cannot starve it; without, readers always join.
-    pub fn new(client: Deployment, name: String, writer_preference: bool) -> Result<RwMutex> {
+    pub fn new(client: Client, name: String, writer_preference: bool) -> Result<RwMutex> {
         Self::build(client, name, writer_preference, false)
     }
 
     /// Readers and writers take turns in arrival order, across processes: a
     /// release lets in the next writer, or every reader queued before it.
-    pub fn new_fair(client: Deployment, name: String) -> Result<RwMutex> {
+    pub fn new_fair(client: Client, name: String) -> Result<RwMutex> {
         Self::build(client, name, true, true)
     }
 
-    fn build(client: Deployment, name: String, writer_preference: bool, fair: bool) -> Result<RwMutex> {
+    fn build(client: Client, name: String, writer_preference: bool, fair: bool) -> Result<RwMutex> {
         check_name(&name)?;
         if fair {
             client.single("a fair RWMutex")?;
@@ -51,7 +51,7 @@ impl RwMutex {
         self.fair
     }
 
-    pub fn client(&self) -> &Deployment {
+    pub fn client(&self) -> &Client {
         &self.client
     }
 

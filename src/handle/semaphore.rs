@@ -4,7 +4,7 @@
 //! token and cancellation are the Lock's; only the atomic steps
 //! (`lua/sem_*.lua`, and the lease refresh the RWMutex's readers use) differ.
 
-use crate::deployment::Deployment;
+use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::handle::lock::{validate, Lock, LockOptions};
 use crate::primitive::semaphore::{self, SemState};
@@ -17,7 +17,7 @@ pub const MAX_PERMITS: u32 = 1_000_000;
 /// it holds at most one at a time. `opts.fair`: permits go to waiters in
 /// arrival order across processes, handed over by the release.
 pub fn permit(
-    client: Deployment,
+    client: Client,
     name: String,
     permits: u32,
     opts: LockOptions,
@@ -41,7 +41,7 @@ pub fn permit_count(permits: i128) -> Result<u32> {
 
 /// The permits in force, the fair queue's length and the live holders of the
 /// semaphore `name`.
-pub async fn state(client: &Deployment, name: &str) -> Result<SemState> {
+pub async fn state(client: &Client, name: &str) -> Result<SemState> {
     crate::handle::lock::check_name(name)?;
     semaphore::inspect(client.single("a semaphore")?, &client.keys().semaphore(name)).await
 }

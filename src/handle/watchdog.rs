@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use futures_util::FutureExt;
 use tokio::time::{sleep, sleep_until};
 
-use crate::deployment::Deployment;
+use crate::client::Client;
 use crate::handle::lease::Lease;
 use crate::primitive::Mode;
 use crate::scripts::Refreshed;
@@ -38,7 +38,7 @@ impl Drop for Alive {
 /// Starts the task that keeps `lease`: with `renew`, renewing it with
 /// `steps` on `client`; without, reporting it lost when its ttl runs out. The
 /// lease stops the task when its hold is released or its handle dropped.
-pub(crate) fn start(lease: &Arc<Lease>, client: &Deployment, steps: &Mode, renew: bool) {
+pub(crate) fn start(lease: &Arc<Lease>, client: &Client, steps: &Mode, renew: bool) {
     let alive = Alive::new();
     let keeper = Keeper { client: client.clone(), steps: steps.clone(), lease: lease.clone() };
     let task = tokio::spawn(async move {
@@ -54,7 +54,7 @@ pub(crate) fn start(lease: &Arc<Lease>, client: &Deployment, steps: &Mode, renew
 
 /// What the task renews, and with what.
 struct Keeper {
-    client: Deployment,
+    client: Client,
     steps: Mode,
     lease: Arc<Lease>,
 }

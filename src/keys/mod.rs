@@ -11,7 +11,7 @@ mod names;
 pub use layout::{Kind, Part, Role};
 pub use names::{escape, unescape, Glob};
 
-/// The namespace all keys of one `Client` live in.
+/// The namespace all keys of one `Backend` live in.
 #[derive(Debug, Clone)]
 pub struct KeySpace {
     prefix: String,

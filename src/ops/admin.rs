@@ -1,7 +1,7 @@
 //! What a client does to a name, whoever holds it (outside `client.rs`,
 //! which the scripts build on): an operator's look and recovery.
 
-use crate::deployment::Deployment;
+use crate::client::Client;
 use crate::error::Result;
 use crate::keys::Kind;
 use crate::ops::listing::kind_named;
@@ -9,7 +9,7 @@ use crate::primitive::{exclusive, Mode};
 use crate::scripts::{self, Record, Whose};
 use crate::support::token::check_token;
 
-impl Deployment {
+impl Client {
     /// Ends the holds of `name` whoever holds them, as every kind of
     /// primitive (a Lock's hold, an RWMutex's writer and readers, a
     /// semaphore's permits, an election's term, which deposes its leader);

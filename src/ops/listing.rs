@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use futures_util::StreamExt;
 
-use crate::deployment::Deployment;
+use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::handle::lock::check_name;
 use crate::handle::rwmutex::RwMutex;
@@ -80,7 +80,7 @@ type KindReply = (String, Vec<HoldReply>, i64, i64, i64, i64, i64);
 /// The most names described at once while listing.
 const CONCURRENCY: usize = 32;
 
-impl Deployment {
+impl Client {
     /// Every name of this client's prefix matching the glob `pattern` (`*`,
     /// `?`, `[a-z]`, a backslash escapes), held or waited for as any kind of
     /// primitive, sorted by name then kind. Found with SCAN, so the server

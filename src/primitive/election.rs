@@ -6,7 +6,7 @@ use super::fair::FairKeys;
 use crate::error::Result;
 use crate::keys::{KeySpace, Part};
 use crate::scripts::{run, step, Argv, Lua};
-use crate::transport::client::Client;
+use crate::transport::backend::Backend;
 
 step! {
     EL_PROCLAIM = "el_proclaim.lua",
@@ -38,7 +38,7 @@ impl KeySpace {
 
 /// The leader `token` of an election publishes `value`; false when it no
 /// longer leads.
-pub(crate) async fn proclaim(client: &Client, k: &FairKeys, token: &str, value: &str) -> Result<bool> {
+pub(crate) async fn proclaim(client: &Backend, k: &FairKeys, token: &str, value: &str) -> Result<bool> {
     let done: i64 =
         run(client, ElProclaimArgv { token, value, announce: &k.announce }.on(client).key(&k.lock)).await?;
     Ok(done == 1)

@@ -16,7 +16,7 @@ use crate::scripts::{
     one, parse_record, refreshed, run, run_held, step, taken, taken_or_busy, Argv, Lua, Obtain, Record,
     Refreshed, Whose,
 };
-use crate::transport::client::Client;
+use crate::transport::backend::Backend;
 
 step! {
     OBTAIN = "obtain.lua",
@@ -80,7 +80,7 @@ impl Steps for Exclusive {
     /// for those behind it, so that a release nobody waits for publishes
     /// nothing. `from`: another token whose hold this attempt takes over
     /// (re-keyed to `token`, its fence kept).
-    async fn obtain_on(&self, c: &Client, ask: &Obtaining<'_>, quorum: bool) -> Result<Obtain> {
+    async fn obtain_on(&self, c: &Backend, ask: &Obtaining<'_>, quorum: bool) -> Result<Obtain> {
         let attempt = attempt(ask, Duration::ZERO);
         let mut invocation = ObtainArgv {
             token: ask.token,
@@ -101,20 +101,20 @@ impl Steps for Exclusive {
         run_held(c, &invocation, taken).await.map(taken_or_busy)
     }
 
-    async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<Refreshed> {
+    async fn refresh_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
         refresh(c, &self.keys, token, ttl).await
     }
 
-    async fn release_on(&self, c: &Client, token: &str) -> Result<Released> {
+    async fn release_on(&self, c: &Backend, token: &str) -> Result<Released> {
         let (n, retried) = release(c, &self.keys, token, Whose::Own, "").await?;
         Ok(Released { held: n > 0, retried })
     }
 
-    async fn inspect_on(&self, c: &Client) -> Result<Vec<Option<Record>>> {
+    async fn inspect_on(&self, c: &Backend) -> Result<Vec<Option<Record>>> {
         inspect(c, &self.keys).await
     }
 
-    async fn fence_raise_on(&self, c: &Client, token: &str, fence: i64) -> Result<bool> {
+    async fn fence_raise_on(&self, c: &Backend, token: &str, fence: i64) -> Result<bool> {
         fence_raise(c, &self.keys, token, fence).await
     }
 
@@ -129,7 +129,7 @@ impl Steps for Exclusive {
 
 /// Raises the fence of `token`'s hold on `keys` to at least `fence`, and
 /// their fence records with it: false when `token` no longer holds them all.
-pub(crate) async fn fence_raise(client: &Client, keys: &[String], token: &str, fence: i64) -> Result<bool> {
+pub(crate) async fn fence_raise(client: &Backend, keys: &[String], token: &str, fence: i64) -> Result<bool> {
     let raised: i64 =
         run(client, FenceRaiseArgv { token, fence }.on(client).key(with_fence_records(keys))).await?;
     Ok(raised == 1)
@@ -141,7 +141,7 @@ pub(crate) async fn fence_raise(client: &Client, keys: &[String], token: &str, f
 /// may then mean the first one released it). `channel`: where the release
 /// is announced ('' = each key's own channel).
 pub(crate) async fn release(
-    client: &Client,
+    client: &Backend,
     keys: &[String],
     token: &str,
     force: Whose,
@@ -155,7 +155,7 @@ pub(crate) async fn release(
 
 /// Whether `token` still held every key (and now holds it for `ttl`).
 pub(crate) async fn refresh(
-    client: &Client,
+    client: &Backend,
     keys: &[String],
     token: &str,
     ttl: Duration,
@@ -165,7 +165,7 @@ pub(crate) async fn refresh(
 }
 
 /// The holder of each key.
-pub(crate) async fn inspect(client: &Client, keys: &[String]) -> Result<Vec<Option<Record>>> {
+pub(crate) async fn inspect(client: &Backend, keys: &[String]) -> Result<Vec<Option<Record>>> {
     let entries: Vec<Vec<Value>> = run(client, InspectArgv {}.on(client).key(keys)).await?;
     entries.into_iter().map(parse_record).collect()
 }

@@ -11,7 +11,7 @@ use crate::keys::{KeySpace, Part};
 use crate::scripts::{
     run, run_held, step, taken, taken_or_busy, Argv, Leave, Lua, Obtain, Record, Refreshed,
 };
-use crate::transport::client::Client;
+use crate::transport::backend::Backend;
 
 step! {
     FAIR_OBTAIN = "fair_obtain.lua",
@@ -92,7 +92,7 @@ pub(crate) struct Fair {
 impl Fair {
     /// Releases (handing the lock to the head of the queue) when `release`
     /// is `Leave::Hold`, and leaves the queue either way.
-    async fn leave(&self, c: &Client, token: &str, release: Leave) -> Result<bool> {
+    async fn leave(&self, c: &Backend, token: &str, release: Leave) -> Result<bool> {
         let k = &self.keys;
         let mut invocation =
             FairReleaseArgv { token, channel: &k.channel, release, announce: &k.announce }.on(c);
@@ -103,7 +103,7 @@ impl Fair {
 }
 
 impl Steps for Fair {
-    async fn obtain_on(&self, c: &Client, ask: &Obtaining<'_>, _quorum: bool) -> Result<Obtain> {
+    async fn obtain_on(&self, c: &Backend, ask: &Obtaining<'_>, _quorum: bool) -> Result<Obtain> {
         let (k, attempt) = (&self.keys, attempt(ask, self.patience));
         let mut invocation = FairObtainArgv {
             token: ask.token,
@@ -121,20 +121,20 @@ impl Steps for Fair {
         run_held(c, &invocation, taken).await.map(taken_or_busy)
     }
 
-    async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<Refreshed> {
+    async fn refresh_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
         exclusive::refresh(c, std::slice::from_ref(&self.keys.lock), token, ttl).await
     }
 
-    async fn release_on(&self, c: &Client, token: &str) -> Result<Released> {
+    async fn release_on(&self, c: &Backend, token: &str) -> Result<Released> {
         let held = self.leave(c, token, Leave::Hold).await?;
         Ok(Released { held, retried: false })
     }
 
-    async fn withdraw_on(&self, c: &Client, token: &str, ours: bool) -> Result<()> {
+    async fn withdraw_on(&self, c: &Backend, token: &str, ours: bool) -> Result<()> {
         self.leave(c, token, Leave::ours(ours)).await.map(drop)
     }
 
-    async fn inspect_on(&self, c: &Client) -> Result<Vec<Option<Record>>> {
+    async fn inspect_on(&self, c: &Backend) -> Result<Vec<Option<Record>>> {
         exclusive::inspect(c, std::slice::from_ref(&self.keys.lock)).await
     }
 

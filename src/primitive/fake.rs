@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::steps::{Obtaining, Released, Steps};
 use crate::error::{Error, Result};
 use crate::scripts::{Obtain, Record, Refreshed};
-use crate::transport::client::Client;
+use crate::transport::backend::Backend;
 
 /// What an attempt answers.
 #[derive(Debug, Clone, Copy)]
@@ -54,7 +54,7 @@ impl Fake {
 }
 
 impl Steps for Fake {
-    async fn obtain_on(&self, _: &Client, ask: &Obtaining<'_>, _: bool) -> Result<Obtain> {
+    async fn obtain_on(&self, _: &Backend, ask: &Obtaining<'_>, _: bool) -> Result<Obtain> {
         let answer = {
             let mut log = self.log();
             log.attempts.push((ask.attempt, ask.will_wait));
@@ -69,21 +69,21 @@ impl Steps for Fake {
         }
     }
 
-    async fn refresh_on(&self, _: &Client, _: &str, _: Duration) -> Result<Refreshed> {
+    async fn refresh_on(&self, _: &Backend, _: &str, _: Duration) -> Result<Refreshed> {
         Ok(Refreshed { held: true, shortfall: None })
     }
 
-    async fn release_on(&self, _: &Client, token: &str) -> Result<Released> {
+    async fn release_on(&self, _: &Backend, token: &str) -> Result<Released> {
         self.log().released.push(token.to_string());
         Ok(Released { held: true, retried: false })
     }
 
-    async fn withdraw_on(&self, _: &Client, token: &str, ours: bool) -> Result<()> {
+    async fn withdraw_on(&self, _: &Backend, token: &str, ours: bool) -> Result<()> {
         self.log().withdrawn.push((token.to_string(), ours));
         Ok(())
     }
 
-    async fn inspect_on(&self, _: &Client) -> Result<Vec<Option<Record>>> {
+    async fn inspect_on(&self, _: &Backend) -> Result<Vec<Option<Record>>> {
         Ok(vec![None])
     }
 

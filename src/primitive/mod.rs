@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use crate::error::Result;
 use crate::scripts::{self, Attempt, Lua, Obtain, Record, Refreshed};
-use crate::transport::client::Client;
+use crate::transport::backend::Backend;
 
 pub(crate) mod election;
 pub(crate) mod exclusive;
@@ -124,27 +124,27 @@ macro_rules! on_primitive {
 }
 
 impl Steps for Mode {
-    async fn obtain_on(&self, c: &Client, ask: &Obtaining<'_>, quorum: bool) -> Result<Obtain> {
+    async fn obtain_on(&self, c: &Backend, ask: &Obtaining<'_>, quorum: bool) -> Result<Obtain> {
         on_primitive!(self, p => p.obtain_on(c, ask, quorum).await)
     }
 
-    async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<Refreshed> {
+    async fn refresh_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
         on_primitive!(self, p => p.refresh_on(c, token, ttl).await)
     }
 
-    async fn release_on(&self, c: &Client, token: &str) -> Result<Released> {
+    async fn release_on(&self, c: &Backend, token: &str) -> Result<Released> {
         on_primitive!(self, p => p.release_on(c, token).await)
     }
 
-    async fn withdraw_on(&self, c: &Client, token: &str, ours: bool) -> Result<()> {
+    async fn withdraw_on(&self, c: &Backend, token: &str, ours: bool) -> Result<()> {
         on_primitive!(self, p => p.withdraw_on(c, token, ours).await)
     }
 
-    async fn inspect_on(&self, c: &Client) -> Result<Vec<Option<Record>>> {
+    async fn inspect_on(&self, c: &Backend) -> Result<Vec<Option<Record>>> {
         on_primitive!(self, p => p.inspect_on(c).await)
     }
 
-    async fn fence_raise_on(&self, c: &Client, token: &str, fence: i64) -> Result<bool> {
+    async fn fence_raise_on(&self, c: &Backend, token: &str, fence: i64) -> Result<bool> {
         on_primitive!(self, p => p.fence_raise_on(c, token, fence).await)
     }
 
@@ -199,7 +199,7 @@ pub(crate) fn every_step() -> impl Iterator<Item = &'static Lua> {
 /// grace after a majority answered, and a master whose EVALSHA had answered
 /// NOSCRIPT by then would get neither the script nor the step
 /// (`Quorum::verify`).
-pub(crate) async fn load_every_step(client: &Client) -> Result<()> {
+pub(crate) async fn load_every_step(client: &Backend) -> Result<()> {
     scripts::load(client, every_step()).await
 }
 

@@ -18,7 +18,7 @@ use redis::Value;
 use super::steps::{Obtaining, Released, Steps};
 use crate::error::{Error, Result};
 use crate::scripts::{run_held, step, taken, wire, Argv, Held, Lua, Obtain, Record, Refreshed, Whose};
-use crate::transport::client::Client;
+use crate::transport::backend::Backend;
 use crate::transport::replication::Shortfall;
 
 step! {
@@ -94,7 +94,7 @@ impl Steps for Plain {
     /// without expiry unless it `expires`. A key `token` holds already is
     /// re-entered (an attempt sent again after a timeout, or a restored
     /// token adopted): renewed to the ttl, its fence the clock's now.
-    async fn obtain_on(&self, c: &Client, ask: &Obtaining<'_>, _quorum: bool) -> Result<Obtain> {
+    async fn obtain_on(&self, c: &Backend, ask: &Obtaining<'_>, _quorum: bool) -> Result<Obtain> {
         let (hold, token) = (&self.keys.hold, ask.token);
         let ttl_ms = self.expires.then_some(ask.ttl.as_millis() as u64);
         let mut set = redis::cmd("SET");
@@ -134,7 +134,7 @@ impl Steps for Plain {
         Ok(Obtain::Busy { pttl_ms: taken.pttl_ms, sent })
     }
 
-    async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<Refreshed> {
+    async fn refresh_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
         let reach = if self.expires { Reach::Set } else { Reach::Keep };
         Ok(match refresh(c, &self.keys.hold, token, ttl.as_millis() as u64, reach).await? {
             Reached::Held { shortfall, .. } => Refreshed { held: true, shortfall },
@@ -144,12 +144,12 @@ impl Steps for Plain {
         })
     }
 
-    async fn release_on(&self, c: &Client, token: &str) -> Result<Released> {
+    async fn release_on(&self, c: &Backend, token: &str) -> Result<Released> {
         let (held, retried) = release(c, &self.keys, token, Whose::Own).await?;
         Ok(Released { held, retried })
     }
 
-    async fn inspect_on(&self, c: &Client) -> Result<Vec<Option<Record>>> {
+    async fn inspect_on(&self, c: &Backend) -> Result<Vec<Option<Record>>> {
         Ok(vec![inspect(c, &self.keys.hold).await?])
     }
 
@@ -200,7 +200,7 @@ impl Taken {
 
 /// Moves the expiry of `token`'s hold on `hold` as `reach` says, by `ms`.
 pub(crate) async fn refresh(
-    client: &Client,
+    client: &Backend,
     hold: &str,
     token: &str,
     ms: u64,
@@ -222,7 +222,7 @@ pub(crate) async fn refresh(
 /// Returns whether one was, and whether the script was sent twice (the
 /// connection dropped: a second answer of 0 may mean the first released it).
 pub(crate) async fn release(
-    client: &Client,
+    client: &Backend,
     keys: &PlainKeys,
     token: &str,
     force: Whose,
@@ -243,7 +243,7 @@ pub(crate) async fn release(
 /// Who holds `hold` now, as a Lock's record: the key's value (read as
 /// text), no metadata, no fence (a plain hold stores none), its time left.
 /// `None` when the key is free.
-pub(crate) async fn inspect(client: &Client, hold: &str) -> Result<Option<Record>> {
+pub(crate) async fn inspect(client: &Backend, hold: &str) -> Result<Option<Record>> {
     let mut pipe = redis::pipe();
     pipe.atomic().cmd("GET").arg(hold).cmd("PTTL").arg(hold);
     let pipe = &pipe;

@@ -14,7 +14,7 @@ use crate::keys::{fence_record, KeySpace, Part};
 use crate::scripts::{
     one, refreshed, run, run_held, step, taken, taken_or_busy, Argv, Lua, Obtain, Record, Refreshed, Whose,
 };
-use crate::transport::client::Client;
+use crate::transport::backend::Backend;
 
 step! {
     RW_READ = "rw_read.lua",
@@ -156,7 +156,7 @@ impl Steps for Read {
     /// `will_wait`: a writer's hold found busy is marked waited on, so that
     /// its release wakes this reader (a release nobody waits for publishes
     /// nothing).
-    async fn obtain_on(&self, c: &Client, ask: &Obtaining<'_>, _quorum: bool) -> Result<Obtain> {
+    async fn obtain_on(&self, c: &Backend, ask: &Obtaining<'_>, _quorum: bool) -> Result<Obtain> {
         let mut invocation = RwReadArgv {
             token: ask.token,
             ttl_ms: ask.ttl.as_millis() as u64,
@@ -168,18 +168,18 @@ impl Steps for Read {
         run_held(c, &invocation, taken).await.map(taken_or_busy)
     }
 
-    async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<Refreshed> {
+    async fn refresh_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
         lease_refresh(c, &[&self.keys.readers], token, ttl).await
     }
 
-    async fn release_on(&self, c: &Client, token: &str) -> Result<Released> {
+    async fn release_on(&self, c: &Backend, token: &str) -> Result<Released> {
         let k = &self.keys;
         let mut invocation = RwReadReleaseArgv { token, channel: &k.channel }.on(c);
         let released: i64 = run(c, invocation.key(&[&k.readers, &k.writer])).await?;
         Ok(Released { held: released == 1, retried: false })
     }
 
-    async fn inspect_on(&self, c: &Client) -> Result<Vec<Option<Record>>> {
+    async fn inspect_on(&self, c: &Backend) -> Result<Vec<Option<Record>>> {
         exclusive::inspect(c, std::slice::from_ref(&self.keys.writer)).await
     }
 
@@ -204,7 +204,7 @@ impl Steps for Read {
 impl Steps for Write {
     /// A writer that will wait leaves its intent when readers hold (writer
     /// preference); a one-shot attempt (try_write) never does.
-    async fn obtain_on(&self, c: &Client, ask: &Obtaining<'_>, quorum: bool) -> Result<Obtain> {
+    async fn obtain_on(&self, c: &Backend, ask: &Obtaining<'_>, quorum: bool) -> Result<Obtain> {
         let attempt = attempt(ask, Duration::ZERO);
         let mut invocation = RwWriteArgv {
             token: ask.token,
@@ -223,17 +223,17 @@ impl Steps for Write {
         run_held(c, &invocation, taken).await.map(taken_or_busy)
     }
 
-    async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<Refreshed> {
+    async fn refresh_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
         exclusive::refresh(c, std::slice::from_ref(&self.keys.writer), token, ttl).await
     }
 
-    async fn release_on(&self, c: &Client, token: &str) -> Result<Released> {
+    async fn release_on(&self, c: &Backend, token: &str) -> Result<Released> {
         let writer = std::slice::from_ref(&self.keys.writer);
         let (n, retried) = exclusive::release(c, writer, token, Whose::Own, &self.keys.channel).await?;
         Ok(Released { held: n > 0, retried })
     }
 
-    async fn withdraw_on(&self, c: &Client, token: &str, _ours: bool) -> Result<()> {
+    async fn withdraw_on(&self, c: &Backend, token: &str, _ours: bool) -> Result<()> {
         if !self.writer_preference {
             return Ok(());
         }
@@ -241,11 +241,11 @@ impl Steps for Write {
         run::<i64>(c, invocation.key(&self.keys.intent)).await.map(drop)
     }
 
-    async fn inspect_on(&self, c: &Client) -> Result<Vec<Option<Record>>> {
+    async fn inspect_on(&self, c: &Backend) -> Result<Vec<Option<Record>>> {
         exclusive::inspect(c, std::slice::from_ref(&self.keys.writer)).await
     }
 
-    async fn fence_raise_on(&self, c: &Client, token: &str, fence: i64) -> Result<bool> {
+    async fn fence_raise_on(&self, c: &Backend, token: &str, fence: i64) -> Result<bool> {
         exclusive::fence_raise(c, std::slice::from_ref(&self.keys.writer), token, fence).await
     }
 
@@ -267,7 +267,7 @@ impl Steps for Write {
 /// keys live as long as its latest lease): a reader's, or a semaphore
 /// permit's.
 pub(crate) async fn lease_refresh(
-    client: &Client,
+    client: &Backend,
     keys: &[&String],
     token: &str,
     ttl: Duration,
@@ -289,7 +289,7 @@ pub(crate) struct RwState {
 }
 
 /// The state of the RWMutex of `k`, asking about the reader `reader`.
-pub(crate) async fn inspect(client: &Client, k: &RwKeys, reader: &str) -> Result<RwState> {
+pub(crate) async fn inspect(client: &Backend, k: &RwKeys, reader: &str) -> Result<RwState> {
     let (readers, reader_pttl_ms, intent_pttl_ms, writer): (i64, i64, i64, i64) =
         run(client, RwInspectArgv { reader }.on(client).key(&k.of_preference())).await?;
     Ok(RwState { readers, reader_pttl_ms, intent_pttl_ms, writer: writer == 1 })
@@ -297,7 +297,7 @@ pub(crate) async fn inspect(client: &Client, k: &RwKeys, reader: &str) -> Result
 
 /// Ends every hold of an RWMutex whoever holds it, or only `token`'s when
 /// not empty: whether a writer held, and how many live readers were removed.
-pub(crate) async fn force_release(client: &Client, k: &RwKeys, token: &str) -> Result<(bool, u64)> {
+pub(crate) async fn force_release(client: &Backend, k: &RwKeys, token: &str) -> Result<(bool, u64)> {
     let mut invocation = RwForceReleaseArgv { channel: &k.channel, token }.on(client);
     let (wrote, read): (i64, i64) = run(client, invocation.key(&k.of_preference())).await?;
     Ok((wrote == 1, read.max(0) as u64))

@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::scripts::{
     run, run_held, step, taken, taken_or_busy, wire, Argv, Leave, Lua, Obtain, Record, Refreshed,
 };
-use crate::transport::client::Client;
+use crate::transport::backend::Backend;
 
 step! {
     RW_FAIR_READ = "rw_fair_read.lua",
@@ -85,7 +85,7 @@ impl FairRw {
 
     /// Releases this side (handing it on) when `release` is `Leave::Hold`,
     /// and leaves its queue either way.
-    async fn leave(&self, c: &Client, token: &str, release: Leave) -> Result<bool> {
+    async fn leave(&self, c: &Backend, token: &str, release: Leave) -> Result<bool> {
         let (side, channel) = (self.side(), &self.keys.channel);
         let mut invocation = RwFairReleaseArgv { token, side, channel, release }.on(c);
         invocation.key(&fair_keys(&self.keys));
@@ -96,7 +96,7 @@ impl FairRw {
 
 impl Steps for FairRw {
     /// One attempt of a fair reader, or writer (with its metadata).
-    async fn obtain_on(&self, c: &Client, ask: &Obtaining<'_>, _quorum: bool) -> Result<Obtain> {
+    async fn obtain_on(&self, c: &Backend, ask: &Obtaining<'_>, _quorum: bool) -> Result<Obtain> {
         let (token, ttl_ms) = (ask.token, ask.ttl.as_millis() as u64);
         let attempt = attempt(ask, self.patience);
         let (patience_ms, will_wait, channel) = (attempt.patience_ms, attempt.will_wait, &self.keys.channel);
@@ -119,7 +119,7 @@ impl Steps for FairRw {
         run_held(c, &invocation, taken).await.map(taken_or_busy)
     }
 
-    async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<Refreshed> {
+    async fn refresh_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
         if self.writer {
             exclusive::refresh(c, std::slice::from_ref(&self.keys.writer), token, ttl).await
         } else {
@@ -127,20 +127,20 @@ impl Steps for FairRw {
         }
     }
 
-    async fn release_on(&self, c: &Client, token: &str) -> Result<Released> {
+    async fn release_on(&self, c: &Backend, token: &str) -> Result<Released> {
         let held = self.leave(c, token, Leave::Hold).await?;
         Ok(Released { held, retried: false })
     }
 
-    async fn withdraw_on(&self, c: &Client, token: &str, ours: bool) -> Result<()> {
+    async fn withdraw_on(&self, c: &Backend, token: &str, ours: bool) -> Result<()> {
         self.leave(c, token, Leave::ours(ours)).await.map(drop)
     }
 
-    async fn inspect_on(&self, c: &Client) -> Result<Vec<Option<Record>>> {
+    async fn inspect_on(&self, c: &Backend) -> Result<Vec<Option<Record>>> {
         exclusive::inspect(c, std::slice::from_ref(&self.keys.writer)).await
     }
 
-    async fn fence_raise_on(&self, c: &Client, token: &str, fence: i64) -> Result<bool> {
+    async fn fence_raise_on(&self, c: &Backend, token: &str, fence: i64) -> Result<bool> {
         if !self.writer {
             return Ok(true);
         }

@@ -13,7 +13,7 @@ use crate::keys::{KeySpace, Part};
 use crate::scripts::{
     parse_record, run, run_held, step, taken, taken_or_busy, Argv, Leave, Lua, Obtain, Record, Refreshed,
 };
-use crate::transport::client::Client;
+use crate::transport::backend::Backend;
 
 step! {
     SEM_OBTAIN = "sem_obtain.lua",
@@ -101,7 +101,7 @@ pub(crate) struct Permit {
 impl Permit {
     /// Gives `token`'s permit back when `release` is `Leave::Hold` (passing
     /// free permits to the next in line), and leaves the queue either way.
-    async fn leave(&self, c: &Client, token: &str, release: Leave) -> Result<bool> {
+    async fn leave(&self, c: &Backend, token: &str, release: Leave) -> Result<bool> {
         let mut invocation = SemReleaseArgv { token, channel: &self.keys.channel, release }.on(c);
         invocation.key(&self.keys.of_steps());
         let released: i64 = run(c, &invocation).await?;
@@ -112,7 +112,7 @@ impl Permit {
 impl Steps for Permit {
     /// Another permit count in force while a permit is held is
     /// `InvalidArgument` (`Refusal::Permits`).
-    async fn obtain_on(&self, c: &Client, ask: &Obtaining<'_>, _quorum: bool) -> Result<Obtain> {
+    async fn obtain_on(&self, c: &Backend, ask: &Obtaining<'_>, _quorum: bool) -> Result<Obtain> {
         let attempt = attempt(ask, self.patience.unwrap_or_default());
         let mut invocation = SemObtainArgv {
             token: ask.token,
@@ -136,23 +136,23 @@ impl Steps for Permit {
         })
     }
 
-    async fn refresh_on(&self, c: &Client, token: &str, ttl: Duration) -> Result<Refreshed> {
+    async fn refresh_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
         rw::lease_refresh(c, &[&self.keys.holders, &self.keys.data], token, ttl).await
     }
 
-    async fn release_on(&self, c: &Client, token: &str) -> Result<Released> {
+    async fn release_on(&self, c: &Backend, token: &str) -> Result<Released> {
         let held = self.leave(c, token, Leave::Hold).await?;
         Ok(Released { held, retried: false })
     }
 
-    async fn withdraw_on(&self, c: &Client, token: &str, ours: bool) -> Result<()> {
+    async fn withdraw_on(&self, c: &Backend, token: &str, ours: bool) -> Result<()> {
         if self.patience.is_none() {
             return Ok(());
         }
         self.leave(c, token, Leave::ours(ours)).await.map(drop)
     }
 
-    async fn inspect_on(&self, c: &Client) -> Result<Vec<Option<Record>>> {
+    async fn inspect_on(&self, c: &Backend) -> Result<Vec<Option<Record>>> {
         Ok(inspect(c, &self.keys).await?.holders.into_iter().map(Some).collect())
     }
 
@@ -181,7 +181,7 @@ pub struct SemState {
 }
 
 /// The semaphore of `k` as `sem_inspect.lua` sees it.
-pub(crate) async fn inspect(client: &Client, k: &SemKeys) -> Result<SemState> {
+pub(crate) async fn inspect(client: &Backend, k: &SemKeys) -> Result<SemState> {
     let keys = [&k.holders, &k.data, &k.queue];
     let (permits, waiters, holders): (u32, u64, Vec<Vec<Value>>) =
         run(client, SemInspectArgv {}.on(client).key(&keys)).await?;

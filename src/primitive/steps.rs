@@ -1,5 +1,5 @@
 //! The atomic steps of a primitive on one server. A primitive says what each
-//! step sends to one server; `Deployment` runs it there, or on every master
+//! step sends to one server; `Client` runs it there, or on every master
 //! of a quorum and decides by a majority (`crate::quorum`).
 
 use std::future::Future;
@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::error::Result;
 use crate::scripts::{Obtain, Record, Refreshed};
-use crate::transport::client::Client;
+use crate::transport::backend::Backend;
 
 /// One attempt to take a hold, number `attempt` of its acquire. A writer
 /// that `will_wait` leaves its intent when readers hold (writer preference);
@@ -43,7 +43,7 @@ pub(crate) trait Steps: Sync {
     /// carries the replicas' shortfall, when too few acknowledged it.
     fn obtain_on(
         &self,
-        c: &Client,
+        c: &Backend,
         ask: &Obtaining<'_>,
         quorum: bool,
     ) -> impl Future<Output = Result<Obtain>> + Send;
@@ -52,31 +52,31 @@ pub(crate) trait Steps: Sync {
     /// replicas' shortfall, when too few acknowledged it).
     fn refresh_on(
         &self,
-        c: &Client,
+        c: &Backend,
         token: &str,
         ttl: Duration,
     ) -> impl Future<Output = Result<Refreshed>> + Send;
 
     /// Releases `token`'s hold (a fair one goes to the next in line).
-    fn release_on(&self, c: &Client, token: &str) -> impl Future<Output = Result<Released>> + Send;
+    fn release_on(&self, c: &Backend, token: &str) -> impl Future<Output = Result<Released>> + Send;
 
     /// Takes back what waiting left: a writer's intent, a place in a fair
     /// queue (and, when `ours`, a grant that reached it meanwhile). A
     /// waiter of a primitive that leaves nothing has nothing to take back.
-    fn withdraw_on(&self, c: &Client, token: &str, ours: bool) -> impl Future<Output = Result<()>> + Send {
+    fn withdraw_on(&self, c: &Backend, token: &str, ours: bool) -> impl Future<Output = Result<()>> + Send {
         let _ = (c, token, ours);
         std::future::ready(Ok(()))
     }
 
     /// The exclusive holder of each key (for either side of an RWMutex: its writer).
-    fn inspect_on(&self, c: &Client) -> impl Future<Output = Result<Vec<Option<Record>>>> + Send;
+    fn inspect_on(&self, c: &Backend) -> impl Future<Output = Result<Vec<Option<Record>>>> + Send;
 
     /// A quorum's hold settles its fence: on this master, `token`'s hold
     /// gets at least `fence`. False when it no longer holds here. Nothing
     /// to raise for a primitive whose holds a quorum does not fence.
     fn fence_raise_on(
         &self,
-        c: &Client,
+        c: &Backend,
         token: &str,
         fence: i64,
     ) -> impl Future<Output = Result<bool>> + Send {

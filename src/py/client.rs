@@ -4,9 +4,9 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 
-use crate::deployment::Deployment;
+use crate::client::Client;
 use crate::handle::lock::check_name;
-use crate::transport::client::ClientOptions;
+use crate::transport::backend::ClientOptions;
 use crate::transport::replication::{Policy, Replication};
 
 use super::args;
@@ -98,7 +98,7 @@ use super::state::{LockInfo, LockState};
 ///     TypeError: an argument has the wrong type.
 #[pyclass(name = "Client", module = "ferrolock", subclass, frozen, weakref)]
 pub struct PyClient {
-    pub(crate) core: Deployment,
+    pub(crate) core: Client,
 }
 
 /// `url` as given: one URL, or a list or tuple of them (independent masters
@@ -174,7 +174,7 @@ impl PyClient {
             },
             client_name: None,
         };
-        Ok(PyClient { core: Deployment::new(opts)? })
+        Ok(PyClient { core: Client::new(opts)? })
     }
 
     /// Connect to Redis and check the server now, rather than at the first
@@ -456,7 +456,7 @@ const NONE: Option<bool> = None;
 
 /// `scan`'s listing, under this client's prefix or every one.
 async fn listed(
-    client: &crate::deployment::Deployment,
+    client: &crate::client::Client,
     pattern: &str,
     all_prefixes: bool,
 ) -> crate::error::Result<Vec<crate::ops::listing::State>> {

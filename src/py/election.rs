@@ -73,7 +73,7 @@ impl PyLeader {
 #[pyclass(name = "ElectionObserver", module = "ferrolock._ferrolock", frozen)]
 pub struct PyObserver {
     inner: Arc<tokio::sync::Mutex<Observer>>,
-    client: crate::deployment::Deployment,
+    client: crate::client::Client,
 }
 
 #[pymethods]
@@ -123,7 +123,7 @@ impl PyElection {
     fn leader(&self, py: Python<'_>) -> PyResult<Option<PyLeader>> {
         let core = self.core.clone();
         let io = blocking_io(py);
-        wait(py, async move { Ok(core.leader_via(io).await?.map(PyLeader::from)) })
+        wait(py, async move { Ok(core.via(io).leader().await?.map(PyLeader::from)) })
     }
 
     /// Asyncio version of :meth:`leader`.
@@ -138,7 +138,7 @@ impl PyElection {
     fn proclaim(&self, py: Python<'_>, term: &Bound<'_, PyLock>, value: &Bound<'_, PyAny>) -> PyResult<()> {
         let (core, term, value) = (self.core.clone(), term.get().core().clone(), leader_value(value)?);
         let io = blocking_io(py);
-        wait(py, async move { core.proclaim_via(&term, &value, io).await })
+        wait(py, async move { core.via(io).proclaim(&term, &value).await })
     }
 
     /// Asyncio version of :meth:`proclaim`.
@@ -168,7 +168,7 @@ impl PyElection {
 }
 
 impl PyElection {
-    fn client_core(&self) -> crate::deployment::Deployment {
+    fn client_core(&self) -> crate::client::Client {
         Python::attach(|py| self.client.bind(py).get().core.clone())
     }
 }

@@ -33,7 +33,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::PyDict;
 use tokio::runtime::Runtime;
 
-use crate::deployment::Deployment;
+use crate::client::Client;
 use crate::error::Result;
 
 use super::errors::internal_error;
@@ -91,7 +91,7 @@ pub(super) fn wait_interruptible<T, U, UF>(
     py: Python<'_>,
     hub: &Bound<'_, PyAny>,
     rt: &Runtime,
-    client: &Deployment,
+    client: &Client,
     task: tokio::task::JoinHandle<PyResult<T>>,
     undo: U,
 ) -> PyResult<T>

@@ -165,7 +165,7 @@ impl PyLock {
     #[doc = redis_raises!()]
     fn take_over(&self, py: Python<'_>, token: &str) -> PyResult<bool> {
         let (core, token, io) = (self.core.clone(), token.to_owned(), blocking_io(py));
-        wait(py, in_caller_context(py, async move { core.take_over_via(&token, io).await }))
+        wait(py, in_caller_context(py, async move { core.via(io).take_over(&token).await }))
     }
 
     /// Asyncio version of :meth:`take_over`.
@@ -210,7 +210,7 @@ impl PyLock {
     fn release(&self, py: Python<'_>) -> PyResult<()> {
         let core = self.core.clone();
         let io = blocking_io(py);
-        wait(py, async move { core.release_via(io).await })
+        wait(py, async move { core.via(io).release().await })
     }
 
     /// Asyncio version of :meth:`release`.
@@ -257,7 +257,7 @@ impl PyLock {
     fn extend(&self, py: Python<'_>, ttl: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         let (core, ttl) = (self.core.clone(), args::optional_seconds("ttl", ttl)?);
         let io = blocking_io(py);
-        wait(py, async move { core.extend_via(ttl, io).await })
+        wait(py, async move { core.via(io).extend(ttl).await })
     }
 
     /// Asyncio version of :meth:`extend`: the expiry set to ``ttl`` seconds from now, not added to.
@@ -318,7 +318,7 @@ impl PyLock {
     fn locked(&self, py: Python<'_>) -> PyResult<bool> {
         let core = self.core.clone();
         let io = blocking_io(py);
-        wait(py, async move { core.locked_via(io).await })
+        wait(py, async move { core.via(io).locked().await })
     }
 
     #[doc = asyncio_twin!("locked", "A future of whether anyone holds the lock now.")]
@@ -339,7 +339,7 @@ impl PyLock {
     fn owned(&self, py: Python<'_>) -> PyResult<bool> {
         let core = self.core.clone();
         let io = blocking_io(py);
-        wait(py, async move { core.owned_via(io).await })
+        wait(py, async move { core.via(io).owned().await })
     }
 
     #[doc = asyncio_twin!("owned", "A future of whether this handle holds the lock now.")]
@@ -362,7 +362,7 @@ impl PyLock {
     fn ttl(&self, py: Python<'_>) -> PyResult<Option<f64>> {
         let core = self.core.clone();
         let io = blocking_io(py);
-        wait(py, async move { Ok(core.remaining_via(io).await?.map(|d| d.as_secs_f64())) })
+        wait(py, async move { Ok(core.via(io).remaining().await?.map(|d| d.as_secs_f64())) })
     }
 
     #[doc = asyncio_twin!("ttl", "A future of the seconds left on this handle's hold, or ``None``.")]
@@ -408,7 +408,7 @@ impl PyLock {
         let (core, io) = (self.core.clone(), blocking_io(py));
         wait(py, async move {
             // One record a name; a semaphore's permit handle: one a holder.
-            let records = core.inspect_via(io).await?;
+            let records = core.via(io).inspect().await?;
             let names = core.names();
             Ok(records
                 .into_iter()
@@ -503,7 +503,7 @@ impl PyLock {
     fn __exit__(&self, py: Python<'_>, exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
         let core = self.core.clone();
         let io = blocking_io(py);
-        let released = wait(py, async move { core.release_via(io).await });
+        let released = wait(py, async move { core.via(io).release().await });
         let body_raised = exc.get_item(1).ok().filter(|e| !e.is_none()).map(Bound::unbind);
         finish(&self.core, released, body_raised)
     }

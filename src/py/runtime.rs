@@ -11,7 +11,7 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use tokio::runtime::Runtime;
 
-use crate::deployment::Deployment;
+use crate::client::Client;
 use crate::error::Result;
 use crate::support::per_process::PerProcess;
 use crate::transport::conn::Io;
@@ -54,8 +54,8 @@ pub(crate) fn blocking_io(py: Python<'_>) -> Io {
 
 /// Runs `fut` with the GIL released until it ends (use for steps bounded by
 /// the command timeout). The future is polled on the calling thread, which
-/// blocks on it: made on an `Io::Inline` view (a `Lock`'s `_via` operations,
-/// `Deployment::via`), its commands go out and their replies come in on this
+/// blocks on it: made on an `Io::Inline` view (`Lock::via`, `Election::via`,
+/// `Client::via`), its commands go out and their replies come in on this
 /// thread too, a round trip costing one write and one read here, with no
 /// runtime thread woken in between. What it spawns runs on the runtime.
 pub(crate) fn wait<F, T>(py: Python<'_>, fut: F) -> PyResult<T>
@@ -85,12 +85,7 @@ where
 /// stopped is given to `undo` (an acquire gives its hold back); and those
 /// clean-ups are waited for (at most the command timeout) before the
 /// exception is raised.
-pub(crate) fn wait_interruptible<F, T, U, UF>(
-    py: Python<'_>,
-    client: &Deployment,
-    fut: F,
-    undo: U,
-) -> PyResult<T>
+pub(crate) fn wait_interruptible<F, T, U, UF>(py: Python<'_>, client: &Client, fut: F, undo: U) -> PyResult<T>
 where
     F: Future<Output = Result<T>> + Send + 'static,
     T: Send + 'static,

@@ -6,18 +6,15 @@ use std::future::Future;
 
 use pyo3::prelude::*;
 
-use crate::deployment::Deployment;
+use crate::client::Client;
 
 use super::errors::internal_error;
 
 /// Stops an interrupted call's task (see `runtime::wait_interruptible`): aborted, its
 /// result handed to `undo` if it had one already, and this process's
 /// clean-ups waited for, all within the command timeout.
-pub(super) async fn abandon<T, U, UF>(
-    task: tokio::task::JoinHandle<PyResult<T>>,
-    client: &Deployment,
-    undo: U,
-) where
+pub(super) async fn abandon<T, U, UF>(task: tokio::task::JoinHandle<PyResult<T>>, client: &Client, undo: U)
+where
     U: FnOnce(T) -> UF,
     UF: Future<Output = ()>,
 {

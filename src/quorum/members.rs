@@ -6,11 +6,11 @@
 use redis::ConnectionAddr;
 
 use crate::error::{Error, Result};
-use crate::transport::client::Client;
+use crate::transport::backend::Backend;
 
 /// Refuses two members whose URLs resolve to a shared address (a Sentinel
 /// service's master is known only once reached: see `distinct_run_ids`).
-pub(crate) async fn distinct_addresses(members: &[Client]) -> Result<()> {
+pub(crate) async fn distinct_addresses(members: &[Backend]) -> Result<()> {
     let mut seen: Vec<(String, usize)> = Vec::new();
     for (i, member) in members.iter().enumerate() {
         for addr in resolve(member.direct_addr()).await {
@@ -25,7 +25,7 @@ pub(crate) async fn distinct_addresses(members: &[Client]) -> Result<()> {
 
 /// Refuses two members that answered with the same `run_id` (`None`: not
 /// reached, or not told).
-pub(crate) fn distinct_run_ids(members: &[Client], run_ids: &[Option<String>]) -> Result<()> {
+pub(crate) fn distinct_run_ids(members: &[Backend], run_ids: &[Option<String>]) -> Result<()> {
     for (i, id) in run_ids.iter().enumerate() {
         let Some(id) = id else { continue };
         if let Some(j) = run_ids[..i].iter().position(|other| other.as_ref() == Some(id)) {
@@ -36,7 +36,7 @@ pub(crate) fn distinct_run_ids(members: &[Client], run_ids: &[Option<String>]) -
 }
 
 /// The `run_id` of the server `member` reaches, when it tells.
-pub(crate) async fn run_id(member: &Client) -> Result<Option<String>> {
+pub(crate) async fn run_id(member: &Backend) -> Result<Option<String>> {
     let mut conn = member.conn().await?;
     let info: redis::RedisResult<String> = redis::cmd("INFO").arg("server").query_async(&mut conn).await;
     Ok(info.ok().and_then(|info| {
@@ -61,7 +61,7 @@ async fn resolve(addr: Option<ConnectionAddr>) -> Vec<String> {
     }
 }
 
-fn same_server(a: &Client, b: &Client, what: &str) -> Error {
+fn same_server(a: &Backend, b: &Backend, what: &str) -> Error {
     Error::Configuration(format!(
         "{} and {} are the same server ({what}): the masters of a quorum must be independent servers, \
          each counted once; give one URL per server",

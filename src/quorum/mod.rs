@@ -27,15 +27,15 @@ use crate::primitive::steps::{Obtaining, Released, Steps};
 use crate::scripts::{Obtain, Record, Refreshed};
 use crate::support::cleanup::Cleanups;
 use crate::support::per_process::PerProcess;
-use crate::transport::client::{Client, ClientOptions, Readiness};
+use crate::transport::backend::{Backend, ClientOptions, Readiness};
 use crate::transport::replication::{Shortfall, Throttle};
 
 mod members;
 mod setup;
 
-/// The masters of one quorum, each a `Client` of its own.
+/// The masters of one quorum, each a `Backend` of its own.
 pub(crate) struct Quorum {
-    members: Vec<Client>,
+    members: Vec<Backend>,
     /// How long a step may wait for masters that have not answered.
     command_timeout: Duration,
     opts: ClientOptions,
@@ -86,7 +86,7 @@ impl Quorum {
         settled: impl Fn(&Answers<T>) -> bool,
     ) -> Answers<T>
     where
-        F: Fn(&'a Client) -> Fut,
+        F: Fn(&'a Backend) -> Fut,
         Fut: Future<Output = Result<T>> + 'a,
     {
         let mut answers: Answers<T> = self.members.iter().map(|_| None).collect();
@@ -128,7 +128,7 @@ impl Quorum {
         settled: impl Fn(&Answers<T>) -> bool,
     ) -> Answers<T>
     where
-        F: Fn(&'a Client) -> Fut,
+        F: Fn(&'a Backend) -> Fut,
         Fut: Future<Output = Result<T>> + 'a,
     {
         self.gather(0..self.members.len(), limit, op, settled).await
@@ -290,7 +290,7 @@ impl Quorum {
     /// the short grace of `gather`), at most the command timeout.
     async fn on_majority<'a, T, F, Fut>(&'a self, op: F) -> Answers<T>
     where
-        F: Fn(&'a Client) -> Fut,
+        F: Fn(&'a Backend) -> Fut,
         Fut: Future<Output = Result<T>> + 'a,
     {
         let need = self.needed();
@@ -316,7 +316,7 @@ impl Quorum {
     /// withdrawn), succeeding when a majority did it.
     pub(crate) async fn each<'a, F, Fut>(&'a self, what: &str, op: F) -> Result<()>
     where
-        F: Fn(&'a Client) -> Fut,
+        F: Fn(&'a Backend) -> Fut,
         Fut: Future<Output = Result<()>> + 'a,
     {
         self.ready().await?;
@@ -332,7 +332,7 @@ impl Quorum {
     /// Whether `op` answered true on any master; a majority must answer.
     pub(crate) async fn any<'a, F, Fut>(&'a self, what: &str, op: F) -> Result<bool>
     where
-        F: Fn(&'a Client) -> Fut,
+        F: Fn(&'a Backend) -> Fut,
         Fut: Future<Output = Result<bool>> + 'a,
     {
         self.ready().await?;
@@ -378,7 +378,7 @@ impl Quorum {
     /// majority sees it: the `need`-th largest.
     pub(crate) async fn majority_value<'a, F, Fut>(&'a self, what: &str, probe: F) -> Result<i64>
     where
-        F: Fn(&'a Client) -> Fut,
+        F: Fn(&'a Backend) -> Fut,
         Fut: Future<Output = Result<i64>> + 'a,
     {
         self.ready().await?;

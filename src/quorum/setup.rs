@@ -11,16 +11,16 @@ use crate::keys::KeySpace;
 use crate::quorum::members;
 use crate::support::cleanup::Cleanups;
 use crate::support::per_process::PerProcess;
-use crate::transport::client::{Client, ClientOptions, Readiness};
+use crate::transport::backend::{Backend, ClientOptions, Readiness};
 use crate::transport::replication::{Throttle, REPLICA_WARNINGS_EVERY};
 use crate::transport::wakeups::Waits;
 
 impl Quorum {
     /// A quorum of the masters `opts.urls`, validated without connecting.
     pub(crate) fn new(opts: ClientOptions) -> Result<Quorum> {
-        let mut members: Vec<Client> = Vec::new();
+        let mut members: Vec<Backend> = Vec::new();
         for url in &opts.urls {
-            let member = Client::new(ClientOptions { url: url.clone(), urls: Vec::new(), ..opts.clone() })?;
+            let member = Backend::new(ClientOptions { url: url.clone(), urls: Vec::new(), ..opts.clone() })?;
             if member.is_cluster() {
                 return Err(Error::InvalidArgument(format!(
                     "{} is a Redis Cluster: the masters of a quorum are independent servers (or Sentinel \
@@ -36,7 +36,7 @@ impl Quorum {
             }
             members.push(member);
         }
-        let list: Vec<&str> = members.iter().map(Client::describe).collect();
+        let list: Vec<&str> = members.iter().map(Backend::describe).collect();
         Ok(Quorum {
             display: format!("quorum of {}: {}", members.len(), list.join(", ")),
             members,
@@ -73,14 +73,14 @@ impl Quorum {
         self.cleanups.get(Cleanups::new).spawn(fut);
     }
 
-    pub(crate) fn members(&self) -> &[Client] {
+    pub(crate) fn members(&self) -> &[Backend] {
         &self.members
     }
 
     /// While a waiter waits: each Sentinel master is followed through a
-    /// failover (see `Client::follow_master`). Never returns.
+    /// failover (see `Backend::follow_master`). Never returns.
     pub(crate) async fn follow_master(&self) {
-        futures_util::future::join_all(self.members.iter().map(Client::follow_master)).await;
+        futures_util::future::join_all(self.members.iter().map(Backend::follow_master)).await;
     }
 
     /// Connects the quorum (`verify`) unless this process did already:
@@ -92,7 +92,7 @@ impl Quorum {
     /// Closes every master's connections and refuses every later use.
     pub(crate) async fn close(&self) {
         self.ready.close();
-        futures_util::future::join_all(self.members.iter().map(Client::close)).await;
+        futures_util::future::join_all(self.members.iter().map(Backend::close)).await;
     }
 
     /// Connects to every master and checks it, done once a majority is
@@ -104,7 +104,7 @@ impl Quorum {
         members::distinct_addresses(&self.members).await?;
         let need = self.needed();
         let check = |m| async move {
-            Client::ready(m).await?;
+            Backend::ready(m).await?;
             crate::primitive::load_every_step(m).await?;
             members::run_id(m).await
         };

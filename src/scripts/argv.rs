@@ -11,7 +11,7 @@
 //! top (`local token, ttl_ms = ARGV[1], ARGV[2]`) are the same snake_case
 //! words.
 
-use crate::transport::client::Client;
+use crate::transport::backend::Backend;
 
 use super::invocation::Invocation;
 use super::Lua;
@@ -26,7 +26,7 @@ pub(crate) trait Argv {
 
     /// A run of `Self::step()` for `client`'s kind of target with these
     /// arguments; its KEYS are added with `Invocation::key`.
-    fn on(&self, client: &Client) -> Invocation<'static> {
+    fn on(&self, client: &Backend) -> Invocation<'static> {
         let mut invocation = Self::step().on(client).invocation();
         self.push(&mut invocation);
         invocation

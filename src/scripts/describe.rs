@@ -4,7 +4,7 @@
 //! answers.
 
 use crate::error::Result;
-use crate::transport::client::Client;
+use crate::transport::backend::Backend;
 
 use super::{run, step, Argv, Lua};
 
@@ -30,7 +30,7 @@ pub(crate) static STEPS: [&Lua; 2] = [&DESCRIBE, &FORCE_RELEASE];
 /// over every part of one name: `keys` with `roles` ('<kind> <role>' each,
 /// from the layout table).
 pub(crate) async fn by_parts<T: redis::FromRedisValue>(
-    client: &Client,
+    client: &Backend,
     keys: &[String],
     roles: &[String],
     token: Option<&str>,

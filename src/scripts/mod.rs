@@ -15,7 +15,7 @@ use std::time::Instant;
 use redis::Value;
 
 use crate::error::{Error, Result};
-use crate::transport::client::Client;
+use crate::transport::backend::Backend;
 use crate::transport::replication::{self, Shortfall};
 
 use invocation::Built;
@@ -46,7 +46,7 @@ impl Lua {
         self.source
     }
 
-    fn on(&self, client: &Client) -> &Built {
+    fn on(&self, client: &Backend) -> &Built {
         let (built, publish) =
             if client.is_cluster() { (&self.sharded, "SPUBLISH") } else { (&self.plain, "PUBLISH") };
         built.get_or_init(|| Built::new(assembly::assemble(publish, self.source)))
@@ -158,7 +158,7 @@ pub(crate) fn refreshed(held: Held<i64>) -> Refreshed {
 
 /// Loads `steps` into the server `client` reaches (SCRIPT LOAD, one
 /// pipeline): see `crate::primitive::load_every_step`.
-pub(crate) async fn load(client: &Client, steps: impl Iterator<Item = &'static Lua>) -> Result<()> {
+pub(crate) async fn load(client: &Backend, steps: impl Iterator<Item = &'static Lua>) -> Result<()> {
     let mut pipe = redis::pipe();
     for step in steps {
         pipe.cmd("SCRIPT").arg("LOAD").arg(step.on(client).code()).ignore();
@@ -167,7 +167,10 @@ pub(crate) async fn load(client: &Client, steps: impl Iterator<Item = &'static L
     client.call(|mut c| async move { pipe.query_async::<()>(&mut c).await }).await
 }
 
-pub(crate) async fn run<T: redis::FromRedisValue>(client: &Client, invocation: &Invocation<'_>) -> Result<T> {
+pub(crate) async fn run<T: redis::FromRedisValue>(
+    client: &Backend,
+    invocation: &Invocation<'_>,
+) -> Result<T> {
     client.call(|mut c| async move { invocation.invoke_async(&mut c).await }).await
 }
 
@@ -177,7 +180,7 @@ pub(crate) async fn run<T: redis::FromRedisValue>(client: &Client, invocation: &
 /// connection; the answer comes with the shortfall of a hold made that
 /// fewer replicas than asked acknowledged, for the lock's policy to judge.
 pub(crate) async fn run_held<T: redis::FromRedisValue>(
-    client: &Client,
+    client: &Backend,
     invocation: &Invocation<'_>,
     made: fn(&T) -> bool,
 ) -> Result<Held<T>> {

@@ -3,12 +3,12 @@
 //! key's slot (every script's keys share one hash tag), or a connection used
 //! inline on the calling thread.
 //!
-//! Which one a call takes is said by the `Client` it is made on (`Io`, see
-//! `client::call`): `Io::Multiplexed` (every client, and everything spawned:
+//! Which one a call takes is said by the `Backend` it is made on (`Io`, see
+//! `backend::call`): `Io::Multiplexed` (every client, and everything spawned:
 //! renewals, clean-ups, wake-up listeners) or `Io::Inline`, a view for a
 //! caller that blocks its own thread on the call until it ends (the Python
 //! bindings' synchronous calls): `client.via(Io::Inline)`,
-//! `deployment.via(Io::Inline)`, and each `Lock` operation's `_via` form.
+//! `Client::via(Io::Inline)`, and a handle's `Lock::via` / `Election::via` view.
 //! A quorum's masters stay multiplexed under any view: a step goes to all
 //! of them at once, which a blocking connection per call would turn into one
 //! after another.

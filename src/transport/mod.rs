@@ -1,10 +1,10 @@
-//! Talking to one Redis deployment: the connections of a `Client` (per
+//! Talking to one Redis deployment: the connections of a `Backend` (per
 //! process, fork-safe, self-reconnecting) and their URL, the connection
 //! kinds and `Io`, Sentinel and Cluster targets, TLS refusals in words, the
 //! server probe, replica acknowledgement, and the wake-up subscription with
 //! the hand-over message it carries.
 
-pub mod client;
+pub mod backend;
 pub(crate) mod cluster;
 pub(crate) mod conn;
 pub(crate) mod probe;

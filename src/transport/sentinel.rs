@@ -292,7 +292,7 @@ impl SentinelTarget {
     /// master keeps serving the connections it has until its Sentinel
     /// reconfigures it, which the Sentinel does on its own timer (its INFO
     /// period, 10 s) after a `SENTINEL FAILOVER`: asking is how a client
-    /// leaves it sooner. It runs in the background (`Client::conn`), so the
+    /// leaves it sooner. It runs in the background (`Backend::conn`), so the
     /// slice it may wait for a silent Sentinel delays no command.
     pub(crate) async fn moved(&self, timeout: Duration) -> bool {
         let Some(current) = self.current.lock().unwrap_or_else(PoisonError::into_inner).clone() else {

@@ -1,7 +1,7 @@
 //! Waking waiters when a lock is released, instead of polling.
 //!
 //! Release scripts publish on a channel under the lock's hash tag. Each
-//! process has one subscription connection per `Client`; waiters register on
+//! process has one subscription connection per `Backend`; waiters register on
 //! a channel (the subscription confirmed before they retry, so a release
 //! between their failed attempt and the subscription is not missed). A
 //! message wakes the waiters that can proceed: the oldest one, or every

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use ferrolock::{ClientOptions, Deployment, Lock, LockOptions};
+use ferrolock::{Client, ClientOptions, Lock, LockOptions};
 
 /// A throwaway redis-server on a free loopback port, with no persistence.
 /// It is killed when dropped, or when the test process exits however it
@@ -85,13 +85,13 @@ pub(crate) fn unique_prefix() -> String {
     format!("core:{}:{n}:", std::process::id())
 }
 
-pub(crate) async fn client() -> Deployment {
+pub(crate) async fn client() -> Client {
     let opts =
         ClientOptions { url: server_url().to_string(), prefix: unique_prefix(), ..ClientOptions::default() };
-    Deployment::connect(opts).await.unwrap()
+    Client::connect(opts).await.unwrap()
 }
 
-pub(crate) fn lock(client: &Deployment, name: &str, opts: LockOptions) -> Lock {
+pub(crate) fn lock(client: &Client, name: &str, opts: LockOptions) -> Lock {
     Lock::new(client.clone(), vec![name.to_string()], opts, None).unwrap()
 }
 

@@ -10,9 +10,10 @@ use tokio::sync::OwnedSemaphorePermit;
 use super::outage::Outage;
 use super::undo::Undo;
 use super::{Lock, Wait};
-use crate::deployment::Deployment;
+use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::handle::lease::Lease;
+use crate::handle::Via;
 use crate::primitive::steps::{Obtaining, Steps};
 use crate::primitive::Mode;
 use crate::scripts::Obtain;
@@ -44,14 +45,7 @@ impl Lock {
     /// no lock (and no writer's intent or place in a queue) behind, and never
     /// touches a restored token's hold, which is its owner's.
     pub async fn acquire(&self, wait: Wait) -> Result<bool> {
-        self.acquire_via(wait, Io::Multiplexed).await
-    }
-
-    /// `acquire`, its attempts (and their undo when it gives up) sent as `io`
-    /// says (see `conn`). Its wake-up subscription, and the clean-up of an
-    /// acquire dropped part-way, are multiplexed whatever `io` is.
-    pub async fn acquire_via(&self, wait: Wait, io: Io) -> Result<bool> {
-        self.observed(wait, self.take(wait, io, None)).await
+        self.via(Io::Multiplexed).acquire(wait).await
     }
 
     /// One attempt to take the lock, as `acquire(Wait::No)`, that also takes
@@ -66,27 +60,7 @@ impl Lock {
     /// cancelled part-way it leaves no hold behind: the hold it took over
     /// is then released.
     pub async fn take_over(&self, from: &str) -> Result<bool> {
-        self.take_over_via(from, Io::Multiplexed).await
-    }
-
-    /// `take_over`, its attempt (and its undo) sent as `io` says.
-    pub async fn take_over_via(&self, from: &str, io: Io) -> Result<bool> {
-        check_token(from)?;
-        if !matches!(self.mode, Mode::Exclusive(_)) {
-            return Err(Error::InvalidArgument(format!(
-                "{} cannot be taken over: take_over is for a plain Lock's handle, not a fair Lock's, an \
-                 RWMutex's or a semaphore's",
-                self.label()
-            )));
-        }
-        if self.is_restored() {
-            return Err(Error::InvalidArgument(format!(
-                "take_over on a handle restored from a token: make the handle without `token` and pass \
-                 the token to take_over, or adopt the restored hold with acquire ({})",
-                self.label()
-            )));
-        }
-        self.observed(Wait::No, self.take(Wait::No, io, Some(from))).await
+        self.via(Io::Multiplexed).take_over(from).await
     }
 
     /// Runs `take`, reporting its outcome to the listeners.
@@ -245,7 +219,7 @@ impl Lock {
     /// finished by its clean-up.
     async fn refuse_unreplicated(
         &self,
-        client: &Deployment,
+        client: &Client,
         undo: &mut Undo,
         token: &str,
         ours: bool,
@@ -437,6 +411,36 @@ impl Lock {
     }
 }
 
+impl Via<'_, Lock> {
+    /// As [`Lock::acquire`], its attempts (and their undo when it gives up)
+    /// sent as the view's `Io` says. Its wake-up subscription, and the
+    /// clean-up of an acquire dropped part-way, are multiplexed whatever the
+    /// `Io` is.
+    pub async fn acquire(&self, wait: Wait) -> Result<bool> {
+        self.observed(wait, self.take(wait, self.io, None)).await
+    }
+
+    /// As [`Lock::take_over`], its commands sent as the view's `Io` says.
+    pub async fn take_over(&self, from: &str) -> Result<bool> {
+        check_token(from)?;
+        if !matches!(self.mode, Mode::Exclusive(_)) {
+            return Err(Error::InvalidArgument(format!(
+                "{} cannot be taken over: take_over is for a plain Lock's handle, not a fair Lock's, an \
+                 RWMutex's or a semaphore's",
+                self.label()
+            )));
+        }
+        if self.is_restored() {
+            return Err(Error::InvalidArgument(format!(
+                "take_over on a handle restored from a token: make the handle without `token` and pass \
+                 the token to take_over, or adopt the restored hold with acquire ({})",
+                self.label()
+            )));
+        }
+        self.observed(Wait::No, self.take(Wait::No, self.io, Some(from))).await
+    }
+}
+
 /// A waiter's wake-up subscription: none until its first failed attempt, and
 /// none for good if subscribing failed, or a release of what it waits for
 /// announces nothing (a plain hold's on a Cluster, without a hash tag): it
@@ -492,18 +496,18 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::super::{Lock, LockOptions, Wait};
-    use crate::deployment::Deployment;
+    use crate::client::Client;
     use crate::error::Error;
     use crate::primitive::fake::{Answer, Fake};
     use crate::primitive::Mode;
     use crate::support::retry::{Backoff, Retry};
-    use crate::transport::client::ClientOptions;
+    use crate::transport::backend::ClientOptions;
 
     /// A handle on `fake`, on a deployment nothing listens on (the fake's
     /// steps never reach it), retrying every millisecond unless `retry`.
-    fn handle(fake: &Fake, retry: Option<Retry>) -> (Lock, Deployment) {
+    fn handle(fake: &Fake, retry: Option<Retry>) -> (Lock, Client) {
         let opts = ClientOptions { url: "redis://127.0.0.1:1/0".into(), ..ClientOptions::default() };
-        let deployment = Deployment::new(opts).unwrap();
+        let deployment = Client::new(opts).unwrap();
         let retry =
             retry.unwrap_or(Retry { backoff: Backoff::Fixed(Duration::from_millis(1)), attempts: None });
         let opts = LockOptions { auto_renew: false, retry, ..LockOptions::default() };

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::Wait;
-use crate::deployment::Deployment;
+use crate::client::Client;
 use crate::error::Error;
 use crate::support::retry::{Pauses, Retry};
 
@@ -39,7 +39,7 @@ impl Outage {
     }
 
     /// The pause before trying again after `e`, or `None` to give up with it.
-    pub(super) fn ride(&mut self, e: &Error, client: &Deployment, wait: Wait) -> Option<Duration> {
+    pub(super) fn ride(&mut self, e: &Error, client: &Client, wait: Wait) -> Option<Duration> {
         if !matches!(e, Error::Connection(_)) {
             return None;
         }
@@ -69,16 +69,16 @@ impl Outage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::client::ClientOptions;
+    use crate::transport::backend::ClientOptions;
 
-    fn client(url: &str) -> Deployment {
+    fn client(url: &str) -> Client {
         let opts = ClientOptions {
             url: url.into(),
             connect_timeout: Duration::from_millis(100),
             command_timeout: Duration::from_millis(100),
             ..ClientOptions::default()
         };
-        Deployment::new(opts).unwrap()
+        Client::new(opts).unwrap()
     }
 
     #[test]

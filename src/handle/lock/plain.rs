@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use super::{validate, Lock, LockOptions, MAX_TTL};
-use crate::deployment::Deployment;
+use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys::one_slot;
 use crate::primitive::plain::{self, PlainKeys, Reach, Reached};
@@ -55,7 +55,7 @@ impl PlainHold {
 
     /// Ends the hold whoever holds it (python-redis-lock's `reset`), waking
     /// the waiters as a release does. Returns whether there was one.
-    pub async fn force_release(self, client: &Deployment) -> Result<bool> {
+    pub async fn force_release(self, client: &Client) -> Result<bool> {
         let one = client.single("a plain (redis-py or python-redis-lock) hold")?;
         let keys = self.keys(one.is_cluster())?;
         Ok(plain::release(one, &keys, "", Whose::Anyone).await?.0)
@@ -63,7 +63,7 @@ impl PlainHold {
 
     /// Who holds it now: the key's value as the token, its time left (-1:
     /// no expiry); no metadata and no fence (a plain hold stores neither).
-    pub async fn holder(&self, client: &Deployment) -> Result<Option<Record>> {
+    pub async fn holder(&self, client: &Client) -> Result<Option<Record>> {
         let one = client.single("a plain (redis-py or python-redis-lock) hold")?;
         plain::inspect(one, &self.key).await
     }
@@ -96,7 +96,7 @@ impl Lock {
     /// handle starts out holding that token's hold, taken elsewhere (as
     /// `Lock::new` with a token). On one deployment only (not a quorum).
     pub fn plain(
-        client: Deployment,
+        client: Client,
         hold: PlainHold,
         mut opts: LockOptions,
         token: Option<String>,

@@ -2,13 +2,13 @@
 
 use std::time::Duration;
 
-use crate::deployment::Deployment;
+use crate::client::Client;
 use crate::primitive::Mode;
 use crate::support::retry::Retry;
 
 /// Undoes, in the background, what a dropped acquire may have left in Redis.
 pub(super) struct Undo {
-    pub(super) client: Deployment,
+    pub(super) client: Client,
     pub(super) mode: Mode,
     pub(super) token: String,
     /// False for a restored token: its hold belongs to its owner.

@@ -40,7 +40,7 @@ pub(super) fn names_of(name: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
 /// events carry the caller's context.
 pub(super) fn acquire_blocking(py: Python<'_>, core: &Arc<Lock>, wait_for: Wait) -> PyResult<bool> {
     if wait_for == Wait::No {
-        return wait(py, in_caller_context(py, core.acquire_via(wait_for, blocking_io(py))));
+        return wait(py, in_caller_context(py, core.via(blocking_io(py)).acquire(wait_for)));
     }
     let (taker, undo) = (core.clone(), core.clone());
     let take = in_caller_context(py, async move { taker.acquire(wait_for).await });

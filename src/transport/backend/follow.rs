@@ -1,11 +1,11 @@
 //! Following the master: Sentinel rechecks while a client is in use or a
 //! waiter waits, and the wake-up subscription a waiter joins.
 
-use super::{Client, Target};
+use super::{Backend, Target};
 use crate::error::{Error, Result};
 use crate::transport::wakeups::{Feed, Registration, Waits};
 
-impl Client {
+impl Backend {
     /// In Sentinel mode, at most once every `sentinel::RECHECK` while the
     /// client is in use: asks the Sentinels in the background whether the
     /// master moved, and if so drops the connection and the wake-up

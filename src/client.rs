@@ -1,4 +1,4 @@
-//! What the primitives stand on: one Redis deployment (a `Client`: one
+//! What the primitives stand on: one Redis deployment (a `Backend`: one
 //! server, a Sentinel service or a Cluster) or a quorum of independent
 //! masters (Redlock). A primitive's step (`Steps`) runs here on that one
 //! deployment, or on every master of the quorum, decided by a majority.
@@ -16,39 +16,39 @@ use crate::keys::KeySpace;
 use crate::primitive::steps::{Obtaining, Released, Steps};
 use crate::quorum::Quorum;
 use crate::scripts::{Obtain, Record, Refreshed};
-use crate::transport::client::{Client, ClientOptions};
+use crate::transport::backend::{Backend, ClientOptions};
 use crate::transport::conn::Io;
 use crate::transport::replication::Throttle;
 use crate::transport::wakeups::Waits;
 
 /// One deployment or a quorum of them, shared by every lock made from it.
 #[derive(Clone)]
-pub struct Deployment(On);
+pub struct Client(On);
 
 #[derive(Clone)]
 enum On {
-    One(Client),
+    One(Backend),
     Quorum(Arc<Quorum>),
 }
 
-impl From<Client> for Deployment {
-    fn from(client: Client) -> Deployment {
-        Deployment(On::One(client))
+impl From<Backend> for Client {
+    fn from(client: Backend) -> Client {
+        Client(On::One(client))
     }
 }
 
-impl std::fmt::Debug for Deployment {
+impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Deployment({})", self.describe())
+        write!(f, "Client({})", self.describe())
     }
 }
 
-impl Deployment {
+impl Client {
     /// Validates the options and connects: one deployment (`url`, or a
-    /// single entry of `urls`) as `Client::connect` does, or every master of
+    /// single entry of `urls`) as `Backend::connect` does, or every master of
     /// a quorum at once (a majority must answer, and none may be misconfigured).
-    pub async fn connect(opts: ClientOptions) -> Result<Deployment> {
-        let deployment = Deployment::new(opts)?;
+    pub async fn connect(opts: ClientOptions) -> Result<Client> {
+        let deployment = Client::new(opts)?;
         deployment.ready().await?;
         Ok(deployment)
     }
@@ -72,43 +72,41 @@ impl Deployment {
     }
 
     /// Validates the options without any network I/O; the first step connects.
-    pub fn new(opts: ClientOptions) -> Result<Deployment> {
+    pub fn new(opts: ClientOptions) -> Result<Client> {
         if opts.urls.len() < 2 {
-            return Client::new(opts).map(Deployment::from);
+            return Backend::new(opts).map(Client::from);
         }
         if opts.connect_timeout.is_zero() || opts.command_timeout.is_zero() {
             return Err(Error::InvalidArgument("timeouts must be positive".into()));
         }
         opts.replication.validate(opts.command_timeout)?;
-        Ok(Deployment(On::Quorum(Arc::new(Quorum::new(opts)?))))
+        Ok(Client(On::Quorum(Arc::new(Quorum::new(opts)?))))
     }
 
     /// This deployment with its steps' commands sent as `io` says: on one
-    /// deployment, its client's view (`Client::via`); a quorum sends each
+    /// deployment, its client's view (`Backend::via`); a quorum sends each
     /// step to its masters at once, on their multiplexed connections, under
     /// any view.
     #[must_use]
-    pub fn via(&self, io: Io) -> Deployment {
+    pub fn via(&self, io: Io) -> Client {
         match &self.0 {
-            On::One(client) => Deployment(On::One(client.via(io))),
+            On::One(client) => Client(On::One(client.via(io))),
             On::Quorum(_) => self.clone(),
         }
     }
 
     /// This deployment, multiplexed: for what outlives a call (a handle's
     /// renewal and clean-ups, an election's watchers).
-    pub(crate) fn into_multiplexed(self) -> Deployment {
+    pub(crate) fn into_multiplexed(self) -> Client {
         match self.0 {
-            On::One(client) if client.io() != Io::Multiplexed => {
-                Deployment(On::One(client.via(Io::Multiplexed)))
-            }
-            on => Deployment(on),
+            On::One(client) if client.io() != Io::Multiplexed => Client(On::One(client.via(Io::Multiplexed))),
+            on => Client(on),
         }
     }
 
     /// The one deployment, or, on a quorum, an error naming `what` and what
     /// a quorum supports: for what is made on one server's state.
-    pub fn single(&self, what: &str) -> Result<&Client> {
+    pub fn single(&self, what: &str) -> Result<&Backend> {
         self.one().ok_or_else(|| {
             Error::InvalidArgument(format!(
                 "{what} is not available on a quorum of independent masters (Redlock), which supports Lock \
@@ -119,7 +117,7 @@ impl Deployment {
     }
 
     /// The one deployment; `None` on a quorum.
-    pub(crate) fn one(&self) -> Option<&Client> {
+    pub(crate) fn one(&self) -> Option<&Backend> {
         match &self.0 {
             On::One(client) => Some(client),
             On::Quorum(_) => None,
@@ -274,7 +272,7 @@ impl Deployment {
     /// when a majority did it.
     pub(crate) async fn each<'a, F, Fut>(&'a self, what: &str, op: F) -> Result<()>
     where
-        F: Fn(&'a Client) -> Fut,
+        F: Fn(&'a Backend) -> Fut,
         Fut: Future<Output = Result<()>> + 'a,
     {
         match &self.0 {
@@ -286,7 +284,7 @@ impl Deployment {
     /// Whether `op` answered true (on a quorum: on any master, a majority answering).
     pub(crate) async fn any<'a, F, Fut>(&'a self, what: &str, op: F) -> Result<bool>
     where
-        F: Fn(&'a Client) -> Fut,
+        F: Fn(&'a Backend) -> Fut,
         Fut: Future<Output = Result<bool>> + 'a,
     {
         match &self.0 {
@@ -298,7 +296,7 @@ impl Deployment {
     /// A count `probe` takes (on a quorum: as a majority sees it, the `need`-th largest).
     pub(crate) async fn majority_value<'a, F, Fut>(&'a self, what: &str, probe: F) -> Result<i64>
     where
-        F: Fn(&'a Client) -> Fut,
+        F: Fn(&'a Backend) -> Fut,
         Fut: Future<Output = Result<i64>> + 'a,
     {
         match &self.0 {

@@ -48,8 +48,8 @@ pub struct ClientOptions {
     pub ca_file: Option<PathBuf>,
     /// Independent masters, when more than one: a lock is held while a
     /// majority of them hold it (Redlock), and `url` is not used. Each is a
-    /// URL of one server or a Sentinel service. Read by `Deployment`; a
-    /// `Client` takes at most one.
+    /// URL of one server or a Sentinel service. Read by `Client`; a
+    /// `Backend` takes at most one.
     pub urls: Vec<String>,
     /// Replicas that must acknowledge every grant and renewal (off by default).
     pub replication: Replication,
@@ -75,9 +75,9 @@ impl Default for ClientOptions {
 
 /// Clones (and `via` views) share the connections and state.
 #[derive(Clone)]
-pub struct Client {
+pub struct Backend {
     inner: Arc<Inner>,
-    /// How this view's calls send their commands (`client::call`).
+    /// How this view's calls send their commands (`backend::call`).
     io: Io,
 }
 
@@ -118,53 +118,53 @@ struct Local {
     wakeups: Arc<Wakeups>,
 }
 
-impl std::fmt::Debug for Client {
+impl std::fmt::Debug for Backend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Client({})", self.inner.display)
+        write!(f, "Backend({})", self.inner.display)
     }
 }
 
-impl Client {
+impl Backend {
     /// Validates the options and connects (authentication and database
     /// selection included), failing within `connect_timeout`: `new`, then
     /// `ready`. A server that
     /// answers but does not fit the settings (not Redis, a password or
     /// database it does not have, plain TCP where TLS was asked, a version
     /// too old for the scripts) gives `Error::Configuration`, naming the fix.
-    pub async fn connect(opts: ClientOptions) -> Result<Client> {
-        let client = Client::new(opts)?;
+    pub async fn connect(opts: ClientOptions) -> Result<Backend> {
+        let client = Backend::new(opts)?;
         client.ready().await?;
         Ok(client)
     }
 
     /// Validates the options without any network I/O; the first command
     /// connects and checks the server (`ready`).
-    pub fn new(opts: ClientOptions) -> Result<Client> {
+    pub fn new(opts: ClientOptions) -> Result<Backend> {
         if opts.connect_timeout.is_zero() || opts.command_timeout.is_zero() {
             return Err(Error::InvalidArgument("timeouts must be positive".into()));
         }
         match opts.urls.as_slice() {
             [] => {}
-            [one] => return Client::new(ClientOptions { url: one.clone(), urls: Vec::new(), ..opts }),
+            [one] => return Backend::new(ClientOptions { url: one.clone(), urls: Vec::new(), ..opts }),
             _ => {
                 return Err(Error::InvalidArgument(
-                    "several URLs are a quorum of independent masters: connect a Deployment".into(),
+                    "several URLs are a quorum of independent masters: connect a Client".into(),
                 ))
             }
         }
         let (target, display, opts) = url::target(opts)?;
         opts.replication.validate(opts.command_timeout)?;
-        Ok(Client::from_target(target, display, opts))
+        Ok(Backend::from_target(target, display, opts))
     }
 
-    fn from_target(target: Target, display: String, opts: ClientOptions) -> Client {
+    fn from_target(target: Target, display: String, opts: ClientOptions) -> Backend {
         let tls = match &target {
             Target::Direct(redis) => {
                 matches!(redis.get_connection_info().addr(), ConnectionAddr::TcpTls { .. })
             }
             _ => true,
         };
-        Client {
+        Backend {
             inner: Arc::new(Inner {
                 tls,
                 target,

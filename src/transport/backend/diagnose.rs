@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use redis::ConnectionAddr;
 
-use super::{Client, Target};
+use super::{Backend, Target};
 use crate::error::{Error, Result};
 use crate::transport::probe::{ping_probe, CREDENTIALS_REFUSED};
 use crate::transport::server;
@@ -14,7 +14,7 @@ use crate::transport::server;
 const PROBE_LIMIT: Duration = Duration::from_secs(1);
 
 /// Connect-time diagnosis: what went wrong, said with the fix.
-impl Client {
+impl Backend {
     /// Connects and checks the server.
     pub(super) async fn verify(&self) -> Result<()> {
         let client = self;

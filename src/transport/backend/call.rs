@@ -2,7 +2,7 @@
 //! an inline one on the calling thread), and its one retry after a dropped
 //! connection.
 //!
-//! A `Client` says which by its `Io`: a client is multiplexed, and
+//! A `Backend` says which by its `Io`: a client is multiplexed, and
 //! `client.via(Io::Inline)` is a view of it (the same connections, pools and
 //! state) whose calls run inline. Views are for the caller's own awaits:
 //! what is spawned (renewal, clean-ups, wake-up listeners) holds the
@@ -14,16 +14,16 @@ use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use super::{Client, Target};
+use super::{Backend, Target};
 use crate::error::{Error, Result};
 use crate::support::retry::Retry;
 use crate::transport::conn::{Conn, Io, SentAt, Timed};
 
-impl Client {
+impl Backend {
     /// This client with its calls' commands sent as `io` says.
     #[must_use]
-    pub fn via(&self, io: Io) -> Client {
-        Client { inner: self.inner.clone(), io }
+    pub fn via(&self, io: Io) -> Backend {
+        Backend { inner: self.inner.clone(), io }
     }
 
     /// How this view's calls send their commands.
