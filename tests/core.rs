@@ -65,13 +65,15 @@ async fn waiter_times_out_and_retry_gives_up() {
 #[tokio::test]
 async fn watchdog_keeps_the_hold_past_several_ttls() {
     let c = client().await;
-    let a = lock(&c, "wd", quick(300));
+    // A ttl a loaded machine's renewal (every ttl/3) keeps up with, held for
+    // two and a half ttls.
+    let a = lock(&c, "wd", quick(1000));
     assert!(a.acquire(Wait::No).await.unwrap());
-    tokio::time::sleep(Duration::from_millis(1200)).await;
-    assert!(a.owned().await.unwrap());
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(a.owned().await.unwrap(), "the hold expired: renewal did not keep it");
     assert!(!a.lost());
     a.release().await.unwrap();
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
     assert!(c.inspect("wd").await.unwrap().is_none(), "renewal outlived release");
 }
 

@@ -139,7 +139,12 @@ async fn a_fair_hand_over_is_its_own_kind_of_wakeup() {
         let next = next.clone();
         tokio::spawn(async move { next.acquire(Wait::Forever).await })
     };
-    common::wait_for_zcard(&[&c.keys().fair("ev:fair").queue], 1).await;
+    let keys = c.keys().fair("ev:fair");
+    common::wait_for_zcard(&[&keys.queue], 1).await;
+    // Released only once the waiter made its second attempt: its first
+    // pause subscribes and returns at once, so a release before the second
+    // attempt is found by that attempt, not handed over to a pause.
+    common::wait_for_attempt(&keys.tags, 2).await;
     head.release().await.unwrap();
     assert!(waiting.await.unwrap().unwrap());
     assert!(rec.seen().contains(&"woken handover".to_string()), "{:?}", rec.seen());

@@ -115,6 +115,23 @@ pub(crate) async fn assert_fences_increase(n: usize, make: impl Fn(usize) -> Loc
 
 /// Polls Redis until the sorted sets `keys` hold `n` members together (another
 /// task's progress, seen from outside).
+/// Until the one waiter tagged in a fair primitive's `tags` hash (token ->
+/// '<attempt> <patience_ms>') has made attempt `n` or a later one.
+pub(crate) async fn wait_for_attempt(tags: &str, n: u64) {
+    let mut con =
+        redis::Client::open(server_url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let tagged: Vec<String> = redis::cmd("HVALS").arg(tags).query_async(&mut con).await.unwrap();
+        let attempt = tagged.first().and_then(|t| t.split(' ').next()?.parse::<u64>().ok());
+        if attempt.is_some_and(|a| a >= n) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{tags:?} never tagged attempt {n} (last {tagged:?})");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 pub(crate) async fn wait_for_zcard(keys: &[&String], n: usize) {
     let mut con =
         redis::Client::open(server_url()).unwrap().get_multiplexed_async_connection().await.unwrap();
