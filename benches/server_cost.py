@@ -28,8 +28,12 @@ ferrolock cycle must do, measured in the same run:
   (`TIME`) and takes the name with `SET NX PX` in the same step, the
   value carrying the fence; redis-py's own release script ends it (owner
   check kept; no metadata, waiter's mark, re-entry or loss report);
+- the same take as a transaction (`MULTI`, `SET NX PX`, `TIME`, `EXEC`):
+  as atomic as the script, the fence the clock read in the step that takes
+  the name, but the value cannot carry it (EXEC's usec includes the
+  commands it ran, which are left out);
 - on a server with `DELIFEQ` (Valkey 9+) or `DELEX ... IFEQ` (Redis 8.4+),
-  that cycle released by the plain command instead.
+  both takes released by the plain command instead.
 
 With `--baseline DIR` (a directory holding another build's `ferrolock`
 package), both builds are measured in turns, each run on a fresh server, three runs
@@ -69,6 +73,8 @@ TOP_LEVEL = {
     "get",
     "publish",
     "spublish",
+    "multi",
+    "exec",
 }
 # What a case's own helpers run, not part of its cycle.
 IGNORED = {
@@ -100,6 +106,8 @@ end
 return false
 """
 BARE = "return 1"
+# What the transaction of a `tx_fenced_cycle` runs: EXEC's usec includes them.
+IN_TRANSACTION = frozenset({"set", "time"})
 TURNS = 3  # runs of each build with --baseline
 
 
@@ -139,6 +147,23 @@ def cycles_of(url: str) -> dict[str, Callable[[], None]]:
 
         return cycle
 
+    def tx_fenced_cycle(release: Callable[[str, str], None], name: str) -> Callable[[], None]:
+        """The same cycle, the take a transaction instead of a script: `SET NX
+        PX` and `TIME` in one MULTI/EXEC, as atomic as a script (the fence is
+        the clock read in the step that takes the name), though the value
+        cannot carry the fence: it is read after the `SET` is queued."""
+
+        def cycle() -> None:
+            tx = r.pipeline(transaction=True)
+            tx.set(name, token, nx=True, px=10000)
+            tx.time()
+            taken, _clock = tx.execute()
+            assert taken
+            release(name, token)
+
+        cycle.nested = IN_TRANSACTION  # type: ignore[attr-defined]
+        return cycle
+
     def release_by_script(name: str, value: str) -> None:
         redis_py_release(keys=[name], args=[value])
 
@@ -157,6 +182,7 @@ def cycles_of(url: str) -> dict[str, Callable[[], None]]:
         REFERENCE: redis_py,
         "floor: two bare scripts": bare_scripts,
         "floor: clock fence in a script + redis-py's release": fenced_cycle(release_by_script, "cost:fenced"),
+        "floor: clock fence in MULTI + redis-py's release": tx_fenced_cycle(release_by_script, "cost:tx"),
         "ferrolock Lock": handle(lock),
         "ferrolock Lock(fair=True)": handle(fair),
         "ferrolock RWMutex read": handle(read),
@@ -167,6 +193,7 @@ def cycles_of(url: str) -> dict[str, Callable[[], None]]:
     plain = plain_delete(r)
     if plain:
         cases[f"floor: clock fence in a script + {plain[0]}"] = fenced_cycle(plain[1], "cost:fenced-plain")
+        cases[f"floor: clock fence in MULTI + {plain[0]}"] = tx_fenced_cycle(plain[1], "cost:tx-plain")
     return cases
 
 
@@ -190,8 +217,9 @@ def one_round(r, cycle: Callable[[], None], cycles: int) -> dict:
         cycle()
     run = {k.removeprefix("cmdstat_"): v for k, v in r.info("commandstats").items()}
     run = {k: v for k, v in run.items() if k not in IGNORED}
+    top_level = TOP_LEVEL - getattr(cycle, "nested", frozenset())
     return {
-        "server_us": sum(v["usec"] for k, v in run.items() if k in TOP_LEVEL) / cycles,
+        "server_us": sum(v["usec"] for k, v in run.items() if k in top_level) / cycles,
         "commands": sum(v["calls"] for v in run.values()) / cycles,
         "mix": {k: round(v["calls"] / cycles, 2) for k, v in sorted(run.items(), key=lambda kv: -kv[1]["calls"])},
     }
