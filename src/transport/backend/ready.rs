@@ -53,8 +53,8 @@ impl Readiness {
     pub(crate) fn open(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::InvalidArgument(
-                "this Backend is closed (by close(), aclose() or the end of its with block): make a new \
-                 Backend to use Redis again"
+                "this Client is closed (by close(), aclose() or the end of its with block): make a new \
+                 Client to use Redis again"
                     .into(),
             ));
         }
