@@ -1,4 +1,4 @@
--- include: clock fence hold wake queue handover
+-- include: fence hold wake queue handover
 -- fair_obtain.lua: take a lock in arrival order (fair mode).
 -- KEYS: [lock (the hash), queue (a zset: token -> arrival, server us),
 --        alive (liveness, a zset: token -> expiry, server ms),
@@ -15,11 +15,32 @@
 -- head is woken to claim it itself).
 -- A waiter that will wait joins the queue (once), re-asserts that it is alive
 -- for patience_ms, and is tagged with this attempt; one that stops doing so
--- is dropped from the queue.
+-- is dropped from the queue. A hold taken or handed over while others queue,
+-- or that a waiter queues behind, is marked waited on (field `w`, lib/hold.lua):
+-- only such a hold's release reads the queue (fair_release.lua).
 local lock, queue, alive, tags = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, ttl_ms, metadata, set_metadata = ARGV[1], ARGV[2], ARGV[3], ARGV[4] == '1'
 local patience_ms, will_wait, attempt = tonumber(ARGV[5]), ARGV[6] == '1', ARGV[7]
 local channel, announce = ARGV[8], ARGV[9] or ''
+
+-- No hash (no hold, no fence kept on record) and nobody queued: the lock is
+-- taken with the clock's fence (lib/clock.lua's now_us, lib/hold.lua's hold,
+-- written out here: this runs before the libraries are built).
+local time = redis.call('TIME')
+local us = tonumber(time[1]) * 1000000 + tonumber(time[2])
+if redis.call('EXISTS', lock, queue) == 0 then
+  local fields = {'token', token, 'fence', string.format('%.0f', us)}
+  if set_metadata then
+    fields[5], fields[6] = 'meta', metadata
+  end
+  redis.call('HSET', lock, unpack(fields))
+  redis.call('PEXPIRE', lock, ttl_ms)
+  if announce ~= '' then
+    redis.call(PUBLISH, announce, '')
+  end
+  return {1, us}
+end
+-- libraries here
 
 local meta = set_metadata and metadata
 local function held(reply)
@@ -29,8 +50,7 @@ local function held(reply)
   return reply
 end
 
-local us = now_us()
-local rec = redis.call('HMGET', lock, 'token', 'fence')
+local rec = redis.call('HMGET', lock, 'token', 'fence', 'w')
 local last = tonumber(rec[2]) or 0
 if rec[1] == token then
   leave_queue(alive, tags, token, queue)
@@ -44,17 +64,22 @@ if head and (head ~= token or rec[1]) then
   head = redis.call('ZRANGE', queue, 0, 0)[1]
 end
 if not rec[1] and (not head or head == token) then
+  local waited = false
   if head then
     leave_queue(alive, tags, token, queue)
+    waited = redis.call('EXISTS', queue) == 1
   end
   local fence = next_fence(last, us)
-  return held(hold(lock, token, meta, ttl_ms, fence, false, fence > us))
+  return held(hold(lock, token, meta, ttl_ms, fence, waited, fence > us))
 end
 
 if will_wait then
   enqueue(queue, alive, tags, token, us, patience_ms, attempt)
 end
 if rec[1] then
+  if will_wait and not rec[3] then
+    waited_on(lock)
+  end
   return {0, redis.call('PTTL', lock)}
 end
 if announce ~= '' then

@@ -8,7 +8,8 @@
 --        '0': only leave the queue, as a cancelled adopt of a restored hold does),
 --        announce (a channel told '' when the hold is released, or '')]
 -- Returns 1 when this owner held the lock (released now), else 0. A release
--- with no queue (nobody waits: a fair waiter always queues) publishes nothing.
+-- of a hold no waiter marked (nobody queues: a fair waiter always queues,
+-- and marks the hold it queues behind) reads no queue and publishes nothing.
 -- Whenever the lock ends up free (released, a hand-over lapsed, or a waiter
 -- left while it was free) the head of the queue gets it: it leaves the queue
 -- and is announced on `channel` with a grant (lib/wake.lua), so only it
@@ -18,12 +19,31 @@
 local lock, queue, alive, tags = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, channel, release, announce = ARGV[1], ARGV[2], ARGV[3] == '1', ARGV[4] or ''
 
--- With no queue, nobody waits: no queue to leave or prune, nothing to publish.
-local queued = redis.call('EXISTS', queue) == 1
-local rec = redis.call('HMGET', lock, 'token', 'fence', 'a')
+-- Its own hold that no waiter marked (fair_obtain.lua marks a hold anyone
+-- queues behind): nobody queues, so no queue to read, leave or serve, and
+-- nobody to wake. A fence the clock gave (no mark `a`, lib/hold.lua) goes
+-- with the hold, before the libraries are built.
+local rec = redis.call('HMGET', lock, 'token', 'fence', 'a', 'w')
+local own = release and rec[1] == token and not rec[4]
+if own and not rec[3] then
+  redis.call('DEL', lock)
+  if announce ~= '' then
+    redis.call(PUBLISH, announce, '')
+  end
+  return 1
+end
+-- libraries here
+
 local last = tonumber(rec[2]) or 0
--- The clock: for the queue, or to keep a fence ahead of it (lib/hold.lua);
--- a release with no queue of a hold the clock gave its fence reads none.
+if own then
+  end_hold(lock, last, now_us())  -- kept until the clock passes its fence
+  if announce ~= '' then
+    publish(announce, '')
+  end
+  return 1
+end
+local queued = redis.call('EXISTS', queue) == 1
+-- The clock: for the queue, or to keep a fence ahead of it (lib/hold.lua).
 local us
 if queued or rec[3] then
   us = now_us()

@@ -1,4 +1,4 @@
--- include: clock queue leases rw_fair
+-- include: queue leases rw_fair
 -- rw_fair_read.lua: join the readers of a fair RWMutex, in arrival order.
 -- KEYS: [writer (the hash), readers (a zset: token -> expiry, server ms),
 --        queued_readers, queued_writers (zsets: token -> arrival, server us),
@@ -16,12 +16,26 @@ local alive, tags = KEYS[5], KEYS[6]
 local token, ttl_ms, patience_ms = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local will_wait, attempt, channel = ARGV[4] == '1', ARGV[5], ARGV[6]
 
-local us = now_us()
+-- Nobody queued (no liveness set), no writer's hash and no reader: this one
+-- enters alone, reading nothing else; its lease is the set's only one, so
+-- the set lives as long (lib/clock.lua's now_us, lib/leases.lua's
+-- expire_with_only_lease, written out here: this runs before the libraries
+-- are built).
+local time = redis.call('TIME')
+local us = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local now = math.floor(us / 1000)
+if redis.call('EXISTS', alive, writer, readers) == 0 then
+  redis.call('ZADD', readers, now + ttl_ms, token)
+  redis.call('PEXPIRE', readers, ttl_ms)
+  return {1, 0}
+end
+-- libraries here
+
 -- Nobody queued (no liveness set): no queue to prune, leave or look behind.
 -- Expired readers are left to the releases, which prune them (and to this
 -- attempt when someone queues).
-local queued = redis.call('EXISTS', alive) == 1
+local waiting = redis.call('EXISTS', alive, writer)
+local queued = waiting == 2 or (waiting == 1 and redis.call('EXISTS', alive) == 1)
 if queued then
   prune_waiters(alive, tags, now, queued_readers, queued_writers)
   redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
@@ -36,7 +50,8 @@ local function enter()
   return {1, 0}
 end
 
-if (tonumber(redis.call('ZSCORE', readers, token)) or 0) > now then
+-- Only readers (no queue, no writer's hash): this one enters beside them.
+if waiting == 0 or (tonumber(redis.call('ZSCORE', readers, token)) or 0) > now then
   return enter()
 end
 local wait

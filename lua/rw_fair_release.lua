@@ -1,4 +1,4 @@
--- include: clock hold wake queue rw_fair
+-- include: hold wake queue rw_fair
 -- rw_fair_release.lua: leave a fair RWMutex (or its queue), handing it on.
 -- KEYS: [writer (the hash), readers (a zset: token -> expiry, server ms),
 --        queued_readers, queued_writers (zsets: token -> arrival, server us),
@@ -20,25 +20,31 @@ local alive, tags = KEYS[5], KEYS[6]
 local token, side, channel, release = ARGV[1], ARGV[2], ARGV[3], ARGV[4] == '1'
 
 -- Nobody queued (no liveness set): nothing to leave, prune or serve, and
--- nobody to tell (a fair waiter always queues).
+-- nobody to tell (a fair waiter always queues). A reader's release then
+-- needs no helper: it ends before the libraries are built.
 local queued = redis.call('EXISTS', alive) == 1
+local time = redis.call('TIME')
+local us = tonumber(time[1]) * 1000000 + tonumber(time[2])
+local now = math.floor(us / 1000)
+local held = 0
+if release and side == 'r' then
+  -- Expired readers go first, so removing this one answers whether it was live.
+  redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
+  held = redis.call('ZREM', readers, token)
+end
+if not queued and side == 'r' then
+  return held
+end
+-- libraries here
+
 if queued then
   leave_queue(alive, tags, token, queued_readers, queued_writers)
 end
-local us = now_us()
-local now = math.floor(us / 1000)
-local held = 0
-if release then
-  if side == 'w' then
-    local rec = redis.call('HMGET', writer, 'token', 'fence')
-    if rec[1] == token then
-      end_hold(writer, tonumber(rec[2]) or 0, us)
-      held = 1
-    end
-  else
-    -- Expired readers go first, so removing this one answers whether it was live.
-    redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
-    held = redis.call('ZREM', readers, token)
+if release and side == 'w' then
+  local rec = redis.call('HMGET', writer, 'token', 'fence')
+  if rec[1] == token then
+    end_hold(writer, tonumber(rec[2]) or 0, us)
+    held = 1
   end
 end
 if not queued then

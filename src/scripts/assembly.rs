@@ -13,6 +13,10 @@
 //!   its header, and is registered in [`LIBS`] below.
 //! - A new step is one `lua!(NAME, "file.lua")` line in the module of its
 //!   call wrapper (`src/scripts/*.rs`).
+//! - The libraries go before the step's own code, or where the step has a
+//!   line [`HERE`]: what is above it (its arguments' locals, then a fast
+//!   path that calls no helper) runs before any helper is built, so a
+//!   fast path that returns there pays for none of them.
 //!
 //! The tests below fail when a file calls a helper of a library it does not
 //! include, includes a library it calls nothing of, names a library that
@@ -32,6 +36,13 @@ const LIBS: &[Lib] = libs![
 ];
 
 const INCLUDE: &str = "-- include:";
+
+/// The line of a step where its libraries are put (else before it all).
+const HERE: &str = "-- libraries here\n";
+
+/// The luacheck lines around libraries put inside a step: a helper's
+/// parameters may share a name with the step's locals above them.
+const SHADOWING: (&str, &str) = ("-- luacheck: push ignore 431 432\n", "-- luacheck: pop\n");
 
 /// The libraries a Lua file names on its first line (none without that line).
 fn includes(source: &str) -> Vec<&str> {
@@ -84,10 +95,22 @@ pub(super) fn assemble(publish: &str, source: &str) -> String {
     match needed(LIBS, source) {
         Ok(libs) => {
             let mut script = format!("local PUBLISH = '{publish}'\n");
+            let (above, below) = match source.split_once(&format!("\n{HERE}")) {
+                Some((above, below)) => (Some(above), below),
+                None => (None, source),
+            };
+            if let Some(above) = above {
+                script.push_str(above);
+                script.push('\n');
+                script.push_str(SHADOWING.0);
+            }
             for (_, lib) in libs {
                 script.push_str(lib);
             }
-            script.push_str(source);
+            if above.is_some() {
+                script.push_str(SHADOWING.1);
+            }
+            script.push_str(below);
             script
         }
         Err(e) => format!("return redis.error_reply('FERROLOCK_SCRIPT {}')", e.replace('\'', "")),
@@ -245,6 +268,30 @@ mod tests {
         assert!(!script.contains("-- lib/sem.lua:") && !script.contains("-- lib/hold.lua:"));
         let broken = assemble("PUBLISH", "-- include: nope\nreturn 1");
         assert!(broken.starts_with("return redis.error_reply('FERROLOCK_SCRIPT no Lua library named nope"));
+    }
+
+    #[test]
+    fn a_step_gets_its_libraries_where_it_says_and_calls_none_above() {
+        let step = "-- include: clock\nlocal a = ARGV[1]\nif a then\n  return 1\nend\n-- libraries here\nreturn now_us()";
+        let script = assemble("PUBLISH", step);
+        let (fast, clock, rest) = (
+            script.find("if a then").unwrap(),
+            script.find("-- lib/clock.lua:").unwrap(),
+            script.find("return now_us()").unwrap(),
+        );
+        assert!(fast < clock && clock < rest, "{script}");
+        assert!(!script.contains(HERE), "{script}");
+        let owners = owners();
+        for (path, source) in lua_files("") {
+            if let Some((above, _)) = source.split_once(&format!("\n{HERE}")) {
+                let early: Vec<_> = called(above).into_iter().filter(|h| owners.contains_key(h)).collect();
+                assert!(
+                    early.is_empty(),
+                    "{path}: calls {early:?} above `{}`, before they are built",
+                    HERE.trim()
+                );
+            }
+        }
     }
 
     /// Writes every step as one server runs it (`assemble`) to

@@ -109,6 +109,51 @@ def test_hand_over_is_one_round_trip_after_the_release(client, raw, prefix):
     assert _debug_stats()["handed_over"] == before + 1
 
 
+@pytest.mark.parametrize("kind", ["lock", "election"])
+def test_a_hold_is_marked_waited_on_while_anyone_queues_behind_it(client, raw, prefix, kind):
+    """A fair release reads the queue only for a hold marked waited on (field
+    `w`): the waiters queueing behind the holder mark its hold, the first of
+    them gets the lock (handed over; an election's head claims it) with the
+    second behind it, so its hold is marked in that same step, and the
+    second's, with nobody behind it, is not."""
+    slow = ferrolock.Retry.fixed(10.0)
+
+    def handle(**options):
+        if kind == "lock":
+            return client.lock("chain", fair=True, ttl=30.0, **options)
+        return client.election("chain", ttl=30.0)._core.candidate("v", **options)
+
+    lock = f"{prefix}{{chain}}" + ("" if kind == "lock" else ":el")
+    holder = handle()
+    assert holder.acquire()
+    assert raw("HGET", lock, "w") is None
+    held = [threading.Event(), threading.Event()]
+    done = [threading.Event(), threading.Event()]
+
+    def wait(i: int) -> None:
+        waiter = handle(retry=slow)
+        assert waiter.acquire(timeout=20)
+        held[i].set()
+        done[i].wait(20)
+        waiter.release()
+
+    threads = [threading.Thread(target=wait, args=(i,)) for i in range(2)]
+    for i, t in enumerate(threads):  # queued in a known order
+        t.start()
+        wait_for(lambda: raw("ZCARD", f"{lock}:q") == i + 1, 10, f"waiter {i} in the queue")
+    assert raw("HGET", lock, "w") == b"1"
+    holder.release()
+    assert held[0].wait(10)
+    assert raw("HGET", lock, "w") == b"1", "the first waiter's hold, with the second behind it"
+    done[0].set()
+    assert held[1].wait(10)
+    assert raw("HGET", lock, "w") is None, "the last waiter's hold, with nobody behind it"
+    done[1].set()
+    for t in threads:
+        t.join(10)
+    assert raw.keys(prefix + "*") == []
+
+
 def test_handed_over_lock_gets_its_full_ttl_and_metadata(client, raw, prefix):
     holder = client.lock("q", fair=True)
     assert holder.acquire()
