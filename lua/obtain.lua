@@ -18,6 +18,26 @@
 local token, ttl_ms, metadata, set_metadata = ARGV[1], ARGV[2], ARGV[3], ARGV[4] == '1'
 local with_records, will_wait, waited, from = ARGV[5] == '1', ARGV[6] == '1', ARGV[7] == '1', ARGV[8]
 
+-- One name with no hash (no hold, no fence kept on record), not on a
+-- quorum's master (no fence record to read): taken with the clock's fence
+-- (lib/clock.lua's now_us, lib/hold.lua's hold, written out here: this runs
+-- before the libraries are built).
+if #KEYS == 1 and not with_records and redis.call('EXISTS', KEYS[1]) == 0 then
+  local time = redis.call('TIME')
+  local us = tonumber(time[1]) * 1000000 + tonumber(time[2])
+  local fields = {'token', token, 'fence', string.format('%.0f', us)}
+  if set_metadata then
+    fields[#fields + 1], fields[#fields + 2] = 'meta', metadata
+  end
+  if waited then
+    fields[#fields + 1], fields[#fields + 2] = 'w', '1'
+  end
+  redis.call('HSET', KEYS[1], unpack(fields))
+  redis.call('PEXPIRE', KEYS[1], ttl_ms)
+  return {1, us}
+end
+-- libraries here
+
 local meta = set_metadata and metadata
 if from == '' then
   from = nil

@@ -145,6 +145,10 @@ fn logger_target(target: &str) -> String {
     if LAYERS.contains(&module) {
         module = parts.next().unwrap_or(module);
     }
+    // One deployment's connections log as the client users made.
+    if module == "backend" {
+        module = "client";
+    }
     format!("{krate}::{module}")
 }
 

@@ -128,10 +128,20 @@ def test_one_release_lets_every_queued_reader_in_at_once(client, raw, prefix):
     threads = [threading.Thread(target=read, args=(i,)) for i in range(3)]
     for t in threads:
         t.start()
-    # Each reader tries twice: before it subscribes, and right after.
-    # Queued in Redis too: the count of scripts alone may include others'.
+
+    # Each reader tries twice: before it subscribes, and right after; a
+    # release between the two would be found by the second attempt, not
+    # handed over. So each reader's tag (token -> '<attempt> <patience>')
+    # must show its second attempt; the count of scripts alone may include
+    # others'.
+    def second_attempts() -> int:
+        tags = raw("HVALS", f"{prefix}{{doc}}:rw:qt") or []
+        return sum(int(t.split(b" ")[0]) >= 2 for t in tags)
+
     wait_for(
-        lambda: script_calls(raw) >= base + 6 and raw("ZCARD", f"{prefix}{{doc}}:rw:qr") == 3,
+        lambda: (
+            script_calls(raw) >= base + 6 and raw("ZCARD", f"{prefix}{{doc}}:rw:qr") == 3 and second_attempts() == 3
+        ),
         5,
         "three readers queued, waiting for the wake-up",
     )
