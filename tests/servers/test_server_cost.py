@@ -20,17 +20,18 @@ SLOW = Retry.fixed(10.0)  # polling alone would take 10 s: only a wake-up is fas
 CYCLES = {
     "lock": {"evalsha": 2, "hmget": 2, "time": 1, "hset": 1, "pexpire": 1, "del": 1},
     "fair lock": {"evalsha": 2, "hmget": 2, "time": 1, "zrange": 1, "exists": 1, "hset": 1, "pexpire": 1, "del": 1},
+    # The read: a script, then a transaction (MULTI / ZSCORE / ZREM / TIME / HMGET / EXEC).
     "rwmutex read": {
-        "evalsha": 2,
-        "hmget": 1,
-        "time": 2,
+        "evalsha": 1,
         "exists": 1,
+        "time": 2,
         "zadd": 1,
-        "zrange": 1,
         "pexpire": 1,
-        "zremrangebyscore": 1,
+        "multi": 1,
+        "zscore": 1,
         "zrem": 1,
-        "zcard": 1,
+        "hmget": 1,
+        "exec": 1,
     },
     "semaphore": {
         "evalsha": 2,
