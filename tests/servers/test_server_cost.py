@@ -36,14 +36,11 @@ CYCLES = {
     "semaphore": {
         "evalsha": 2,
         "time": 2,
-        "zcard": 2,
         "hmget": 2,
-        "zscore": 1,
         "hset": 1,
         "zadd": 1,
         "pexpire": 2,
-        "exists": 1,
-        "zrem": 1,
+        "zrange": 1,
         "del": 1,
     },
 }
