@@ -29,15 +29,9 @@ if fair then
   prune_waiters(alive, tags, now, queue)
 end
 
-local held, configured, last = sem_held(holders, data, permits, now)
-local refused = sem_refusal(configured, permits, held)
+local held, last, fields, refused = sem_held(holders, data, permits, now)
 if refused then
   return refused
-end
--- The newest count applies while no permit is held: written with the next take.
-local fields = nil
-if configured ~= permits then
-  fields = {'permits', permits}
 end
 
 -- Re-entered only when some permit is held: with none, this token holds none.

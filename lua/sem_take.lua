@@ -20,16 +20,9 @@ local meta = set_metadata and metadata
 
 local us = now_us()
 local now = math.floor(us / 1000)
-local held, configured, last = sem_held(holders, data, permits, now)
-local refused = sem_refusal(configured, permits, held)
+local held, last, fields, refused = sem_held(holders, data, permits, now)
 if refused then
   return refused
-end
--- The newest count applies while no permit is held: written with the next
--- take (only a take finds none held: a busy answer finds them all held).
-local fields = nil
-if configured ~= permits then
-  fields = {'permits', permits}
 end
 
 if held > 0 then

@@ -6,7 +6,7 @@
 -- permit is held: written with the first take, gone with the last release
 -- (lib/sem_end.lua), and expiring with the leases (the data's expiry is set with
 -- the holders', after it, so never before it).
--- Defines: sem_prune, sem_held, sem_refusal, sem_reenter, sem_tidy, sem_take.
+-- Defines: sem_prune, sem_held, sem_reenter, sem_tidy, sem_take.
 
 -- Drops the holders whose lease ran out by `now` (ms).
 local function sem_prune(holders, data, now)
@@ -17,10 +17,14 @@ local function sem_prune(holders, data, now)
 end
 
 -- What a take asking for `permits` finds at `now` (ms): the permits held,
--- the count in force (nil: none held), the last fence (0: none). Without
--- `permits` in the data none is held, and the leases need no counting.
--- Expired leases are pruned only when they could matter: when the permits
--- look all taken, or a different count is asked while some look held.
+-- the last fence (0: none), the data's fields the take writes besides its
+-- own (`permits`, when another count was in force: the newest applies
+-- while none is held), or nil; or, last, the refusal when another count is
+-- in force while permits are held (FERROLOCK_PERMITS, src/error/refusal.rs).
+-- Without `permits` in the data none is held, and the leases need no
+-- counting. Expired leases are pruned only when they could matter: when
+-- the permits look all taken, or a different count is asked while some
+-- look held.
 local function sem_held(holders, data, permits, now)
   local rec = redis.call('HMGET', data, 'permits', 'fence')
   local configured, last = tonumber(rec[1]), tonumber(rec[2]) or 0
@@ -29,18 +33,14 @@ local function sem_held(holders, data, permits, now)
     sem_prune(holders, data, now)
     held = redis.call('ZCARD', holders)
   end
-  return held, configured, last
-end
-
--- The refusal of a take asking for `permits` while `held` permits are held
--- under another count, `configured` (FERROLOCK_PERMITS,
--- src/error/refusal.rs), or nil. While none is held, the newest count applies.
-local function sem_refusal(configured, permits, held)
-  if configured and configured ~= permits and held > 0 then
-    return redis.error_reply('FERROLOCK_PERMITS the semaphore has ' .. configured .. ' permits while held, not '
-      .. permits)
+  if configured == permits then
+    return held, last, nil
   end
-  return nil
+  if configured and held > 0 then
+    return held, last, nil, redis.error_reply('FERROLOCK_PERMITS the semaphore has ' .. configured
+      .. ' permits while held, not ' .. permits)
+  end
+  return held, last, {'permits', permits}
 end
 
 -- `token` takes its live permit again (an attempt sent twice, a hand-over

@@ -149,9 +149,9 @@ impl Permit {
 
 impl Steps for Permit {
     /// Another permit count in force while a permit is held is
-    /// `InvalidArgument` (`Refusal::Permits`).
-    /// Without a queue (not fair), `sem_take.lua`: the take without the
-    /// queue's steps.
+    /// `InvalidArgument` (`Refusal::Permits`). Without a queue (not fair)
+    /// the take is `sem_take.lua`, `sem_obtain.lua`'s without the queue's
+    /// steps.
     async fn obtain_on(&self, c: &Backend, ask: &Obtaining<'_>, _quorum: bool) -> Result<Obtain> {
         let attempt = attempt(ask, self.patience.unwrap_or_default());
         if self.patience.is_none() {
