@@ -10,7 +10,7 @@ warm-up cycles first), in 8 rounds taken in turns (CONFIG RESETSTAT before
 each, `INFO commandstats` after), each case's figure its median round:
 
 - server time per cycle: the usec of the commands the client sent (a
-  script's or function's usec includes every command it calls, which
+  script's, function's or EXEC's usec includes every command it runs, which
   commandstats also counts on their own lines: those are left out);
 - commands run per cycle: every command the server ran, inside scripts too;
 - the ratio to redis-py's `Lock` in the same run, and the cycles per second
@@ -66,6 +66,8 @@ TOP_LEVEL = {
     "evalsha_ro",
     "fcall",
     "fcall_ro",
+    "multi",
+    "exec",
     "set",
     "del",
     "delifeq",

@@ -1,4 +1,4 @@
--- include: clock hold leases
+-- include: clock leases
 -- rw_read.lua: join the readers of an RWMutex, each reader with its own expiry.
 -- KEYS: [writer (the hash), readers (a zset: token -> expiry, server ms), intent (a waiting writer's)]
 -- ARGV: [token, ttl_ms, writer_preference ('1' or '0'),
@@ -6,24 +6,28 @@
 --        release wakes this reader)]
 -- Returns {1, 0} when reading (joined now, or already a reader: expiry pushed),
 -- or {0, wait_ms}: a writer holds (its pttl), or a writer waits (its intent's pttl).
--- Expired readers are left to the releases and writers, which prune them.
+-- Expired readers are left to the writers and the key's expiry: a writer
+-- prunes them before it counts the readers (rw_write.lua).
 local writer, readers, intent = KEYS[1], KEYS[2], KEYS[3]
 local token, ttl_ms, writer_preference, will_wait = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1', ARGV[4] == '1'
 
--- Neither a writer's hash nor an intent (the usual case): one command says so.
-local clear = redis.call('EXISTS', writer, intent) == 0
-if not clear and redis.call('HEXISTS', writer, 'token') == 1 then
+-- One command for what the usual case needs to know: EXISTS counts a key
+-- named twice twice, so the writer's hash and the intent add 2 each and
+-- the readers' set 1: under 2, neither is there; odd, the set is.
+local found = redis.call('EXISTS', writer, writer, intent, intent, readers)
+if found >= 2 and redis.call('HEXISTS', writer, 'token') == 1 then
   if will_wait then
-    waited_on(writer)
+    -- Its release wakes this reader (lib/hold.lua's `waited_on`).
+    redis.call('HSET', writer, 'w', '1')
   end
   return {0, redis.call('PTTL', writer)}
 end
 local now = now_ms()
-if not clear and writer_preference and redis.call('EXISTS', intent) == 1
+if found >= 2 and writer_preference and redis.call('EXISTS', intent) == 1
     and (tonumber(redis.call('ZSCORE', readers, token)) or 0) <= now then
   return {0, redis.call('PTTL', intent)}
 end
 
 redis.call('ZADD', readers, now + ttl_ms, token)
-expire_with_last_reader(readers, now)
+expire_with_new_lease(readers, ttl_ms, found % 2 == 0)
 return {1, 0}

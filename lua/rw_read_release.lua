@@ -1,5 +1,9 @@
 -- include: clock wake
--- rw_read_release.lua: leave the readers of an RWMutex.
+-- rw_read_release.lua: leave the readers of an RWMutex, and wake a waiting
+-- writer when the last live reader is out. A reader's release is a
+-- transaction (`leave_readers` in src/primitive/rw.rs) that runs this only
+-- when it saw a waiting writer's mark: the reader is gone by then, and its
+-- ZREM here finds nothing.
 -- KEYS: [readers (a zset: token -> expiry, server ms), writer (the hash)]
 -- ARGV: [token, channel (the last reader out announces it there when a
 --       writer waits: one marked the writer hash `w`, rw_write.lua, alone

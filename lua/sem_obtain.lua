@@ -1,5 +1,7 @@
--- include: clock queue leases sem
--- sem_obtain.lua: take one of a semaphore's permits, each its own lease.
+-- include: clock queue sem sem_queue
+-- sem_obtain.lua: take one of a semaphore's permits, each its own lease, in
+-- fair mode (arrival order); a semaphore without a queue takes with
+-- sem_take.lua, the same take without the queue's steps.
 -- KEYS: [holders (a zset: token -> expiry, server ms), data (a hash: permits,
 --        fence, f:<token>, m:<token>), queue, alive, tags (fair mode, as a
 --        fair Lock's)]
@@ -8,9 +10,9 @@
 -- Returns {1, fence} when this token holds a permit (taken now, or re-entered:
 -- claimed after a hand-over, or adopted), or {0, wait_ms}: until the first
 -- holder's lease runs out, or -1 when a permit is free but others are first
--- in line (fair mode: they are let in now). A waiter that will wait (not
--- fair) marks the data `w`, so that releases wake it; one that waited marks
--- it when it takes a permit, for those still behind it.
+-- in line (fair mode: they are let in now). A waiter that will wait marks
+-- the data `w`, so that releases wake it (fair: serve the queue); one that
+-- waited marks it when it takes a permit, for those still behind it.
 -- Refuses with FERROLOCK_PERMITS (src/error/refusal.rs) when permits
 -- differs from what the semaphore has while any permit is held (while none
 -- is, the newest count applies).
@@ -27,23 +29,9 @@ if fair then
   prune_waiters(alive, tags, now, queue)
 end
 
--- Expired leases are pruned only when they could matter: when the permits
--- look all taken, or a different count is asked while some look held.
-local held = redis.call('ZCARD', holders)
-local rec = redis.call('HMGET', data, 'permits', 'fence')
-local configured, last = tonumber(rec[1]), tonumber(rec[2]) or 0
-if held > 0 and (held >= permits or configured ~= permits) then
-  sem_prune(holders, data, now)
-  held = redis.call('ZCARD', holders)
-end
-if configured and configured ~= permits and held > 0 then
-  return redis.error_reply('FERROLOCK_PERMITS the semaphore has ' .. configured .. ' permits while held, not '
-    .. permits)
-end
--- The newest count applies while no permit is held: written with the next take.
-local fields = nil
-if configured ~= permits then
-  fields = {'permits', permits}
+local held, last, fields, refused = sem_held(holders, data, permits, now)
+if refused then
+  return refused
 end
 
 -- Re-entered only when some permit is held: with none, this token holds none.
@@ -52,15 +40,7 @@ if expiry and expiry > now then
   if fair then
     leave_queue(alive, tags, token, queue)
   end
-  if fields then
-    redis.call('HSET', data, unpack(fields))
-  end
-  redis.call('ZADD', holders, now + ttl_ms, token)
-  if meta then
-    redis.call('HSET', data, 'm:' .. token, meta)
-  end
-  expire_with_last_reader(holders, now, data)
-  return {1, tonumber(redis.call('HGET', data, 'f:' .. token))}
+  return sem_reenter(holders, data, token, meta, ttl_ms, now, fields)
 end
 
 local free = permits - held
@@ -84,16 +64,17 @@ end
 if fields then
   redis.call('HSET', data, unpack(fields))
 end
-if will_wait then
-  if fair then
-    enqueue(queue, alive, tags, token, us, patience_ms, attempt)
-  elseif held > 0 then
-    -- A release wakes waiters only when one marked the data (sem_release.lua).
-    redis.call('HSET', data, 'w', '1')
-  end
+if will_wait and fair then
+  enqueue(queue, alive, tags, token, us, patience_ms, attempt)
+end
+local served = free > 0 and sem_serve(holders, data, queue, alive, tags, us, channel)
+if will_wait and (held > 0 or served) then
+  -- A release wakes waiters (fair: serves the queue) only when one marked
+  -- the data (sem_release.lua); with no permit held there is no data to
+  -- mark, unless others in line were just let in.
+  redis.call('HSET', data, 'w', '1')
 end
 if free > 0 then
-  sem_serve(holders, data, queue, alive, tags, us, channel)
   return {0, -1}
 end
 local first = redis.call('ZRANGE', holders, 0, 0, 'WITHSCORES')

@@ -1,4 +1,4 @@
--- include: clock wake queue sem
+-- include: clock wake queue sem sem_queue
 -- sem_release.lua: give a semaphore's permit back; also how a fair waiter
 -- leaves the queue.
 -- KEYS: [holders, data, queue, alive, tags] (as sem_obtain.lua)

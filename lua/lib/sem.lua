@@ -1,9 +1,12 @@
--- include: fence wake queue leases
+-- include: fence leases sem_end
 -- lib/sem.lua: a semaphore's permits. `holders` (zset: token -> expiry,
 -- server ms) and `data` (hash: `permits` in force, the last `fence`, `w` when
 -- a waiter waits (see sem_obtain.lua), and `f:<token>` / `m:<token>`, each
--- holder's fence and metadata).
--- Defines: sem_prune, sem_tidy, sem_take, sem_serve.
+-- holder's fence and metadata). `permits` is in the data exactly while a
+-- permit is held: written with the first take, gone with the last release
+-- (lib/sem_end.lua), and expiring with the leases (the data's expiry is set with
+-- the holders', after it, so never before it).
+-- Defines: sem_prune, sem_held, sem_reenter, sem_tidy, sem_take.
 
 -- Drops the holders whose lease ran out by `now` (ms).
 local function sem_prune(holders, data, now)
@@ -13,18 +16,55 @@ local function sem_prune(holders, data, now)
   redis.call('ZREMRANGEBYSCORE', holders, '-inf', now)
 end
 
--- Once no permit is held, the data goes too, as a Lock's hold does: only a
--- fence the server clock (`us`) has not passed yet stays, until it has.
--- `fence`: the last fence in `data`. Returns whether no permit is held.
+-- What a take asking for `permits` finds at `now` (ms): the permits held,
+-- the last fence (0: none), the data's fields the take writes besides its
+-- own (`permits`, when another count was in force: the newest applies
+-- while none is held), or nil; or, last, the refusal when another count is
+-- in force while permits are held (FERROLOCK_PERMITS, src/error/refusal.rs).
+-- Without `permits` in the data none is held, and the leases need no
+-- counting. Expired leases are pruned only when they could matter: when
+-- the permits look all taken, or a different count is asked while some
+-- look held.
+local function sem_held(holders, data, permits, now)
+  local rec = redis.call('HMGET', data, 'permits', 'fence')
+  local configured, last = tonumber(rec[1]), tonumber(rec[2]) or 0
+  local held = configured and redis.call('ZCARD', holders) or 0
+  if held > 0 and (held >= permits or configured ~= permits) then
+    sem_prune(holders, data, now)
+    held = redis.call('ZCARD', holders)
+  end
+  if configured == permits then
+    return held, last, nil
+  end
+  if configured and held > 0 then
+    return held, last, nil, redis.error_reply('FERROLOCK_PERMITS the semaphore has ' .. configured
+      .. ' permits while held, not ' .. permits)
+  end
+  return held, last, {'permits', permits}
+end
+
+-- `token` takes its live permit again (an attempt sent twice, a hand-over
+-- claimed, a token adopted): `ms` ms more from `now`, metadata `meta`
+-- (kept when false), `fields` (or nil) written too. Returns the taken reply.
+local function sem_reenter(holders, data, token, meta, ms, now, fields)
+  if fields then
+    redis.call('HSET', data, unpack(fields))
+  end
+  redis.call('ZADD', holders, now + ms, token)
+  if meta then
+    redis.call('HSET', data, 'm:' .. token, meta)
+  end
+  expire_with_last_reader(holders, now, data)
+  return {1, tonumber(redis.call('HGET', data, 'f:' .. token))}
+end
+
+-- Once no permit is held, the data goes too (`sem_end`). Returns whether no
+-- permit is held.
 local function sem_tidy(holders, data, us, fence)
   if redis.call('ZCARD', holders) > 0 then
     return false
   end
-  redis.call('DEL', data)
-  if fence >= us then
-    redis.call('HSET', data, 'fence', fence_text(fence))
-    redis.call('PEXPIRE', data, math.floor((fence - us) / 1000) + 1)
-  end
+  sem_end(holders, data, us, fence)
   return true
 end
 
@@ -37,11 +77,10 @@ local function sem_take(holders, data, token, meta, ms, us, last, fields, alone)
   local fence = next_fence(last, us)
   local f = fence_text(fence)
   fields = fields or {}
-  for _, field in ipairs({'fence', f, 'f:' .. token, f}) do
-    fields[#fields + 1] = field
-  end
+  local n = #fields
+  fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] = 'fence', f, 'f:' .. token, f
   if meta then
-    fields[#fields + 1], fields[#fields + 2] = 'm:' .. token, meta
+    fields[n + 5], fields[n + 6] = 'm:' .. token, meta
   end
   redis.call('HSET', data, unpack(fields))
   local now = math.floor(us / 1000)
@@ -52,32 +91,4 @@ local function sem_take(holders, data, token, meta, ms, us, last, fields, alone)
     expire_with_last_reader(holders, now, data)
   end
   return fence
-end
-
--- Fair semaphore: hands every free permit to the next live waiters in line,
--- each for its own patience, named on `channel` in one grants message.
--- Returns whether anyone was let in.
-local function sem_serve(holders, data, queue, alive, tags, us, channel)
-  local rec = redis.call('HMGET', data, 'permits', 'fence')
-  local permits, last = tonumber(rec[1]) or 0, tonumber(rec[2]) or 0
-  local free = permits - redis.call('ZCARD', holders)
-  local lines = {}
-  while free > 0 do
-    local head, attempt, patience = first_waiter(queue, alive, tags)
-    if not head then
-      break
-    end
-    leave_queue(alive, tags, head, queue)
-    -- No metadata: the waiter's own, if any, comes with its claim (its next
-    -- attempt), so one that gave none reads back none.
-    local fence = sem_take(holders, data, head, false, patience, us, last)
-    last = fence
-    lines[#lines + 1] = grant_line(head, fence, attempt)
-    free = free - 1
-  end
-  if #lines > 0 then
-    publish_grants(channel, lines)
-    return true
-  end
-  return false
 end

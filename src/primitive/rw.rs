@@ -7,9 +7,11 @@
 
 use std::time::Duration;
 
+use redis::Value;
+
 use super::steps::{Obtaining, Released, Steps};
 use super::{attempt, exclusive};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::keys::{fence_record, KeySpace, Part};
 use crate::scripts::{
     one, refreshed, run, run_held, step, taken, taken_or_busy, Argv, Lua, Obtain, Record, Refreshed, Whose,
@@ -172,11 +174,17 @@ impl Steps for Read {
         lease_refresh(c, &[&self.keys.readers], token, ttl).await
     }
 
+    /// A transaction, no script: the reader leaves, and the writer hash says
+    /// whether a writer waits. Only then does `rw_read_release.lua` run, to
+    /// wake it if this was the last live reader.
     async fn release_on(&self, c: &Backend, token: &str) -> Result<Released> {
         let k = &self.keys;
-        let mut invocation = RwReadReleaseArgv { token, channel: &k.channel }.on(c);
-        let released: i64 = run(c, invocation.key(&[&k.readers, &k.writer])).await?;
-        Ok(Released { held: released == 1, retried: false })
+        let (left, retried) = leave_readers(c, k, token).await?;
+        if left.writer_waits {
+            let mut invocation = RwReadReleaseArgv { token, channel: &k.channel }.on(c);
+            run::<i64>(c, invocation.key(&[&k.readers, &k.writer])).await?;
+        }
+        Ok(Released { held: left.held, retried })
     }
 
     async fn inspect_on(&self, c: &Backend) -> Result<Vec<Option<Record>>> {
@@ -261,6 +269,64 @@ impl Steps for Write {
     fn keep_alive(&self, ttl: Duration) -> Option<Duration> {
         self.writer_preference.then(|| ttl / 3)
     }
+}
+
+/// What a reader's leaving found.
+struct Left {
+    /// Its lease had not run out.
+    held: bool,
+    /// A writer waits (its mark `w`, alone in the writer hash: no writer holds).
+    writer_waits: bool,
+}
+
+/// `MULTI / ZSCORE readers token / ZREM readers token / TIME / HMGET writer
+/// token w / EXEC`: the reader leaves, its lease live if it ran out after
+/// the server's clock in the same transaction (as `rw_read_release.lua`
+/// judges it); and whether the writer hash holds a waiting writer's mark.
+/// Whether it was sent twice (`Released::retried`).
+async fn leave_readers(c: &Backend, k: &RwKeys, token: &str) -> Result<(Left, bool)> {
+    let mut pipe = redis::pipe();
+    pipe.cmd("MULTI")
+        .cmd("ZSCORE")
+        .arg(&k.readers)
+        .arg(token)
+        .cmd("ZREM")
+        .arg(&k.readers)
+        .arg(token)
+        .cmd("TIME")
+        .cmd("HMGET")
+        .arg(&k.writer)
+        .arg("token")
+        .arg("w")
+        .cmd("EXEC");
+    let pipe = &*pipe.ignore_errors();
+    let (replies, retried): (Vec<Value>, bool) =
+        c.call_noting_retry(|mut con| async move { pipe.query_async(&mut con).await }).await?;
+    let bad = |what: String| Error::Redis(format!("{UNEXPECTED}: {what}"));
+    for reply in replies.iter().take(5) {
+        reply.clone().extract_error()?;
+    }
+    let Some(Value::Array(exec)) = replies.get(5) else {
+        return Err(bad(format!("{:?}", replies.get(5))));
+    };
+    let [score, _, time, writer] = exec.as_slice() else {
+        return Err(bad(format!("{exec:?}")));
+    };
+    let expiry: Option<f64> = read(score)?;
+    let (secs, micros): (i64, i64) = read(time)?;
+    let (holder, mark): (Option<Vec<u8>>, Option<Vec<u8>>) = read(writer)?;
+    let now_ms = (secs * 1_000_000 + micros) / 1000;
+    #[expect(clippy::cast_precision_loss, reason = "server milliseconds, far below 2^53")]
+    let held = expiry.is_some_and(|expiry| expiry > now_ms as f64);
+    Ok((Left { held, writer_waits: holder.is_none() && mark.is_some() }, retried))
+}
+
+const UNEXPECTED: &str = "unexpected reply to a reader's release";
+
+/// One reply of the reader's release transaction, read as `T`.
+fn read<T: redis::FromRedisValue>(v: &Value) -> Result<T> {
+    redis::from_redis_value(v.clone().extract_error()?)
+        .map_err(|e| Error::Redis(format!("{UNEXPECTED}: {e}")))
 }
 
 /// Pushes the expiry of `token`'s lease in the zset `keys[0]` (the other

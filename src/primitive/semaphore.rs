@@ -11,7 +11,8 @@ use super::{attempt, rw};
 use crate::error::{Error, Result};
 use crate::keys::{KeySpace, Part};
 use crate::scripts::{
-    parse_record, run, run_held, step, taken, taken_or_busy, Argv, Leave, Lua, Obtain, Record, Refreshed,
+    parse_record, run, run_held, step, taken, taken_or_busy, Argv, Held, Leave, Lua, Obtain, Record,
+    Refreshed,
 };
 use crate::transport::backend::Backend;
 
@@ -32,6 +33,26 @@ step! {
 }
 
 step! {
+    SEM_TAKE = "sem_take.lua",
+    struct SemTakeArgv<'a> {
+        token: &'a str,
+        ttl_ms: u64,
+        metadata: &'a str,
+        set_metadata: bool,
+        permits: u32,
+        will_wait: bool,
+        waited: bool,
+    }
+}
+
+step! {
+    SEM_GIVE = "sem_give.lua",
+    struct SemGiveArgv<'a> {
+        token: &'a str,
+    }
+}
+
+step! {
     SEM_RELEASE = "sem_release.lua",
     struct SemReleaseArgv<'a> {
         token: &'a str,
@@ -46,7 +67,7 @@ step! {
 }
 
 /// The steps of this module, for `every_step`.
-pub(super) static STEPS: [&Lua; 3] = [&SEM_OBTAIN, &SEM_RELEASE, &SEM_INSPECT];
+pub(super) static STEPS: [&Lua; 5] = [&SEM_OBTAIN, &SEM_TAKE, &SEM_GIVE, &SEM_RELEASE, &SEM_INSPECT];
 
 /// A semaphore: its holders (token -> expiry in server milliseconds, each
 /// permit its own lease), its data (the permit count, the last fence, each
@@ -71,6 +92,11 @@ impl SemKeys {
     /// The keys its obtain and release take, in their `KEYS` order.
     fn of_steps(&self) -> [&String; 5] {
         [&self.holders, &self.data, &self.queue, &self.alive, &self.tags]
+    }
+
+    /// The keys of the steps without a queue (`sem_take.lua`, `sem_give.lua`).
+    fn of_leases(&self) -> [&String; 2] {
+        [&self.holders, &self.data]
     }
 }
 
@@ -109,11 +135,39 @@ impl Permit {
     }
 }
 
+impl Permit {
+    /// A take's answer; a refusal names the semaphore.
+    fn taken(&self, answer: Result<Held<(i64, i64)>>) -> Result<Obtain> {
+        answer.map(taken_or_busy).map_err(|e| match e {
+            Error::InvalidArgument(why) => {
+                Error::InvalidArgument(format!("semaphore {:?}: {why}", self.name))
+            }
+            e => e,
+        })
+    }
+}
+
 impl Steps for Permit {
     /// Another permit count in force while a permit is held is
-    /// `InvalidArgument` (`Refusal::Permits`).
+    /// `InvalidArgument` (`Refusal::Permits`). Without a queue (not fair)
+    /// the take is `sem_take.lua`, `sem_obtain.lua`'s without the queue's
+    /// steps.
     async fn obtain_on(&self, c: &Backend, ask: &Obtaining<'_>, _quorum: bool) -> Result<Obtain> {
         let attempt = attempt(ask, self.patience.unwrap_or_default());
+        if self.patience.is_none() {
+            let mut invocation = SemTakeArgv {
+                token: ask.token,
+                ttl_ms: ask.ttl.as_millis() as u64,
+                metadata: ask.metadata.unwrap_or(""),
+                set_metadata: ask.metadata.is_some(),
+                permits: self.permits,
+                will_wait: attempt.will_wait,
+                waited: attempt.number > 1,
+            }
+            .on(c);
+            invocation.key(&self.keys.of_leases());
+            return self.taken(run_held(c, &invocation, taken).await);
+        }
         let mut invocation = SemObtainArgv {
             token: ask.token,
             ttl_ms: ask.ttl.as_millis() as u64,
@@ -128,20 +182,23 @@ impl Steps for Permit {
         }
         .on(c);
         invocation.key(&self.keys.of_steps());
-        run_held(c, &invocation, taken).await.map(taken_or_busy).map_err(|e| match e {
-            Error::InvalidArgument(why) => {
-                Error::InvalidArgument(format!("semaphore {:?}: {why}", self.name))
-            }
-            e => e,
-        })
+        self.taken(run_held(c, &invocation, taken).await)
     }
 
     async fn refresh_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
         rw::lease_refresh(c, &[&self.keys.holders, &self.keys.data], token, ttl).await
     }
 
+    /// `sem_give.lua` first: it gives the permit back while nobody waits;
+    /// when someone does, it changes nothing, and `sem_release.lua` gives it
+    /// back, waking or serving the waiters.
     async fn release_on(&self, c: &Backend, token: &str) -> Result<Released> {
-        let held = self.leave(c, token, Leave::Hold).await?;
+        let mut invocation = SemGiveArgv { token }.on(c);
+        invocation.key(&self.keys.of_leases());
+        let held = match run::<i64>(c, &invocation).await? {
+            -1 => self.leave(c, token, Leave::Hold).await?,
+            given => given == 1,
+        };
         Ok(Released { held, retried: false })
     }
 

@@ -32,7 +32,19 @@ macro_rules! libs {
 type Lib = (&'static str, &'static str);
 
 const LIBS: &[Lib] = libs![
-    "clock", "fence", "records", "hold", "wake", "queue", "handover", "leases", "rw_fair", "sem", "parts"
+    "clock",
+    "fence",
+    "records",
+    "hold",
+    "wake",
+    "queue",
+    "handover",
+    "leases",
+    "rw_fair",
+    "sem_end",
+    "sem",
+    "sem_queue",
+    "parts"
 ];
 
 const INCLUDE: &str = "-- include:";

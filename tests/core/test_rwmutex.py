@@ -708,6 +708,23 @@ def test_each_reader_has_its_own_expiry(client, raw, prefix):
     assert raw.keys(prefix + "*") == []
 
 
+def test_a_reader_lengthens_the_readers_ttl_and_never_shortens_it(client, raw, prefix):
+    """The set lives as long as its latest lease: a reader that joins with a
+    longer one lengthens it, one with a shorter one leaves it."""
+    rw = client.rwmutex("len")
+    _, readers_key, _ = rw_keys(prefix, "len")
+    short, long, again = (rw.read(ttl=ttl, auto_renew=False) for ttl in (1.0, 5.0, 1.0))
+    assert short.acquire()
+    assert 0 < raw("PTTL", readers_key) <= 1000
+    assert long.acquire()
+    assert 1000 < raw("PTTL", readers_key) <= 5000
+    assert again.acquire()
+    assert 1000 < raw("PTTL", readers_key) <= 5000, "a shorter lease shortened the set's"
+    for reader in (short, long, again):
+        reader.release()
+    assert raw.keys(prefix + "*") == []
+
+
 def test_expired_readers_release_leaves_a_writer_alone(client, raw, prefix):
     rw = client.rwmutex("doc")
     stale = rw.read(ttl=0.2, auto_renew=False)

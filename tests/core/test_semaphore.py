@@ -68,6 +68,27 @@ def test_a_dead_holder_frees_its_permit_after_its_ttl_and_nobody_elses(client, r
     assert raw.keys(prefix + "*") == []
 
 
+def test_a_release_from_any_place_in_line_keeps_the_other_permits(client, raw, prefix):
+    """A release reads the first two leases (earliest expiry first) to tell
+    whether its own is the only one: one further back is found by its own
+    score, one of two leaves the other, the only one takes both keys."""
+    held = [client.semaphore("b", 4, ttl=ttl, metadata=f"m{i}") for i, ttl in enumerate((10.0, 20.0, 30.0))]
+    for h in held:
+        assert h.acquire(blocking=False)
+    seen = {h.token: (f"m{i}", h.fence) for i, h in enumerate(held)}
+
+    def left():
+        return {i.token: (i.metadata, i.fence) for i in held[0].inspect()}
+
+    held[2].release()  # the latest lease: third in line
+    assert left() == {h.token: seen[h.token] for h in held[:2]}
+    held[0].release()  # the first of two
+    assert left() == {held[1].token: seen[held[1].token]}
+    assert held[1].owned()
+    held[1].release()  # the only one
+    assert raw.keys(prefix + "*") == []
+
+
 def test_a_lost_permit_is_reported(client, raw, prefix):
     probe = LostProbe()
     sem = client.semaphore("l", 2, ttl=0.6, on_lost=probe)

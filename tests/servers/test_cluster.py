@@ -62,6 +62,26 @@ def test_release_wakes_a_waiter_with_sharded_pubsub(cclient, cluster_raw, prefix
     wait_for(lambda: not subscribed(), 5, "the unsubscription")
 
 
+def test_a_readers_release_and_a_permits_give_back_on_a_cluster(cclient, cluster_raw, prefix):
+    """A reader leaves by a transaction (MULTI / EXEC in its name's slot),
+    and the script that wakes a waiting writer runs after it; a permit is
+    given back by its own step. Both wake their waiter on the shard."""
+    rw = cclient.rwmutex("doc-r")
+    reader = rw.read()
+    assert reader.acquire(blocking=False)
+    writer = rw.write(retry=ferrolock.Retry.fixed(10.0))
+    marked = lambda: int(cluster_raw.node(f"{prefix}{{doc-r}}")("HGET", f"{prefix}{{doc-r}}:rw:w", "w") == b"1")  # noqa: E731
+    ms = hand_over_ms(reader, writer, marked)
+    assert ms < WOKEN_WITHIN_MS, f"the writer got in {ms:.1f} ms after the last reader left"
+    holder = cclient.semaphore("pool", 1)
+    assert holder.acquire()
+    waiter = cclient.semaphore("pool", 1, retry=ferrolock.Retry.fixed(10.0))
+    data = f"{prefix}{{pool}}:sem:d"
+    ms = hand_over_ms(holder, waiter, lambda: int(cluster_raw.node(data)("HGET", data, "w") == b"1"))
+    assert ms < WOKEN_WITHIN_MS, f"the waiter got a permit {ms:.1f} ms after the release"
+    assert cluster_raw.keys(prefix + "*") == []
+
+
 def test_fair_lock_and_fair_rwmutex(cclient, cluster_raw, prefix):
     holder = cclient.lock("f", fair=True)
     assert holder.acquire()

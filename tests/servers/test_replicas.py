@@ -156,7 +156,7 @@ def warnings_with(text: str):
 
 # Every kind of hold, as (label, a function of the client making a handle or
 # a campaign). Each runs its own script: obtain, fair_obtain, rw_read,
-# rw_write, rw_fair_*, sem_obtain.
+# rw_write, rw_fair_*, sem_take, sem_obtain.
 KINDS = {
     "lock": lambda c: c.lock("a", ttl=5),
     "multi_lock": lambda c: c.multi_lock(["a", "b"], ttl=5),
