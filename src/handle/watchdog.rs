@@ -1,5 +1,7 @@
 //! One tokio task per hold. With renewal on, it pushes the expiry every ttl/3
-//! and survives reconnects by retrying until the local validity deadline;
+//! (in one call with the other renewals that fall due with it on the
+//! deployment: `Client::renew`, each hold getting its own answer) and
+//! survives reconnects by retrying until the local validity deadline;
 //! without it, it only reports the hold lost when its ttl runs out. Either
 //! way nobody is left believing they hold a lock they do not.
 
@@ -124,7 +126,7 @@ impl Keeper {
                     return expire_unless_extended(lease, &self.max_hold_reached()).await;
                 };
                 let sent = Instant::now();
-                let attempt = self.client.refresh(&self.steps, lease.token(), ttl).map(Refreshed::split);
+                let attempt = self.client.renew(&self.steps, lease.token(), ttl).map(Refreshed::split);
                 let (outcome, unacknowledged) = tokio::select! {
                     outcome = attempt => outcome,
                     () = sleep_until(deadline.into()) => {

@@ -140,6 +140,10 @@ impl Steps for Permit {
         rw::lease_refresh(c, &[&self.keys.holders, &self.keys.data], token, ttl).await
     }
 
+    async fn renew_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
+        rw::lease_renew(c, &[&self.keys.holders, &self.keys.data], token, ttl).await
+    }
+
     async fn release_on(&self, c: &Backend, token: &str) -> Result<Released> {
         let held = self.leave(c, token, Leave::Hold).await?;
         Ok(Released { held, retried: false })
