@@ -19,7 +19,7 @@ use crate::support::events::{self, Event, LossCause, ReplicaStep};
 use crate::support::retry::Retry;
 use crate::transport::replication::{self, Policy};
 
-use crate::support::stats::WATCHDOGS;
+use crate::support::stats::{RENEWALS, WATCHDOGS};
 
 /// Counts a task from its start until its future is dropped (ended or aborted).
 struct Alive;
@@ -163,6 +163,7 @@ impl Keeper {
                     Ok(true) => {
                         failing.over(lease);
                         lease.renewed(sent, ttl);
+                        RENEWALS.add();
                         let (subject, latency, hold) = (lease.subject(), sent.elapsed(), lease.id());
                         events::emit(|| Event::Renewed { subject, latency, hold });
                         log::debug!("renewed {} for {:?}", lease.label(), ttl);
