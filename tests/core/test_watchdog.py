@@ -14,7 +14,7 @@ import pytest
 
 import ferrolock
 from ferrolock import LockLost, LockNotOwned
-from support.helpers import LostProbe, key, script_calls, wait_for
+from support.helpers import Events, LostProbe, key, script_calls, wait_for
 
 # The ttls here are long enough that a process not scheduled for a few
 # hundred milliseconds (a busy machine) still renews in time: a hold is
@@ -414,3 +414,79 @@ async def test_a_loss_while_entering_async_with_is_lock_lost(client):
         with pytest.raises(ferrolock.LockLost):
             async with lock:
                 await asyncio.sleep(0.05)
+
+
+# Renewal in batches: the renewals that fall due together on one server go
+# out as one script call renewing many holds (src/transport/backend/renew.rs).
+
+
+def renewals(events: Events) -> int:
+    """Renewals told so far (one `renewed` event each)."""
+    return sum(1 for _at, kind, _detail, _names in list(events.seen) if kind == "renewed")
+
+
+def test_holds_renewed_together_go_out_in_fewer_script_calls_than_holds(server, prefix, events):
+    """60 holds taken together fall due together, and each round of their
+    renewals is a few script calls (refresh_batch.lua), not 60."""
+    client = ferrolock.Client(server.url, prefix=prefix)
+    n = 60
+    locks = [client.lock(f"many{i}", ttl=1.5) for i in range(n)]
+    for lock in locks:
+        assert lock.acquire(blocking=False)
+    wait_for(lambda: renewals(events) >= n, 10, "a first round of renewals")
+    calls0, renewed0 = script_calls(server), renewals(events)
+    wait_for(lambda: renewals(events) >= renewed0 + 3 * n, 15, "three more rounds of renewals")
+    calls, renewed = script_calls(server) - calls0, renewals(events) - renewed0
+    assert calls * 4 <= renewed, f"{renewed} renewals took {calls} script calls"
+    for lock in locks:
+        assert not lock.lost
+        lock.release()
+    assert server.command("DBSIZE") == 0
+
+
+def test_a_hold_lost_inside_a_batch_is_told_lost_while_the_others_in_it_stay_held(server, prefix, events):
+    """One hold of a batch taken over behind its owner's back: the call
+    that renews the batch finds it lost, and it is told lost as a hold
+    renewed alone is (`lost`, `on_lost` once, a `lost` event, LockLost out of
+    its `with` block), while the other holds of that same call are renewed
+    and stay held."""
+    import redis
+
+    client = ferrolock.Client(server.url, prefix=prefix)
+    n = 20
+    probes = [LostProbe() for _ in range(n)]
+    locks = [client.lock(f"b{i}", ttl=1.5, on_lost=probes[i]) for i in range(n)]
+    victim, victim_key = locks[n // 2], key(prefix, f"b{n // 2}")
+    for lock in locks[: n // 2]:
+        assert lock.acquire(blocking=False)
+    watcher = redis.Redis.from_url(server.url, socket_timeout=10)
+    with pytest.raises(LockLost):
+        with victim:
+            for lock in locks[n // 2 + 1 :]:
+                assert lock.acquire(blocking=False)
+            wait_for(lambda: renewals(events) >= n, 10, "a first round of renewals")
+            with watcher.monitor() as monitor:
+                assert server.command("HSET", victim_key, "token", "another owner") == 0
+                assert probes[n // 2].wait(5.0), "the loss was never told"
+                # The first call to renew the victim after the change: it
+                # found the victim lost, and carried other holds with it.
+                after = False
+                while True:
+                    command = monitor.next_command()["command"]
+                    after = after or (command.startswith("HSET") and victim_key in command)
+                    if after and command.startswith("EVALSHA") and victim_key in command:
+                        break
+            assert command.count(prefix + "{b") > 1, f"the victim was renewed alone: {command}"
+            assert victim.lost
+    renewed0 = renewals(events)
+    wait_for(lambda: renewals(events) >= renewed0 + 2 * (n - 1), 10, "two more rounds of the others")
+    assert probes[n // 2].calls == 1
+    lost = [names for _at, kind, _detail, names in list(events.seen) if kind == "lost"]
+    assert lost == [(f"b{n // 2}",)]
+    for i, lock in enumerate(locks):
+        if lock is victim:
+            continue
+        assert not lock.lost and probes[i].calls == 0
+        assert server.command("HGET", key(prefix, f"b{i}"), "token").decode() == lock.token
+        assert server.command("PTTL", key(prefix, f"b{i}")) > 500
+        lock.release()
