@@ -426,18 +426,22 @@ def renewals(events: Events) -> int:
 
 
 def test_holds_renewed_together_go_out_in_fewer_script_calls_than_holds(server, prefix, events):
-    """60 holds taken together fall due together, and each round of their
-    renewals is a few script calls (refresh_batch.lua), not 60."""
+    """60 holds taken together (at once, from one event loop) fall due
+    together, and each round of their renewals is a few script calls
+    (refresh_batch.lua), not 60."""
     client = ferrolock.Client(server.url, prefix=prefix)
     n = 60
     locks = [client.lock(f"many{i}", ttl=1.5) for i in range(n)]
-    for lock in locks:
-        assert lock.acquire(blocking=False)
+
+    async def take_all() -> list:
+        return await asyncio.gather(*(lock.aacquire(blocking=False) for lock in locks))
+
+    assert all(asyncio.run(take_all()))
     wait_for(lambda: renewals(events) >= n, 10, "a first round of renewals")
     calls0, renewed0 = script_calls(server), renewals(events)
     wait_for(lambda: renewals(events) >= renewed0 + 3 * n, 15, "three more rounds of renewals")
     calls, renewed = script_calls(server) - calls0, renewals(events) - renewed0
-    assert calls * 4 <= renewed, f"{renewed} renewals took {calls} script calls"
+    assert calls * 3 <= renewed, f"{renewed} renewals took {calls} script calls"
     for lock in locks:
         assert not lock.lost
         lock.release()
@@ -445,48 +449,56 @@ def test_holds_renewed_together_go_out_in_fewer_script_calls_than_holds(server, 
 
 
 def test_a_hold_lost_inside_a_batch_is_told_lost_while_the_others_in_it_stay_held(server, prefix, events):
-    """One hold of a batch taken over behind its owner's back: the call
-    that renews the batch finds it lost, and it is told lost as a hold
-    renewed alone is (`lost`, `on_lost` once, a `lost` event, LockLost out of
-    its `with` block), while the other holds of that same call are renewed
-    and stay held."""
+    """One hold of a batch (seen renewed in one call with others, through
+    MONITOR) taken over behind its owner's back: the call that renews the
+    batch finds it lost, and it is told lost as a hold renewed alone is
+    (`lost`, `on_lost` once, a `lost` event, LockLost out of its `with`
+    block), while the other holds of that same call are renewed and stay
+    held."""
+    import contextlib
+
     import redis
 
     client = ferrolock.Client(server.url, prefix=prefix)
     n = 20
     probes = [LostProbe() for _ in range(n)]
-    locks = [client.lock(f"b{i}", ttl=1.5, on_lost=probes[i]) for i in range(n)]
-    victim, victim_key = locks[n // 2], key(prefix, f"b{n // 2}")
-    for lock in locks[: n // 2]:
-        assert lock.acquire(blocking=False)
-    watcher = redis.Redis.from_url(server.url, socket_timeout=10)
+    locks = [client.lock(f"b{i}", ttl=3.2, on_lost=probes[i]) for i in range(n)]
+    ours = {key(prefix, f"b{i}"): i for i in range(n)}
+    watcher = redis.Redis.from_url(server.url, socket_timeout=15)
+
+    def renewed_in(command: str) -> list:
+        """Our holds a command renews, when it is a script call."""
+        return [ours[k] for k in command.split() if k in ours] if command.startswith("EVALSHA") else []
+
     with pytest.raises(LockLost):
-        with victim:
-            for lock in locks[n // 2 + 1 :]:
-                assert lock.acquire(blocking=False)
-            wait_for(lambda: renewals(events) >= n, 10, "a first round of renewals")
+        with contextlib.ExitStack() as stack:
+            for lock in locks:
+                stack.enter_context(lock)
             with watcher.monitor() as monitor:
+                # A call renewing several of them: its first hold is the victim.
+                while len(together := renewed_in(monitor.next_command()["command"])) < 2:
+                    pass
+                victim = together[0]
+                victim_key = key(prefix, f"b{victim}")
                 assert server.command("HSET", victim_key, "token", "another owner") == 0
-                assert probes[n // 2].wait(5.0), "the loss was never told"
+                assert probes[victim].wait(5.0), "the loss was never told"
                 # The first call to renew the victim after the change: it
                 # found the victim lost, and carried other holds with it.
                 after = False
                 while True:
                     command = monitor.next_command()["command"]
                     after = after or (command.startswith("HSET") and victim_key in command)
-                    if after and command.startswith("EVALSHA") and victim_key in command:
+                    if after and victim in renewed_in(command):
                         break
-            assert command.count(prefix + "{b") > 1, f"the victim was renewed alone: {command}"
-            assert victim.lost
-    renewed0 = renewals(events)
-    wait_for(lambda: renewals(events) >= renewed0 + 2 * (n - 1), 10, "two more rounds of the others")
-    assert probes[n // 2].calls == 1
-    lost = [names for _at, kind, _detail, names in list(events.seen) if kind == "lost"]
-    assert lost == [(f"b{n // 2}",)]
+            assert len(renewed_in(command)) > 1, f"the victim was renewed alone: {command}"
+            assert locks[victim].lost
+            renewed0 = renewals(events)
+            wait_for(lambda: renewals(events) >= renewed0 + n - 1, 10, "a round of the others")
+    assert probes[victim].calls == 1
+    lost = [names for _at, kind, _detail, names in list(events.seen) if kind == "lost" and names[0].startswith("b")]
+    assert lost == [(f"b{victim}",)]
     for i, lock in enumerate(locks):
-        if lock is victim:
-            continue
-        assert not lock.lost and probes[i].calls == 0
-        assert server.command("HGET", key(prefix, f"b{i}"), "token").decode() == lock.token
-        assert server.command("PTTL", key(prefix, f"b{i}")) > 500
-        lock.release()
+        if i != victim:
+            assert not lock.lost and probes[i].calls == 0
+    # The others were released by the `with` blocks, renewed until then.
+    assert server.command("KEYS", prefix + "*") == [victim_key.encode()]
