@@ -336,6 +336,14 @@ bench-scale: deps build-dev
 	$(PY) -m pip install -q -r $(BENCH_REQS)
 	$(PY) benches/scale.py $(BENCH_ARGS)
 
+# `make bench-watchdog`: scenario 4 of `make bench` alone, 100,000 locks held 30 s
+# with their renewals (benches/watchdog.py; BENCH_ARGS="--baseline DIR" measures
+# another build's ferrolock package in the same conditions).
+.PHONY: bench-watchdog
+bench-watchdog: deps build-dev
+	$(PY) -m pip install -q -r $(BENCH_REQS)
+	$(PY) benches/watchdog.py $(BENCH_ARGS)
+
 # `make chaos DURATION=600`: the history checker under faults (tests/history).
 # Workers take locks in each scenario (lock, fair-lock, rwmutex, fair-rwmutex,
 # multi-lock, semaphore, election, quorum) while a nemesis kills connections, freezes workers past their

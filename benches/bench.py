@@ -251,7 +251,8 @@ def main() -> int:
             print(
                 f"   {w['taken']}/{w['n']} held, lost {w['lost']}, keys at end {w['keys_at_end']}, "
                 f"CPU {w['cpu_pct']:.1f} % of one core (redis-server {w['redis_cpu_pct']:.1f} %), "
-                f"renewals {w['evalsha_per_s']:.0f}/s, lowest ttl left {w.get('monitor_min_pttl_ms')} ms"
+                f"renewals {w['renewals_per_s']:.0f}/s in {w['evalsha_per_s']:.0f} script calls/s, "
+                f"lowest ttl left {w.get('monitor_min_pttl_ms')} ms"
             )
         flush(url)
         w = step(

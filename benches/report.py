@@ -423,9 +423,10 @@ def write_report(res: dict, args: argparse.Namespace, out: Path, png: Path) -> s
             if w is None:
                 continue
             if not w.get("ok") and w.get("taken") is None:
-                rows.append([lib, "failed: " + w.get("error", "?")] + [""] * 12)
+                rows.append([lib, "failed: " + w.get("error", "?")] + [""] * 13)
                 continue
             renew_expected = w["n"] / (w["ttl_s"] / 3 if lib == FERRO else w["ttl_s"] * 2 / 3)
+            renewed = w.get("renewals_per_s", w["evalsha_per_s"])
             if w["lost"] is None:  # python-redis-lock: what the harness saw, the holder was not told
                 lost = (
                     f"{w['n'] - w['keys_at_end']:,} expired, untold"
@@ -441,8 +442,9 @@ def write_report(res: dict, args: argparse.Namespace, out: Path, png: Path) -> s
                     f"{w['window_s']:.0f}",
                     f"{w['cpu_pct']:.1f}",
                     f"{w['redis_cpu_pct']:.1f}",
-                    f"{w['evalsha_per_s']:,.0f} / {renew_expected:,.0f}",
-                    f"{w['cpu_pct'] / 100 * 1e6 / w['evalsha_per_s']:,.0f}" if w["evalsha_per_s"] else "?",
+                    f"{renewed:,.0f} / {renew_expected:,.0f}",
+                    f"{w['evalsha_per_s']:,.0f}",
+                    f"{w['cpu_pct'] / 100 * 1e6 / renewed:,.0f}" if renewed else "?",
                     lost,
                     f"{w['keys_at_end']:,}",
                     f"{w['monitor_min_pttl_ms'] / 1000:.2f} s" if w.get("monitor_min_pttl_ms") is not None else "?",
@@ -459,13 +461,15 @@ def write_report(res: dict, args: argparse.Namespace, out: Path, png: Path) -> s
             f"ttl={p['wd_ttl']:.0f} s (ferrolock's default) ({p['wd_hold_prl']:.0f} s with ttl="
             f"{p['wd_prl_ttl']:.0f} s for python-redis-lock, whose thread per lock cannot hold many), "
             "each library renewing by itself "
-            "(ferrolock: one tokio task per hold, renewing every ttl/3; python-redis-lock: `auto_renewal=True`, "
+            "(ferrolock: one tokio task per hold, renewing every ttl/3, the renewals that fall due together sent "
+            "as one script call of at most 100; python-redis-lock: `auto_renewal=True`, "
             "one thread per lock, renewing every 2/3 ttl). CPU is the holding process's user+system time over "
             "the hold, as % of one core; redis-server's beside it. Memory per lock is the growth of the holding "
             "process's resident set from before the handles were made to the end of the hold, over the locks "
-            "held (the Python handle, the core's lock, its lease and its watchdog task). Renewals are the server's "
-            "EVALSHA calls per "
-            "second over the hold, against the rate a renewal schedule that is on time gives. The lowest ttl "
+            "held (the Python handle, the core's lock, its lease and its watchdog task). Renewals are the holds "
+            "renewed per second over the hold (ferrolock's own count; python-redis-lock's, its EVALSHA calls), "
+            "against the rate a renewal schedule that is on time gives; script calls are the server's EVALSHA "
+            "calls per second. The lowest ttl "
             "left is the minimum of PTTL over every lock, swept every second (every n/20,000 s for n locks) from "
             "another process during the "
             "hold. python-redis-lock's client gets `max_connections=locks + 16`: its renewal threads wake "
@@ -480,6 +484,7 @@ def write_report(res: dict, args: argparse.Namespace, out: Path, png: Path) -> s
                     "CPU % of one core",
                     "redis-server CPU %",
                     "renewals/s (measured / on time)",
+                    "script calls/s",
                     "CPU per renewal (us)",
                     "lost",
                     "keys at the end",

@@ -243,6 +243,16 @@ impl Client {
         }
     }
 
+    /// `refresh`, as the watchdog sends it: in one call with the other
+    /// renewals that fall due with it on the deployment (on a quorum: on
+    /// each master). An `extend` goes alone (`refresh`).
+    pub(crate) async fn renew(&self, steps: &impl Steps, token: &str, ttl: Duration) -> Result<Refreshed> {
+        match &self.0 {
+            On::One(c) => steps.renew_on(c, token, ttl).await,
+            On::Quorum(q) => q.renew(steps, token, ttl).await,
+        }
+    }
+
     /// Releases `token`'s hold.
     pub(crate) async fn release(&self, steps: &impl Steps, token: &str) -> Result<Released> {
         match &self.0 {

@@ -16,7 +16,7 @@ mod scripts;
 mod support;
 mod transport;
 
-pub use support::stats::{live_watchdogs, waiters};
+pub use support::stats::{live_watchdogs, renewals, waiters};
 
 #[cfg(feature = "python")]
 mod py;

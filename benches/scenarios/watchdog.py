@@ -15,6 +15,22 @@ from typing import Any
 from scenarios.common import FERRO, quiet_logs
 
 
+def scripts(r) -> tuple[int, int]:
+    """(calls, usec) of EVALSHA so far, from INFO commandstats."""
+    stats = r.info("commandstats").get("cmdstat_evalsha", {})
+    return int(stats.get("calls", 0)), int(stats.get("usec", 0))
+
+
+def renewals(lib: str):
+    """Renewals this process has made so far: ferrolock's count (None for another
+    library, and for a build that counts none, whose renewals are one script call each)."""
+    if lib != FERRO:
+        return None
+    from ferrolock import _ferrolock
+
+    return _ferrolock._debug_stats().get("renewals")
+
+
 def watchdog_worker(
     lib: str, url: str, n: int, hold: float, ttl: float, out: str, redis_pid: int, ready, go, held
 ) -> None:
@@ -65,17 +81,24 @@ def watchdog_worker(
     gc.collect()
     ready.set()
     go.wait(60)  # the parent starts its ttl monitor, then lets us measure
-    evalsha0 = int(r.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+    evalsha0, usec0 = scripts(r)
+    renewed0 = renewals(lib)
     c0, s0, w0 = me.cpu_times(), server.cpu_times(), time.perf_counter()
     time.sleep(hold)
     c1, s1, w1 = me.cpu_times(), server.cpu_times(), time.perf_counter()
-    evalsha1 = int(r.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+    evalsha1, usec1 = scripts(r)
+    renewed1 = renewals(lib)
     held.set()  # the parent stops sweeping
     window = w1 - w0
     result["window_s"] = window
     result["cpu_pct"] = 100 * ((c1.user - c0.user) + (c1.system - c0.system)) / window
     result["redis_cpu_pct"] = 100 * ((s1.user - s0.user) + (s1.system - s0.system)) / window
     result["evalsha_per_s"] = (evalsha1 - evalsha0) / window
+    # the scripts' own time on the server (INFO commandstats), in % of a core
+    result["script_cpu_pct"] = 100 * (usec1 - usec0) / 1e6 / window
+    # ferrolock renews many holds in one script call: its renewals are its own count
+    # (python-redis-lock's are its script calls, one each)
+    result["renewals_per_s"] = (renewed1 - renewed0) / window if renewed0 is not None else result["evalsha_per_s"]
     result["rss_mb"] = me.memory_info().rss / 2**20
     result["bytes_per_lock"] = (me.memory_info().rss - rss_before) / max(taken, 1)
     result["redis_clients"] = int(r.info("clients").get("connected_clients", 0))
@@ -108,7 +131,11 @@ def watchdog_worker(
     Path(out).write_text(json.dumps(result))
 
 
-def watchdog(url: str, lib: str, n: int, hold: float, ttl: float, workdir: Path, redis_pid: int) -> dict:
+def watchdog(
+    url: str, lib: str, n: int, hold: float, ttl: float, workdir: Path, redis_pid: int, sweep_ttls: bool = True
+) -> dict:
+    """`n` locks of `lib` held `hold` s; `sweep_ttls`: the lowest ttl left is
+    swept from this process meanwhile (its SCAN and PTTL cost redis-server CPU too)."""
     import redis
 
     ctx = multiprocessing.get_context("spawn")
@@ -142,11 +169,13 @@ def watchdog(url: str, lib: str, n: int, hold: float, ttl: float, workdir: Path,
         p.start()
         if not ready.wait(180):
             raise RuntimeError(f"watchdog worker ({lib}) did not get ready")
-        mon.start()
+        if sweep_ttls:
+            mon.start()
         go.set()
         held.wait(hold + 60)
         stop.set()
-        mon.join(10)
+        if mon.is_alive():
+            mon.join(10)
         p.join(120)
     finally:
         stop.set()

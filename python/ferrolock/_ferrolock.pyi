@@ -1518,8 +1518,8 @@ def _at_exit() -> None:
     """
 
 def _debug_stats() -> dict[str, int]:
-    """Diagnostics of this process: ``watchdogs`` (live watchdog tasks), ``waiters`` (waiting acquires) and
-    ``handed_over`` (holds taken straight from a fair release's wake-up).
+    """Diagnostics of this process: ``watchdogs`` (live watchdog tasks), ``waiters`` (waiting acquires),
+    ``handed_over`` (holds taken straight from a fair release's wake-up) and ``renewals`` (renewals made).
     """
 
 def _handle_options() -> list[tuple[str, str, str, list[str], str]]:

@@ -1,5 +1,7 @@
 //! One tokio task per hold. With renewal on, it pushes the expiry every ttl/3
-//! and survives reconnects by retrying until the local validity deadline;
+//! (in one call with the other renewals that fall due with it on the
+//! deployment: `Client::renew`, each hold getting its own answer) and
+//! survives reconnects by retrying until the local validity deadline;
 //! without it, it only reports the hold lost when its ttl runs out. Either
 //! way nobody is left believing they hold a lock they do not.
 
@@ -17,7 +19,7 @@ use crate::support::events::{self, Event, LossCause, ReplicaStep};
 use crate::support::retry::Retry;
 use crate::transport::replication::{self, Policy};
 
-use crate::support::stats::WATCHDOGS;
+use crate::support::stats::{RENEWALS, WATCHDOGS};
 
 /// Counts a task from its start until its future is dropped (ended or aborted).
 struct Alive;
@@ -124,7 +126,7 @@ impl Keeper {
                     return expire_unless_extended(lease, &self.max_hold_reached()).await;
                 };
                 let sent = Instant::now();
-                let attempt = self.client.refresh(&self.steps, lease.token(), ttl).map(Refreshed::split);
+                let attempt = self.client.renew(&self.steps, lease.token(), ttl).map(Refreshed::split);
                 let (outcome, unacknowledged) = tokio::select! {
                     outcome = attempt => outcome,
                     () = sleep_until(deadline.into()) => {
@@ -161,6 +163,7 @@ impl Keeper {
                     Ok(true) => {
                         failing.over(lease);
                         lease.renewed(sent, ttl);
+                        RENEWALS.add();
                         let (subject, latency, hold) = (lease.subject(), sent.elapsed(), lease.id());
                         events::emit(|| Event::Renewed { subject, latency, hold });
                         log::debug!("renewed {} for {:?}", lease.label(), ttl);

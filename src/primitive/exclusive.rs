@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use redis::Value;
 
 use super::attempt;
@@ -13,10 +14,10 @@ use super::steps::{Obtaining, Released, Steps};
 use crate::error::Result;
 use crate::keys::{wake_channel, with_fence_records};
 use crate::scripts::{
-    one, parse_record, refreshed, run, run_held, step, taken, taken_or_busy, Argv, Lua, Obtain, Record,
-    Refreshed, Whose,
+    one, parse_record, refreshed, run, run_batch, run_held, step, taken, taken_or_busy, Argv, Lua, Obtain,
+    Record, Refreshed, Whose,
 };
-use crate::transport::backend::Backend;
+use crate::transport::backend::{Answers, Backend, Batch, Renewal};
 
 step! {
     OBTAIN = "obtain.lua",
@@ -50,6 +51,13 @@ step! {
 }
 
 step! {
+    REFRESH_BATCH = "refresh_batch.lua",
+    struct RefreshBatchArgv<'a> {
+        holds: &'a [String],
+    }
+}
+
+step! {
     INSPECT = "inspect.lua",
     struct InspectArgv {}
 }
@@ -63,7 +71,7 @@ step! {
 }
 
 /// The steps of this module, for `every_step`.
-pub(super) static STEPS: [&Lua; 5] = [&OBTAIN, &RELEASE, &REFRESH, &INSPECT, &FENCE_RAISE];
+pub(super) static STEPS: [&Lua; 6] = [&OBTAIN, &RELEASE, &REFRESH, &REFRESH_BATCH, &INSPECT, &FENCE_RAISE];
 
 /// One hash per name.
 #[derive(Debug, Clone)]
@@ -103,6 +111,10 @@ impl Steps for Exclusive {
 
     async fn refresh_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
         refresh(c, &self.keys, token, ttl).await
+    }
+
+    async fn renew_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
+        renew(c, &self.keys, token, ttl).await
     }
 
     async fn release_on(&self, c: &Backend, token: &str) -> Result<Released> {
@@ -162,6 +174,33 @@ pub(crate) async fn refresh(
 ) -> Result<Refreshed> {
     let ttl_ms = ttl.as_millis() as u64;
     run_held(client, RefreshArgv { token, ttl_ms }.on(client).key(keys), one).await.map(refreshed)
+}
+
+/// `refresh`, as the watchdog sends it: in one call with the other
+/// renewals of holds of this shape (a Lock's, a fair Lock's, an RWMutex
+/// writer's hash) that fall due with it (`Backend::renew`).
+pub(crate) async fn renew(
+    client: &Backend,
+    keys: &[String],
+    token: &str,
+    ttl: Duration,
+) -> Result<Refreshed> {
+    let renewal = Renewal { keys: keys.to_vec(), token: token.to_string(), ttl_ms: ttl.as_millis() as u64 };
+    client.renew(&RENEWALS, renewal).await.map(Refreshed::from)
+}
+
+/// How the renewals of hashes go together: `refresh_batch.lua`; one alone,
+/// `refresh.lua`.
+static RENEWALS: Batch = Batch { send: send_renewals };
+
+fn send_renewals(client: Backend, renewals: Arc<[Renewal]>) -> BoxFuture<'static, Result<Answers>> {
+    Box::pin(async move {
+        if let [one] = &*renewals {
+            let ttl = Duration::from_millis(one.ttl_ms);
+            return refresh(&client, &one.keys, &one.token, ttl).await.map(Answers::from);
+        }
+        run_batch(&client, &renewals, |holds| RefreshBatchArgv { holds }.on(&client)).await
+    })
 }
 
 /// The holder of each key.

@@ -125,6 +125,10 @@ impl Steps for Fair {
         exclusive::refresh(c, std::slice::from_ref(&self.keys.lock), token, ttl).await
     }
 
+    async fn renew_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
+        exclusive::renew(c, std::slice::from_ref(&self.keys.lock), token, ttl).await
+    }
+
     async fn release_on(&self, c: &Backend, token: &str) -> Result<Released> {
         let held = self.leave(c, token, Leave::Hold).await?;
         Ok(Released { held, retried: false })

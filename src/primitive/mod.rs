@@ -132,6 +132,10 @@ impl Steps for Mode {
         on_primitive!(self, p => p.refresh_on(c, token, ttl).await)
     }
 
+    async fn renew_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
+        on_primitive!(self, p => p.renew_on(c, token, ttl).await)
+    }
+
     async fn release_on(&self, c: &Backend, token: &str) -> Result<Released> {
         on_primitive!(self, p => p.release_on(c, token).await)
     }

@@ -5,8 +5,10 @@
 //! state and the operator's force release. The writer's hold is a Lock's
 //! hash (renewed, released and looked at by `exclusive`'s steps).
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use redis::Value;
 
 use super::steps::{Obtaining, Released, Steps};
@@ -14,9 +16,10 @@ use super::{attempt, exclusive};
 use crate::error::{Error, Result};
 use crate::keys::{fence_record, KeySpace, Part};
 use crate::scripts::{
-    one, refreshed, run, run_held, step, taken, taken_or_busy, Argv, Lua, Obtain, Record, Refreshed, Whose,
+    one, refreshed, run, run_batch, run_held, step, taken, taken_or_busy, Argv, Lua, Obtain, Record,
+    Refreshed, Whose,
 };
-use crate::transport::backend::Backend;
+use crate::transport::backend::{Answers, Backend, Batch, Renewal};
 
 step! {
     RW_READ = "rw_read.lua",
@@ -46,6 +49,13 @@ step! {
     struct LeaseRefreshArgv<'a> {
         token: &'a str,
         ttl_ms: u64,
+    }
+}
+
+step! {
+    LEASE_REFRESH_BATCH = "lease_refresh_batch.lua",
+    struct LeaseRefreshBatchArgv<'a> {
+        leases: &'a [String],
     }
 }
 
@@ -81,8 +91,16 @@ step! {
 }
 
 /// The steps of this module, for `every_step`.
-pub(super) static STEPS: [&Lua; 7] =
-    [&RW_READ, &RW_WRITE, &LEASE_REFRESH, &RW_READ_RELEASE, &RW_WITHDRAW, &RW_INSPECT, &RW_FORCE_RELEASE];
+pub(super) static STEPS: [&Lua; 8] = [
+    &RW_READ,
+    &RW_WRITE,
+    &LEASE_REFRESH,
+    &LEASE_REFRESH_BATCH,
+    &RW_READ_RELEASE,
+    &RW_WITHDRAW,
+    &RW_INSPECT,
+    &RW_FORCE_RELEASE,
+];
 
 /// An RWMutex: the writer's hold (shaped like a Lock's), the readers (a sorted
 /// set of token -> expiry in server milliseconds), a waiting writer's intent,
@@ -174,6 +192,10 @@ impl Steps for Read {
         lease_refresh(c, &[&self.keys.readers], token, ttl).await
     }
 
+    async fn renew_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
+        lease_renew(c, &[&self.keys.readers], token, ttl).await
+    }
+
     /// A transaction, no script: the reader leaves, and the writer hash says
     /// whether a writer waits. Only then does `rw_read_release.lua` run, to
     /// wake it if this was the last live reader.
@@ -233,6 +255,10 @@ impl Steps for Write {
 
     async fn refresh_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
         exclusive::refresh(c, std::slice::from_ref(&self.keys.writer), token, ttl).await
+    }
+
+    async fn renew_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
+        exclusive::renew(c, std::slice::from_ref(&self.keys.writer), token, ttl).await
     }
 
     async fn release_on(&self, c: &Backend, token: &str) -> Result<Released> {
@@ -340,6 +366,34 @@ pub(crate) async fn lease_refresh(
 ) -> Result<Refreshed> {
     let ttl_ms = ttl.as_millis() as u64;
     run_held(client, LeaseRefreshArgv { token, ttl_ms }.on(client).key(keys), one).await.map(refreshed)
+}
+
+/// `lease_refresh`, as the watchdog sends it: in one call with the other
+/// leases' renewals that fall due with it (`Backend::renew`).
+pub(crate) async fn lease_renew(
+    client: &Backend,
+    keys: &[&String],
+    token: &str,
+    ttl: Duration,
+) -> Result<Refreshed> {
+    let keys = keys.iter().map(|k| (*k).clone()).collect();
+    let renewal = Renewal { keys, token: token.to_string(), ttl_ms: ttl.as_millis() as u64 };
+    client.renew(&LEASE_RENEWALS, renewal).await.map(Refreshed::from)
+}
+
+/// How the renewals of leases go together: `lease_refresh_batch.lua`; one
+/// alone, `lease_refresh.lua`.
+static LEASE_RENEWALS: Batch = Batch { send: send_lease_renewals };
+
+fn send_lease_renewals(client: Backend, renewals: Arc<[Renewal]>) -> BoxFuture<'static, Result<Answers>> {
+    Box::pin(async move {
+        if let [one] = &*renewals {
+            let keys: Vec<&String> = one.keys.iter().collect();
+            let ttl = Duration::from_millis(one.ttl_ms);
+            return lease_refresh(&client, &keys, &one.token, ttl).await.map(Answers::from);
+        }
+        run_batch(&client, &renewals, |leases| LeaseRefreshBatchArgv { leases }.on(&client)).await
+    })
 }
 
 /// The state of an RWMutex as `rw_inspect.lua` reports it.

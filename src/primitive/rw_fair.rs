@@ -127,6 +127,14 @@ impl Steps for FairRw {
         }
     }
 
+    async fn renew_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
+        if self.writer {
+            exclusive::renew(c, std::slice::from_ref(&self.keys.writer), token, ttl).await
+        } else {
+            rw::lease_renew(c, &[&self.keys.readers], token, ttl).await
+        }
+    }
+
     async fn release_on(&self, c: &Backend, token: &str) -> Result<Released> {
         let held = self.leave(c, token, Leave::Hold).await?;
         Ok(Released { held, retried: false })

@@ -189,6 +189,10 @@ impl Steps for Permit {
         rw::lease_refresh(c, &[&self.keys.holders, &self.keys.data], token, ttl).await
     }
 
+    async fn renew_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
+        rw::lease_renew(c, &[&self.keys.holders, &self.keys.data], token, ttl).await
+    }
+
     /// `sem_give.lua` first: it gives the permit back while nobody waits;
     /// when someone does, it changes nothing, and `sem_release.lua` gives it
     /// back, waking or serving the waiters.

@@ -57,6 +57,19 @@ pub(crate) trait Steps: Sync {
         ttl: Duration,
     ) -> impl Future<Output = Result<Refreshed>> + Send;
 
+    /// `refresh_on`, as the watchdog sends it: in one call with the other
+    /// renewals of holds of its shape that fall due with it on `c`
+    /// (`Backend::renew`). A primitive whose holds are not batched (a plain
+    /// string hold) sends its own step.
+    fn renew_on(
+        &self,
+        c: &Backend,
+        token: &str,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<Refreshed>> + Send {
+        self.refresh_on(c, token, ttl)
+    }
+
     /// Releases `token`'s hold (a fair one goes to the next in line).
     fn release_on(&self, c: &Backend, token: &str) -> impl Future<Output = Result<Released>> + Send;
 

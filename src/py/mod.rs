@@ -82,14 +82,15 @@ pub mod _ferrolock {
     #[pymodule_export]
     use super::semaphore::_semaphore;
 
-    /// Diagnostics of this process: ``watchdogs`` (live watchdog tasks), ``waiters`` (waiting acquires) and
-    /// ``handed_over`` (holds taken straight from a fair release's wake-up).
+    /// Diagnostics of this process: ``watchdogs`` (live watchdog tasks), ``waiters`` (waiting acquires),
+    /// ``handed_over`` (holds taken straight from a fair release's wake-up) and ``renewals`` (renewals made).
     #[pyfunction]
     fn _debug_stats(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
         let stats = pyo3::types::PyDict::new(py);
         stats.set_item("watchdogs", crate::live_watchdogs())?;
         stats.set_item("handed_over", crate::handle::lock::handed_over())?;
         stats.set_item("waiters", crate::waiters())?;
+        stats.set_item("renewals", crate::renewals())?;
         Ok(stats)
     }
 

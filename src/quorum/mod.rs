@@ -262,18 +262,29 @@ impl Quorum {
     /// the masters that did), not when a majority can no longer (the hold is
     /// lost), an error when too few answered to say.
     pub(crate) async fn refresh(&self, mode: &impl Steps, token: &str, ttl: Duration) -> Result<Refreshed> {
+        self.renewal(ttl, |m| mode.refresh_on(m, token, ttl)).await
+    }
+
+    /// `refresh`, as the watchdog sends it: on each master, in one call with
+    /// the other renewals that fall due with it there (`Steps::renew_on`).
+    pub(crate) async fn renew(&self, mode: &impl Steps, token: &str, ttl: Duration) -> Result<Refreshed> {
+        self.renewal(ttl, |m| mode.renew_on(m, token, ttl)).await
+    }
+
+    /// A renewal for `ttl`, sent to each master by `op`, decided as `refresh` says.
+    async fn renewal<'a, F, Fut>(&'a self, ttl: Duration, op: F) -> Result<Refreshed>
+    where
+        F: Fn(&'a Backend) -> Fut,
+        Fut: Future<Output = Result<Refreshed>> + 'a,
+    {
         self.ready().await?;
         let (n, need) = (self.members.len(), self.needed());
         let answers = self
-            .on_all(
-                self.limit(ttl),
-                |m| mode.refresh_on(m, token, ttl),
-                |a| {
-                    let renewed = answered(a, |r| r.held);
-                    let refused = answered(a, |r| !r.held);
-                    renewed >= need || refused > n - need
-                },
-            )
+            .on_all(self.limit(ttl), op, |a| {
+                let renewed = answered(a, |r| r.held);
+                let refused = answered(a, |r| !r.held);
+                renewed >= need || refused > n - need
+            })
             .await;
         let renewed = answered(&answers, |r| r.held);
         let refused = answered(&answers, |r| !r.held);

@@ -15,7 +15,7 @@ use std::time::Instant;
 use redis::Value;
 
 use crate::error::{Error, Result};
-use crate::transport::backend::Backend;
+use crate::transport::backend::{Answers, Backend, Renewal, Renewed};
 use crate::transport::replication::{self, Shortfall};
 
 use invocation::Built;
@@ -133,6 +133,19 @@ impl Refreshed {
     }
 }
 
+impl From<Renewed> for Refreshed {
+    fn from(r: Renewed) -> Refreshed {
+        Refreshed { held: r.held, shortfall: r.shortfall }
+    }
+}
+
+impl From<Refreshed> for Answers {
+    /// One hold's answer, as a batch's.
+    fn from(r: Refreshed) -> Answers {
+        Answers { held: vec![r.held], shortfall: r.shortfall }
+    }
+}
+
 /// A step that makes or re-asserts a hold: its answer, the replicas'
 /// shortfall when too few acknowledged a hold it made, and when it was sent.
 #[derive(Clone, Copy)]
@@ -214,6 +227,29 @@ pub(crate) async fn run_held<T: redis::FromRedisValue>(
         .map_err(|e| Error::Redis(format!("unexpected reply from a lock script: {e}")))?;
     let shortfall = (acked < replication.replicas && made(&answer)).then(|| replication.shortfall(acked));
     Ok(Held { answer, shortfall, sent })
+}
+
+/// Renews several holds in one run of a batch step (`refresh_batch.lua`,
+/// `lease_refresh_batch.lua`), which `batch` makes from its ARGV: three
+/// items a hold (how many keys, its token, its ttl in ms); its KEYS are
+/// each hold's keys in turn. With replica acknowledgement on, one WAIT
+/// follows the whole run, as `run_held`'s does one step.
+pub(crate) async fn run_batch(
+    client: &Backend,
+    renewals: &[Renewal],
+    batch: impl FnOnce(&[String]) -> Invocation<'static>,
+) -> Result<Answers> {
+    let mut holds = Vec::with_capacity(3 * renewals.len());
+    for r in renewals {
+        holds.extend([r.keys.len().to_string(), r.token.clone(), r.ttl_ms.to_string()]);
+    }
+    let mut invocation = batch(&holds);
+    for r in renewals {
+        invocation.key(&r.keys[..]);
+    }
+    let renewed: fn(&Vec<i64>) -> bool = |answers| answers.contains(&1);
+    let held = run_held(client, &invocation, renewed).await?;
+    Ok(Answers { held: held.answer.iter().map(|a| *a == 1).collect(), shortfall: held.shortfall })
 }
 
 /// A hold was taken (or re-entered): `{1, fence}`.

@@ -1,5 +1,5 @@
 //! Counters of this process (for diagnostics and tests): live watchdog
-//! tasks, registered waiters. A forked child starts from zero: its
+//! tasks, registered waiters, renewals made. A forked child starts from zero: its
 //! parent's tasks and waiters never run there.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -34,10 +34,16 @@ impl ProcessCounter {
 
 pub(crate) static WATCHDOGS: ProcessCounter = ProcessCounter::new();
 pub(crate) static WAITERS: ProcessCounter = ProcessCounter::new();
+pub(crate) static RENEWALS: ProcessCounter = ProcessCounter::new();
 
 /// Watchdog tasks alive in this process.
 pub fn live_watchdogs() -> usize {
     WATCHDOGS.get()
+}
+
+/// Renewals the watchdogs of this process made so far (those that counted).
+pub fn renewals() -> usize {
+    RENEWALS.get()
 }
 
 /// Acquires of this process waiting for a wake-up now.

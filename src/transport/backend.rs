@@ -25,9 +25,11 @@ mod diagnose;
 mod follow;
 mod query;
 mod ready;
+mod renew;
 mod url;
 
 pub(crate) use ready::Readiness;
+pub(crate) use renew::{Answers, Batch, Renewal, Renewed};
 
 pub use url::redact;
 
@@ -108,7 +110,8 @@ struct Inner {
 }
 
 /// What belongs to one process: its connection (opened one at a time), its
-/// wake-up subscription and waiters, and its clean-ups.
+/// wake-up subscription and waiters, its clean-ups, and its renewals
+/// gathered into calls.
 struct Local {
     conn: ArcSwapOption<Conn>,
     connecting: tokio::sync::Mutex<()>,
@@ -116,6 +119,7 @@ struct Local {
     inline: Arc<InlinePool>,
     cleanups: Arc<Cleanups>,
     wakeups: Arc<Wakeups>,
+    renewals: Arc<renew::Renewals>,
 }
 
 impl std::fmt::Debug for Backend {
@@ -189,6 +193,7 @@ impl Backend {
                 inline: Arc::default(),
                 wakeups: Arc::new(Wakeups::new(cleanups.clone())),
                 cleanups,
+                renewals: Arc::default(),
             })
         })
     }

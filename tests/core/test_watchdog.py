@@ -14,7 +14,7 @@ import pytest
 
 import ferrolock
 from ferrolock import LockLost, LockNotOwned
-from support.helpers import LostProbe, key, script_calls, wait_for
+from support.helpers import Events, LostProbe, key, script_calls, wait_for
 
 # The ttls here are long enough that a process not scheduled for a few
 # hundred milliseconds (a busy machine) still renews in time: a hold is
@@ -414,3 +414,91 @@ async def test_a_loss_while_entering_async_with_is_lock_lost(client):
         with pytest.raises(ferrolock.LockLost):
             async with lock:
                 await asyncio.sleep(0.05)
+
+
+# Renewal in batches: the renewals that fall due together on one server go
+# out as one script call renewing many holds (src/transport/backend/renew.rs).
+
+
+def renewals(events: Events) -> int:
+    """Renewals told so far (one `renewed` event each)."""
+    return sum(1 for _at, kind, _detail, _names in list(events.seen) if kind == "renewed")
+
+
+def test_holds_renewed_together_go_out_in_fewer_script_calls_than_holds(server, prefix, events):
+    """60 holds taken together (at once, from one event loop) fall due
+    together, and each round of their renewals is a few script calls
+    (refresh_batch.lua), not 60."""
+    client = ferrolock.Client(server.url, prefix=prefix)
+    n = 60
+    locks = [client.lock(f"many{i}", ttl=1.5) for i in range(n)]
+
+    async def take_all() -> list:
+        return await asyncio.gather(*(lock.aacquire(blocking=False) for lock in locks))
+
+    assert all(asyncio.run(take_all()))
+    wait_for(lambda: renewals(events) >= n, 10, "a first round of renewals")
+    calls0, renewed0 = script_calls(server), renewals(events)
+    wait_for(lambda: renewals(events) >= renewed0 + 3 * n, 15, "three more rounds of renewals")
+    calls, renewed = script_calls(server) - calls0, renewals(events) - renewed0
+    assert calls * 3 <= renewed, f"{renewed} renewals took {calls} script calls"
+    for lock in locks:
+        assert not lock.lost
+        lock.release()
+    assert server.command("DBSIZE") == 0
+
+
+def test_a_hold_lost_inside_a_batch_is_told_lost_while_the_others_in_it_stay_held(server, prefix, events):
+    """One hold of a batch (seen renewed in one call with others, through
+    MONITOR) taken over behind its owner's back: the call that renews the
+    batch finds it lost, and it is told lost as a hold renewed alone is
+    (`lost`, `on_lost` once, a `lost` event, LockLost out of its `with`
+    block), while the other holds of that same call are renewed and stay
+    held."""
+    import contextlib
+
+    import redis
+
+    client = ferrolock.Client(server.url, prefix=prefix)
+    n = 20
+    probes = [LostProbe() for _ in range(n)]
+    locks = [client.lock(f"b{i}", ttl=3.2, on_lost=probes[i]) for i in range(n)]
+    ours = {key(prefix, f"b{i}"): i for i in range(n)}
+    watcher = redis.Redis.from_url(server.url, socket_timeout=15)
+
+    def renewed_in(command: str) -> list:
+        """Our holds a command renews, when it is a script call."""
+        return [ours[k] for k in command.split() if k in ours] if command.startswith("EVALSHA") else []
+
+    with pytest.raises(LockLost):
+        with contextlib.ExitStack() as stack:
+            for lock in locks:
+                stack.enter_context(lock)
+            with watcher.monitor() as monitor:
+                # A call renewing several of them: its first hold is the victim.
+                while len(together := renewed_in(monitor.next_command()["command"])) < 2:
+                    pass
+                victim = together[0]
+                victim_key = key(prefix, f"b{victim}")
+                assert server.command("HSET", victim_key, "token", "another owner") == 0
+                assert probes[victim].wait(5.0), "the loss was never told"
+                # The first call to renew the victim after the change: it
+                # found the victim lost, and carried other holds with it.
+                after = False
+                while True:
+                    command = monitor.next_command()["command"]
+                    after = after or (command.startswith("HSET") and victim_key in command)
+                    if after and victim in renewed_in(command):
+                        break
+            assert len(renewed_in(command)) > 1, f"the victim was renewed alone: {command}"
+            assert locks[victim].lost
+            renewed0 = renewals(events)
+            wait_for(lambda: renewals(events) >= renewed0 + n - 1, 10, "a round of the others")
+    assert probes[victim].calls == 1
+    lost = [names for _at, kind, _detail, names in list(events.seen) if kind == "lost" and names[0].startswith("b")]
+    assert lost == [(f"b{victim}",)]
+    for i, lock in enumerate(locks):
+        if i != victim:
+            assert not lock.lost and probes[i].calls == 0
+    # The others were released by the `with` blocks, renewed until then.
+    assert server.command("KEYS", prefix + "*") == [victim_key.encode()]

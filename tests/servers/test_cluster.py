@@ -371,3 +371,49 @@ def test_semaphores_and_elections_are_listed_and_force_released_on_every_master(
     assert cclient.force_release("leader-x") is True
     assert cclient.scan("*") == []
     assert cclient.election("leader-x").leader() is None
+
+
+def crossslot_errors(cluster_raw) -> int:
+    """CROSSSLOT refusals the cluster's nodes have answered so far."""
+    total = 0
+    for raw in cluster_raw.nodes.values():
+        for line in raw("INFO", "errorstats").decode().splitlines():
+            if line.startswith("errorstat_CROSSSLOT:"):
+                total += int(line.split("count=", 1)[1].split(",", 1)[0])
+    return total
+
+
+def test_holds_in_different_slots_are_each_renewed(cclient, cluster, cluster_raw, prefix, events):
+    """Renewals go together only within a slot (a script's keys must share
+    one): Locks on names of every master's slots are each renewed, and so
+    are the readers of one RWMutex, whose renewals share their slot."""
+    names = [f"slot{i}" for i in range(12)]
+    assert {cluster.node_port_for(f"{prefix}{{{n}}}") for n in names} == set(cluster.ports)
+    locks = [cclient.lock(n, ttl=1.2) for n in names]
+    for lock in locks:
+        assert lock.acquire(blocking=False)
+    rw = cclient.rwmutex("shared", ttl=1.2)
+    readers = [rw.read() for _ in range(5)]
+    for reader in readers:
+        assert reader.acquire(blocking=False)
+    holds = len(locks) + len(readers)
+    crossslot0 = crossslot_errors(cluster_raw)
+    start = time.monotonic()
+    while time.monotonic() - start < 3.6:  # 3 ttls: each hold renewed about 9 times
+        for n in names:
+            k = f"{prefix}{{{n}}}"
+            assert 0 < cluster_raw.node(k)("PTTL", k) <= 1200
+        time.sleep(0.1)  # sampling over three ttls
+    told = [names for _at, kind, _d, names in list(events.seen) if kind == "renewed"]
+    for n in names:
+        assert told.count((n,)) >= 4, f"{n} renewed {told.count((n,))} times"
+    assert told.count(("shared",)) >= 4 * len(readers)
+    readers_key = f"{prefix}{{shared}}:rw:r"
+    assert cluster_raw.node(readers_key)("ZCARD", readers_key) == len(readers)
+    assert not any(h.lost for h in locks + readers), f"of {holds} holds"
+    # No call mixed slots (the server refuses one with CROSSSLOT; each of its
+    # renewals would then go again alone).
+    assert crossslot_errors(cluster_raw) == crossslot0
+    for h in locks + readers:
+        h.release()
+    assert cluster_raw.keys(prefix + "*") == []
