@@ -138,7 +138,7 @@ async fn reader_watchdog_keeps_its_own_expiry() {
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert!(r.owned().await.unwrap(), "the reader's lease expired: renewal did not keep it");
     let left = r.remaining().await.unwrap().unwrap();
-    assert!(left <= Duration::from_millis(1000) && left > Duration::ZERO, "{left:?}");
+    assert!(left <= Duration::from_secs(1) && left > Duration::ZERO, "{left:?}");
     assert!(!r.lost());
     r.release().await.unwrap();
     assert_eq!(rw.readers().await.unwrap(), 0);
