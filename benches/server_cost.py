@@ -58,26 +58,9 @@ import ferrolock
 from ferrolock.throwaway import RedisServer
 
 WARMUP = 200
-# What a client sends itself; every other command in commandstats ran inside one of these.
-TOP_LEVEL = {
-    "evalsha",
-    "eval",
-    "eval_ro",
-    "evalsha_ro",
-    "fcall",
-    "fcall_ro",
-    "multi",
-    "exec",
-    "set",
-    "del",
-    "delifeq",
-    "delex",
-    "get",
-    "publish",
-    "spublish",
-    "multi",
-    "exec",
-}
+# What wraps other commands: a script's or a transaction's usec includes
+# every command it ran, which commandstats also counts on their own lines.
+WRAPPERS = frozenset({"evalsha", "eval", "eval_ro", "evalsha_ro", "fcall", "fcall_ro", "multi", "exec"})
 # What a case's own helpers run, not part of its cycle.
 IGNORED = {
     "info",
@@ -108,8 +91,6 @@ end
 return false
 """
 BARE = "return 1"
-# What the transaction of a `tx_fenced_cycle` runs: EXEC's usec includes them.
-IN_TRANSACTION = frozenset({"set", "time"})
 TURNS = 3  # runs of each build with --baseline
 
 
@@ -132,6 +113,9 @@ def cycles_of(url: str) -> dict[str, Callable[[], None]]:
     def redis_py() -> None:
         rp.acquire()
         rp.release()
+
+    sends(floor, "set", "del")
+    sends(redis_py, "set")  # its release is a script: GET and DEL run inside it
 
     bare = r.register_script(BARE)
     fenced_take = r.register_script(FENCED_TAKE)
@@ -163,7 +147,6 @@ def cycles_of(url: str) -> dict[str, Callable[[], None]]:
             assert taken
             release(name, token)
 
-        cycle.nested = IN_TRANSACTION  # type: ignore[attr-defined]
         return cycle
 
     def release_by_script(name: str, value: str) -> None:
@@ -194,21 +177,34 @@ def cycles_of(url: str) -> dict[str, Callable[[], None]]:
     }
     plain = plain_delete(r)
     if plain:
-        cases[f"floor: clock fence in a script + {plain[0]}"] = fenced_cycle(plain[1], "cost:fenced-plain")
-        cases[f"floor: clock fence in MULTI + {plain[0]}"] = tx_fenced_cycle(plain[1], "cost:tx-plain")
+        name, release, command = plain
+        cases[f"floor: clock fence in a script + {name}"] = sends(fenced_cycle(release, "cost:fenced-plain"), command)
+        cases[f"floor: clock fence in MULTI + {name}"] = sends(tx_fenced_cycle(release, "cost:tx-plain"), command)
     return cases
 
 
-def plain_delete(r) -> tuple[str, Callable[[str, str], None]] | None:
-    """The server's plain compare-and-delete (its name, and a release that
-    uses it), or None when it has none."""
+def sends(cycle: Callable[[], None], *commands: str) -> Callable[[], None]:
+    """Marks `cycle` as sending `commands` itself, outside any script or
+    transaction: their time counts. Every other command a cycle runs ran
+    inside one of `WRAPPERS`, whose time already includes it."""
+    cycle.plain = frozenset(commands)  # type: ignore[attr-defined]
+    return cycle
+
+
+def plain_delete(r) -> tuple[str, Callable[[str, str], None], str] | None:
+    """The server's plain compare-and-delete (its name, a release that uses
+    it, and the command commandstats counts), or None when it has none."""
     for name, args in (("DELIFEQ", ()), ("DELEX IFEQ", ("IFEQ",))):
         command = name.split()[0]
         try:
             r.execute_command(command, "cost:probe", *args, "x")
         except redis.ResponseError:  # unknown command
             continue
-        return name, lambda key, value, command=command, args=args: r.execute_command(command, key, *args, value)
+        return (
+            name,
+            lambda key, value, command=command, args=args: r.execute_command(command, key, *args, value),
+            command.lower(),
+        )
     return None
 
 
@@ -219,7 +215,7 @@ def one_round(r, cycle: Callable[[], None], cycles: int) -> dict:
         cycle()
     run = {k.removeprefix("cmdstat_"): v for k, v in r.info("commandstats").items()}
     run = {k: v for k, v in run.items() if k not in IGNORED}
-    top_level = TOP_LEVEL - getattr(cycle, "nested", frozenset())
+    top_level = WRAPPERS | getattr(cycle, "plain", frozenset())
     return {
         "server_us": sum(v["usec"] for k, v in run.items() if k in top_level) / cycles,
         "commands": sum(v["calls"] for v in run.values()) / cycles,
