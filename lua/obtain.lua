@@ -18,11 +18,14 @@
 local token, ttl_ms, metadata, set_metadata = ARGV[1], ARGV[2], ARGV[3], ARGV[4] == '1'
 local with_records, will_wait, waited, from = ARGV[5] == '1', ARGV[6] == '1', ARGV[7] == '1', ARGV[8]
 
--- One name with no hash (no hold, no fence kept on record), not on a
--- quorum's master (no fence record to read): taken with the clock's fence
--- (lib/clock.lua's now_us, lib/hold.lua's hold, written out here: this runs
--- before the libraries are built).
-if #KEYS == 1 and not with_records and redis.call('EXISTS', KEYS[1]) == 0 then
+-- One name with no hold and no fence kept on record (a hash with neither
+-- field is no hash: a hold's fields go with it), not on a quorum's master
+-- (no fence record to read): taken with the clock's fence (lib/clock.lua's
+-- now_us, lib/hold.lua's hold, written out here: this runs before the
+-- libraries are built). HMGET, not EXISTS: the commands a Lock needs stay
+-- those a restricted ACL user is given (tests/faults/test_chaos_security.py).
+local free = #KEYS == 1 and not with_records and redis.call('HMGET', KEYS[1], 'token', 'fence')
+if free and not free[1] and not free[2] then
   local time = redis.call('TIME')
   local us = tonumber(time[1]) * 1000000 + tonumber(time[2])
   local fields = {'token', token, 'fence', string.format('%.0f', us)}

@@ -217,6 +217,9 @@ RWMUTEX_EXTRA = [
     "zrem",
     "zremrangebyscore",
     "zscore",
+    # A reader's release is a transaction (src/primitive/rw.rs).
+    "multi",
+    "exec",
 ]
 
 

@@ -18,9 +18,9 @@ SLOW = Retry.fixed(10.0)  # polling alone would take 10 s: only a wake-up is fas
 
 # Every command one uncontended acquire + release runs, inside the scripts too.
 CYCLES = {
-    # No hash: EXISTS and the clock's fence; a release of a hold no waiter
-    # marked and whose fence the clock gave is its HMGET and DEL.
-    "lock": {"evalsha": 2, "exists": 1, "time": 1, "hset": 1, "pexpire": 1, "hmget": 1, "del": 1},
+    # No hold and no fence on record: HMGET and the clock's fence; a release of
+    # a hold no waiter marked and whose fence the clock gave is its HMGET and DEL.
+    "lock": {"evalsha": 2, "hmget": 2, "time": 1, "hset": 1, "pexpire": 1, "del": 1},
     # No queue and no hash: EXISTS of both and the clock's fence; a release of
     # a hold no waiter marked reads no queue.
     "fair lock": {"evalsha": 2, "exists": 1, "time": 1, "hset": 1, "pexpire": 1, "hmget": 1, "del": 1},
