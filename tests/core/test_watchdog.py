@@ -143,7 +143,9 @@ def test_extend_changes_subsequent_renewals(client, raw, prefix):
     k = key(prefix, "ext")
     assert lock.acquire()
     lock.extend(ttl=2)
-    assert 1800 < raw("PTTL", k) <= 2000
+    # Set to 2 s, not the 0.5 s of before (a loaded machine may read it a few
+    # hundred ms later).
+    assert 1000 < raw("PTTL", k) <= 2000
     start = time.monotonic()
     pttls = []
     while time.monotonic() - start < 1.5:  # renewals at ~0.17 s, then every ~0.67 s
