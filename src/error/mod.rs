@@ -11,6 +11,11 @@ pub enum Error {
     NotOwned(String),
     /// Redis could not be reached, refused the credentials, or did not answer in time.
     Connection(String),
+    /// A quorum's step heard from too few masters within its limit, while
+    /// enough were still working on it to have made the majority: slow, not
+    /// gone. A waiter tries again (`handle::lock::outage`); Python sees a
+    /// `LockConnectionError`, as for `Connection`.
+    Unanswered(String),
     /// Something answered, but the client's settings do not fit it: a port that
     /// is not Redis, a password, database or scheme the server does not have,
     /// or a server too old. Retrying does not help; the message says what to change.
@@ -32,6 +37,7 @@ impl fmt::Display for Error {
         match self {
             Error::NotOwned(m)
             | Error::Connection(m)
+            | Error::Unanswered(m)
             | Error::Configuration(m)
             | Error::InvalidArgument(m)
             | Error::Redis(m)

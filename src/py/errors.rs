@@ -28,7 +28,7 @@ impl From<Error> for PyErr {
             Error::InvalidArgument(m) => PyValueError::new_err(m),
             Error::Redis(m) => LockError::new_err(m),
             Error::NotReplicated(m) => LockNotReplicated::new_err(m),
-            Error::Connection(m) => LockConnectionError::new_err(m),
+            Error::Connection(m) | Error::Unanswered(m) => LockConnectionError::new_err(m),
             Error::Configuration(m) => LockConfigurationError::new_err(m),
         }
     }

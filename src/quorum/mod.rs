@@ -134,7 +134,8 @@ impl Quorum {
         self.gather(0..self.members.len(), limit, op, settled).await
     }
 
-    /// An error saying too few masters answered, naming each that failed.
+    /// An error saying too few masters answered, naming each that failed:
+    /// `Unanswered` when those yet to answer could have made the majority.
     fn unreachable<T>(&self, what: &str, answers: &Answers<T>) -> Error {
         let ok = answered(answers, |_| true);
         let failed: Vec<String> = answers
@@ -151,11 +152,17 @@ impl Quorum {
             why.push(format!("{silent} not heard from yet"));
         }
         let why = why.join("; ");
-        Error::Connection(format!(
+        let message = format!(
             "{what} needs {} of {} masters, and only {ok} answered ({why})",
             self.needed(),
-            self.members.len(),
-        ))
+            self.members.len()
+        );
+        // Enough masters still working on it to have made the majority: slow, not gone.
+        if ok + silent >= self.needed() {
+            Error::Unanswered(message)
+        } else {
+            Error::Connection(message)
+        }
     }
 
     /// One attempt: taken when a majority grants it (with a fence a majority

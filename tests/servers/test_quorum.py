@@ -11,6 +11,7 @@ through any master; what a quorum cannot do is refused with its name."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import select
 import signal
 import subprocess
@@ -364,6 +365,42 @@ def test_a_waiter_rides_through_a_majority_outage(masters):
     t.join(10)
     assert got == {"ok": True}, got
     waiter.release()
+
+
+def test_masters_slow_to_answer_a_first_attempt_do_not_fail_a_blocking_acquire(masters):
+    """Two masters of three stopped past the step's limit when a blocking
+    acquire starts: slow is not gone, so it tries again (as on a loaded
+    machine, where a master's answer can come a limit late) and takes the
+    lock once they answer; a try (`blocking=False`) reports the error."""
+    client = masters.client()
+    with client.lock("warm-up", ttl=1):
+        pass  # connected to every master
+    with masters.paused(0), masters.paused(1):
+        with pytest.raises(ferrolock.LockConnectionError, match="not heard from"):
+            client.lock("slow", ttl=1).acquire(blocking=False)
+        retrying = threading.Event()
+
+        class Retrying(logging.Handler):
+            def emit(self, record):
+                if "served again" in record.getMessage():
+                    retrying.set()
+
+        logger, handler = logging.getLogger("ferrolock"), Retrying()
+        before = logger.level
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        try:
+            lock = client.lock("slow", ttl=1)
+            t, got = waiting(lock, timeout=10)
+            assert retrying.wait(5), "the first attempt's silence ended the acquire"
+            assert not got, got
+        finally:
+            logger.removeHandler(handler)
+            logger.setLevel(before)
+    t.join(10)
+    assert got.get("ok") is True, got
+    assert lock.fence > 0
+    lock.release()
 
 
 def test_a_step_left_to_a_slow_master_still_runs_there(masters, prefix):

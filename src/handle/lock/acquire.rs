@@ -307,7 +307,7 @@ impl Lock {
                 }
                 Err(e) => {
                     // The master unreachable (a failover under way): subscribe at the next pause.
-                    waiting.subscribe = matches!(e, Error::Connection(_));
+                    waiting.subscribe = matches!(e, Error::Connection(_) | Error::Unanswered(_));
                     log::debug!("no wake-ups for {} ({e}); polling", self.label());
                 }
             }

@@ -17,7 +17,9 @@ use crate::support::retry::{Pauses, Retry};
 /// behind could still be valid (its ttl left at the last busy answer), and
 /// for at least a connect plus a command timeout from the first failure.
 /// Only a waiter rides through: an acquire whose first attempt fails reports
-/// the error at once.
+/// the error at once, unless a quorum's masters were only slow to answer it
+/// (`Error::Unanswered`): a blocking acquire then tries again for up to a
+/// connect plus a command timeout, never past its deadline.
 #[derive(Default)]
 pub(super) struct Outage {
     /// When the last busy answer came, and the holder's ttl left then.
@@ -40,18 +42,24 @@ impl Outage {
 
     /// The pause before trying again after `e`, or `None` to give up with it.
     pub(super) fn ride(&mut self, e: &Error, client: &Client, wait: Wait) -> Option<Duration> {
-        if !matches!(e, Error::Connection(_)) {
+        let slow = matches!(e, Error::Unanswered(_));
+        if !slow && !matches!(e, Error::Connection(_)) {
             return None;
         }
         let now = Instant::now();
         if self.riding.is_none() {
-            let (at, pttl_ms) = self.busy?;
-            let until = if let Wait::Until(deadline) = wait {
-                deadline
-            } else {
-                let opts = client.options();
-                let holder = at + Duration::from_millis(pttl_ms.max(0) as u64);
-                holder.max(now + opts.connect_timeout + opts.command_timeout)
+            let opts = client.options();
+            let least = now + opts.connect_timeout + opts.command_timeout;
+            let until = match (self.busy, wait) {
+                (_, Wait::No) | (None, _) if !slow => return None,
+                (_, Wait::No) => return None,
+                // A first attempt the quorum's masters were too slow for.
+                (None, Wait::Until(deadline)) => deadline.min(least),
+                (None, Wait::Forever) => least,
+                (Some(_), Wait::Until(deadline)) => deadline,
+                (Some((at, pttl_ms)), Wait::Forever) => {
+                    (at + Duration::from_millis(pttl_ms.max(0) as u64)).max(least)
+                }
             };
             log::info!(
                 "{e}; waiting until the lock is served again (a failover or an outage may be under way)"
@@ -111,6 +119,25 @@ mod tests {
         assert_eq!(outage.ride(&down, &cluster, Wait::Until(deadline)), None);
         outage.over();
         assert!(outage.ride(&down, &cluster, Wait::Forever).is_some(), "a new outage after an answer");
+    }
+
+    #[test]
+    fn a_blocking_acquire_rides_out_masters_slow_to_answer_its_first_attempt() {
+        let quorum = client("redis://127.0.0.1:6379/0");
+        let slow = Error::Unanswered("taking the lock needs 2 of 3 masters, and only 1 answered".into());
+        let down = Error::Connection("taking the lock needs 2 of 3 masters, and only 0 answered".into());
+        assert_eq!(Outage::default().ride(&slow, &quorum, Wait::No), None, "a try: the error is reported");
+        assert_eq!(Outage::default().ride(&down, &quorum, Wait::Forever), None, "gone, not slow: reported");
+        // A connect plus a command timeout (200 ms here), never past the deadline.
+        let mut outage = Outage::default();
+        assert_eq!(outage.ride(&slow, &quorum, Wait::Forever), Some(Outage::FIRST_PAUSE));
+        std::thread::sleep(Duration::from_millis(210));
+        assert_eq!(outage.ride(&slow, &quorum, Wait::Forever), None, "still unanswered: reported");
+        let mut outage = Outage::default();
+        let deadline = Instant::now() + Duration::from_millis(50);
+        assert!(outage.ride(&slow, &quorum, Wait::Until(deadline)).is_some());
+        std::thread::sleep(Duration::from_millis(60));
+        assert_eq!(outage.ride(&slow, &quorum, Wait::Until(deadline)), None, "the acquire's deadline passed");
     }
 
     #[test]
