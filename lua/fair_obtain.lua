@@ -7,7 +7,7 @@
 --        patience_ms, will_wait ('1' or '0'), attempt, channel,
 --        announce (a channel told '' whenever this token takes or claims the
 --        lock, or '' for none: an election's leader changes are watched there)]
--- Returns {1, fence} when this owner holds the lock: taken now as the head of
+-- Returns {1, fence} (a number, or its decimal text) when this owner holds the lock: taken now as the head of
 -- the queue, or handed to it by a release (then claimed: the full ttl set),
 -- or re-entered. Otherwise {0, wait_ms}: the holder's pttl, or -1 when the
 -- lock is free but another waiter is first (then that waiter is handed the
@@ -26,21 +26,23 @@ local channel, announce = ARGV[8], ARGV[9] or ''
 -- No hash (no hold, no fence kept on record) and nobody queued: the lock is
 -- taken with the clock's fence (lib/clock.lua's now_us, lib/hold.lua's hold,
 -- written out here: this runs before the libraries are built).
+-- The fence is the clock's two parts joined as text (obtain.lua says why).
 local time = redis.call('TIME')
-local us = tonumber(time[1]) * 1000000 + tonumber(time[2])
 if redis.call('EXISTS', lock, queue) == 0 then
-  local fields = {'token', token, 'fence', string.format('%.0f', us)}
+  local fence = time[1] .. string.sub('00000' .. time[2], -6)
   if set_metadata then
-    fields[5], fields[6] = 'meta', metadata
+    redis.call('HSET', lock, 'token', token, 'fence', fence, 'meta', metadata)
+  else
+    redis.call('HSET', lock, 'token', token, 'fence', fence)
   end
-  redis.call('HSET', lock, unpack(fields))
   redis.call('PEXPIRE', lock, ttl_ms)
   if announce ~= '' then
     redis.call(PUBLISH, announce, '')
   end
-  return {1, us}
+  return {1, fence}
 end
 -- libraries here
+local us = tonumber(time[1]) * 1000000 + tonumber(time[2])
 
 local meta = set_metadata and metadata
 local function held(reply)
