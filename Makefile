@@ -328,6 +328,14 @@ bench-cost: deps build-dev
 	$(PY) -m pip install -q -r $(BENCH_REQS)
 	$(PY) benches/server_cost.py
 
+# `make bench-script-cost`: what a script's own pieces cost the server beside
+# its commands (a number made text, a table, a number argument), and the
+# Lock's acquire step beside its commands (benches/script_cost.py).
+.PHONY: bench-script-cost
+bench-script-cost: deps build-dev
+	$(PY) -m pip install -q -r $(BENCH_REQS)
+	$(PY) benches/script_cost.py
+
 # `make bench-scale`: lock throughput over many names and client processes, on one
 # redis-server and on a 3-master Redis Cluster, beside a SET/DEL floor, with each
 # server's and the clients' CPU (benches/scale.py; BENCH_ARGS=--quick for a short run).
