@@ -207,7 +207,9 @@ def test_a_coordinated_failover_keeps_holders_and_waiters(rcluster, fclient, pre
     assert rcluster.raw(new)("CLUSTER", "FAILOVER") == "OK"
     ms = first_acquire_ms(fclient, probe, fault)
     wait_for(lambda: rcluster.owner(key) == new, 5, "the other nodes to learn of the new master")  # gossip
-    wait_for(lambda: shard_subscribers(rcluster, new, f"{key}:wake") == 1, 5, "the subscription on the new shard")
+    # At load average 12 a CI run saw this take over 5 s (the waiter's thread,
+    # the subscriber's reconnect and the gossip all wait for a core).
+    wait_for(lambda: shard_subscribers(rcluster, new, f"{key}:wake") == 1, 15, "the subscription on the new shard")
 
     # The hold was copied before the switch: it renews on the new master.
     holder.extend()
