@@ -856,7 +856,8 @@ class Lock(Generic[_NameT_co]):
             readable by anyone with :meth:`Lock.inspect`; ``None`` for none
             (an RWMutex stores it with writers only).
         token: the owner token of a hold taken elsewhere (another handle,
-            process or machine), 1 to 512 bytes. The new handle then
+            process or machine), 1 to 512 printable ASCII characters with no
+            space. The new handle then
             starts out holding it without any call to Redis: it can
             :meth:`Lock.release` or :meth:`Lock.extend` it, and
             :meth:`Lock.acquire` adopts the hold (keeping its fence) and starts
@@ -974,7 +975,8 @@ class Lock(Generic[_NameT_co]):
         it is taken over where ``token`` holds it on a majority of masters.
 
         Args:
-            token: the owner token of the hold to take over, 1 to 512 bytes.
+            token: the owner token of the hold to take over, 1 to 512
+                printable ASCII characters with no space.
 
         Returns:
             ``True`` once the lock is this handle's (taken over, or taken

@@ -151,7 +151,8 @@ impl PyLock {
     /// it is taken over where ``token`` holds it on a majority of masters.
     ///
     /// Args:
-    ///     token: the owner token of the hold to take over, 1 to 512 bytes.
+    ///     token: the owner token of the hold to take over, 1 to 512
+    ///         printable ASCII characters with no space.
     ///
     /// Returns:
     ///     ``True`` once the lock is this handle's (taken over, or taken

@@ -54,7 +54,8 @@ macro_rules! handle_options {
              (an RWMutex stores it with writers only).")
         (token, "str | None", "None", [lock handle],
             "the owner token of a hold taken elsewhere (another handle,\n        \
-             process or machine), 1 to 512 bytes. The new handle then\n        \
+             process or machine), 1 to 512 printable ASCII characters with no\n        \
+             space. The new handle then\n        \
              starts out holding it without any call to Redis: it can\n        \
              :meth:`Lock.release` or :meth:`Lock.extend` it, and\n        \
              :meth:`Lock.acquire` adopts the hold (keeping its fence) and starts\n        \

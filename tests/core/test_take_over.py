@@ -125,7 +125,7 @@ def test_what_take_over_refuses(client):
         client.rwmutex("rw").write().take_over(holder.token)
     with pytest.raises(ValueError, match="plain Lock"):
         client.semaphore("s", 2).take_over(holder.token)
-    with pytest.raises(ValueError, match="token must be 1 to 512 bytes"):
+    with pytest.raises(ValueError, match="token must be 1 to 512 printable"):
         client.lock("r").take_over("")
     with pytest.raises(TypeError):
         client.lock("r").take_over(7)
