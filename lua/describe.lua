@@ -71,7 +71,7 @@ for _, kind in ipairs(order) do
       holders[#holders + 1] = {role, token, rec[1] or false, tonumber(rec[2]) or 0, tonumber(found[i + 1]) - now}
     end
   end
-  local limit = k.data and tonumber(redis.call('HGET', k.data, 'permits')) or -1
+  local limit = present(k.data) and tonumber(redis.call('HGET', k.data, 'permits')) or -1
   local intent = k.intent and redis.call('PTTL', k.intent) or -2
   local subscribers = 0
   if #holders > 0 and k.wake then

@@ -1,6 +1,6 @@
 -- include: fence hold wake queue handover
 -- fair_obtain.lua: take a lock in arrival order (fair mode).
--- KEYS: [lock (the hash), queue (a zset: token -> arrival, server us),
+-- KEYS: [lock (the hold, lib/hold.lua), queue (a zset: token -> arrival, server us),
 --        alive (liveness, a zset: token -> expiry, server ms),
 --        tags (a hash: token -> '<attempt> <patience_ms>')]
 -- ARGV: [token, ttl_ms, metadata, set_metadata ('1' or '0': keep on re-entry),
@@ -16,26 +16,25 @@
 -- A waiter that will wait joins the queue (once), re-asserts that it is alive
 -- for patience_ms, and is tagged with this attempt; one that stops doing so
 -- is dropped from the queue. A hold taken or handed over while others queue,
--- or that a waiter queues behind, is marked waited on (field `w`, lib/hold.lua):
+-- or that a waiter queues behind, is marked waited on (flag `w`, lib/hold.lua):
 -- only such a hold's release reads the queue (fair_release.lua).
 local lock, queue, alive, tags = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, ttl_ms, metadata, set_metadata = ARGV[1], ARGV[2], ARGV[3], ARGV[4] == '1'
 local patience_ms, will_wait, attempt = tonumber(ARGV[5]), ARGV[6] == '1', ARGV[7]
 local channel, announce = ARGV[8], ARGV[9] or ''
 
--- No hash (no hold, no fence kept on record) and nobody queued: the lock is
--- taken with the clock's fence (lib/clock.lua's now_us, lib/hold.lua's hold,
--- written out here: this runs before the libraries are built).
+-- No key (no hold, no fence kept on record) and nobody queued: the lock is
+-- taken with the clock's fence (lib/clock.lua's now_us, lib/hold.lua's hold
+-- and its value, written out here: this runs before the libraries are built).
 -- The fence is the clock's two parts joined as text (obtain.lua says why).
 local time = redis.call('TIME')
 if redis.call('EXISTS', lock, queue) == 0 then
   local fence = time[1] .. string.sub('00000' .. time[2], -6)
+  local value = token .. ' ' .. fence .. ' '
   if set_metadata then
-    redis.call('HSET', lock, 'token', token, 'fence', fence, 'meta', metadata)
-  else
-    redis.call('HSET', lock, 'token', token, 'fence', fence)
+    value = value .. ' ' .. metadata
   end
-  redis.call('PEXPIRE', lock, ttl_ms)
+  redis.call('SET', lock, value, 'PX', ttl_ms)
   if announce ~= '' then
     redis.call(PUBLISH, announce, '')
   end
@@ -52,20 +51,19 @@ local function held(reply)
   return reply
 end
 
-local rec = redis.call('HMGET', lock, 'token', 'fence', 'w')
-local last = tonumber(rec[2]) or 0
-if rec[1] == token then
+local owner, last, flags, had = read_hold(lock)
+if owner == token then
   leave_queue(alive, tags, token, queue)
-  return held(hold(lock, token, meta, ttl_ms, last))
+  return held(hold(lock, token, meta or had, ttl_ms, last, false, false, flags))
 end
 -- The queue is pruned only when it has someone else at its head: a free
 -- lock nobody queues for is taken with no sorted-set scan.
 local head = redis.call('ZRANGE', queue, 0, 0)[1]
-if head and (head ~= token or rec[1]) then
+if head and (head ~= token or owner) then
   prune_waiters(alive, tags, math.floor(us / 1000), queue)
   head = redis.call('ZRANGE', queue, 0, 0)[1]
 end
-if not rec[1] and (not head or head == token) then
+if not owner and (not head or head == token) then
   local waited = false
   if head then
     leave_queue(alive, tags, token, queue)
@@ -78,9 +76,9 @@ end
 if will_wait then
   enqueue(queue, alive, tags, token, us, patience_ms, attempt)
 end
-if rec[1] then
-  if will_wait and not rec[3] then
-    waited_on(lock)
+if owner then
+  if will_wait then
+    waited_on(lock, owner, last, flags, had)
   end
   return {0, redis.call('PTTL', lock)}
 end

@@ -1,7 +1,7 @@
 -- include: clock hold wake queue handover
 -- fair_release.lua: give a fair lock up, straight to the head of the queue;
 -- also how a waiter leaves the queue.
--- KEYS: [lock (the hash), queue (a zset: token -> arrival, server us),
+-- KEYS: [lock (the hold, lib/hold.lua), queue (a zset: token -> arrival, server us),
 --        alive (liveness, a zset: token -> expiry, server ms),
 --        tags (a hash: token -> '<attempt> <patience_ms>')]
 -- ARGV: [token, channel, release ('1': release this token's hold too;
@@ -22,10 +22,14 @@ local token, channel, release, announce = ARGV[1], ARGV[2], ARGV[3] == '1', ARGV
 -- Its own hold that no waiter marked (fair_obtain.lua marks a hold anyone
 -- queues behind): nobody queues, so no queue to read, leave or serve, and
 -- nobody to wake. A fence the clock gave (no mark `a`, lib/hold.lua) goes
--- with the hold, before the libraries are built.
-local rec = redis.call('HMGET', lock, 'token', 'fence', 'a', 'w')
-local own = release and rec[1] == token and not rec[4]
-if own and not rec[3] then
+-- with the hold, before the libraries are built (lib/hold.lua's value read
+-- here).
+local value = release and redis.pcall('GET', lock)
+local mine, marks
+if type(value) == 'string' then
+  mine, marks = string.match(value, '^(%S*) %d* (%a*)')
+end
+if mine == token and marks == '' then
   redis.call('DEL', lock)
   if announce ~= '' then
     redis.call(PUBLISH, announce, '')
@@ -34,8 +38,9 @@ if own and not rec[3] then
 end
 -- libraries here
 
-local last = tonumber(rec[2]) or 0
-if own then
+local owner, last, flags = read_hold(lock)
+local waited = flagged(flags, 'w')
+if release and owner == token and not waited then
   end_hold(lock, last, now_us())  -- kept until the clock passes its fence
   if announce ~= '' then
     publish(announce, '')
@@ -45,7 +50,7 @@ end
 local queued = redis.call('EXISTS', queue) == 1
 -- The clock: for the queue, or to keep a fence ahead of it (lib/hold.lua).
 local us
-if queued or rec[3] then
+if queued or flagged(flags, 'a') then
   us = now_us()
 end
 if queued then
@@ -53,9 +58,9 @@ if queued then
   prune_waiters(alive, tags, math.floor(us / 1000), queue)
 end
 local released = 0
-if rec[1] == token and release then
+if owner == token and release then
   released = 1
-elseif rec[1] then
+elseif owner then
   return 0
 end
 if announce ~= '' then

@@ -31,9 +31,9 @@ for _, kind in ipairs(order) do
   local k = kinds[kind]
   local removed = 0
   if k.hold then
-    local rec = redis.call('HMGET', k.hold, 'token', 'fence')
-    if rec[1] and (token == '' or rec[1] == token) then
-      end_hold(k.hold, tonumber(rec[2]) or 0, us)
+    local owner, fence = read_hold(k.hold)
+    if owner and (token == '' or owner == token) then
+      end_hold(k.hold, fence, us)
       removed = 1
     end
   end

@@ -1,6 +1,6 @@
 -- include: hold
 -- inspect.lua: who holds each lock in KEYS.
--- KEYS: lock hashes
+-- KEYS: holds (lib/hold.lua)
 -- ARGV: none
 -- Returns one entry per key: {token, meta, fence, pttl} when held, {} when free.
 local out = {}

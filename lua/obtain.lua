@@ -1,7 +1,7 @@
 -- include: clock fence records hold
 -- obtain.lua: take every lock in KEYS for one owner, or none of them.
--- KEYS: lock hashes, one per name (fields: token, meta, fence, w, a); on a quorum's
---       master, then as many fence records, one per hash (see recorded_fence)
+-- KEYS: holds, one per name (lib/hold.lua); on a quorum's
+--       master, then as many fence records, one per hold (see recorded_fence)
 -- ARGV: [token, ttl_ms, metadata, set_metadata ('1' or '0'),
 --        with_records ('1' when KEYS carries the fence records, else '0'),
 --        will_wait ('1': a busy answer marks the holds waited on, so their
@@ -18,28 +18,23 @@
 local token, ttl_ms, metadata, set_metadata = ARGV[1], ARGV[2], ARGV[3], ARGV[4] == '1'
 local with_records, will_wait, waited, from = ARGV[5] == '1', ARGV[6] == '1', ARGV[7] == '1', ARGV[8]
 
--- One name with no hold and no fence kept on record (a hash with neither
--- field is no hash: a hold's fields go with it), not on a quorum's master
--- (no fence record to read): taken with the clock's fence (lib/clock.lua's
--- now_us, lib/hold.lua's hold, written out here: this runs before the
--- libraries are built). HMGET, not EXISTS: the commands a Lock needs stay
--- those a restricted ACL user is given (tests/faults/test_chaos_security.py).
--- The fence is the clock's two parts joined as text and returned as text
--- (no table, no number formatted: each costs the server more than a command).
-local free = #KEYS == 1 and not with_records and redis.call('HMGET', KEYS[1], 'token', 'fence')
-if free and not free[1] and not free[2] then
+-- One name with no hold and no fence kept on record (no key), not on a
+-- quorum's master (no fence record to read): taken with the clock's fence
+-- (lib/clock.lua's now_us, lib/hold.lua's hold and its value, written out
+-- here: this runs before the libraries are built). GET, not EXISTS: the
+-- commands a Lock needs stay those a restricted ACL user is given
+-- (tests/faults/test_chaos_security.py); pcall: a key of another type is
+-- no free name. The fence is the clock's two parts joined as text and
+-- returned as text (no table, no number formatted: each costs the server
+-- more than a command).
+if #KEYS == 1 and not with_records and not redis.pcall('GET', KEYS[1]) then
   local time = redis.call('TIME')
   local fence = time[1] .. string.sub('00000' .. time[2], -6)
-  if not set_metadata and not waited then
-    redis.call('HSET', KEYS[1], 'token', token, 'fence', fence)
-  elseif not waited then
-    redis.call('HSET', KEYS[1], 'token', token, 'fence', fence, 'meta', metadata)
-  elseif not set_metadata then
-    redis.call('HSET', KEYS[1], 'token', token, 'fence', fence, 'w', '1')
-  else
-    redis.call('HSET', KEYS[1], 'token', token, 'fence', fence, 'meta', metadata, 'w', '1')
+  local value = token .. ' ' .. fence .. (waited and ' w' or ' ')
+  if set_metadata then
+    value = value .. ' ' .. metadata
   end
-  redis.call('PEXPIRE', KEYS[1], ttl_ms)
+  redis.call('SET', KEYS[1], value, 'PX', ttl_ms)
   return {1, fence}
 end
 -- libraries here
@@ -53,19 +48,20 @@ if with_records then
   locks, records = split_records(KEYS)
 end
 
-local busy, mine, last, fences = nil, 0, 0, {}
+local busy, mine, last, fences, kept = nil, 0, 0, {}, {}
 for i, key in ipairs(locks) do
-  local rec = redis.call('HMGET', key, 'token', 'fence')
-  fences[i] = tonumber(rec[2])
-  if rec[1] and rec[1] ~= token and rec[1] ~= from then
+  local owner, fence, flags, had = read_hold(key)
+  fences[i] = fence
+  if owner and owner ~= token and owner ~= from then
     busy = math.max(busy or -1, redis.call('PTTL', key))
     if will_wait then
-      waited_on(key)
+      waited_on(key, owner, fence, flags, had)
     end
-  elseif rec[1] then
+  elseif owner then
     mine = mine + 1
+    kept[i] = {flags, had}
   end
-  last = math.max(last, fences[i] or 0, recorded_fence(records[i]))
+  last = math.max(last, fence, recorded_fence(records[i]))
 end
 if busy then
   return {0, busy}
@@ -73,7 +69,8 @@ end
 
 if mine == #locks then
   for i, key in ipairs(locks) do
-    hold(key, token, meta, ttl_ms, fences[i] or last, waited)
+    local fence = fences[i] ~= 0 and fences[i] or last
+    hold(key, token, meta or kept[i][2], ttl_ms, fence, waited, false, kept[i][1])
   end
   return {1, last}
 end

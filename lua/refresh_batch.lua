@@ -1,18 +1,18 @@
 -- include: hold
 -- refresh_batch.lua: refresh.lua for several holds at once (the renewals
 -- that fall due together on one server, or in one Cluster slot): each
--- hold's lock hashes are pushed only if its owner holds them all; a hold
+-- hold's keys are pushed only if its owner holds them all; a hold
 -- no longer its owner's changes nothing, and the others are renewed all
 -- the same.
--- KEYS: the lock hashes of every hold, one hold's after another's, in the
+-- KEYS: the keys of every hold (lib/hold.lua), one hold's after another's, in the
 --       order of ARGV
 -- ARGV: [holds (three items a hold, in order: how many of KEYS are its
---       hashes, its token, its ttl in ms)]
--- Returns one answer a hold, in order: 1 renewed, 0 when any of its hashes
+--       keys, its token, its ttl in ms)]
+-- Returns one answer a hold, in order: 1 renewed, 0 when any of its keys
 -- is no longer its owner's (nothing of it changed).
 local holds = ARGV
 
--- A hold of one hash (every hold but a multi-lock's) is looked at through
+-- A hold of one key (every hold but a multi-lock's) is looked at through
 -- one table, filled again for each: no table made a hold.
 local answers, first, one = {}, 1, {}
 for i = 1, #holds, 3 do

@@ -1,6 +1,6 @@
--- include: queue leases rw_fair
+-- include: hold queue leases rw_fair
 -- rw_fair_read.lua: join the readers of a fair RWMutex, in arrival order.
--- KEYS: [writer (the hash), readers (a zset: token -> expiry, server ms),
+-- KEYS: [writer (its hold, lib/hold.lua), readers (a zset: token -> expiry, server ms),
 --        queued_readers, queued_writers (zsets: token -> arrival, server us),
 --        alive (liveness, a zset: token -> expiry, server ms),
 --        tags (a hash: token -> '<attempt> <patience_ms>')]
@@ -16,7 +16,7 @@ local alive, tags = KEYS[5], KEYS[6]
 local token, ttl_ms, patience_ms = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local will_wait, attempt, channel = ARGV[4] == '1', ARGV[5], ARGV[6]
 
--- Nobody queued (no liveness set), no writer's hash and no reader: this one
+-- Nobody queued (no liveness set), no writer's key and no reader: this one
 -- enters alone, reading nothing else; its lease is the set's only one, so
 -- the set lives as long (lib/clock.lua's now_us, lib/leases.lua's
 -- expire_with_only_lease, written out here: this runs before the libraries
@@ -50,12 +50,12 @@ local function enter()
   return {1, 0}
 end
 
--- Only readers (no queue, no writer's hash): this one enters beside them.
+-- Only readers (no queue, no writer's key): this one enters beside them.
 if waiting == 0 or (tonumber(redis.call('ZSCORE', readers, token)) or 0) > now then
   return enter()
 end
 local wait
-if redis.call('HEXISTS', writer, 'token') == 1 then
+if read_hold(writer) then
   wait = redis.call('PTTL', writer)
 elseif not queued then
   return enter()

@@ -1,6 +1,6 @@
 -- include: hold wake queue rw_fair
 -- rw_fair_release.lua: leave a fair RWMutex (or its queue), handing it on.
--- KEYS: [writer (the hash), readers (a zset: token -> expiry, server ms),
+-- KEYS: [writer (its hold, lib/hold.lua), readers (a zset: token -> expiry, server ms),
 --        queued_readers, queued_writers (zsets: token -> arrival, server us),
 --        alive (liveness, a zset: token -> expiry, server ms),
 --        tags (a hash: token -> '<attempt> <patience_ms>')]
@@ -41,9 +41,9 @@ if queued then
   leave_queue(alive, tags, token, queued_readers, queued_writers)
 end
 if release and side == 'w' then
-  local rec = redis.call('HMGET', writer, 'token', 'fence')
-  if rec[1] == token then
-    end_hold(writer, tonumber(rec[2]) or 0, us)
+  local owner, fence = read_hold(writer)
+  if owner == token then
+    end_hold(writer, fence, us)
     held = 1
   end
 end

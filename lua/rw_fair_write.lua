@@ -1,13 +1,13 @@
 -- include: clock fence hold queue rw_fair
 -- rw_fair_write.lua: take a fair RWMutex for writing, in arrival order.
--- KEYS: [writer (the hash), readers (a zset: token -> expiry, server ms),
+-- KEYS: [writer (its hold, lib/hold.lua), readers (a zset: token -> expiry, server ms),
 --        queued_readers, queued_writers (zsets: token -> arrival, server us),
 --        alive (liveness, a zset: token -> expiry, server ms),
 --        tags (a hash: token -> '<attempt> <patience_ms>')]
 -- ARGV: [token, ttl_ms, metadata, set_metadata ('1' or '0': keep on re-entry),
 --        patience_ms, will_wait ('1' or '0'), attempt, channel]
 -- A writer enters when nobody holds and nobody queued before it; one that a
--- release handed the writer hash to claims it (full ttl).
+-- release handed the writer's hold to claims it (full ttl).
 -- Returns {1, fence} when writing, or {0, wait_ms}: the writer's pttl, until
 -- the last live reader expires, or -1 when a waiter queued before it goes
 -- first (when nobody holds, that waiter is let in now).
@@ -23,14 +23,14 @@ local now = math.floor(us / 1000)
 prune_waiters(alive, tags, now, queued_readers, queued_writers)
 redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
 
-local rec = redis.call('HMGET', writer, 'token', 'fence')
-if rec[1] == token then
+local owner, had, flags, kept = read_hold(writer)
+if owner == token then
   leave_queue(alive, tags, token, queued_writers)
-  return hold(writer, token, meta, ttl_ms, tonumber(rec[2]))
+  return hold(writer, token, meta or kept, ttl_ms, had, false, false, flags)
 end
 
 local wait = -1
-if rec[1] then
+if owner then
   wait = redis.call('PTTL', writer)
 else
   -- First in line: the oldest queued writer is this one (or there is none and
@@ -44,7 +44,7 @@ else
     local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
     if not last[1] then
       leave_queue(alive, tags, token, queued_writers)
-      return hold(writer, token, meta, ttl_ms, next_fence(tonumber(rec[2]) or 0, us))
+      return hold(writer, token, meta, ttl_ms, next_fence(had, us))
     end
     wait = tonumber(last[2]) - now
   end

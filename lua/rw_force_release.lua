@@ -4,17 +4,17 @@
 -- hold of one token (compare-and-delete: the writer's hold or the reader's
 -- lease that token names, if still live); waiters keep their places in the
 -- fair queues and are woken.
--- KEYS: [writer (the hash), readers (a zset: token -> expiry, server ms), intent (a waiting writer's)]
+-- KEYS: [writer (its hold, lib/hold.lua), readers (a zset: token -> expiry, server ms), intent (a waiting writer's)]
 -- ARGV: [channel, token ('' = every hold, and a waiting writer's intent)]
 -- Returns {1 if a writer's hold was ended else 0, live readers removed}.
 local writer, readers, intent = KEYS[1], KEYS[2], KEYS[3]
 local channel, token = ARGV[1], ARGV[2] or ''
 local us = now_us()
 local now = math.floor(us / 1000)
-local held_by = redis.call('HGET', writer, 'token')
+local held_by, fence = read_hold(writer)
 local wrote = 0
 if held_by and (token == '' or held_by == token) then
-  end_hold(writer, tonumber(redis.call('HGET', writer, 'fence')) or 0, us)
+  end_hold(writer, fence, us)
   wrote = 1
 end
 local read = 0

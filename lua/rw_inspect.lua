@@ -1,6 +1,6 @@
--- include: clock
+-- include: clock hold
 -- rw_inspect.lua: the state of an RWMutex, and of one reader.
--- KEYS: [writer (the hash), readers (a zset: token -> expiry, server ms), intent (a waiting writer's)]
+-- KEYS: [writer (its hold, lib/hold.lua), readers (a zset: token -> expiry, server ms), intent (a waiting writer's)]
 -- ARGV: [reader (the token of a reader to look up, or '')]
 -- Returns {live readers, this reader's ms left (-2: not reading), intent pttl (-2: none),
 --          1 if a writer holds else 0}.
@@ -14,4 +14,4 @@ local left = -2
 if mine and mine > now then
   left = mine - now
 end
-return {count, left, redis.call('PTTL', intent), redis.call('HEXISTS', writer, 'token')}
+return {count, left, redis.call('PTTL', intent), read_hold(writer) and 1 or 0}

@@ -1,6 +1,6 @@
--- include: clock leases
+-- include: clock hold leases
 -- rw_read.lua: join the readers of an RWMutex, each reader with its own expiry.
--- KEYS: [writer (the hash), readers (a zset: token -> expiry, server ms), intent (a waiting writer's)]
+-- KEYS: [writer (its hold, lib/hold.lua), readers (a zset: token -> expiry, server ms), intent (a waiting writer's)]
 -- ARGV: [token, ttl_ms, writer_preference ('1' or '0'),
 --        will_wait ('1': a writer's hold found is marked waited on, so its
 --        release wakes this reader)]
@@ -12,15 +12,17 @@ local writer, readers, intent = KEYS[1], KEYS[2], KEYS[3]
 local token, ttl_ms, writer_preference, will_wait = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1', ARGV[4] == '1'
 
 -- One command for what the usual case needs to know: EXISTS counts a key
--- named twice twice, so the writer's hash and the intent add 2 each and
+-- named twice twice, so the writer's key and the intent add 2 each and
 -- the readers' set 1: under 2, neither is there; odd, the set is.
 local found = redis.call('EXISTS', writer, writer, intent, intent, readers)
-if found >= 2 and redis.call('HEXISTS', writer, 'token') == 1 then
-  if will_wait then
-    -- Its release wakes this reader (lib/hold.lua's `waited_on`).
-    redis.call('HSET', writer, 'w', '1')
+if found >= 2 then
+  local owner, fence, flags, meta = read_hold(writer)
+  if owner then
+    if will_wait then
+      waited_on(writer, owner, fence, flags, meta)  -- its release wakes this reader
+    end
+    return {0, redis.call('PTTL', writer)}
   end
-  return {0, redis.call('PTTL', writer)}
 end
 local now = now_ms()
 if found >= 2 and writer_preference and redis.call('EXISTS', intent) == 1

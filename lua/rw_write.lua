@@ -1,15 +1,15 @@
 -- include: clock fence records hold
 -- rw_write.lua: take an RWMutex for writing: no writer and no live reader.
--- KEYS: [writer (the hash), readers (a zset: token -> expiry, server ms),
+-- KEYS: [writer (its hold, lib/hold.lua), readers (a zset: token -> expiry, server ms),
 --        intent (a waiting writer's), record (the writer's fence record, on a
 --        quorum's master only: see recorded_fence)]
 -- ARGV: [token, ttl_ms, metadata, writer_preference ('1' or '0'),
 --        set_metadata ('1' or '0': keep the stored metadata on re-entry),
---        will_wait ('1': a busy answer marks the writer hash waited on, `w`,
+--        will_wait ('1': a busy answer marks the writer's key waited on, `w`,
 --        so the release of the writer or of the last reader wakes this one),
 --        waited ('1': this writer waited before: its hold is marked, for
 --        those behind it)]
--- Returns {1, fence} when writing (the writer hash then looks like a Lock's),
+-- Returns {1, fence} when writing (the writer's key then holds as a Lock's does),
 -- or {0, wait_ms}: the writer's pttl, or until the last live reader expires.
 -- A writer that must wait for readers leaves its intent (writer preference):
 -- new readers wait behind it; the intent expires by itself after ttl_ms.
@@ -19,15 +19,15 @@ local set_metadata, will_wait, waited = ARGV[5] == '1', ARGV[6] == '1', ARGV[7] 
 
 local meta = set_metadata and metadata
 
-local rec = redis.call('HMGET', writer, 'token', 'fence')
-if rec[1] and rec[1] ~= token then
+local owner, had, flags, kept = read_hold(writer)
+if owner and owner ~= token then
   if will_wait then
-    waited_on(writer)
+    waited_on(writer, owner, had, flags, kept)
   end
   return {0, redis.call('PTTL', writer)}
 end
-if rec[1] == token then
-  return hold(writer, token, meta, ttl_ms, tonumber(rec[2]))
+if owner == token then
+  return hold(writer, token, meta or kept, ttl_ms, had, false, false, flags)
 end
 
 local us = now_us()
@@ -43,8 +43,8 @@ if last[1] then
   end
   local wait = tonumber(last[2]) - now
   if will_wait then
-    -- No writer holds: the mark alone keeps the hash, as long as the readers.
-    waited_on(writer)
+    -- No writer holds: the mark alone keeps the key, as long as the readers.
+    waited_on(writer, owner, had, flags, kept)
     if redis.call('PTTL', writer) < wait then
       redis.call('PEXPIRE', writer, wait)
     end
@@ -55,6 +55,6 @@ end
 if redis.call('GET', intent) == token then
   redis.call('DEL', intent)
 end
-local fence = next_fence(math.max(tonumber(rec[2]) or 0, recorded_fence(record)), us)
+local fence = next_fence(math.max(had, recorded_fence(record)), us)
 remember_fence(record, fence, us)
 return hold(writer, token, meta, ttl_ms, fence, waited, fence > us)

@@ -1,6 +1,6 @@
--- include: fence wake queue
+-- include: fence hold wake queue
 -- lib/handover.lua: a release hands a free fair Lock (or a fair RWMutex's
--- writer hash) straight to the next waiter, who holds from the message on.
+-- writer hold) straight to the next waiter, who holds from the message on.
 -- Defines: hand_over, serve_head.
 
 -- Gives `lock` (last fence `last`) to the waiter `token` at server time `us`:
@@ -13,15 +13,7 @@ local function hand_over(lock, token, attempt, patience, last, us, channel, wait
   local fence = next_fence(last, us)
   -- The waiter's metadata, if any, comes with its next attempt; the marks of a
   -- waiter and of a fence ahead of the clock (lib/hold.lua) are this hold's own.
-  redis.call('HDEL', lock, 'meta', 'w', 'a')
-  redis.call('HSET', lock, 'token', token, 'fence', fence_text(fence))
-  if waited then
-    redis.call('HSET', lock, 'w', '1')
-  end
-  if fence > us then
-    redis.call('HSET', lock, 'a', '1')
-  end
-  redis.call('PEXPIRE', lock, patience)
+  hold(lock, token, false, patience, fence, waited, fence > us)
   publish_grants(channel, {grant_line(token, fence, attempt)})
 end
 

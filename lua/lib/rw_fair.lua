@@ -1,4 +1,4 @@
--- include: wake queue leases handover
+-- include: hold wake queue leases handover
 -- lib/rw_fair.lua: who a fair RWMutex lets in next.
 -- Defines: rw_serve.
 
@@ -7,7 +7,8 @@
 -- in one grants message, fence 0), or, failing those and once no reader is
 -- left, the first queued writer (hand_over). Returns whether anyone was let in.
 local function rw_serve(writer, readers, qr, qw, alive, tags, us, channel)
-  if redis.call('HEXISTS', writer, 'token') == 1 then
+  local holder_token, last = read_hold(writer)
+  if holder_token then
     return false
   end
   local now = math.floor(us / 1000)
@@ -32,7 +33,6 @@ local function rw_serve(writer, readers, qr, qw, alive, tags, us, channel)
   end
   if w and redis.call('ZCARD', readers) == 0 then
     leave_queue(alive, tags, w, qr, qw)
-    local last = tonumber(redis.call('HGET', writer, 'fence')) or 0
     hand_over(writer, w, w_attempt, w_patience, last, us, channel)
     return true
   end

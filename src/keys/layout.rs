@@ -25,7 +25,8 @@ pub enum Kind {
 /// What a part is to the tools that read every kind alike.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Role {
-    /// A hash with one holder's `token`, `meta` and `fence` (and a ttl).
+    /// One holder's `token`, `fence`, marks and `meta` in one string value
+    /// (lua/lib/hold.lua), its ttl the hold's.
     Hold,
     /// A sorted set of readers: token -> expiry (server ms).
     Readers,

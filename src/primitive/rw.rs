@@ -301,14 +301,14 @@ impl Steps for Write {
 struct Left {
     /// Its lease had not run out.
     held: bool,
-    /// A writer waits (its mark `w`, alone in the writer hash: no writer holds).
+    /// A writer waits (its mark `w`, alone in the writer's key: no writer holds).
     writer_waits: bool,
 }
 
-/// `MULTI / ZSCORE readers token / ZREM readers token / TIME / HMGET writer
-/// token w / EXEC`: the reader leaves, its lease live if it ran out after
-/// the server's clock in the same transaction (as `rw_read_release.lua`
-/// judges it); and whether the writer hash holds a waiting writer's mark.
+/// `MULTI / ZSCORE readers token / ZREM readers token / TIME / GET writer /
+/// EXEC`: the reader leaves, its lease live if it ran out after the
+/// server's clock in the same transaction (as `rw_read_release.lua` judges
+/// it); and whether the writer's key holds a waiting writer's mark.
 /// Whether it was sent twice (`Released::retried`).
 async fn leave_readers(c: &Backend, k: &RwKeys, token: &str) -> Result<(Left, bool)> {
     let mut pipe = redis::pipe();
@@ -320,10 +320,8 @@ async fn leave_readers(c: &Backend, k: &RwKeys, token: &str) -> Result<(Left, bo
         .arg(&k.readers)
         .arg(token)
         .cmd("TIME")
-        .cmd("HMGET")
+        .cmd("GET")
         .arg(&k.writer)
-        .arg("token")
-        .arg("w")
         .cmd("EXEC");
     let pipe = &*pipe.ignore_errors();
     let (replies, retried): (Vec<Value>, bool) =
@@ -340,11 +338,24 @@ async fn leave_readers(c: &Backend, k: &RwKeys, token: &str) -> Result<(Left, bo
     };
     let expiry: Option<f64> = read(score)?;
     let (secs, micros): (i64, i64) = read(time)?;
-    let (holder, mark): (Option<Vec<u8>>, Option<Vec<u8>>) = read(writer)?;
+    // A key of another type (an RWMutex of ferrolock 0.1, met during a
+    // rolling upgrade) is refused: it shows no mark of this layout.
+    let writer: Option<Vec<u8>> = match writer {
+        Value::ServerError(_) => None,
+        value => read(value)?,
+    };
     let now_ms = (secs * 1_000_000 + micros) / 1000;
     #[expect(clippy::cast_precision_loss, reason = "server milliseconds, far below 2^53")]
     let held = expiry.is_some_and(|expiry| expiry > now_ms as f64);
-    Ok((Left { held, writer_waits: holder.is_none() && mark.is_some() }, retried))
+    Ok((Left { held, writer_waits: writer.as_deref().is_some_and(only_a_waiters_mark) }, retried))
+}
+
+/// Whether a writer's key holds no hold but a waiting writer's mark: its
+/// value (`<token> <fence> <flags>[ <meta>]`, lib/hold.lua) has no token and
+/// the flag `w`.
+fn only_a_waiters_mark(value: &[u8]) -> bool {
+    let mut parts = value.splitn(4, |b| *b == b' ');
+    parts.next() == Some(b"") && parts.nth(1).is_some_and(|flags| flags.contains(&b'w'))
 }
 
 const UNEXPECTED: &str = "unexpected reply to a reader's release";

@@ -36,7 +36,7 @@ from ferrolock.compat import redis_lock
 from ferrolock._ferrolock import _debug_stats
 from ferrolock.compat.redis_py import Lock as PyLock
 from ferrolock.testing import Connection, RedisServer, read_reply
-from support.helpers import key, wait_for
+from support.helpers import hold_value, key, wait_for
 from support import ROOT
 
 LUA = ROOT / "lua"
@@ -301,7 +301,7 @@ def quorum_drive(servers: list, prefix: str) -> None:
     late is left out) gives fences that differ, and the raise runs."""
     ahead = int(time.time() * 1e6) + 60_000_000  # a minute past every clock (fences follow the clock)
     for server, fence in zip(servers, (ahead, ahead - 1)):
-        server.command("HSET", key(prefix, "fenced"), "fence", str(fence))
+        server.command("SET", key(prefix, "fenced"), hold_value("", fence))
         server.command("PEXPIRE", key(prefix, "fenced"), "120000")
     lock = ferrolock.Client([s.url for s in servers], prefix=prefix).lock("fenced", ttl=30)
     with lock:

@@ -17,7 +17,7 @@ import pytest
 
 import ferrolock
 from ferrolock._ferrolock import _debug_stats
-from support.helpers import WOKEN_WITHIN_MS, hand_over_ms, script_calls, until, wait_for
+from support.helpers import hand_over_ms, hold_field, script_calls, until, wait_for, WOKEN_WITHIN_MS
 
 CHILD = textwrap.dedent(
     """
@@ -126,7 +126,7 @@ def test_a_hold_is_marked_waited_on_while_anyone_queues_behind_it(client, raw, p
     lock = f"{prefix}{{chain}}" + ("" if kind == "lock" else ":el")
     holder = handle()
     assert holder.acquire()
-    assert raw("HGET", lock, "w") is None
+    assert hold_field(raw("GET", lock), "w") is None
     held = [threading.Event(), threading.Event()]
     done = [threading.Event(), threading.Event()]
 
@@ -141,13 +141,13 @@ def test_a_hold_is_marked_waited_on_while_anyone_queues_behind_it(client, raw, p
     for i, t in enumerate(threads):  # queued in a known order
         t.start()
         wait_for(lambda: raw("ZCARD", f"{lock}:q") == i + 1, 10, f"waiter {i} in the queue")
-    assert raw("HGET", lock, "w") == b"1"
+    assert hold_field(raw("GET", lock), "w") == b"1"
     holder.release()
     assert held[0].wait(10)
-    assert raw("HGET", lock, "w") == b"1", "the first waiter's hold, with the second behind it"
+    assert hold_field(raw("GET", lock), "w") == b"1", "the first waiter's hold, with the second behind it"
     done[0].set()
     assert held[1].wait(10)
-    assert raw("HGET", lock, "w") is None, "the last waiter's hold, with nobody behind it"
+    assert hold_field(raw("GET", lock), "w") is None, "the last waiter's hold, with nobody behind it"
     done[1].set()
     for t in threads:
         t.join(10)

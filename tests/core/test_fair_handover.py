@@ -14,7 +14,7 @@ import pytest
 
 import ferrolock
 from support.fault_proxy import FaultProxy
-from support.helpers import wait_for
+from support.helpers import hold_field, wait_for
 
 SLOW = ferrolock.Retry.fixed(10.0)  # wake-ups only: a poll would hide a missed one
 
@@ -79,7 +79,7 @@ def test_a_handed_hold_outlasts_a_short_lived_releaser(client, raw, prefix, make
         assert finished(got, 5)["result"] is True
         wait_for(lambda: waiter.lost or raw("PTTL", key) > 10_000, 5, "the waiter's first renewal")
         assert not waiter.lost, f"round {round_}: the handed hold was lost"
-        assert raw("HGET", key, "token").decode() == waiter.token
+        assert hold_field(raw("GET", key), "token").decode() == waiter.token
         waiter.release()
         if handed == 8:
             break
@@ -117,7 +117,7 @@ def test_a_late_grant_for_an_earlier_attempt_is_not_a_hold(redis_url, client, ra
         proxy.hold("command", "up")  # W's attempts stop reaching Redis
         proxy.hold("pubsub", "down")  # and the hand-over message stops reaching W
         holder.release()
-        assert raw("HGET", key, "token").decode() == w_token  # handed to W, who cannot claim it
+        assert hold_field(raw("GET", key), "token").decode() == w_token  # handed to W, who cannot claim it
         assert finished(v_got, 15)["result"] is True  # the hand-over lapsed (W's 2 s patience); V is next
         proxy.resume("command", "up")
         wait_for(lambda: raw("ZSCORE", queue, w_token) is not None, 5, "W back in the queue")
@@ -213,6 +213,6 @@ async def test_the_head_withdrawing_from_a_free_name_wakes_the_next_at_once(clie
     taken = max(i for i, (kind, _) in enumerate(kinds) if kind == "acquired")
     woken = [detail for kind, detail in kinds[:taken] if kind == "woken"]
     assert woken[-1] in ("pubsub", "handover"), f"C found the name free by itself: {kinds}"
-    assert raw("HGET", key, "token").decode() == c.token
+    assert hold_field(raw("GET", key), "token").decode() == c.token
     await c.arelease()
     wait_for(lambda: raw.keys(prefix + "*") == [], 5, "no keys left")

@@ -13,7 +13,7 @@ import pytest
 
 import ferrolock
 from ferrolock import LockError, LockNotAcquired, LockNotOwned, Retry
-from support.helpers import script_calls, wait_for
+from support.helpers import hold_field, hold_of, script_calls, wait_for
 
 TOKEN_RE = re.compile(r"[0-9a-f]{32}")
 
@@ -30,8 +30,7 @@ def wait_until_free(client: ferrolock.Client, name: str, limit: float = 3.0) -> 
 
 
 def hash_of(raw, key: str) -> dict:
-    flat = raw("HGETALL", key)
-    return {flat[i].decode(): flat[i + 1] for i in range(0, len(flat), 2)}
+    return hold_of(raw("GET", key))
 
 
 # --------------------------------------------------------------------------
@@ -55,6 +54,49 @@ def test_acquire_release_round_trip_and_storage(client, raw, prefix):
     assert raw.keys(prefix + "*") == []
     assert lock.token is None
     assert lock.fence is None
+
+
+def test_a_hold_of_the_hash_layout_is_another_owners(client, raw, prefix):
+    """A hold as ferrolock 0.1 kept it (a hash: token, fence, meta), met in a
+    rolling upgrade: a new handle finds it held and waits for it (marking it
+    as 0.1 marked, so its release wakes the waiter), the tools show its
+    owner, and a forced release ends it. Never taken, never overwritten."""
+    key = key_of(prefix, "old")
+    raw("HSET", key, "token", "0123456789abcdef0123456789abcdef", "fence", "7", "meta", "v0.1")
+    raw("PEXPIRE", key, 10_000)
+    lock = client.lock("old", ttl=5)
+    assert lock.acquire(blocking=False) is False
+    assert lock.acquire(timeout=0.1) is False
+    assert raw("HGET", key, "w") == b"1", "the waiter's mark, as 0.1 reads it"
+    info = client.inspect("old")
+    assert info is not None and (info.token, info.fence, info.metadata) == (
+        "0123456789abcdef0123456789abcdef",
+        7,
+        "v0.1",
+    )
+    assert raw("HGET", key, "token") == b"0123456789abcdef0123456789abcdef", "left as it was"
+    assert client.force_release("old") is True
+    assert lock.acquire(blocking=False) is True
+    assert hold_field(raw("GET", key), "token").decode() == lock.token and lock.fence > 7
+    lock.release()
+
+
+def test_a_string_not_of_a_holds_form_is_never_taken(client, raw, prefix):
+    """Another program's string under a lock's key: held, by someone else."""
+    key = key_of(prefix, "foreign")
+    raw("SET", key, "not-a-hold", "PX", 10_000)
+    lock = client.lock("foreign", ttl=5)
+    assert lock.acquire(blocking=False) is False
+    assert lock.acquire(timeout=0.1) is False
+    assert raw("GET", key) == b"not-a-hold"
+    assert client.inspect("foreign").token == "not-a-hold"
+
+
+@pytest.mark.parametrize("token", ["a b", "tab\there", "new\nline", "caf\u00e9"])
+def test_a_token_with_a_space_or_not_printable_ascii_is_refused(client, token):
+    """A hold's value ends its token at the first space (lua/lib/hold.lua)."""
+    with pytest.raises(ValueError, match="token must be 1 to 512 printable ASCII characters with no space"):
+        client.lock("t", token=token)
 
 
 def test_token_format_and_fresh_per_acquisition(client, raw, prefix):
@@ -472,7 +514,7 @@ def test_special_names_are_distinct_and_round_trip(client, raw, prefix):
         # one Cluster hash tag per key: exactly one {...}
         k = key_of(prefix, n)
         assert k.count("{") == 1 and k.count("}") == 1
-        assert raw("HGET", k, "token").decode() == lock.token
+        assert hold_field(raw("GET", k), "token").decode() == lock.token
     assert key_of(prefix, "a{b}") != key_of(prefix, "a%7Bb%7D")
     for lock in locks:
         lock.release()

@@ -25,7 +25,7 @@ import pytest
 import ferrolock
 from ferrolock import LockLost, LockNotAcquired, LockNotOwned, Retry
 from ferrolock.testing import read_reply
-from support.helpers import LostProbe, key, until, wait_for
+from support.helpers import hold_field, hold_of, key, LostProbe, marked, until, wait_for
 
 FAST = Retry.exponential(0.001, 0.01)
 
@@ -735,7 +735,7 @@ def test_expired_readers_release_leaves_a_writer_alone(client, raw, prefix):
         stale.release()
     assert w.owned()
     wkey, _, _ = rw_keys(prefix, "doc")
-    assert raw("HGET", wkey, "token").decode() == w.token
+    assert hold_field(raw("GET", wkey), "token").decode() == w.token
     w.release()
     assert raw.keys(prefix + "*") == []
 
@@ -753,7 +753,9 @@ def test_an_expired_readers_late_release_keeps_the_writers_waiters_mark(client, 
     w = rw.write(ttl=10.0)
     assert w.acquire(timeout=3)
     wkey, _, _ = rw_keys(prefix, "doc")
-    raw("HSET", wkey, "w", "1")  # what a waiter's busy attempt leaves (rw_write.lua / rw_read.lua)
+    raw(
+        "SET", wkey, marked(raw("GET", wkey), "w"), "KEEPTTL"
+    )  # what a waiter's busy attempt leaves (rw_write.lua / rw_read.lua)
     sub = redis.Redis.from_url(redis_url).pubsub(ignore_subscribe_messages=True)
     sub.subscribe(key(prefix, "doc") + ":rw:wake")
 
@@ -768,7 +770,7 @@ def test_an_expired_readers_late_release_keeps_the_writers_waiters_mark(client, 
     try:
         with pytest.raises(LockNotOwned):
             stale.release()
-        assert raw("HGET", wkey, "w") == b"1", "the late reader took the writer's waiters' mark"
+        assert hold_field(raw("GET", wkey), "w") == b"1", "the late reader took the writer's waiters' mark"
         # Messages arrive in the order they were published: the probe comes first unless the late release published.
         raw("PUBLISH", key(prefix, "doc") + ":rw:wake", "probe")
         first = next_message()
@@ -910,7 +912,7 @@ def test_fences_of_successive_writers_strictly_increase(client, raw, prefix):
         h = same if i % 2 else rw.write()
         assert h.acquire()
         assert isinstance(h.fence, int)
-        assert int(raw("HGET", wkey, "fence")) == h.fence
+        assert int(hold_field(raw("GET", wkey), "fence")) == h.fence
         fences.append(h.fence)
         h.release()
         assert h.fence is None
@@ -937,8 +939,7 @@ def test_storage_layout(client, raw, prefix):
     w = rw.write()
     assert w.acquire()
     assert raw.keys(prefix + "*") == [wkey]
-    flat = raw("HGETALL", wkey)
-    fields = {flat[i].decode(): flat[i + 1].decode() for i in range(0, len(flat), 2)}
+    fields = {f: v.decode() for f, v in hold_of(raw("GET", wkey)).items()}
     assert fields == {"token": w.token, "meta": "node-a", "fence": str(w.fence)}
     assert 4000 < raw("PTTL", wkey) <= 5000
     w.release()
@@ -1003,10 +1004,10 @@ def test_handle_overrides_and_defaults(client, raw, prefix):
     rw = client.rwmutex("doc", ttl=7.0, metadata="dflt")
     wkey, _, _ = rw_keys(prefix, "doc")
     with rw.write() as w:
-        assert raw("HGET", wkey, "meta") == b"dflt"
+        assert hold_field(raw("GET", wkey), "meta") == b"dflt"
         assert 6.5 < w.ttl() <= 7.0
     with rw.write(ttl=3.0, metadata="over") as w:
-        assert raw("HGET", wkey, "meta") == b"over"
+        assert hold_field(raw("GET", wkey), "meta") == b"over"
         assert 2.5 < w.ttl() <= 3.0
     with rw.read(ttl=2.0) as r:
         assert 1.5 < r.ttl() <= 2.0

@@ -14,7 +14,7 @@ import pytest
 
 import ferrolock
 from ferrolock import LockLost, LockNotOwned
-from support.helpers import Events, LostProbe, key, script_calls, wait_for
+from support.helpers import Events, LostProbe, hold_of, hold_value, key, script_calls, wait_for
 
 # The ttls here are long enough that a process not scheduled for a few
 # hundred milliseconds (a busy machine) still renews in time: a hold is
@@ -22,8 +22,7 @@ from support.helpers import Events, LostProbe, key, script_calls, wait_for
 
 
 def fields(raw, k: str) -> dict:
-    reply = raw("HGETALL", k)
-    return {reply[i].decode(): reply[i + 1].decode() for i in range(0, len(reply), 2)}
+    return {f: v.decode() for f, v in hold_of(raw("GET", k)).items()}
 
 
 def test_renewal_keeps_the_hold_for_many_ttls(client, raw, prefix):
@@ -483,14 +482,14 @@ def test_a_hold_lost_inside_a_batch_is_told_lost_while_the_others_in_it_stay_hel
                     pass
                 victim = together[0]
                 victim_key = key(prefix, f"b{victim}")
-                assert server.command("HSET", victim_key, "token", "another owner") == 0
+                assert server.command("SET", victim_key, hold_value("another-owner", 1), "KEEPTTL") == "OK"
                 assert probes[victim].wait(5.0), "the loss was never told"
                 # The first call to renew the victim after the change: it
                 # found the victim lost, and carried other holds with it.
                 after = False
                 while True:
                     command = monitor.next_command()["command"]
-                    after = after or (command.startswith("HSET") and victim_key in command)
+                    after = after or (command.startswith("SET") and victim_key in command)
                     if after and victim in renewed_in(command):
                         break
             assert len(renewed_in(command)) > 1, f"the victim was renewed alone: {command}"

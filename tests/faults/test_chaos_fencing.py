@@ -32,6 +32,7 @@ import pytest
 import ferrolock
 from support import TESTS
 from support.chaos_report import record
+from support.helpers import hold_field
 
 pytestmark = pytest.mark.chaos
 
@@ -184,7 +185,7 @@ class Child:
 
 
 def hget(raw, key: str, field: str):
-    value = raw("HGET", key, field)
+    value = hold_field(raw("GET", key), field)
     return None if value is None else value.decode()
 
 

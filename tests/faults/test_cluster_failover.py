@@ -26,7 +26,7 @@ import pytest
 import ferrolock
 from support.chaos_report import record
 from ferrolock import Retry
-from support.helpers import LostProbe, wait_for
+from support.helpers import hold_field, LostProbe, wait_for
 from support.redis_cluster import SLOTS, RedisCluster, key_slot
 
 SLOW = Retry.fixed(10.0)  # polling alone would take 10 s: only a wake-up is fast
@@ -213,7 +213,7 @@ def test_a_coordinated_failover_keeps_holders_and_waiters(rcluster, fclient, pre
 
     # The hold was copied before the switch: it renews on the new master.
     holder.extend()
-    assert rcluster.raw(new)("HGET", key, "token").decode() == holder.token
+    assert hold_field(rcluster.raw(new)("GET", key), "token").decode() == holder.token
     assert not holder.lost and lost.calls == 0
     assert result == {}, "the waiter got in while the hold stood"
     wake_ms = released_wakes_the_waiter(holder, waiter, t, result, seen)
@@ -301,7 +301,7 @@ def test_a_killed_master_is_replaced_and_no_hold_is_silently_kept(rcluster, fcli
             f"the subscription on the new shard (waiter: {result})",
         )
         kept.extend()
-        assert rcluster.raw(new)("HGET", kept_key, "token").decode() == kept.token
+        assert hold_field(rcluster.raw(new)("GET", kept_key), "token").decode() == kept.token
         assert not kept.lost and kept_lost.calls == 0
         assert result == {}, "the waiter got in while the hold stood"
         wake_ms = released_wakes_the_waiter(kept, waiter, t, result, seen)

@@ -19,13 +19,13 @@ import pytest
 import ferrolock
 from ferrolock import LockConfigurationError, LockConnectionError, LockError, LockLost
 from ferrolock.testing import RedisServer, RespError, encode, free_port, read_reply
-from support.helpers import LostProbe, key, script_calls, wait_for
+from support.helpers import LostProbe, hold_field, key, script_calls, wait_for
 
 pytestmark = pytest.mark.chaos
 
 
 def hget(server, k: str, field: str):
-    reply = server.command("HGET", k, field)
+    reply = hold_field(server.command("GET", k), field)
     return None if reply is None else reply.decode()
 
 

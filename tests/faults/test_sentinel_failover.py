@@ -19,7 +19,7 @@ import pytest
 import ferrolock
 from ferrolock import Retry
 from support import ROOT
-from support.helpers import LostProbe
+from support.helpers import hold_field, LostProbe
 from support.redis_sentinel import SentinelDeployment
 
 TIMES = ROOT / "target" / "sentinel-failover-times.jsonl"
@@ -106,7 +106,7 @@ def test_a_holder_and_a_waiter_ride_out_a_failover(deployment, kind, prefix, eve
     key = f"{prefix}{{job}}"
     # Replicated before the fault, so the hold survives it (the hold that
     # does not is test_sentinel.py's asynchronous-failover test).
-    d.wait_for(lambda: d.replica("HGET", key, "token") == holder.token, 5, "the hold replicated")
+    d.wait_for(lambda: hold_field(d.replica("GET", key), "token") == holder.token, 5, "the hold replicated")
 
     waiter = waiter_client.lock("job", ttl=TTL, retry=SLOW)
     got: dict = {}
@@ -133,7 +133,7 @@ def test_a_holder_and_a_waiter_ride_out_a_failover(deployment, kind, prefix, eve
         assert events.wait(lambda t, k, _d, n: k == "renewed" and n == ("job",) and t > t_fault + took, 3 * TTL), (
             "the holder never renewed on the new master"
         )
-        assert new("HGET", key, "token") == holder.token
+        assert hold_field(new("GET", key), "token") == holder.token
         assert not holder.lost and lost.calls == 0
 
         # The waiter follows: subscribed on the new master (at its next attempt,
@@ -153,7 +153,7 @@ def test_a_holder_and_a_waiter_ride_out_a_failover(deployment, kind, prefix, eve
         assert events.wait(
             lambda t, k, det, n: k == "woken" and det == "pubsub" and n == ("job",) and released <= t, 2
         ), "the waiter was not woken by pub/sub"
-        assert new("HGET", key, "token") == waiter.token
+        assert hold_field(new("GET", key), "token") == waiter.token
         assert waiter.fence > fence
         waiter.release()
     finally:
@@ -180,7 +180,7 @@ def test_a_blocked_waiter_follows_a_failover_without_sending_commands(deployment
     holder = holder_client.lock("job", ttl=30.0)
     assert holder.acquire()
     key = f"{prefix}{{job}}"
-    d.wait_for(lambda: d.replica("HGET", key, "token") == holder.token, 5, "the hold replicated")
+    d.wait_for(lambda: hold_field(d.replica("GET", key), "token") == holder.token, 5, "the hold replicated")
     waiter = waiter_client.lock("job", ttl=TTL, retry=SLOW)
     got: dict = {}
     thread = threading.Thread(target=lambda: got.setdefault("ok", waiter.acquire(timeout=60)))
@@ -202,7 +202,7 @@ def test_a_blocked_waiter_follows_a_failover_without_sending_commands(deployment
         holder.release()
         thread.join(10)
         assert got.get("ok") is True, "the waiter was not woken by the release on the new master"
-        assert new("HGET", key, "token") == waiter.token
+        assert hold_field(new("GET", key), "token") == waiter.token
         waiter.release()
     finally:
         if thread.is_alive():
@@ -242,7 +242,7 @@ def test_with_replicas_1_no_two_valid_holds_across_a_failover(deployment, kind, 
     else:
         raise AssertionError("the replica never acknowledged a grant before the failover")
     fence = first.fence
-    assert d.replica("HGET", f"{prefix}{{job}}", "token") == first.token  # acknowledged by the replica
+    assert hold_field(d.replica("GET", f"{prefix}{{job}}"), "token") == first.token  # acknowledged by the replica
     if kind == "failover":
         old = d.sentinel_failover()
     else:

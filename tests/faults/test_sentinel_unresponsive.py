@@ -15,6 +15,7 @@ import pytest
 
 import ferrolock
 from support.redis_sentinel import SentinelDeployment
+from support.helpers import hold_field
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-sentinel") is None, reason="redis-sentinel not installed")
 
@@ -56,7 +57,7 @@ def test_a_silent_first_sentinel_does_not_stop_a_client_connecting(first_silent,
     assert took < CONNECT_TIMEOUT / 2, f"connecting took {took:.3f} s of a {CONNECT_TIMEOUT} s budget"
     master = d.node(d.master_port(sentinel=1))  # the first Sentinel answers nobody
     with client.lock("job", ttl=TTL) as lock:
-        assert master("HGET", f"{prefix}{{job}}", "token") == lock.token
+        assert hold_field(master("GET", f"{prefix}{{job}}"), "token") == lock.token
 
 
 def test_a_killed_connection_reconnects_past_a_silent_sentinel_and_the_hold_renews(deployment, prefix, events):
@@ -75,7 +76,7 @@ def test_a_killed_connection_reconnects_past_a_silent_sentinel_and_the_hold_rene
             "the hold was not renewed after its connection was killed"
         )
         assert not holder.lost
-        assert master("HGET", f"{prefix}{{job}}", "token") == holder.token
+        assert hold_field(master("GET", f"{prefix}{{job}}"), "token") == holder.token
         holder.release()
     finally:
         d.sentinels[0].resume()

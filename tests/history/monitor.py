@@ -22,6 +22,7 @@ import threading
 
 from . import resp
 from .events import now_ns
+from support.helpers import hold_field
 
 INTERVAL_S = 0.01
 
@@ -93,11 +94,11 @@ class HolderMonitor:
     def _holders(self, redis, key: str) -> list:
         if self.layout in ("lock", "election"):
             hold = key if self.layout == "lock" else f"{key}:el"
-            return [tok for tok in [redis("HGET", hold, "token")] if tok]
+            return [tok for tok in [hold_field(redis("GET", hold), "token")] if tok]
         seconds, micros = redis("TIME")
         now_ms = int(seconds) * 1000 + int(micros) // 1000
         if self.layout == "semaphore":
             return redis("ZRANGEBYSCORE", f"{key}:sem:h", f"({now_ms}", "+inf")  # live ones only
-        writer = redis("HGET", f"{key}:rw:w", "token")
+        writer = hold_field(redis("GET", f"{key}:rw:w"), "token")
         readers = redis("ZRANGEBYSCORE", f"{key}:rw:r", f"({now_ms}", "+inf")
         return ([writer] if writer else []) + readers

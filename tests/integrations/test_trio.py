@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import ferrolock
 import ferrolock.otel
 from ferrolock import LockLost
-from support.helpers import key, until
+from support.helpers import hold_field, key, until
 
 BACKENDS = ["asyncio", "trio"]
 
@@ -50,7 +50,7 @@ def test_aacquire_and_arelease_under_trio(client, raw, prefix):
         assert await lock.aowned() is True
         assert 0 < await lock.attl() <= 10.0
         assert raw.keys(prefix + "*") == [key(prefix, "basic")]
-        assert raw("HGET", key(prefix, "basic"), "token").decode() == lock.token
+        assert hold_field(raw("GET", key(prefix, "basic")), "token").decode() == lock.token
         await lock.arelease()
         assert lock.token is None
         assert await lock.alocked() is False
@@ -127,7 +127,7 @@ def test_move_on_after_while_waiting_leaves_nothing(client, raw, prefix):
         assert waiter.token is None
         # Only the holder's hold is there, no trace of the waiter's try.
         assert raw.keys(prefix + "*") == [key(prefix, "busy")]
-        assert raw("HGET", key(prefix, "busy"), "token").decode() == holder.token
+        assert hold_field(raw("GET", key(prefix, "busy")), "token").decode() == holder.token
         holder.release()
         # The next to come gets it at once.
         later = client.lock("busy", ttl=10.0)
@@ -187,7 +187,7 @@ def test_fail_after_while_waiting(client, raw, prefix):
 
     trio.run(main)
     assert waiter.token is None
-    assert raw("HGET", key(prefix, "slow"), "token").decode() == holder.token
+    assert hold_field(raw("GET", key(prefix, "slow")), "token").decode() == holder.token
     holder.release()
     assert raw.keys(prefix + "*") == []
 
@@ -471,7 +471,7 @@ def test_no_supported_library_raises_and_leaves_nothing(client, raw, prefix):
     with pytest.raises(RuntimeError, match="cannot reuse"):
         coro.send(None)
     assert raw.keys(prefix + "*") == [key(prefix, "bare")]
-    assert raw("HGET", key(prefix, "bare"), "token").decode() == holder.token
+    assert hold_field(raw("GET", key(prefix, "bare")), "token").decode() == holder.token
     holder.release()
     assert raw.keys(prefix + "*") == []
     # A trio run in another thread does not make this thread's call run under trio.

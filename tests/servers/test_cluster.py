@@ -14,7 +14,7 @@ import pytest
 import ferrolock
 from support.chaos_report import record
 from support.redis_cluster import key_slot
-from support.helpers import WOKEN_WITHIN_MS, command_calls, hand_over_ms, wait_for
+from support.helpers import command_calls, hand_over_ms, hold_field, wait_for, WOKEN_WITHIN_MS
 
 
 def pubsub_counts(cluster_raw) -> dict:
@@ -70,7 +70,11 @@ def test_a_readers_release_and_a_permits_give_back_on_a_cluster(cclient, cluster
     reader = rw.read()
     assert reader.acquire(blocking=False)
     writer = rw.write(retry=ferrolock.Retry.fixed(10.0))
-    marked = lambda: int(cluster_raw.node(f"{prefix}{{doc-r}}")("HGET", f"{prefix}{{doc-r}}:rw:w", "w") == b"1")  # noqa: E731
+    wkey = f"{prefix}{{doc-r}}:rw:w"
+
+    def marked() -> int:
+        return int(hold_field(cluster_raw.node(wkey)("GET", wkey), "w") == b"1")
+
     ms = hand_over_ms(reader, writer, marked)
     assert ms < WOKEN_WITHIN_MS, f"the writer got in {ms:.1f} ms after the last reader left"
     holder = cclient.semaphore("pool", 1)
@@ -243,7 +247,7 @@ def test_waiters_follow_a_slot_migration(cclient, cluster, cluster_raw, prefix):
         probe = cclient.lock(other)
         assert probe.acquire(timeout=5)
         first_acquire_ms = 1000 * (time.monotonic() - moved)
-        assert cluster_raw.nodes[dst]("HGET", f"{prefix}{{{other}}}", "token").decode() == probe.token
+        assert hold_field(cluster_raw.nodes[dst]("GET", f"{prefix}{{{other}}}"), "token").decode() == probe.token
         probe.release()
         wait_for(lambda: on(dst) == 1, 5, "the subscription on the new owner")
         resubscribed_ms = 1000 * (time.monotonic() - moved)

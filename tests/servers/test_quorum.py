@@ -25,7 +25,7 @@ import pytest
 import ferrolock
 from ferrolock import Retry
 from ferrolock.testing import RedisServer, encode, read_reply
-from support.helpers import LostProbe, key, skewed_clock, wait_for
+from support.helpers import LostProbe, hold_value, key, skewed_clock, wait_for
 from support.redis_masters import Masters
 
 SLOW = Retry.fixed(10.0)  # polling alone would take 10 s: only a wake-up is fast
@@ -223,7 +223,7 @@ def test_fences_increase_when_the_masters_disagree(masters):
     name = "fenced"
     ahead = int(time.time() * 1e6) + 60_000_000  # a minute past every clock
     for i, fence in ((0, ahead), (1, ahead - 1)):
-        masters.servers[i].command("HSET", key(masters.prefix, name), "fence", str(fence))
+        masters.servers[i].command("SET", key(masters.prefix, name), hold_value("", fence))
         masters.servers[i].command("PEXPIRE", key(masters.prefix, name), "120000")
     lock = client.lock(name, ttl=5)
     with lock:
@@ -574,7 +574,7 @@ def test_a_fence_raised_on_a_master_outlives_an_expired_hold(masters):
     k = key(masters.prefix, "fenced")
     ahead = int(time.time() * 1e6) + 5_000_000
     for i, fence in ((0, ahead), (1, ahead - 1)):
-        masters.servers[i].command("HSET", k, "fence", str(fence))
+        masters.servers[i].command("SET", k, hold_value("", fence))
         masters.servers[i].command("PEXPIRE", k, "120000")
     with holder_process(masters, "die") as first:
         pass  # SIGKILLed: nothing releases its hold
@@ -600,7 +600,7 @@ def test_a_fence_given_above_the_clock_outlives_an_expired_hold(prefix):
     try:
         k = key(prefix, "fenced")
         ahead = int(time.time() * 1e6) + 5_000_000
-        masters.servers[0].command("HSET", k, "fence", str(ahead))
+        masters.servers[0].command("SET", k, hold_value("", ahead))
         masters.servers[0].command("PEXPIRE", k, "120000")
         masters.servers[3].kill()
         masters.servers[4].kill()

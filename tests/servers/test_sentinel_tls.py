@@ -17,6 +17,7 @@ import pytest
 import ferrolock
 from ferrolock import LockConfigurationError, Retry
 from support.redis_sentinel import APP, WATCHER, SentinelDeployment
+from support.helpers import hold_field
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-sentinel") is None, reason="redis-sentinel not installed")
 
@@ -59,7 +60,7 @@ def test_locks_work_through_tls_sentinels_with_acl_users(secure, prefix):
     assert holder.acquire()
     fence = holder.fence
     master = secure.master
-    assert master("HGET", f"{prefix}{{job}}", "token") == holder.token
+    assert hold_field(master("GET", f"{prefix}{{job}}"), "token") == holder.token
     # The library's connections to the master are the app user's, over TLS.
     users = {
         f.split("=", 1)[1]
@@ -93,7 +94,7 @@ def test_a_failover_is_followed_over_tls(prefix):
         d.wait_for(lambda: d.failover_named(old), 30, "the Sentinel to promote the replica")
         after = client.lock("job", ttl=5)
         assert after.acquire(timeout=15), "the same Client did not follow the failover"
-        assert d.master("HGET", f"{prefix}{{job}}", "token") == after.token
+        assert hold_field(d.master("GET", f"{prefix}{{job}}"), "token") == after.token
         assert after.fence > fence
         after.release()
     finally:

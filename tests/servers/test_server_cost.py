@@ -12,26 +12,26 @@ import pytest
 import ferrolock
 from ferrolock import Retry
 from ferrolock._ferrolock import _debug_stats
-from support.helpers import key, wait_for
+from support.helpers import hold_field, key, wait_for
 
 SLOW = Retry.fixed(10.0)  # polling alone would take 10 s: only a wake-up is fast
 
 # Every command one uncontended acquire + release runs, inside the scripts too.
 CYCLES = {
-    # No hold and no fence on record: HMGET and the clock's fence; a release of
-    # a hold no waiter marked and whose fence the clock gave is its HMGET and DEL.
-    "lock": {"evalsha": 2, "hmget": 2, "time": 1, "hset": 1, "pexpire": 1, "del": 1},
+    # No hold and no fence on record: GET and the clock's fence, one SET; a
+    # release of a hold no waiter marked and whose fence the clock gave is its
+    # GET and DEL.
+    "lock": {"evalsha": 2, "get": 2, "time": 1, "set": 1, "del": 1},
     # No queue and no hash: EXISTS of both and the clock's fence; a release of
     # a hold no waiter marked reads no queue.
-    "fair lock": {"evalsha": 2, "exists": 1, "time": 1, "hset": 1, "pexpire": 1, "hmget": 1, "del": 1},
+    "fair lock": {"evalsha": 2, "exists": 1, "time": 1, "set": 1, "get": 1, "del": 1},
     # A fair Lock's cycle, told on the election's watch channel at each end.
     "election": {
         "evalsha": 2,
         "exists": 1,
         "time": 1,
-        "hset": 1,
-        "pexpire": 1,
-        "hmget": 1,
+        "set": 1,
+        "get": 1,
         "del": 1,
         "publish": 2,
     },
@@ -45,7 +45,7 @@ CYCLES = {
         "zremrangebyscore": 1,
         "zrem": 1,
     },
-    # The read: a script, then a transaction (MULTI / ZSCORE / ZREM / TIME / HMGET / EXEC).
+    # The read: a script, then a transaction (MULTI / ZSCORE / ZREM / TIME / GET / EXEC).
     "rwmutex read": {
         "evalsha": 1,
         "exists": 1,
@@ -55,7 +55,7 @@ CYCLES = {
         "multi": 1,
         "zscore": 1,
         "zrem": 1,
-        "hmget": 1,
+        "get": 1,
         "exec": 1,
     },
     "semaphore": {
@@ -136,7 +136,7 @@ def test_a_release_someone_waits_for_wakes_each_waiter_in_turn(server):
     for t in threads:
         t.start()
     lock_key = key("t:", "turns")
-    wait_for(lambda: server.command("HGET", lock_key, "w") == b"1", 5, "a waiter to mark the hold")
+    wait_for(lambda: hold_field(server.command("GET", lock_key), "w") == b"1", 5, "a waiter to mark the hold")
     wait_for(lambda: ferrolock_waiters() >= 3, 5, "three waiters")
     holder.release()
     for t in threads:

@@ -1,5 +1,5 @@
 """Shared test helpers: an awaitable on_lost probe, a LockEvents recorder,
-key names, a server's command counts, waiting (in a thread or a coroutine)
+key names, a hold's fields read from its key, a server's command counts, waiting (in a thread or a coroutine)
 for a condition another thread or process brings about, and for waiters to
 be subscribed, the server binary the tests run. A helper two suites need
 lives here, not in a copy in each."""
@@ -95,6 +95,42 @@ class Events:
         """Until an event `predicate(at, kind, detail, names)` holds, or `timeout`."""
         with self.cond:
             return self.cond.wait_for(lambda: any(predicate(*e) for e in self.seen), timeout)
+
+
+def hold_of(value: bytes | str | None) -> dict:
+    """The fields of a hold, from its key's value (`<token> <fence>
+    <flags>[ <meta>]`, lua/lib/hold.lua): `token`, `fence`, `meta` when
+    given, and each flag (`w`, `a`) as '1'; {} for no key. The values are
+    bytes when `value` is."""
+    if value is None:
+        return {}
+    text = value.decode() if isinstance(value, bytes) else value
+    token, fence, rest = text.split(" ", 2)
+    flags, given, meta = rest.partition(" ")
+    found = {"token": token, "fence": fence, **dict.fromkeys(flags, "1")}
+    if given:
+        found["meta"] = meta
+    found = {k: v for k, v in found.items() if v or k == "meta"}
+    return {k: v.encode() for k, v in found.items()} if isinstance(value, bytes) else found
+
+
+def hold_field(value: bytes | str | None, field: str) -> bytes | str | None:
+    """One field of a hold (see `hold_of`), None when it has none."""
+    return hold_of(value).get(field)
+
+
+def hold_value(token: str, fence: int | str, flags: str = "", meta: str | None = None) -> str:
+    """The value of a hold (see `hold_of`); token '' for a fence kept past
+    its hold."""
+    value = f"{token} {fence} {flags}"
+    return value if meta is None else f"{value} {meta}"
+
+
+def marked(value: bytes, flag: str) -> str:
+    """A hold's value (see `hold_of`) with `flag` set."""
+    token, fence, rest = value.decode().split(" ", 2)
+    flags, given, meta = rest.partition(" ")
+    return hold_value(token, fence, flags if flag in flags else flags + flag, meta if given else None)
 
 
 def key(prefix: str, name: str) -> str:

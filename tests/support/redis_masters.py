@@ -8,7 +8,7 @@ from contextlib import contextmanager
 
 import ferrolock
 from ferrolock.testing import RedisServer
-from support.helpers import key
+from support.helpers import hold_field, key
 
 
 class Masters:
@@ -26,7 +26,7 @@ class Masters:
         return ferrolock.Client(self.urls, prefix=self.prefix, **options)
 
     def field(self, i: int, name: str, field: str) -> bytes | None:
-        return self.servers[i].command("HGET", key(self.prefix, name), field)
+        return hold_field(self.servers[i].command("GET", key(self.prefix, name)), field)
 
     def holders(self, name: str) -> list[bytes | None]:
         return [self.field(i, name, "token") for i in range(len(self.servers))]
