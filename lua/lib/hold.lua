@@ -10,8 +10,9 @@
 -- value with no token keeps a fence past its hold (`end_hold`). A key of
 -- another type is a hold of ferrolock 0.1 (a hash, met during a rolling
 -- upgrade): read with that layout, flag `o`, never rewritten but for the
--- waiter's mark that version reads too. A string of another form is not
--- ferrolock's: held by its whole value as a token, flag `x`, never written.
+-- waiter's mark that version reads too. Anything else (a string of another
+-- form, a hash with neither field) is another program's: refused with an
+-- error, as a key of another type always was.
 -- Defines: read_hold, flagged, holds_all, holder, hold_value, hold, waited_on, end_hold.
 
 -- What `lock` holds: its token (false: nobody), fence (0: none), flags and
@@ -21,13 +22,18 @@ local function read_hold(lock)
   if not value then
     return false, 0, '', false
   end
+  local token, fence, flags, rest
   if type(value) == 'table' then
     local rec = redis.call('HMGET', lock, 'token', 'fence', 'meta', 'w')
-    return rec[1], tonumber(rec[2]) or 0, rec[4] and 'ow' or 'o', rec[3]
+    token, fence, rest = rec[1], rec[2], rec[3]
+    if token or fence then
+      return token, tonumber(fence) or 0, rec[4] and 'ow' or 'o', rest
+    end
+  else
+    token, fence, flags, rest = string.match(value, '^(%S*) (%d*) (%a*)(.*)$')
   end
-  local token, fence, flags, rest = string.match(value, '^(%S*) (%d*) (%a*)(.*)$')
   if not token then
-    return value, 0, 'x', false
+    error({err = 'WRONGTYPE ' .. lock .. ' holds a value ferrolock did not write: another program uses this key'})
   end
   return token ~= '' and token, tonumber(fence) or 0, flags, rest ~= '' and string.sub(rest, 2)
 end
@@ -103,7 +109,7 @@ local function waited_on(lock, token, fence, flags, meta)
   if token == nil then
     token, fence, flags, meta = read_hold(lock)
   end
-  if flagged(flags, 'w') or flagged(flags, 'x') then
+  if flagged(flags, 'w') then
     return
   end
   if flagged(flags, 'o') then

@@ -81,15 +81,19 @@ def test_a_hold_of_the_hash_layout_is_another_owners(client, raw, prefix):
     lock.release()
 
 
-def test_a_string_not_of_a_holds_form_is_never_taken(client, raw, prefix):
-    """Another program's string under a lock's key: held, by someone else."""
+@pytest.mark.parametrize("value", [("SET", "not a hold"), ("HSET", "field", "value")])
+def test_a_key_of_another_program_is_refused_and_left_alone(client, raw, prefix, value):
+    """Another program's string, or a hash that is no 0.1 hold, under a
+    lock's key: every step refuses it with an error naming the key, and it
+    stays as it was."""
     key = key_of(prefix, "foreign")
-    raw("SET", key, "not-a-hold", "PX", 10_000)
+    raw(value[0], key, *value[1:])
     lock = client.lock("foreign", ttl=5)
-    assert lock.acquire(blocking=False) is False
-    assert lock.acquire(timeout=0.1) is False
-    assert raw("GET", key) == b"not-a-hold"
-    assert client.inspect("foreign").token == "not-a-hold"
+    for attempt in (lambda: lock.acquire(blocking=False), lambda: client.inspect("foreign")):
+        with pytest.raises(LockError, match="holds a value ferrolock did not write"):
+            attempt()
+    kept = raw("GET", key) if value[0] == "SET" else raw("HGET", key, "field")
+    assert kept == value[-1].encode()
 
 
 @pytest.mark.parametrize("token", ["a b", "tab\there", "new\nline", "caf\u00e9"])
