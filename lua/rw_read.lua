@@ -15,17 +15,29 @@ local token, ttl_ms, writer_preference, will_wait = ARGV[1], tonumber(ARGV[2]), 
 -- named twice twice, so the writer's key and the intent add 2 each and
 -- the readers' set 1: under 2, neither is there; odd, the set is.
 local found = redis.call('EXISTS', writer, writer, intent, intent, readers)
-if found >= 2 then
-  local owner, fence, flags, meta = read_hold(writer)
-  if owner then
-    if will_wait then
-      waited_on(writer, owner, fence, flags, meta)  -- its release wakes this reader
-    end
-    return {0, redis.call('PTTL', writer)}
+-- Neither is there: this reader joins, before the libraries are built
+-- (lib/clock.lua's now_ms and lib/leases.lua's expire_with_new_lease,
+-- written out here).
+if found < 2 then
+  local time = redis.call('TIME')
+  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  redis.call('ZADD', readers, now + ttl_ms, token)
+  if found == 0 or redis.call('PTTL', readers) < ttl_ms then
+    redis.call('PEXPIRE', readers, ARGV[2])
   end
+  return {1, 0}
+end
+-- libraries here
+
+local owner, fence, flags, meta = read_hold(writer)
+if owner then
+  if will_wait then
+    waited_on(writer, owner, fence, flags, meta)  -- its release wakes this reader
+  end
+  return {0, redis.call('PTTL', writer)}
 end
 local now = now_ms()
-if found >= 2 and writer_preference and redis.call('EXISTS', intent) == 1
+if writer_preference and redis.call('EXISTS', intent) == 1
     and (tonumber(redis.call('ZSCORE', readers, token)) or 0) <= now then
   return {0, redis.call('PTTL', intent)}
 end
