@@ -48,13 +48,12 @@ PIECES = {
     "PEXPIRE, ttl as a number": "redis.call('PEXPIRE', KEYS[1], 10000) return 1",
 }
 
-# The commands of the Lock's fast path (HMGET, TIME, HSET, PEXPIRE), in a
-# script with nothing else: what the step costs beyond them is its own.
+# The commands of the Lock's fast path (GET, TIME, SET PX), in a script with
+# nothing else: what the step costs beyond them is its own.
 LOCK_COMMANDS = """
-local free = redis.call('HMGET', KEYS[1], 'token', 'fence')
+local free = redis.call('GET', KEYS[1])
 local t = redis.call('TIME')
-redis.call('HSET', KEYS[1], 'token', ARGV[1], 'fence', t[1] .. t[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. t[1] .. t[2] .. ' ', 'PX', ARGV[2])
 return 1
 """
 
@@ -84,7 +83,7 @@ def lock_step(r: redis.Redis, url: str, calls: int) -> dict[str, list[float]]:
     outside the measured span; beside its commands in a bare script."""
     client = ferrolock.Client(url, prefix="cost:")
     commands = r.register_script(LOCK_COMMANDS)
-    got: dict[str, list[float]] = {"Lock acquire (fast path)": [], "its 4 commands in a bare script": []}
+    got: dict[str, list[float]] = {"Lock acquire (fast path)": [], "its commands in a bare script": []}
     for _ in range(ROUNDS):
         locks = [client.lock(f"n{i}", ttl=10.0, auto_renew=False) for i in range(calls)]
 
@@ -100,7 +99,7 @@ def lock_step(r: redis.Redis, url: str, calls: int) -> dict[str, list[float]]:
             for i in range(calls):
                 commands(keys=[f"cost:bare{i}"], args=[TOKEN, "10000"])
 
-        got["its 4 commands in a bare script"].append(evalsha_us(r, bare, calls))
+        got["its commands in a bare script"].append(evalsha_us(r, bare, calls))
         r.delete(*(f"cost:bare{i}" for i in range(calls)))
     return got
 
