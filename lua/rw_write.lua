@@ -57,4 +57,6 @@ if redis.call('GET', intent) == token then
 end
 local fence = next_fence(math.max(had, recorded_fence(record)), us)
 remember_fence(record, fence, us)
-return hold(writer, token, meta, ttl_ms, fence, waited, fence > us)
+-- A mark left while readers held (`w`, no token) stays: its waiters wait
+-- for this writer now.
+return hold(writer, token, meta, ttl_ms, fence, waited, fence > us, flags)
