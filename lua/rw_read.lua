@@ -9,7 +9,7 @@
 -- Expired readers are left to the writers and the key's expiry: a writer
 -- prunes them before it counts the readers (rw_write.lua).
 local writer, readers, intent = KEYS[1], KEYS[2], KEYS[3]
-local token, ttl_ms, writer_preference, will_wait = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1', ARGV[4] == '1'
+local token, ttl_ms, writer_preference, will_wait = ARGV[1], ARGV[2], ARGV[3] == '1', ARGV[4] == '1'
 
 -- One command for what the usual case needs to know: EXISTS counts a key
 -- named twice twice, so the writer's key and the intent add 2 each and
@@ -22,8 +22,8 @@ if found < 2 then
   local time = redis.call('TIME')
   local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
   redis.call('ZADD', readers, now + ttl_ms, token)
-  if found == 0 or redis.call('PTTL', readers) < ttl_ms then
-    redis.call('PEXPIRE', readers, ARGV[2])
+  if found == 0 or redis.call('PTTL', readers) < tonumber(ttl_ms) then
+    redis.call('PEXPIRE', readers, ttl_ms)  -- its text: no number formatted
   end
   return {1, 0}
 end
@@ -43,5 +43,5 @@ if writer_preference and redis.call('EXISTS', intent) == 1
 end
 
 redis.call('ZADD', readers, now + ttl_ms, token)
-expire_with_new_lease(readers, ttl_ms, found % 2 == 0)
+expire_with_new_lease(readers, tonumber(ttl_ms), found % 2 == 0)
 return {1, 0}
