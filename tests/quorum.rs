@@ -40,7 +40,10 @@ impl Masters {
         let mut con =
             redis::Client::open(url.as_str()).unwrap().get_multiplexed_async_connection().await.unwrap();
         let key = format!("{}{{{name}}}", self.prefix);
-        redis::cmd("HGET").arg(key).arg("token").query_async(&mut con).await.unwrap()
+        let value: Option<String> = redis::cmd("GET").arg(key).query_async(&mut con).await.unwrap();
+        // A hold's value starts with its token (`<token> <fence> <flags>`,
+        // lua/lib/hold.lua); a kept fence alone has none.
+        value.and_then(|v| v.split(' ').next().filter(|t| !t.is_empty()).map(str::to_string))
     }
 
     async fn holders(&self, name: &str) -> Vec<Option<String>> {
