@@ -43,8 +43,10 @@ def test_a_hold_ends_at_its_max_hold_and_is_reported_lost(client, events, kind):
     ended = probe.at
     assert held.lost and probe.calls == 1
     # on_lost is called from a thread of its own: on a busy machine it runs
-    # as late as any Python thread ran meanwhile.
-    assert ended - taken <= MAX_HOLD + 0.05 + lag.worst, "reported lost after max_hold"
+    # as late as any Python thread ran meanwhile; the runtime's timer that
+    # ends the hold is late by as much again, which ThreadLag does not see.
+    # A quarter second is still well inside the next ttl the hold would have.
+    assert ended - taken <= MAX_HOLD + 0.25 + lag.worst, "reported lost after max_hold"
     assert ended - taken >= MAX_HOLD - TTL, "renewed until its last stretch"
     assert events.wait(lambda at, kind_, detail, names: kind_ == "lost", 5)
     assert [detail for _, kind_, detail, _ in events.seen if kind_ == "lost"] == ["expired"]

@@ -140,23 +140,26 @@ def test_connecting_needs_a_majority(masters):
 
 
 def test_a_paused_master_neither_stalls_acquire_nor_breaks_the_holder(masters):
-    """One master SIGSTOPped for three times the ttl: acquires go on with the
-    other two, and a holder keeps renewing on them."""
+    """One master SIGSTOPped for three times the ttl of the locks taken
+    meanwhile: acquires go on with the other two, and a holder keeps
+    renewing on them."""
     client = masters.client()
     probe = LostProbe()
-    # A ttl that a renewal every ttl/3 keeps on a loaded machine; an acquire
-    # stalled by the paused master would wait out its limit (ttl/10 = 150 ms)
-    # each time, 750 ms for the five.
-    holder = client.lock("held", ttl=1.5, on_lost=probe)
+    # The holder renews every second through the pause (at least four times
+    # while it lasts); its 3 s ttl is what a machine with a load of 12 needs
+    # for one of them to reach both live masters within the step's limit.
+    holder = client.lock("held", ttl=3.0, on_lost=probe)
     holder.acquire()
     with masters.paused(0):
         started = time.monotonic()
+        # An acquire stalled by the paused master would wait out its limit
+        # (ttl/10 = 150 ms) each time, 750 ms for the five.
         for i in range(5):
             with client.lock(f"other{i}", ttl=1.5):
                 pass
         took = time.monotonic() - started
         assert took < 0.75, f"5 cycles took {took:.2f} s with one master paused"
-        deadline = time.monotonic() + 4.5  # three ttls
+        deadline = time.monotonic() + 4.5  # three of their ttls
         while time.monotonic() < deadline:
             assert not masters.client().lock("held").acquire(blocking=False)
     assert not probe.event.is_set() and not holder.lost
