@@ -12,8 +12,9 @@
 --        this owner's as if re-entered, and now carries `token`, so `from`
 --        holds nothing any more)]
 -- Returns {1, fence} (a number, or its decimal text) when the owner now holds every key (taken now, or already
--- its own or `from`'s: the hold is re-entered, its fence kept, and its
--- metadata too unless set_metadata is '1'), or {0, pttl} with the longest
+-- its own or `from`'s: the hold is re-entered, its fence kept, a newer one
+-- where the hold has none recorded, and its metadata too unless
+-- set_metadata is '1'), or {0, pttl} with the longest
 -- remaining hold among the other owners.
 local token, ttl_ms, metadata, set_metadata = ARGV[1], ARGV[2], ARGV[3], ARGV[4] == '1'
 local with_records, will_wait, waited, from = ARGV[5] == '1', ARGV[6] == '1', ARGV[7] == '1', ARGV[8]
@@ -48,7 +49,7 @@ if with_records then
   locks, records = split_records(KEYS)
 end
 
-local busy, mine, last, fences, kept = nil, 0, 0, {}, {}
+local busy, mine, last, fences, kept, unrecorded = nil, 0, 0, {}, {}, false
 for i, key in ipairs(locks) do
   local owner, fence, flags, had = read_hold(key)
   fences[i] = fence
@@ -60,6 +61,7 @@ for i, key in ipairs(locks) do
   elseif owner then
     mine = mine + 1
     kept[i] = {flags, had}
+    unrecorded = unrecorded or fence == 0
   end
   last = math.max(last, fence, recorded_fence(records[i]))
 end
@@ -67,6 +69,17 @@ if busy then
   return {0, busy}
 end
 
+-- Re-entered: the fence is kept, unless a hold has none in it yet (taken by
+-- the transaction, its owner's fence unrecorded): this handle gets a newer
+-- one from the clock, recorded, above the one the transaction's TIME gave.
+if mine == #locks and unrecorded then
+  local us = now_us()
+  local fence = next_fence(last, us)
+  for i, key in ipairs(locks) do
+    hold(key, token, meta or kept[i][2], ttl_ms, fence, waited, fence > us, kept[i][1])
+  end
+  return {1, fence}
+end
 if mine == #locks then
   for i, key in ipairs(locks) do
     local fence = fences[i] ~= 0 and fences[i] or last

@@ -236,20 +236,32 @@ impl Client {
 
     /// Whether `token` still held, and now holds for `ttl` more, with the
     /// replicas' shortfall (on a quorum: the worst of its masters').
-    pub(crate) async fn refresh(&self, steps: &impl Steps, token: &str, ttl: Duration) -> Result<Refreshed> {
+    pub(crate) async fn refresh(
+        &self,
+        steps: &impl Steps,
+        token: &str,
+        fence: Option<i64>,
+        ttl: Duration,
+    ) -> Result<Refreshed> {
         match &self.0 {
-            On::One(c) => steps.refresh_on(c, token, ttl).await,
-            On::Quorum(q) => q.refresh(steps, token, ttl).await,
+            On::One(c) => steps.refresh_on(c, token, fence, ttl).await,
+            On::Quorum(q) => q.refresh(steps, token, fence, ttl).await,
         }
     }
 
     /// `refresh`, as the watchdog sends it: in one call with the other
     /// renewals that fall due with it on the deployment (on a quorum: on
     /// each master). An `extend` goes alone (`refresh`).
-    pub(crate) async fn renew(&self, steps: &impl Steps, token: &str, ttl: Duration) -> Result<Refreshed> {
+    pub(crate) async fn renew(
+        &self,
+        steps: &impl Steps,
+        token: &str,
+        fence: Option<i64>,
+        ttl: Duration,
+    ) -> Result<Refreshed> {
         match &self.0 {
-            On::One(c) => steps.renew_on(c, token, ttl).await,
-            On::Quorum(q) => q.renew(steps, token, ttl).await,
+            On::One(c) => steps.renew_on(c, token, fence, ttl).await,
+            On::Quorum(q) => q.renew(steps, token, fence, ttl).await,
         }
     }
 

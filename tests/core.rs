@@ -19,7 +19,11 @@ async fn obtain_release_and_fences_increase() {
     let first = a.fence().unwrap();
     let rec = c.inspect("orders:42").await.unwrap().unwrap();
     assert_eq!(rec.token, a.token().unwrap());
-    assert_eq!(rec.fence, first);
+    // Taken by the transaction: the owner records its fence with its first
+    // renewal, until then a reader sees none.
+    assert_eq!(rec.fence, 0);
+    a.extend(None).await.unwrap();
+    assert_eq!(c.inspect("orders:42").await.unwrap().unwrap().fence, first);
     a.release().await.unwrap();
     assert!(c.inspect("orders:42").await.unwrap().is_none());
     let mut last = first;
@@ -145,9 +149,15 @@ async fn restored_token_releases_and_adopts() {
     let token = a.token().unwrap();
     let wrong = Lock::new(c.clone(), vec!["job".into()], quick(5000), Some("f".repeat(32))).unwrap();
     assert!(matches!(wrong.release().await, Err(Error::NotOwned(_))));
+    // Adopted before the hold's first renewal recorded its fence: a newer
+    // one, recorded; adopted after, the recorded one.
     let restored = Lock::new(c.clone(), vec!["job".into()], quick(5000), Some(token.clone())).unwrap();
     assert!(restored.acquire(Wait::No).await.unwrap(), "adopting its own hold");
-    assert_eq!(restored.fence(), a.fence());
+    assert!(restored.fence() > a.fence());
+    assert_eq!(c.inspect("job").await.unwrap().unwrap().fence, restored.fence().unwrap());
+    let again = Lock::new(c.clone(), vec!["job".into()], quick(5000), Some(token.clone())).unwrap();
+    assert!(again.acquire(Wait::No).await.unwrap());
+    assert_eq!(again.fence(), restored.fence());
     restored.release().await.unwrap();
     assert!(c.inspect("job").await.unwrap().is_none());
 }

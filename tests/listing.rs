@@ -15,6 +15,9 @@ async fn scan_lists_holders_waiters_and_readers_under_the_prefix_only() {
     let meta = LockOptions { metadata: Some("host-a".into()), ..quick(30_000) };
     let held = lock(&c, "jobs:{nightly}%", meta);
     assert!(held.acquire(Wait::No).await.unwrap());
+    // Its fence is in Redis from its first renewal on (a take by the
+    // transaction records none).
+    held.extend(None).await.unwrap();
     let fair = LockOptions { fair: true, ..quick(30_000) };
     let head = lock(&c, "jobs:fair", fair.clone());
     assert!(head.acquire(Wait::No).await.unwrap());

@@ -7,13 +7,19 @@
 -- a waiter waits for it, see `waited_on`; `a`: its fence is ahead of the
 -- server's clock, see `hold`), then, after one more space, the metadata its
 -- owner gave, if any (which may hold spaces); its PX is the hold's ttl. A
--- value with no token keeps a fence past its hold (`end_hold`). A key of
+-- hold a transaction took (src/primitive/exclusive.rs, `take_free`: a
+-- free name, taken without a script) has no fence in its value: the owner
+-- has it from the transaction's TIME, and records it with its first
+-- renewal (`renew_hold`); until then a reader sees fence 0, and a step
+-- that hands the hold to another handle gives it a newer fence from the
+-- clock (obtain.lua). A value with no token keeps a fence past its hold
+-- (`end_hold`). A key of
 -- another type is a hold of ferrolock 0.1 (a hash, met during a rolling
 -- upgrade): read with that layout, flag `o`, never rewritten but for the
 -- waiter's mark that version reads too. Anything else (a string of another
 -- form, a hash with neither field) is another program's: refused with an
 -- error, as a key of another type always was.
--- Defines: read_hold, flagged, holds_all, holder, hold_value, hold, waited_on, end_hold.
+-- Defines: read_hold, flagged, holds_all, holder, hold_value, renew_hold, hold, waited_on, end_hold.
 
 -- What `lock` holds: its token (false: nobody), fence (0: none), flags and
 -- metadata (false: none given), read with one GET.
@@ -63,13 +69,29 @@ local function holder(lock)
   return {token, meta, fence, redis.call('PTTL', lock)}
 end
 
--- The value of a hold (see the top of this file).
+-- The value of a hold (see the top of this file); fence 0: none in it.
 local function hold_value(token, fence, flags, meta)
-  local value = token .. ' ' .. fence_text(fence) .. ' ' .. flags
+  local value = token .. ' ' .. (fence ~= 0 and fence_text(fence) or '') .. ' ' .. flags
   if meta then
     return value .. ' ' .. meta
   end
   return value
+end
+
+-- `token` holds `lock` for `ttl` ms more: false when it does not hold it
+-- (nothing changed). A hold whose value has no fence yet (a take by the
+-- transaction) gets `fence`, its owner's, written in (0: none to record).
+local function renew_hold(lock, token, ttl, fence)
+  local owner, had, flags, meta = read_hold(lock)
+  if owner ~= token then
+    return false
+  end
+  if had == 0 and fence ~= 0 then
+    redis.call('SET', lock, hold_value(token, fence, flags, meta), 'PX', ttl)
+  else
+    redis.call('PEXPIRE', lock, ttl)
+  end
+  return true
 end
 
 -- `token` holds `lock` with fence `fence` for `ttl` ms, with metadata `meta`

@@ -252,7 +252,10 @@ class LockInfo:
 
     @property
     def fence(self) -> int:
-        """The fencing token of the hold (see :attr:`Lock.fence`)."""
+        """The fencing token of the hold (see :attr:`Lock.fence`); 0 when Redis
+        has none: a plain hold's, or a Lock's before its first renewal (or
+        :meth:`Lock.extend`) records the fence its take by a transaction gave.
+        """
 
     @property
     def ttl(self) -> float | None:
@@ -860,7 +863,9 @@ class Lock(Generic[_NameT_co]):
             space. The new handle then
             starts out holding it without any call to Redis: it can
             :meth:`Lock.release` or :meth:`Lock.extend` it, and
-            :meth:`Lock.acquire` adopts the hold (keeping its fence) and starts
+            :meth:`Lock.acquire` adopts the hold (keeping its fence once Redis
+            has it: a hold's first renewal or :meth:`Lock.extend` records it;
+            adopted before, the hold gets a newer fence) and starts
             renewing it. A restored hold is not renewed, and ``on_lost`` is not
             called for it, until it is adopted. ``None`` (the default) for a
             handle that holds nothing.
@@ -967,7 +972,8 @@ class Lock(Generic[_NameT_co]):
         process's or machine's) holds the lock, that hold becomes this
         handle's in the same atomic step: under a token of this handle's own
         (:attr:`token` afterwards), with its fence kept (on a quorum, whose
-        masters may disagree, the highest of theirs) and its metadata set to
+        masters may disagree, the highest of theirs; a newer one when the
+        hold's fence is not in Redis yet, before its first renewal) and its metadata set to
         this handle's (kept when the handle has none). Whoever else knows
         ``token`` can then no longer adopt, extend or release it, where
         ``Lock(client, name, token=token).acquire()`` would share it. The

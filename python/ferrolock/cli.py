@@ -353,7 +353,9 @@ def describe_text(s: ferrolock.LockState) -> str:
     who = HOLD_NAMES.get(s.kind, "holder")
     if h is not None:
         lines.append(f"  {who}:   {h.token}")
-        lines.append(f"  {'term' if s.kind == 'election' else 'fence'}:    {h.fence}")
+        # A Lock taken by the transaction records its fence with its first renewal.
+        fence = h.fence or "- (not recorded yet: its first renewal records it)"
+        lines.append(f"  {'term' if s.kind == 'election' else 'fence'}:    {fence}")
         lines.append(f"  ttl:      {ttl_text(h.ttl)}")
         lines.append(
             f"  {'value' if s.kind == 'election' else 'metadata'}: {h.metadata if h.metadata is not None else '-'}"

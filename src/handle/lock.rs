@@ -337,7 +337,7 @@ impl Via<'_, Lock> {
         };
         let token = lease.token();
         let sent = Instant::now();
-        let refreshed = self.client.via(self.io).refresh(&self.mode, token, ttl).await;
+        let refreshed = self.client.via(self.io).refresh(&self.mode, token, lease.fence(), ttl).await;
         let (renewed, unacknowledged) = Refreshed::split(refreshed);
         if renewed? {
             if let Some(shortfall) = unacknowledged {

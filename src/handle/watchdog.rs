@@ -126,7 +126,8 @@ impl Keeper {
                     return expire_unless_extended(lease, &self.max_hold_reached()).await;
                 };
                 let sent = Instant::now();
-                let attempt = self.client.renew(&self.steps, lease.token(), ttl).map(Refreshed::split);
+                let attempt =
+                    self.client.renew(&self.steps, lease.token(), lease.fence(), ttl).map(Refreshed::split);
                 let (outcome, unacknowledged) = tokio::select! {
                     outcome = attempt => outcome,
                     () = sleep_until(deadline.into()) => {

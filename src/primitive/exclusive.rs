@@ -1,7 +1,12 @@
-//! An exclusive hold on one name, or on several taken all or none: one hash
-//! per name. Its steps on a hash (renew, release, look, a quorum master's
-//! fence raise) are also those of every hold shaped like it: a fair Lock's,
-//! an RWMutex's writer, an election's term, and an operator's release.
+//! An exclusive hold on one name, or on several taken all or none: one
+//! string per name (lua/lib/hold.lua). Its steps on a hold (renew, release,
+//! look, a quorum master's fence raise) are also those of every hold shaped
+//! like it: a fair Lock's, an RWMutex's writer, an election's term, and an
+//! operator's release.
+//!
+//! A first attempt at one free name on one server is a transaction, not a
+//! script (`take_free`); every other attempt, and one the transaction finds
+//! the name taken for, runs `obtain.lua`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +16,8 @@ use redis::Value;
 
 use super::attempt;
 use super::steps::{Obtaining, Released, Steps};
-use crate::error::Result;
+use super::transaction::{micros, transact};
+use crate::error::{Error, Result};
 use crate::keys::{wake_channel, with_fence_records};
 use crate::scripts::{
     one, parse_record, refreshed, run, run_batch, run_held, step, taken, taken_or_busy, Argv, Lua, Obtain,
@@ -47,6 +53,7 @@ step! {
     struct RefreshArgv<'a> {
         token: &'a str,
         ttl_ms: u64,
+        fence: i64,
     }
 }
 
@@ -90,6 +97,11 @@ impl Steps for Exclusive {
     /// (re-keyed to `token`, its fence kept).
     async fn obtain_on(&self, c: &Backend, ask: &Obtaining<'_>, quorum: bool) -> Result<Obtain> {
         let attempt = attempt(ask, Duration::ZERO);
+        if let ([key], false, None, 1) = (&*self.keys, quorum, ask.from, attempt.number) {
+            if let Some(taken) = take_free(c, key, ask).await? {
+                return Ok(taken);
+            }
+        }
         let mut invocation = ObtainArgv {
             token: ask.token,
             ttl_ms: ask.ttl.as_millis() as u64,
@@ -109,12 +121,24 @@ impl Steps for Exclusive {
         run_held(c, &invocation, taken).await.map(taken_or_busy)
     }
 
-    async fn refresh_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
-        refresh(c, &self.keys, token, ttl).await
+    async fn refresh_on(
+        &self,
+        c: &Backend,
+        token: &str,
+        fence: Option<i64>,
+        ttl: Duration,
+    ) -> Result<Refreshed> {
+        refresh(c, &self.keys, token, fence, ttl).await
     }
 
-    async fn renew_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
-        renew(c, &self.keys, token, ttl).await
+    async fn renew_on(
+        &self,
+        c: &Backend,
+        token: &str,
+        fence: Option<i64>,
+        ttl: Duration,
+    ) -> Result<Refreshed> {
+        renew(c, &self.keys, token, fence, ttl).await
     }
 
     async fn release_on(&self, c: &Backend, token: &str) -> Result<Released> {
@@ -136,6 +160,42 @@ impl Steps for Exclusive {
 
     fn channels(&self) -> Vec<String> {
         self.keys.iter().map(|k| wake_channel(k)).collect()
+    }
+}
+
+/// `MULTI / SET key value NX PX ttl / TIME / EXEC`: `key` taken for
+/// `ask.token` if it is free (no hold, no fence kept on record, no key of
+/// another layout), with the server's clock as its fence, read in the same
+/// atomic step: `None` when it is not free (`obtain.lua` decides then). A
+/// `SET` cannot carry what `TIME` answers in the same transaction, so the
+/// value has no fence in it: the owner records its fence with its first
+/// renewal (`refresh`), and until then `inspect` shows fence 0
+/// (docs/design.md, "The hold as one string").
+async fn take_free(c: &Backend, key: &str, ask: &Obtaining<'_>) -> Result<Option<Obtain>> {
+    let what = "a Lock's take";
+    let set = redis::cmd("SET")
+        .arg(key)
+        .arg(unrecorded_hold(ask.token, ask.metadata))
+        .arg("NX")
+        .arg("PX")
+        .arg(ask.ttl.as_millis() as u64)
+        .take();
+    let done = transact(c, what, vec![set, redis::cmd("TIME")]).await?;
+    let [set, time] = &done.replies[..] else {
+        return Err(Error::Redis(format!("unexpected reply to {what}: {:?}", done.replies)));
+    };
+    if matches!(set.clone().extract_error()?, Value::Nil) {
+        return Ok(None);
+    }
+    Ok(Some(Obtain::Taken { fence: micros(time, what)?, shortfall: done.shortfall, sent: done.sent }))
+}
+
+/// A new hold's value with no fence and no flags in it: `<token>  [ <meta>]`
+/// (lua/lib/hold.lua's layout, `<token> <fence> <flags>[ <meta>]`).
+fn unrecorded_hold(token: &str, metadata: Option<&str>) -> String {
+    match metadata {
+        Some(meta) => format!("{token}   {meta}"),
+        None => format!("{token}  "),
     }
 }
 
@@ -165,15 +225,17 @@ pub(crate) async fn release(
     client.call_noting_retry(|mut c| async move { invocation.invoke_async(&mut c).await }).await
 }
 
-/// Whether `token` still held every key (and now holds it for `ttl`).
+/// Whether `token` still held every key (and now holds it for `ttl`); its
+/// `fence` is written into a hold taken without one (`take_free`).
 pub(crate) async fn refresh(
     client: &Backend,
     keys: &[String],
     token: &str,
+    fence: Option<i64>,
     ttl: Duration,
 ) -> Result<Refreshed> {
-    let ttl_ms = ttl.as_millis() as u64;
-    run_held(client, RefreshArgv { token, ttl_ms }.on(client).key(keys), one).await.map(refreshed)
+    let (ttl_ms, fence) = (ttl.as_millis() as u64, fence.unwrap_or(0));
+    run_held(client, RefreshArgv { token, ttl_ms, fence }.on(client).key(keys), one).await.map(refreshed)
 }
 
 /// `refresh`, as the watchdog sends it: in one call with the other
@@ -183,9 +245,11 @@ pub(crate) async fn renew(
     client: &Backend,
     keys: &[String],
     token: &str,
+    fence: Option<i64>,
     ttl: Duration,
 ) -> Result<Refreshed> {
-    let renewal = Renewal { keys: keys.to_vec(), token: token.to_string(), ttl_ms: ttl.as_millis() as u64 };
+    let renewal =
+        Renewal { keys: keys.to_vec(), token: token.to_string(), fence, ttl_ms: ttl.as_millis() as u64 };
     client.renew(&RENEWALS, renewal).await.map(Refreshed::from)
 }
 
@@ -197,9 +261,9 @@ fn send_renewals(client: Backend, renewals: Arc<[Renewal]>) -> BoxFuture<'static
     Box::pin(async move {
         if let [one] = &*renewals {
             let ttl = Duration::from_millis(one.ttl_ms);
-            return refresh(&client, &one.keys, &one.token, ttl).await.map(Answers::from);
+            return refresh(&client, &one.keys, &one.token, one.fence, ttl).await.map(Answers::from);
         }
-        run_batch(&client, &renewals, |holds| RefreshBatchArgv { holds }.on(&client)).await
+        run_batch(&client, &renewals, true, |holds| RefreshBatchArgv { holds }.on(&client)).await
     })
 }
 

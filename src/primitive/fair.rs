@@ -121,12 +121,24 @@ impl Steps for Fair {
         run_held(c, &invocation, taken).await.map(taken_or_busy)
     }
 
-    async fn refresh_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
-        exclusive::refresh(c, std::slice::from_ref(&self.keys.lock), token, ttl).await
+    async fn refresh_on(
+        &self,
+        c: &Backend,
+        token: &str,
+        fence: Option<i64>,
+        ttl: Duration,
+    ) -> Result<Refreshed> {
+        exclusive::refresh(c, std::slice::from_ref(&self.keys.lock), token, fence, ttl).await
     }
 
-    async fn renew_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
-        exclusive::renew(c, std::slice::from_ref(&self.keys.lock), token, ttl).await
+    async fn renew_on(
+        &self,
+        c: &Backend,
+        token: &str,
+        fence: Option<i64>,
+        ttl: Duration,
+    ) -> Result<Refreshed> {
+        exclusive::renew(c, std::slice::from_ref(&self.keys.lock), token, fence, ttl).await
     }
 
     async fn release_on(&self, c: &Backend, token: &str) -> Result<Released> {

@@ -69,7 +69,7 @@ impl Steps for Fake {
         }
     }
 
-    async fn refresh_on(&self, _: &Backend, _: &str, _: Duration) -> Result<Refreshed> {
+    async fn refresh_on(&self, _: &Backend, _: &str, _: Option<i64>, _: Duration) -> Result<Refreshed> {
         Ok(Refreshed { held: true, shortfall: None })
     }
 

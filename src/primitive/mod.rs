@@ -25,6 +25,7 @@ pub(crate) mod rw;
 pub(crate) mod rw_fair;
 pub(crate) mod semaphore;
 pub(crate) mod steps;
+pub(crate) mod transaction;
 
 pub(crate) use exclusive::Exclusive;
 pub(crate) use fair::{Fair, FairKeys};
@@ -128,12 +129,24 @@ impl Steps for Mode {
         on_primitive!(self, p => p.obtain_on(c, ask, quorum).await)
     }
 
-    async fn refresh_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
-        on_primitive!(self, p => p.refresh_on(c, token, ttl).await)
+    async fn refresh_on(
+        &self,
+        c: &Backend,
+        token: &str,
+        fence: Option<i64>,
+        ttl: Duration,
+    ) -> Result<Refreshed> {
+        on_primitive!(self, p => p.refresh_on(c, token, fence, ttl).await)
     }
 
-    async fn renew_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
-        on_primitive!(self, p => p.renew_on(c, token, ttl).await)
+    async fn renew_on(
+        &self,
+        c: &Backend,
+        token: &str,
+        fence: Option<i64>,
+        ttl: Duration,
+    ) -> Result<Refreshed> {
+        on_primitive!(self, p => p.renew_on(c, token, fence, ttl).await)
     }
 
     async fn release_on(&self, c: &Backend, token: &str) -> Result<Released> {

@@ -16,6 +16,7 @@ use std::time::Duration;
 use redis::Value;
 
 use super::steps::{Obtaining, Released, Steps};
+use super::transaction::{micros, transact};
 use crate::error::{Error, Result};
 use crate::scripts::{run_held, step, taken, wire, Argv, Held, Lua, Obtain, Record, Refreshed, Whose};
 use crate::transport::backend::Backend;
@@ -102,25 +103,12 @@ impl Steps for Plain {
         if let Some(ms) = ttl_ms {
             set.arg("PX").arg(ms);
         }
-        let mut pipe = redis::pipe();
-        pipe.cmd("MULTI").add_command(set).cmd("GET").arg(hold).cmd("PTTL").arg(hold).cmd("TIME").cmd("EXEC");
-        let replication = c.options().replication;
-        if replication.is_on() {
-            pipe.add_command(replication.wait_cmd());
-        }
-        let pipe = &*pipe.ignore_errors();
-        let (replies, sent): (Vec<Value>, _) =
-            c.call_timed(|mut con| async move { pipe.query_async(&mut con).await }).await?;
-        let taken = Taken::parse(&replies)?;
+        let (get, pttl) = (redis::cmd("GET").arg(hold).take(), redis::cmd("PTTL").arg(hold).take());
+        let done =
+            transact(c, "the plain hold's transaction", vec![set, get, pttl, redis::cmd("TIME")]).await?;
+        let (taken, sent) = (Taken::parse(&done.replies)?, done.sent);
         if taken.set {
-            let shortfall = match (replication.is_on(), replies.get(6)) {
-                (true, Some(wait)) => {
-                    let acked = replication.acked(&wait.clone().extract_error()?).map_err(Error::Redis)?;
-                    (acked < replication.replicas).then(|| replication.shortfall(acked))
-                }
-                _ => None,
-            };
-            return Ok(Obtain::Taken { fence: taken.now_us, shortfall, sent });
+            return Ok(Obtain::Taken { fence: taken.now_us, shortfall: done.shortfall, sent });
         }
         if taken.holder.as_deref() == Some(token) {
             let reach = if ttl_ms.is_some() { Reach::Set } else { Reach::Keep };
@@ -134,7 +122,7 @@ impl Steps for Plain {
         Ok(Obtain::Busy { pttl_ms: taken.pttl_ms, sent })
     }
 
-    async fn refresh_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
+    async fn refresh_on(&self, c: &Backend, token: &str, _: Option<i64>, ttl: Duration) -> Result<Refreshed> {
         let reach = if self.expires { Reach::Set } else { Reach::Keep };
         Ok(match refresh(c, &self.keys.hold, token, ttl.as_millis() as u64, reach).await? {
             Reached::Held { shortfall, .. } => Refreshed { held: true, shortfall },
@@ -166,7 +154,7 @@ impl Steps for Plain {
     }
 }
 
-/// The transaction's answer: `[OK, QUEUED x4, [set, get, pttl, time]]`.
+/// The transaction's answer: `[set, get, pttl, time]`.
 struct Taken {
     set: bool,
     holder: Option<String>,
@@ -175,26 +163,18 @@ struct Taken {
 }
 
 impl Taken {
-    fn parse(replies: &[Value]) -> Result<Taken> {
-        let bad =
-            |what: &str| Error::Redis(format!("unexpected reply to the plain hold's transaction: {what}"));
-        for reply in replies.iter().take(5) {
-            reply.clone().extract_error()?;
-        }
-        let Some(Value::Array(exec)) = replies.get(5) else {
-            return Err(bad(&format!("{:?}", replies.get(5))));
-        };
-        let [set, get, pttl, time] = exec.as_slice() else {
+    fn parse(exec: &[Value]) -> Result<Taken> {
+        let what = "the plain hold's transaction";
+        let bad = |e: &dyn std::fmt::Display| Error::Redis(format!("unexpected reply to {what}: {e}"));
+        let [set, get, pttl, time] = exec else {
             return Err(bad(&format!("{exec:?}")));
         };
         let set = !matches!(set.clone().extract_error()?, Value::Nil);
         let holder: Option<Vec<u8>> =
-            redis::from_redis_value(get.clone().extract_error()?).map_err(|e| bad(&e.to_string()))?;
-        let pttl_ms: i64 = redis::from_redis_value(pttl.clone()).map_err(|e| bad(&e.to_string()))?;
-        let (secs, micros): (i64, i64) =
-            redis::from_redis_value(time.clone()).map_err(|e| bad(&e.to_string()))?;
+            redis::from_redis_value(get.clone().extract_error()?).map_err(|e| bad(&e))?;
+        let pttl_ms: i64 = redis::from_redis_value(pttl.clone()).map_err(|e| bad(&e))?;
         let holder = holder.map(|h| String::from_utf8_lossy(&h).into_owned());
-        Ok(Taken { set, holder, pttl_ms, now_us: secs * 1_000_000 + micros })
+        Ok(Taken { set, holder, pttl_ms, now_us: micros(time, what)? })
     }
 }
 

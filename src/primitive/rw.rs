@@ -188,11 +188,11 @@ impl Steps for Read {
         run_held(c, &invocation, taken).await.map(taken_or_busy)
     }
 
-    async fn refresh_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
+    async fn refresh_on(&self, c: &Backend, token: &str, _: Option<i64>, ttl: Duration) -> Result<Refreshed> {
         lease_refresh(c, &[&self.keys.readers], token, ttl).await
     }
 
-    async fn renew_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
+    async fn renew_on(&self, c: &Backend, token: &str, _: Option<i64>, ttl: Duration) -> Result<Refreshed> {
         lease_renew(c, &[&self.keys.readers], token, ttl).await
     }
 
@@ -253,12 +253,24 @@ impl Steps for Write {
         run_held(c, &invocation, taken).await.map(taken_or_busy)
     }
 
-    async fn refresh_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
-        exclusive::refresh(c, std::slice::from_ref(&self.keys.writer), token, ttl).await
+    async fn refresh_on(
+        &self,
+        c: &Backend,
+        token: &str,
+        fence: Option<i64>,
+        ttl: Duration,
+    ) -> Result<Refreshed> {
+        exclusive::refresh(c, std::slice::from_ref(&self.keys.writer), token, fence, ttl).await
     }
 
-    async fn renew_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
-        exclusive::renew(c, std::slice::from_ref(&self.keys.writer), token, ttl).await
+    async fn renew_on(
+        &self,
+        c: &Backend,
+        token: &str,
+        fence: Option<i64>,
+        ttl: Duration,
+    ) -> Result<Refreshed> {
+        exclusive::renew(c, std::slice::from_ref(&self.keys.writer), token, fence, ttl).await
     }
 
     async fn release_on(&self, c: &Backend, token: &str) -> Result<Released> {
@@ -388,7 +400,7 @@ pub(crate) async fn lease_renew(
     ttl: Duration,
 ) -> Result<Refreshed> {
     let keys = keys.iter().map(|k| (*k).clone()).collect();
-    let renewal = Renewal { keys, token: token.to_string(), ttl_ms: ttl.as_millis() as u64 };
+    let renewal = Renewal { keys, token: token.to_string(), fence: None, ttl_ms: ttl.as_millis() as u64 };
     client.renew(&LEASE_RENEWALS, renewal).await.map(Refreshed::from)
 }
 
@@ -403,7 +415,7 @@ fn send_lease_renewals(client: Backend, renewals: Arc<[Renewal]>) -> BoxFuture<'
             let ttl = Duration::from_millis(one.ttl_ms);
             return lease_refresh(&client, &keys, &one.token, ttl).await.map(Answers::from);
         }
-        run_batch(&client, &renewals, |leases| LeaseRefreshBatchArgv { leases }.on(&client)).await
+        run_batch(&client, &renewals, false, |leases| LeaseRefreshBatchArgv { leases }.on(&client)).await
     })
 }
 

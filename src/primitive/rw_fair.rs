@@ -119,17 +119,29 @@ impl Steps for FairRw {
         run_held(c, &invocation, taken).await.map(taken_or_busy)
     }
 
-    async fn refresh_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
+    async fn refresh_on(
+        &self,
+        c: &Backend,
+        token: &str,
+        fence: Option<i64>,
+        ttl: Duration,
+    ) -> Result<Refreshed> {
         if self.writer {
-            exclusive::refresh(c, std::slice::from_ref(&self.keys.writer), token, ttl).await
+            exclusive::refresh(c, std::slice::from_ref(&self.keys.writer), token, fence, ttl).await
         } else {
             rw::lease_refresh(c, &[&self.keys.readers], token, ttl).await
         }
     }
 
-    async fn renew_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
+    async fn renew_on(
+        &self,
+        c: &Backend,
+        token: &str,
+        fence: Option<i64>,
+        ttl: Duration,
+    ) -> Result<Refreshed> {
         if self.writer {
-            exclusive::renew(c, std::slice::from_ref(&self.keys.writer), token, ttl).await
+            exclusive::renew(c, std::slice::from_ref(&self.keys.writer), token, fence, ttl).await
         } else {
             rw::lease_renew(c, &[&self.keys.readers], token, ttl).await
         }

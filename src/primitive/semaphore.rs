@@ -185,11 +185,11 @@ impl Steps for Permit {
         self.taken(run_held(c, &invocation, taken).await)
     }
 
-    async fn refresh_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
+    async fn refresh_on(&self, c: &Backend, token: &str, _: Option<i64>, ttl: Duration) -> Result<Refreshed> {
         rw::lease_refresh(c, &[&self.keys.holders, &self.keys.data], token, ttl).await
     }
 
-    async fn renew_on(&self, c: &Backend, token: &str, ttl: Duration) -> Result<Refreshed> {
+    async fn renew_on(&self, c: &Backend, token: &str, _: Option<i64>, ttl: Duration) -> Result<Refreshed> {
         rw::lease_renew(c, &[&self.keys.holders, &self.keys.data], token, ttl).await
     }
 

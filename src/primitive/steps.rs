@@ -49,11 +49,14 @@ pub(crate) trait Steps: Sync {
     ) -> impl Future<Output = Result<Obtain>> + Send;
 
     /// Whether `token` still held, and now holds for `ttl` more (with the
-    /// replicas' shortfall, when too few acknowledged it).
+    /// replicas' shortfall, when too few acknowledged it). `fence`: the
+    /// owner's, recorded in a hold taken without it (a free name taken by
+    /// the transaction: `exclusive::take_free`).
     fn refresh_on(
         &self,
         c: &Backend,
         token: &str,
+        fence: Option<i64>,
         ttl: Duration,
     ) -> impl Future<Output = Result<Refreshed>> + Send;
 
@@ -65,9 +68,10 @@ pub(crate) trait Steps: Sync {
         &self,
         c: &Backend,
         token: &str,
+        fence: Option<i64>,
         ttl: Duration,
     ) -> impl Future<Output = Result<Refreshed>> + Send {
-        self.refresh_on(c, token, ttl)
+        self.refresh_on(c, token, fence, ttl)
     }
 
     /// Releases `token`'s hold (a fair one goes to the next in line).

@@ -143,7 +143,8 @@ impl PyLock {
     /// process's or machine's) holds the lock, that hold becomes this
     /// handle's in the same atomic step: under a token of this handle's own
     /// (:attr:`token` afterwards), with its fence kept (on a quorum, whose
-    /// masters may disagree, the highest of theirs) and its metadata set to
+    /// masters may disagree, the highest of theirs; a newer one when the
+    /// hold's fence is not in Redis yet, before its first renewal) and its metadata set to
     /// this handle's (kept when the handle has none). Whoever else knows
     /// ``token`` can then no longer adopt, extend or release it, where
     /// ``Lock(client, name, token=token).acquire()`` would share it. The

@@ -58,7 +58,9 @@ macro_rules! handle_options {
              space. The new handle then\n        \
              starts out holding it without any call to Redis: it can\n        \
              :meth:`Lock.release` or :meth:`Lock.extend` it, and\n        \
-             :meth:`Lock.acquire` adopts the hold (keeping its fence) and starts\n        \
+             :meth:`Lock.acquire` adopts the hold (keeping its fence once Redis\n        \
+             has it: a hold's first renewal or :meth:`Lock.extend` records it;\n        \
+             adopted before, the hold gets a newer fence) and starts\n        \
              renewing it. A restored hold is not renewed, and ``on_lost`` is not\n        \
              called for it, until it is adopted. ``None`` (the default) for a\n        \
              handle that holds nothing.")

@@ -28,7 +28,9 @@ pub struct LockInfo {
     /// The ``metadata`` the holder gave its ``Lock`` (``""`` when it gave
     /// ``""``), or ``None`` when it gave none.
     metadata: Option<String>,
-    /// The fencing token of the hold (see :attr:`Lock.fence`).
+    /// The fencing token of the hold (see :attr:`Lock.fence`); 0 when Redis
+    /// has none: a plain hold's, or a Lock's before its first renewal (or
+    /// :meth:`Lock.extend`) records the fence its take by a transaction gave.
     fence: i64,
     /// Seconds left before the hold expires (millisecond precision), or
     /// ``None`` when the key has no expiry set.

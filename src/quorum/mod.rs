@@ -268,14 +268,26 @@ impl Quorum {
     /// A renewal: held when a majority renewed (with the worst shortfall of
     /// the masters that did), not when a majority can no longer (the hold is
     /// lost), an error when too few answered to say.
-    pub(crate) async fn refresh(&self, mode: &impl Steps, token: &str, ttl: Duration) -> Result<Refreshed> {
-        self.renewal(ttl, |m| mode.refresh_on(m, token, ttl)).await
+    pub(crate) async fn refresh(
+        &self,
+        mode: &impl Steps,
+        token: &str,
+        fence: Option<i64>,
+        ttl: Duration,
+    ) -> Result<Refreshed> {
+        self.renewal(ttl, |m| mode.refresh_on(m, token, fence, ttl)).await
     }
 
     /// `refresh`, as the watchdog sends it: on each master, in one call with
     /// the other renewals that fall due with it there (`Steps::renew_on`).
-    pub(crate) async fn renew(&self, mode: &impl Steps, token: &str, ttl: Duration) -> Result<Refreshed> {
-        self.renewal(ttl, |m| mode.renew_on(m, token, ttl)).await
+    pub(crate) async fn renew(
+        &self,
+        mode: &impl Steps,
+        token: &str,
+        fence: Option<i64>,
+        ttl: Duration,
+    ) -> Result<Refreshed> {
+        self.renewal(ttl, |m| mode.renew_on(m, token, fence, ttl)).await
     }
 
     /// A renewal for `ttl`, sent to each master by `op`, decided as `refresh` says.

@@ -231,17 +231,22 @@ pub(crate) async fn run_held<T: redis::FromRedisValue>(
 
 /// Renews several holds in one run of a batch step (`refresh_batch.lua`,
 /// `lease_refresh_batch.lua`), which `batch` makes from its ARGV: three
-/// items a hold (how many keys, its token, its ttl in ms); its KEYS are
+/// items a hold (how many keys, its token, its ttl in ms), and its fence
+/// (0: none) when `fenced`; its KEYS are
 /// each hold's keys in turn. With replica acknowledgement on, one WAIT
 /// follows the whole run, as `run_held`'s does one step.
 pub(crate) async fn run_batch(
     client: &Backend,
     renewals: &[Renewal],
+    fenced: bool,
     batch: impl FnOnce(&[String]) -> Invocation<'static>,
 ) -> Result<Answers> {
-    let mut holds = Vec::with_capacity(3 * renewals.len());
+    let mut holds = Vec::with_capacity(4 * renewals.len());
     for r in renewals {
         holds.extend([r.keys.len().to_string(), r.token.clone(), r.ttl_ms.to_string()]);
+        if fenced {
+            holds.push(r.fence.unwrap_or(0).to_string());
+        }
     }
     let mut invocation = batch(&holds);
     for r in renewals {

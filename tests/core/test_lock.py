@@ -43,12 +43,18 @@ def test_acquire_release_round_trip_and_storage(client, raw, prefix):
     key = key_of(prefix, "orders:42")
     assert raw.keys(prefix + "*") == [key]
     fields = hash_of(raw, key)
-    assert set(fields) == {"token", "meta", "fence"}
+    # A free name is taken by a transaction, whose value cannot carry the
+    # fence its TIME gives: the owner records it with its first renewal.
+    assert set(fields) == {"token", "meta"}
     assert fields["token"].decode() == lock.token
     assert fields["meta"] == b"worker-7"
-    assert int(fields["fence"]) == lock.fence
     pttl = raw("PTTL", key)
     assert 9000 < pttl <= 10000
+    lock.extend()
+    fields = hash_of(raw, key)
+    assert set(fields) == {"token", "meta", "fence"}
+    assert int(fields["fence"]) == lock.fence and fields["meta"] == b"worker-7"
+    assert 9000 < raw("PTTL", key) <= 10000
 
     lock.release()
     assert raw.keys(prefix + "*") == []
@@ -131,6 +137,8 @@ def test_fence_strictly_increasing_across_release(client):
         lock = client.lock("fenced") if i % 2 else client.lock("fenced", ttl=5)
         with lock:
             assert isinstance(lock.fence, int)
+            assert client.inspect("fenced").fence == 0  # recorded by its first renewal
+            lock.extend()
             assert client.inspect("fenced").fence == lock.fence
             fences.append(lock.fence)
     assert all(a < b for a, b in zip(fences, fences[1:])), fences
@@ -231,11 +239,20 @@ def test_with_raises_lock_not_acquired_after_blocking_timeout(client, raw, prefi
     assert raw.keys(prefix + "*") == []
 
 
+def refused_once(client) -> None:
+    """One try at "r", held: the step a refused first try falls back to
+    (obtain.lua, after the transaction that found the name taken) is
+    loaded, so each try after runs one script, and no NOSCRIPT reply counts
+    as one."""
+    assert not client.lock("r").acquire(blocking=False)
+
+
 def test_retry_none_gives_up_after_one_try(server):
     client = ferrolock.Client(server.url, prefix="rn:")
     holder = client.lock("r")
     assert holder.acquire()
     waiter = client.lock("r", retry=Retry.none())
+    refused_once(client)
     before = script_calls(server)
     t0 = time.monotonic()
     assert waiter.acquire() is False  # blocking, no timeout: still one try
@@ -254,6 +271,7 @@ def test_retry_fixed_with_attempts_gives_up(server):
     holder = client.lock("r")
     assert holder.acquire()
     waiter = client.lock("r", retry=Retry.fixed(0.05, attempts=3))
+    refused_once(client)
     before = script_calls(server)
     t0 = time.monotonic()
     assert waiter.acquire() is False
@@ -299,6 +317,7 @@ def test_release_after_expiry_and_takeover_raises_and_leaves_other(client):
     with pytest.raises(LockNotOwned):
         first.release()
     assert first.lost is True
+    second.extend()  # records its fence
     info = client.inspect("e")
     assert info is not None and info.token == second.token
     assert info.fence == second.fence
@@ -376,6 +395,8 @@ def test_metadata_and_inspect(client):
         assert info.token == plain.token
     lock = client.lock("m", ttl=10.0, metadata='{"host": "h1", "pid": 1}')
     with lock:
+        assert client.inspect("m").fence == 0  # recorded by its first renewal
+        lock.extend()
         info = client.inspect("m")
         assert isinstance(info, ferrolock.LockInfo)
         assert info.name == "m"
@@ -421,11 +442,32 @@ def test_wrong_token_cannot_release(client):
 def test_token_restore_acquire_adopts_hold(client):
     a = client.lock("job")
     assert a.acquire()
+    a.extend()  # its first renewal records its fence
     adopted = client.lock("job", token=a.token)
     assert adopted.acquire(blocking=False) is True
     assert adopted.token == a.token
     assert adopted.fence == a.fence  # the same hold, not a new one
     assert adopted.owned()
+    adopted.release()
+    assert client.inspect("job") is None
+
+
+def test_a_hold_adopted_before_its_fence_is_recorded_gets_a_newer_one(client):
+    """Adopted before its first renewal, a hold's fence is not in Redis yet:
+    the adopting handle gets a newer one from the clock, recorded, so a
+    storage that saw it refuses the older one's writes; a later adopter
+    keeps it."""
+    a = client.lock("job")
+    assert a.acquire()
+    adopted = client.lock("job", token=a.token)
+    assert adopted.acquire(blocking=False) is True
+    assert adopted.fence > a.fence
+    assert client.inspect("job").fence == adopted.fence
+    again = client.lock("job", token=a.token)
+    assert again.acquire(blocking=False) is True
+    assert again.fence == adopted.fence
+    a.extend()  # a renewal of the older handle leaves the newer fence
+    assert client.inspect("job").fence == adopted.fence
     adopted.release()
     assert client.inspect("job") is None
 

@@ -15,6 +15,7 @@ import pytest
 
 import ferrolock
 from ferrolock import LockLost, LockNotAcquired, LockNotOwned, RLock
+from support.helpers import wait_for
 
 
 def run_in_thread(target) -> list:
@@ -342,7 +343,7 @@ def test_bad_input_raises_the_locks_errors(client):
 
 
 def test_ls_inspect_scan_and_the_plugin_see_a_plain_lock(client, redis_url, prefix, ferrolock_helpers):
-    rl = client.rlock("jobs:nightly", metadata="host-a")
+    rl = client.rlock("jobs:nightly", metadata="host-a", ttl=0.6)
     with rl, rl:
 
         def cli(*args):
@@ -357,6 +358,8 @@ def test_ls_inspect_scan_and_the_plugin_see_a_plain_lock(client, redis_url, pref
 
         rows = cli("ls").splitlines()[1:]
         assert len(rows) == 1 and rows[0].split()[:3] == ["jobs:nightly", "lock", rl.token]
+        # Its first renewal (ttl/3) records its fence.
+        wait_for(lambda: client.inspect("jobs:nightly").fence == rl.fence, 5, "the fence recorded")
         assert json.loads(cli("inspect", "jobs:nightly", "--json"))[0]["holder"]["fence"] == rl.fence
         info = client.inspect("jobs:nightly")
         assert (info.token, info.metadata, info.fence) == (rl.token, "host-a", rl.fence)

@@ -54,6 +54,7 @@ def test_a_hold_taken_over_is_the_new_handles_alone(deployment, prefix):
     client, url = deployment
     queued = client.lock("job", ttl=30, auto_renew=False, metadata="queued")
     assert queued.acquire(blocking=False)
+    queued.extend()  # records its fence, as its first renewal would
     old, fence = queued.token, queued.fence
     running = client.lock("job", ttl=30, metadata="running")
     assert running.take_over(old)

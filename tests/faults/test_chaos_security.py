@@ -198,9 +198,23 @@ def test_plain_to_tls_port_fails_fast(tls_server, prefix):
 # Channel access to `&<prefix>*`: releases announce themselves (PUBLISH from
 # the scripts) on channels under the lock's own key name.
 # PING (Client() checks the connection and credentials with it), EVALSHA and
-# SCRIPT LOAD (EVALSHA falls back to SCRIPT LOAD on NOSCRIPT), and
-# the commands the Lua scripts call, which Redis 7 checks against the user too.
-LOCK_COMMANDS = ["ping", "evalsha", "script|load", "publish", "get", "set", "pexpire", "pttl", "del", "time"]
+# SCRIPT LOAD (EVALSHA falls back to SCRIPT LOAD on NOSCRIPT), MULTI and EXEC
+# (a free name is taken by a transaction), and the commands the Lua scripts
+# and the transaction call, which Redis 7 checks against the user too.
+LOCK_COMMANDS = [
+    "ping",
+    "evalsha",
+    "script|load",
+    "multi",
+    "exec",
+    "publish",
+    "get",
+    "set",
+    "pexpire",
+    "pttl",
+    "del",
+    "time",
+]
 # SUBSCRIBE/UNSUBSCRIBE carry wake-ups to waiters; without them waiters poll.
 LOCK_COMMANDS_RARE = ["subscribe", "unsubscribe"]
 RWMUTEX_EXTRA = [
@@ -215,9 +229,6 @@ RWMUTEX_EXTRA = [
     "zrem",
     "zremrangebyscore",
     "zscore",
-    # A reader's release is a transaction (src/primitive/rw.rs).
-    "multi",
-    "exec",
 ]
 
 

@@ -60,6 +60,7 @@ def test_version_and_help_with_examples_and_exit_codes():
 def test_ls_shows_holders_readers_and_waiters(redis_url, prefix, client, ferrolock_helpers):
     held = client.lock("jobs:nightly", metadata="host-a")
     assert held.acquire(blocking=False)
+    held.extend()  # records its fence, as its first renewal would
     reader = client.rwmutex("doc").read()
     assert reader.acquire(blocking=False)
     with ferrolock_helpers.hold_elsewhere("jobs:fair", fair=True):
@@ -167,6 +168,19 @@ def test_waiters_of_a_non_fair_primitive_count_by_process(redis_url, prefix, cli
     for t in threads:
         t.join(60)
     assert got == [True] * 3
+
+
+def test_inspect_shows_a_fence_not_recorded_yet_as_such(redis_url, prefix, client):
+    """A Lock's take by a transaction leaves its fence out of Redis until
+    its first renewal: `inspect` says so rather than show 0."""
+    lock = client.lock("fresh", ttl=30)
+    assert lock.acquire(blocking=False)
+    shown = run(redis_url, prefix, "inspect", "fresh").stdout
+    assert "fence:    - (not recorded yet: its first renewal records it)" in shown, shown
+    lock.extend()
+    shown = run(redis_url, prefix, "inspect", "fresh").stdout
+    assert f"fence:    {lock.fence}\n" in shown, shown
+    lock.release()
 
 
 def test_ls_all_prefixes_lists_every_prefix(redis_url, prefix, raw):

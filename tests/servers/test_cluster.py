@@ -35,6 +35,8 @@ def test_locks_on_every_node(cclient, cluster, cluster_raw, prefix):
         lock = cclient.lock(n, metadata="w1")
         assert lock.acquire(blocking=False)
         assert not cclient.lock(n).acquire(blocking=False)
+        assert cclient.inspect(n).fence == 0  # taken by the transaction: not recorded yet
+        lock.extend()  # records it, as its first renewal would
         info = cclient.inspect(n)
         assert (info.token, info.metadata, info.fence) == (lock.token, "w1", lock.fence)
         fences[n] = lock.fence

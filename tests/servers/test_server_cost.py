@@ -18,10 +18,10 @@ SLOW = Retry.fixed(10.0)  # polling alone would take 10 s: only a wake-up is fas
 
 # Every command one uncontended acquire + release runs, inside the scripts too.
 CYCLES = {
-    # No hold and no fence on record: GET and the clock's fence, one SET; a
-    # release of a hold no waiter marked and whose fence the clock gave is its
-    # GET and DEL.
-    "lock": {"evalsha": 2, "get": 2, "time": 1, "set": 1, "del": 1},
+    # No hold and no fence on record: a transaction, SET NX and the clock's
+    # fence; a release of a hold no waiter marked and whose fence the clock
+    # gave is its GET and DEL.
+    "lock": {"multi": 1, "set": 1, "time": 1, "exec": 1, "evalsha": 1, "get": 1, "del": 1},
     # No queue and no hash: EXISTS of both and the clock's fence; a release of
     # a hold no waiter marked reads no queue.
     "fair lock": {"evalsha": 2, "exists": 1, "time": 1, "set": 1, "get": 1, "del": 1},

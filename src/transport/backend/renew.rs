@@ -38,12 +38,14 @@ pub(crate) const MOST: usize = 100;
 /// stops as soon as a round brings no renewal more.
 const GATHERING_ROUNDS: usize = 8;
 
-/// One hold's renewal: its keys (the first names its slot), its token and
+/// One hold's renewal: its keys (the first names its slot), its token, its
+/// fence (recorded in a hold taken without it: `Steps::refresh_on`) and
 /// the ttl it asks for.
 #[derive(Debug, Clone)]
 pub(crate) struct Renewal {
     pub keys: Vec<String>,
     pub token: String,
+    pub fence: Option<i64>,
     pub ttl_ms: u64,
 }
 
@@ -222,7 +224,7 @@ mod tests {
     static B: Batch = Batch { send: never };
 
     fn due(batch: &'static Batch, key: &str, cluster: bool) -> Due {
-        let renewal = Renewal { keys: vec![key.into()], token: key.into(), ttl_ms: 1000 };
+        let renewal = Renewal { keys: vec![key.into()], token: key.into(), fence: None, ttl_ms: 1000 };
         Due { batch, slot: cluster.then(|| Slot::for_key(key)), renewal, answer: oneshot::channel().0 }
     }
 
