@@ -1,4 +1,4 @@
--- include: clock sem_end
+-- include: sem_end
 -- sem_give.lua: give a semaphore's permit back while nobody waits: what
 -- every release tries first.
 -- KEYS: [holders, data] (as sem_obtain.lua)
@@ -14,12 +14,22 @@ local rec = redis.call('HMGET', data, 'fence', 'w')
 if rec[2] then
   return -1
 end
-local us = now_us()
+local time = redis.call('TIME')
+local us = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local now = math.floor(us / 1000)
 -- The first two leases say whether this one is the only one: then both
 -- keys go at once, and no lease needs counting.
 local first = redis.call('ZRANGE', holders, 0, 1, 'WITHSCORES')
-if not first[1] or (first[1] == token and not first[3]) then
+local last = not first[1] or (first[1] == token and not first[3])
+-- The last permit, its fence one the clock has passed: both keys go, no
+-- helper built (lib/sem_end.lua's sem_end, written out here).
+if last and (tonumber(rec[1]) or 0) < us then
+  redis.call('DEL', holders, data)
+  return first[1] and tonumber(first[2]) > now and 1 or 0
+end
+-- libraries here
+
+if last then
   -- None left but this one, or none at all: no permit is held now.
   sem_end(holders, data, us, tonumber(rec[1]) or 0)
   return first[1] and tonumber(first[2]) > now and 1 or 0

@@ -13,9 +13,32 @@
 -- the first holder's lease runs out. Refuses with FERROLOCK_PERMITS as
 -- sem_obtain.lua does.
 local holders, data = KEYS[1], KEYS[2]
-local token, ttl_ms, metadata, set_metadata = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4] == '1'
-local permits, will_wait, waited = tonumber(ARGV[5]), ARGV[6] == '1', ARGV[7] == '1'
+local token, ttl_ms, metadata, set_metadata = ARGV[1], ARGV[2], ARGV[3], ARGV[4] == '1'
+local permits, will_wait, waited = ARGV[5], ARGV[6] == '1', ARGV[7] == '1'
 
+-- No data: no permit is held and no fence is kept past one (lib/sem.lua:
+-- the data outlives the holders' leases), so a first attempt takes a
+-- permit with the clock's fence and the keys live as long as its lease
+-- (lib/sem.lua's sem_take and lib/leases.lua's expire_with_only_lease,
+-- written out here: this runs before the libraries are built). The fence
+-- is the clock's two parts joined as text, as obtain.lua's.
+if not waited and redis.call('EXISTS', data) == 0 then
+  local time = redis.call('TIME')
+  local fence = time[1] .. string.sub('00000' .. time[2], -6)
+  if set_metadata then
+    redis.call('HSET', data, 'permits', permits, 'fence', fence, 'f:' .. token, fence, 'm:' .. token, metadata)
+  else
+    redis.call('HSET', data, 'permits', permits, 'fence', fence, 'f:' .. token, fence)
+  end
+  local expiry = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + ttl_ms
+  redis.call('ZADD', holders, string.format('%d', expiry), token)
+  redis.call('PEXPIRE', holders, ttl_ms)
+  redis.call('PEXPIRE', data, ttl_ms)
+  return {1, fence}
+end
+-- libraries here
+
+ttl_ms, permits = tonumber(ttl_ms), tonumber(permits)
 local meta = set_metadata and metadata
 
 local us = now_us()

@@ -58,10 +58,14 @@ CYCLES = {
         "get": 1,
         "exec": 1,
     },
+    # No data: EXISTS, the clock's fence, the data and the lease written, the
+    # keys' ttl; the last permit's release reads the data and the first two
+    # leases, and both keys go.
     "semaphore": {
         "evalsha": 2,
+        "exists": 1,
         "time": 2,
-        "hmget": 2,
+        "hmget": 1,
         "hset": 1,
         "zadd": 1,
         "pexpire": 2,
