@@ -21,6 +21,18 @@
 //! token's hold, which is its owner's). A release is never cancelled: it
 //! runs to its end ([`Cancel::Finish`]).
 //!
+//! The cancellation is told to the runtime task driving the future, which
+//! looks for it before each poll of the future and then drops the future on
+//! the spot, never polling it again: no attempt starts after it, and a
+//! command queued and not yet written is not sent (its answer is no longer
+//! awaited). What was sent may still take the lock in Redis: the future's
+//! guards undo it, after it on the same connection. A cancellation thrown
+//! in (asyncio) or delivered by trio is reported only once those clean-ups
+//! have ended (within [`SETTLE_LIMIT`]): the coroutine waits for them, as a
+//! coroutine that catches its cancellation to clean up would, so an acquire
+//! that raised `CancelledError` or `Cancelled` holds nothing and will hold
+//! nothing.
+//!
 //! With no asyncio loop running, an operation that must wait looks for trio
 //! (only then: the asyncio path pays nothing for it) and parks its task with
 //! trio's low-level API instead (see `trio`, and `ferrolock._trio`); under
@@ -39,11 +51,12 @@ use pyo3::prelude::*;
 use pyo3::types::PyType;
 use pyo3::{intern, IntoPyObjectExt};
 use tokio::runtime::Runtime;
-use tokio::task::JoinHandle;
+use tokio::sync::Notify;
 
 use super::events::in_caller_context;
 use super::runtime::{call_soon, runtime};
 use super::task::contained;
+use crate::support::cleanup::Tracked;
 use port::{loop_port, Port};
 pub(crate) use trio::{trio_helper, unsupported};
 
@@ -51,7 +64,14 @@ type Convert = Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send>;
 /// A result, and whether it must be undone if nobody takes it.
 type Outcome = PyResult<(Convert, bool)>;
 type BoxFuture = Pin<Box<dyn Future<Output = Outcome> + Send>>;
-type Undo = Box<dyn FnOnce() + Send>;
+/// Gives back a result nobody took (an acquire's hold), as a future the
+/// cancelled operation awaits.
+pub(crate) type Undo = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
+
+/// The longest a cancelled operation waits for its clean-ups before the
+/// cancellation is reported (the default command timeout): past it, they go
+/// on in the background.
+const SETTLE_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// What an operation cancelled before its result was taken does with its future.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,7 +118,11 @@ where
         cancel,
         rt: runtime(),
         stage: Mutex::new(Stage::Fresh(Box::pin(fut))),
-        cell: Arc::new(Cell { inner: Mutex::new(CellInner::default()), undo: Mutex::new(undo) }),
+        cell: Arc::new(Cell {
+            inner: Mutex::new(CellInner::default()),
+            undo: Mutex::new(undo),
+            cancel: Notify::new(),
+        }),
     };
     Py::new(py, op)
 }
@@ -117,10 +141,13 @@ enum Stage {
     /// Not stepped yet: has done nothing.
     Fresh(BoxFuture),
     /// Driven by the runtime; its result comes through the cell.
-    Running(JoinHandle<()>),
+    Running,
     /// The same, its task parked under trio: `wait` is what the task steps
     /// in place of the operation until woken (or cancelled).
-    Trio { handle: JoinHandle<()>, wait: Py<PyAny> },
+    Trio { wait: Py<PyAny> },
+    /// Cancelled (asyncio): `error` is raised once the cell is settled,
+    /// what the future started undone.
+    Cancelling { error: PyErr },
     /// Its result taken, or cancelled.
     Over,
 }
@@ -133,51 +160,93 @@ fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 struct Cell {
     inner: Mutex<CellInner>,
     undo: Mutex<Option<Undo>>,
+    /// Told to the runtime task when the operation is cancelled: it then
+    /// drops the future without polling it again.
+    cancel: Notify,
 }
 
 #[derive(Default)]
 struct CellInner {
     outcome: Option<Outcome>,
-    /// The coroutine was cancelled: a result coming in now is undone.
-    abandoned: bool,
+    phase: Phase,
     /// How to wake the task waiting for the result.
     parked: Option<Parked>,
     /// On its port's queue already.
     queued: bool,
 }
 
+/// Where an operation stands, as its cell sees it.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Its future runs.
+    #[default]
+    Running,
+    /// Its future has ended: its outcome came in (taken since, if the cell's
+    /// `outcome` is None).
+    Ended,
+    /// Cancelled, what its future started being undone: a result coming
+    /// in now is undone.
+    Undoing,
+    /// Cancelled, and what its future started undone (or given up on after
+    /// `SETTLE_LIMIT`): the cancellation may be reported.
+    Settled,
+}
+
+impl Phase {
+    fn abandoned(self) -> bool {
+        matches!(self, Phase::Undoing | Phase::Settled)
+    }
+}
+
 /// How a waiting task is woken.
 enum Parked {
     /// asyncio: the future the task waits on, and the port of its loop.
     Loop(Py<PyAny>, Arc<Port>),
-    /// trio: a callable (any thread) that reschedules the task.
-    Trio(Py<PyAny>),
+    /// trio: a callable (any thread) that reschedules the task, told
+    /// whether the operation is settled (its cancellation may be reported)
+    /// or its result is in.
+    Trio(Arc<Py<PyAny>>),
 }
 
 impl Cell {
-    /// Called by the runtime when the future ends.
-    fn complete(self: &Arc<Self>, outcome: Outcome) {
-        let mut inner = locked(&self.inner);
-        if inner.abandoned {
-            drop(inner);
+    /// Called by the runtime when the future ends. Cancelled meanwhile, a
+    /// result to undo is undone before the cell is settled.
+    async fn complete(self: &Arc<Self>, outcome: Outcome) {
+        if let Some(outcome) = self.deliver(outcome) {
             if matches!(outcome, Ok((_, true))) {
-                self.undo();
+                self.undo().await;
             }
-            return;
+            self.settle();
         }
+    }
+
+    /// Puts the result in and wakes its taker; back when the operation was
+    /// cancelled (`complete` undoes it).
+    fn deliver(self: &Arc<Self>, outcome: Outcome) -> Option<Outcome> {
+        let mut inner = locked(&self.inner);
+        if inner.phase.abandoned() {
+            return Some(outcome);
+        }
+        inner.phase = Phase::Ended;
         inner.outcome = Some(outcome);
+        self.wake(inner, false);
+        None
+    }
+
+    /// Wakes the task waiting on the cell, if any: `settled`, to report its
+    /// cancellation, else to take the result.
+    fn wake(self: &Arc<Self>, mut inner: MutexGuard<'_, CellInner>, settled: bool) {
         let port = match &inner.parked {
             Some(Parked::Loop(_, port)) if !inner.queued => port.clone(),
-            Some(Parked::Trio(_)) => {
-                if let Some(Parked::Trio(wake)) = inner.parked.take() {
-                    drop(inner);
-                    // Not on a runtime worker: it takes the GIL.
-                    call_soon(move |py| {
-                        if let Err(e) = wake.call0(py) {
-                            e.write_unraisable(py, None);
-                        }
-                    });
-                }
+            Some(Parked::Trio(wake)) => {
+                let wake = wake.clone();
+                drop(inner);
+                // Not on a runtime worker: it takes the GIL.
+                call_soon(move |py| {
+                    if let Err(e) = wake.call1(py, (settled,)) {
+                        e.write_unraisable(py, None);
+                    }
+                });
                 return;
             }
             _ => return,
@@ -188,23 +257,81 @@ impl Cell {
     }
 
     /// The operation is cancelled: a result in now or later is undone, and
-    /// nobody is woken.
-    fn abandon(&self) {
-        let left = {
-            let mut inner = locked(&self.inner);
-            inner.abandoned = true;
-            inner.parked = None;
-            inner.outcome.take()
-        };
-        if matches!(left, Some(Ok((_, true)))) {
-            self.undo();
+    /// the runtime task told to drop the future. True while that is under
+    /// way (the waiting task is woken, `settled`, once it is over); false
+    /// when nothing is left to wait for.
+    fn abandon(self: &Arc<Self>, rt: &Runtime) -> bool {
+        let mut inner = locked(&self.inner);
+        match inner.phase {
+            Phase::Undoing => return true,
+            Phase::Settled => return false,
+            Phase::Running | Phase::Ended => {}
+        }
+        let running = inner.phase == Phase::Running;
+        inner.phase = Phase::Undoing;
+        match inner.outcome.take() {
+            // The future still runs: its task drops it, and settles the cell.
+            None if running => {
+                drop(inner);
+                self.cancel.notify_one();
+                true
+            }
+            Some(Ok((_, true))) => {
+                drop(inner);
+                let cell = self.clone();
+                rt.spawn(async move {
+                    cell.undo().await;
+                    cell.settle();
+                });
+                true
+            }
+            _ => {
+                inner.phase = Phase::Settled;
+                false
+            }
         }
     }
 
-    fn undo(&self) {
-        if let Some(undo) = locked(&self.undo).take() {
-            undo();
+    /// The cancelled operation's clean-ups are over: its cancellation may
+    /// be reported.
+    fn settle(self: &Arc<Self>) {
+        let mut inner = locked(&self.inner);
+        inner.phase = Phase::Settled;
+        self.wake(inner, true);
+    }
+
+    fn is_settled(&self) -> bool {
+        locked(&self.inner).phase == Phase::Settled
+    }
+
+    /// Gives back the result nobody took, waiting (at most `SETTLE_LIMIT`)
+    /// for it to be given back.
+    async fn undo(&self) {
+        let undo = locked(&self.undo).take();
+        if let Some(undo) = undo {
+            let _ = tokio::time::timeout(SETTLE_LIMIT, undo()).await;
         }
+    }
+}
+
+/// Drives an operation's future on the runtime, its result into `cell`.
+/// Cancelled (see `Cell::abandon`), the future is dropped at once, never
+/// polled again, and the clean-ups its guards start then are waited for
+/// (at most `SETTLE_LIMIT`) before the cell is settled.
+async fn drive(mut fut: BoxFuture, cell: Arc<Cell>) {
+    let outcome = tokio::select! {
+        // Looked at before each poll of the future: once cancelled, it
+        // starts nothing more.
+        biased;
+        () = cell.cancel.notified() => None,
+        outcome = fut.as_mut() => Some(outcome),
+    };
+    if let Some(outcome) = outcome {
+        cell.complete(outcome).await;
+    } else {
+        let ((), cleanups) = Tracked::around(|| drop(fut));
+        let _ = tokio::time::timeout(SETTLE_LIMIT, cleanups.settle()).await;
+        cell.settle();
     }
 }
 
@@ -234,27 +361,48 @@ impl Operation {
                         finished(py, outcome)
                     }
                     Poll::Pending => {
-                        let cell = self.cell.clone();
-                        *stage = Stage::Running(self.rt.spawn(async move {
-                            let outcome = fut.await;
-                            cell.complete(outcome);
-                        }));
+                        self.rt.spawn(drive(fut, self.cell.clone()));
+                        *stage = Stage::Running;
                         drop(stage);
                         self.park(py)
                     }
                 }
             }
-            running @ Stage::Running(_) => {
-                *stage = running;
+            Stage::Running => {
+                *stage = Stage::Running;
                 drop(stage);
                 self.park(py)
             }
-            Stage::Trio { handle, wait } => {
-                *stage = Stage::Trio { handle, wait: wait.clone_ref(py) };
+            Stage::Trio { wait } => {
+                *stage = Stage::Trio { wait: wait.clone_ref(py) };
                 drop(stage);
                 self.resume_trio(py, wait.bind(py), sent)
             }
+            Stage::Cancelling { error } => {
+                if self.cell.is_settled() {
+                    return Err(error);
+                }
+                // Woken before its clean-ups were over: wait on.
+                *stage = Stage::Cancelling { error };
+                drop(stage);
+                self.park_cancelled(py)
+            }
         }
+    }
+
+    /// A cancelled operation waits (asyncio) for its clean-ups: an asyncio
+    /// future completed once the cell is settled, or None to step again at
+    /// once when it already is.
+    fn park_cancelled(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let (event_loop, port) = loop_port(py)?;
+        let future = event_loop.call_method0(py, intern!(py, "create_future"))?;
+        future.setattr(py, intern!(py, "_asyncio_future_blocking"), true)?;
+        let mut inner = locked(&self.cell.inner);
+        if inner.phase == Phase::Settled {
+            return Ok(py.None());
+        }
+        inner.parked = Some(Parked::Loop(future.clone_ref(py), port));
+        Ok(future)
     }
 
     /// Takes the result if it is in, else parks on a new asyncio future.
@@ -284,11 +432,10 @@ impl Operation {
     /// cancels the operation and raises: no supported library is running.
     #[cold]
     fn park_elsewhere(&self, py: Python<'_>, no_loop: PyErr) -> PyResult<Py<PyAny>> {
-        let abort = match &*locked(&self.stage) {
-            Stage::Running(handle) => handle.abort_handle(),
-            _ => return Err(no_loop),
-        };
-        let abandon = trio::Abandon::new(self.cell.clone(), (self.cancel == Cancel::Drop).then_some(abort));
+        if !matches!(*locked(&self.stage), Stage::Running) {
+            return Err(no_loop);
+        }
+        let abandon = trio::Abandon::new(self.cell.clone(), self.rt.clone(), self.cancel == Cancel::Drop);
         // Steps trio's wait to the request it makes of trio's runner.
         let parked = trio::park(py, abandon).and_then(|parked| {
             let Some((wait, wake)) = parked else {
@@ -313,17 +460,18 @@ impl Operation {
             wait.call_method0(py, intern!(py, "close"))?;
             return finished(py, outcome);
         }
-        inner.parked = Some(Parked::Trio(wake));
+        inner.parked = Some(Parked::Trio(Arc::new(wake)));
         drop(inner);
         let mut stage = locked(&self.stage);
-        if let Stage::Running(handle) = std::mem::replace(&mut *stage, Stage::Over) {
-            *stage = Stage::Trio { handle, wait };
+        if let Stage::Running = std::mem::replace(&mut *stage, Stage::Over) {
+            *stage = Stage::Trio { wait };
         }
         Ok(request)
     }
 
     /// Trio woke the task (or cancelled it: then `wait` raises `Cancelled`,
-    /// the operation having been cancelled by the abort function).
+    /// the operation having been cancelled by the abort function, and its
+    /// clean-ups over).
     fn resume_trio(
         &self,
         py: Python<'_>,
@@ -335,8 +483,8 @@ impl Operation {
             Ok(request) => Ok(request.unbind()),
             Err(e) if e.is_instance_of::<PyStopIteration>(py) => {
                 let mut stage = locked(&self.stage);
-                if let Stage::Trio { handle, .. } = std::mem::replace(&mut *stage, Stage::Over) {
-                    *stage = Stage::Running(handle);
+                if let Stage::Trio { .. } = std::mem::replace(&mut *stage, Stage::Over) {
+                    *stage = Stage::Running;
                 }
                 drop(stage);
                 self.park(py)
@@ -350,21 +498,32 @@ impl Operation {
 
     /// Cancels the operation before its result was taken (see the module's
     /// description). `start`: a release never stepped runs all the same.
-    fn abandon(&self, start: bool) {
+    /// True while what the future started is being undone: the cell is
+    /// settled, and its waiting task woken, once that is over.
+    fn abandon(&self, start: bool) -> bool {
         let stage = std::mem::replace(&mut *locked(&self.stage), Stage::Over);
-        self.cell.abandon();
         match (stage, self.cancel) {
             (Stage::Fresh(fut), Cancel::Finish) if start => {
                 self.rt.spawn(async move {
                     let _ = fut.await;
                 });
+                false
             }
             (Stage::Fresh(fut), _) => {
+                // Never polled: it sent nothing.
                 let _inside = self.rt.enter();
                 drop(fut);
+                false
             }
-            (Stage::Running(handle) | Stage::Trio { handle, .. }, Cancel::Drop) => handle.abort(),
-            (Stage::Running(_) | Stage::Trio { .. }, Cancel::Finish) | (Stage::Over, _) => {}
+            (Stage::Running | Stage::Trio { .. }, Cancel::Drop) => self.cell.abandon(&self.rt),
+            (Stage::Running | Stage::Trio { .. }, Cancel::Finish) => {
+                // Runs to its end, its result unseen.
+                let mut inner = locked(&self.cell.inner);
+                inner.outcome = None;
+                inner.phase = if inner.phase == Phase::Running { Phase::Undoing } else { Phase::Settled };
+                false
+            }
+            (Stage::Cancelling { .. } | Stage::Over, _) => false,
         }
     }
 }
@@ -408,24 +567,40 @@ impl Operation {
     }
 
     /// Raises `exc` where the coroutine waits, after cancelling the operation
-    /// (a release still completes).
+    /// (a release still completes). While what the operation started is
+    /// being undone, the coroutine first waits for that (yields), and
+    /// raises `exc` once it is over.
     #[pyo3(signature = (exc, value=None, _tb=None))]
     fn throw(
         &self,
+        py: Python<'_>,
         exc: &Bound<'_, PyAny>,
         value: Option<&Bound<'_, PyAny>>,
         _tb: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<()> {
-        self.abandon(true);
-        if !exc.is_instance_of::<PyType>() {
-            return Err(PyErr::from_value(exc.clone()));
-        }
-        let instance = match value.filter(|v| !v.is_none()) {
-            Some(v) if v.is_instance(exc)? => v.clone(),
-            Some(v) => exc.call1((v,))?,
-            None => exc.call0()?,
+    ) -> PyResult<Py<PyAny>> {
+        let cancelling = matches!(*locked(&self.stage), Stage::Cancelling { .. });
+        let undoing = self.abandon(true) || (cancelling && !self.cell.is_settled());
+        let error = if exc.is_instance_of::<PyType>() {
+            let instance = match value.filter(|v| !v.is_none()) {
+                Some(v) if v.is_instance(exc)? => v.clone(),
+                Some(v) => exc.call1((v,))?,
+                None => exc.call0()?,
+            };
+            PyErr::from_value(instance)
+        } else {
+            PyErr::from_value(exc.clone())
         };
-        Err(PyErr::from_value(instance))
+        if !undoing {
+            return Err(error);
+        }
+        match self.park_cancelled(py) {
+            Ok(waiting) => {
+                *locked(&self.stage) = Stage::Cancelling { error };
+                Ok(waiting)
+            }
+            // No asyncio loop to wait in: raised at once, the undo goes on.
+            Err(_) => Err(error),
+        }
     }
 
     /// Cancels the operation (see `throw`); one never stepped did nothing.

@@ -9,7 +9,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use tokio::task::AbortHandle;
+use tokio::runtime::Runtime;
 
 use super::Cell;
 
@@ -47,32 +47,41 @@ pub(crate) fn unsupported(py: Python<'_>, what: &str) -> PyErr {
 
 /// Cancels a parked operation as `throw` does (its guards undo what it
 /// started; a result already in is undone): trio's abort function calls it
-/// on trio's thread. False for a release, which runs to its end.
+/// on trio's thread. True: cancelled, nothing left to undo. None: cancelled,
+/// and what it started is being undone; the task is woken (`settled`) once
+/// that is over, and only then may `Cancelled` be raised. False for a
+/// release, which runs to its end.
 #[pyclass(frozen)]
 pub(super) struct Abandon {
     cell: Arc<Cell>,
-    /// The runtime task driving the operation; None: it may not be cancelled.
-    task: Option<AbortHandle>,
+    rt: Arc<Runtime>,
+    /// False: it may not be cancelled (a release).
+    cancellable: bool,
 }
 
 impl Abandon {
-    pub(super) fn new(cell: Arc<Cell>, task: Option<AbortHandle>) -> Abandon {
-        Abandon { cell, task }
+    pub(super) fn new(cell: Arc<Cell>, rt: Arc<Runtime>, cancellable: bool) -> Abandon {
+        Abandon { cell, rt, cancellable }
     }
 }
 
 #[pymethods]
 impl Abandon {
-    fn __call__(&self) -> bool {
-        let Some(task) = &self.task else { return false };
-        self.cell.abandon();
-        task.abort();
-        true
+    fn __call__(&self) -> Option<bool> {
+        if !self.cancellable {
+            return Some(false);
+        }
+        if self.cell.abandon(&self.rt) {
+            None
+        } else {
+            Some(true)
+        }
     }
 }
 
 /// Parks the current trio task: trio's wait for the operation to step in
-/// its place, and the callable (any thread) that wakes it; None outside trio.
+/// its place, and the callable (any thread; told whether the operation is
+/// settled, else its result is in) that wakes it; None outside trio.
 pub(super) fn park(py: Python<'_>, abandon: Abandon) -> PyResult<Option<(Py<PyAny>, Py<PyAny>)>> {
     let Some(helper) = trio_helper(py)? else { return Ok(None) };
     let parked = helper.call_method1(intern!(py, "park"), (abandon,))?;

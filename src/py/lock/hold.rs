@@ -13,11 +13,12 @@ use crate::handle::lock::{Lock, Wait};
 
 use super::super::args;
 use super::super::client::PyClient;
+use super::super::coro::Undo;
 use super::super::errors::LockLost;
 use super::super::errors::LockNotAcquired;
 use super::super::events::in_caller_context;
 use super::super::exit::exiting;
-use super::super::runtime::{blocking_io, runtime, wait, wait_interruptible};
+use super::super::runtime::{blocking_io, wait, wait_interruptible};
 use super::PyLock;
 
 /// A lock name, or a list or tuple of names (a multi-lock).
@@ -51,13 +52,14 @@ pub(super) fn acquire_blocking(py: Python<'_>, core: &Arc<Lock>, wait_for: Wait)
     })
 }
 
-/// Gives back a hold whose acquire nobody received (its awaiter was cancelled).
-pub(super) fn undo_acquire(core: &Arc<Lock>) -> Box<dyn FnOnce() + Send> {
+/// Gives back a hold whose acquire nobody received (its awaiter was
+/// cancelled): the operation awaits it before reporting the cancellation.
+pub(super) fn undo_acquire(core: &Arc<Lock>) -> Undo {
     let core = core.clone();
     Box::new(move || {
-        runtime().spawn(async move {
+        Box::pin(async move {
             let _ = core.release().await;
-        });
+        })
     })
 }
 
