@@ -13,7 +13,7 @@ import pytest
 
 import ferrolock
 from ferrolock import LockNotAcquired, LockNotOwned, Retry
-from support.helpers import cancelled_after, hold_field
+from support.helpers import cancelled_after, hold_field, postponed
 
 TOKEN_RE = re.compile(r"[0-9a-f]{32}")
 
@@ -292,6 +292,53 @@ async def test_cancel_after_acquire_completed_leaves_nothing(client, how):
     finally:
         if lock.token is not None:
             await lock.arelease()
+
+
+async def test_cancelled_acquire_raises_only_once_its_attempt_is_undone(server, prefix):
+    """An acquire cancelled while its attempt is on its way (held in Redis by
+    CLIENT PAUSE): CancelledError comes out only once that attempt has run and
+    been undone, so when the task sees it nothing the acquire sent is still
+    pending, the lock is free, and nothing of the acquire takes it later."""
+    client = ferrolock.Client(server.url, prefix=prefix)
+    client.connect()
+    lock = client.lock("paused", ttl=10.0)
+    seen = {}
+
+    async def acquire():
+        try:
+            await lock.aacquire()
+        except asyncio.CancelledError:
+            # What Redis has at the moment the cancellation is raised.
+            seen.update(pending=postponed(server), keys=server.command("KEYS", prefix + "*"))
+            raise
+
+    # Writes wait in Redis until UNPAUSE (10 s at most: a safety net).
+    server.command("CLIENT", "PAUSE", "10000", "WRITE")
+    try:
+        task = asyncio.create_task(acquire())
+        deadline = time.monotonic() + 5
+        while postponed(server) != 1:  # the attempt is held in Redis
+            assert time.monotonic() < deadline, "the attempt never reached Redis"
+            await asyncio.sleep(0.005)
+        task.cancel()
+        # A few steps of the loop (no time passes): a cancellation raised at
+        # once is recorded now, while Redis still holds the attempt back.
+        for _ in range(10):
+            await asyncio.sleep(0)
+        server.command("CLIENT", "UNPAUSE")
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    finally:
+        server.command("CLIENT", "UNPAUSE")
+    assert seen == {"pending": 0, "keys": []}
+    assert lock.token is None
+    # Nothing the cancelled acquire sent takes the lock: the next comer gets it.
+    other = client.lock("paused", ttl=10.0)
+    assert other.acquire(blocking=False)
+    other.release()
+    assert await lock.aacquire(blocking=False)
+    await lock.arelease()
+    assert server.command("KEYS", prefix + "*") == []
 
 
 async def test_cancelled_arelease_still_releases(client, raw, prefix):

@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import ferrolock
 import ferrolock.otel
 from ferrolock import LockLost
-from support.helpers import hold_field, key, until
+from support.helpers import hold_field, key, postponed, until
 
 BACKENDS = ["asyncio", "trio"]
 
@@ -174,6 +174,52 @@ def test_cancelled_nursery_mid_acquire_leaves_nothing(client, raw, prefix):
         await late.arelease()
 
     trio.run(main)
+
+
+def test_cancelled_acquire_reports_cancelled_only_once_its_attempt_is_undone(server, prefix):
+    """An acquire cancelled while its attempt is on its way (held in Redis by
+    CLIENT PAUSE): Cancelled comes out only once that attempt has run and been
+    undone, so when the caller sees it nothing the acquire sent is still
+    pending, the lock is free, and nothing of the acquire takes it later."""
+    client = ferrolock.Client(server.url, prefix=prefix)
+    lock = client.lock("paused", ttl=10.0)
+    seen = {}
+
+    async def acquire(task_status=trio.TASK_STATUS_IGNORED):
+        with trio.CancelScope() as scope:
+            task_status.started(scope)
+            await lock.aacquire()
+        # What Redis has at the moment the cancellation is reported.
+        seen.update(cancelled=scope.cancelled_caught, pending=postponed(server))
+        seen.update(keys=server.command("KEYS", prefix + "*"))
+
+    async def main():
+        client.connect()
+        # Writes wait in Redis until UNPAUSE (10 s at most: a safety net).
+        server.command("CLIENT", "PAUSE", "10000", "WRITE")
+        try:
+            async with trio.open_nursery() as nursery:
+                scope = await nursery.start(acquire)
+                await until(lambda: postponed(server) == 1, 5.0, "the attempt held in Redis")
+                scope.cancel()
+                # The acquire's task runs as far as it can: a cancellation
+                # reported at once is recorded now, while Redis still holds
+                # the attempt back.
+                await trio.testing.wait_all_tasks_blocked()
+                server.command("CLIENT", "UNPAUSE")
+        finally:
+            server.command("CLIENT", "UNPAUSE")
+        assert seen == {"cancelled": True, "pending": 0, "keys": []}
+        assert lock.token is None
+        # Nothing the cancelled acquire sent takes the lock: the next comer gets it.
+        other = client.lock("paused", ttl=10.0)
+        assert other.acquire(blocking=False)
+        other.release()
+        assert await lock.aacquire(blocking=False)
+        await lock.arelease()
+
+    trio.run(main)
+    assert server.command("KEYS", prefix + "*") == []
 
 
 def test_fail_after_while_waiting(client, raw, prefix):

@@ -185,6 +185,13 @@ async def until(predicate, limit: float, what: str) -> None:
         await anyio.sleep(0.005)
 
 
+def postponed(server) -> int:
+    """How many clients Redis holds back under CLIENT PAUSE (it counts them
+    as blocked): a write sent while paused waits there."""
+    info = server.command("INFO", "clients").decode()
+    return int(next(line.split(":")[1] for line in info.splitlines() if line.startswith("blocked_clients:")))
+
+
 async def cancelled_after(awaitable, steps: int):
     """Runs `awaitable` as a task, cancels it after `steps` event-loop steps,
     and returns its result, or None if the cancellation landed first."""
