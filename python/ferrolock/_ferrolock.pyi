@@ -785,7 +785,9 @@ class Operation(Coroutine[Any, Any, _T_co]):
         """Steps the coroutine (`value` must be None, as for a fresh coroutine)."""
     def throw(self, exc: object, value: object = None, _tb: object = None) -> Any:
         """Raises `exc` where the coroutine waits, after cancelling the operation
-        (a release still completes).
+        (a release still completes). While what the operation started is
+        being undone, the coroutine first waits for that (yields), and
+        raises `exc` once it is over.
         """
     def close(self) -> None:
         """Cancels the operation (see `throw`); one never stepped did nothing."""
