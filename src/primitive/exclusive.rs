@@ -170,7 +170,7 @@ impl Steps for Exclusive {
 /// `SET` cannot carry what `TIME` answers in the same transaction, so the
 /// value has no fence in it: the owner records its fence with its first
 /// renewal (`refresh`), and until then `inspect` shows fence 0
-/// (docs/design.md, "The hold as one string").
+/// (docs/design.md, "A take without a script").
 async fn take_free(c: &Backend, key: &str, ask: &Obtaining<'_>) -> Result<Option<Obtain>> {
     let what = "a Lock's take";
     let set = redis::cmd("SET")
