@@ -121,6 +121,32 @@ def test_an_uncontended_cycle_runs_its_commands_and_publishes_nothing(server, ki
     assert ran == CYCLES[kind]
 
 
+def test_a_first_try_at_a_held_lock_is_the_transaction_then_the_script(server):
+    """The transaction takes only a free name: refused, the try goes on to
+    obtain.lua (the holder's ttl, the waiter's mark); a later try of the
+    same acquire runs the script alone; and an adopting handle (a token
+    that holds already) gets its newer fence from the script too."""
+    client = ferrolock.Client(server.url)
+    holder = client.lock("c")
+    assert holder.acquire()
+    assert not client.lock("c").acquire(blocking=False)  # the first refusal loads obtain.lua
+    server.command("CONFIG", "RESETSTAT")
+    assert not client.lock("c", retry=Retry.none()).acquire(blocking=False)
+    # obtain.lua reads the hold twice: its fast path's GET, then read_hold's.
+    assert commands(server) == {"multi": 1, "set": 1, "time": 1, "exec": 1, "evalsha": 1, "get": 2, "pttl": 1}
+    server.command("CONFIG", "RESETSTAT")
+    retried = client.lock("c", retry=Retry.fixed(0.01, attempts=2))
+    assert not retried.acquire(timeout=5)
+    ran = commands(server)
+    assert (ran["multi"], ran["exec"], ran["evalsha"]) == (1, 1, 2), ran
+    server.command("CONFIG", "RESETSTAT")
+    adopted = client.lock("c", token=holder.token)
+    assert adopted.acquire(blocking=False) and adopted.fence > holder.fence
+    ran = commands(server)
+    assert (ran["multi"], ran["evalsha"]) == (1, 1), ran
+    adopted.release()
+
+
 def test_a_release_someone_waits_for_wakes_each_waiter_in_turn(server):
     """Three waiters of one process, retrying only every 10 s: each is woken
     by the release before it, though the first of them took the lock the
