@@ -47,6 +47,10 @@ COMMAND_TIMEOUT = 1.0
 CONNECT_TIMEOUT = 2.0
 # Scheduling on a loaded machine: a timer, a thread switch, a callback into Python.
 SLACK = 0.25
+# How late a loss is told after the validity ran out: the timer that ends
+# it, then the on_lost callback's thread in the agent's process, each late
+# on a loaded machine (a CI run saw 0.31 s in all).
+TOLD_SLACK = 2 * SLACK
 
 PRELUDE = r"""
 import time, threading
@@ -188,7 +192,7 @@ def test_a_holder_cut_off_from_its_master_is_told_within_its_validity_and_its_la
             granted_after_cut=taken["t1"] - t_cut,
             told_before_grant=taken["t1"] - t_lost,
         )
-        assert t_lost - t_cut <= TTL - DRIFT + SLACK, "told after its validity ran out"
+        assert t_lost - t_cut <= TTL - DRIFT + TOLD_SLACK, "told after its validity ran out"
         assert t_lost < taken["t1"] + SLACK / 5, "the other client was granted the lock before the holder was told"
         assert taken["fence"] > held["fence"]
         assert b(f"write('b', {taken['fence']})") == "written"
@@ -413,7 +417,7 @@ def test_sentinel_split_brain(net, clients, replicas):
                 granted_after_cut=taken["t1"] - t_cut,
                 granted_after_heal=taken["t1"] - t_heal,
             )
-            assert t_lost - t_cut <= TTL - DRIFT + SLACK
+            assert t_lost - t_cut <= TTL - DRIFT + TOLD_SLACK
             assert t_lost < taken["t1"], "two holders at once with replicas=1"
         else:
             # The majority promotes the replica, which has the hold and lets it
