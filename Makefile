@@ -123,7 +123,7 @@ test-python: deps $(EXT) old-redis new-redis $(VENV)/.docs-ready
 # start (ferrolock.throwaway.RedisServer) that binary. tests/servers/test_servers.py
 # fails when the server that answers is not the one asked for. A binary that
 # is missing (not x86_64 Linux) is said and skipped.
-SERVER_TESTS := tests/servers/test_servers.py tests/servers/test_replicas.py \
+SERVER_TESTS := tests/servers/test_servers.py tests/servers/test_replicas.py tests/servers/test_server_cost.py \
                 $(addprefix tests/core/,test_lock.py test_rwmutex.py test_fair.py test_fair_rwmutex.py \
                   test_semaphore.py test_election.py test_wakeups.py test_fair_handover.py test_watchdog.py \
                   test_declared_keys.py)

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
-use crate::primitive::steps::{Obtaining, Released, Steps};
+use crate::primitive::steps::{Holder, Obtaining, Released, Steps};
 use crate::quorum::Quorum;
 use crate::scripts::{Obtain, Record, Refreshed};
 use crate::transport::backend::{Backend, ClientOptions};
@@ -239,13 +239,12 @@ impl Client {
     pub(crate) async fn refresh(
         &self,
         steps: &impl Steps,
-        token: &str,
-        fence: Option<i64>,
+        holder: &Holder<'_>,
         ttl: Duration,
     ) -> Result<Refreshed> {
         match &self.0 {
-            On::One(c) => steps.refresh_on(c, token, fence, ttl).await,
-            On::Quorum(q) => q.refresh(steps, token, fence, ttl).await,
+            On::One(c) => steps.refresh_on(c, holder, ttl).await,
+            On::Quorum(q) => q.refresh(steps, holder, ttl).await,
         }
     }
 
@@ -255,21 +254,20 @@ impl Client {
     pub(crate) async fn renew(
         &self,
         steps: &impl Steps,
-        token: &str,
-        fence: Option<i64>,
+        holder: &Holder<'_>,
         ttl: Duration,
     ) -> Result<Refreshed> {
         match &self.0 {
-            On::One(c) => steps.renew_on(c, token, fence, ttl).await,
-            On::Quorum(q) => q.renew(steps, token, fence, ttl).await,
+            On::One(c) => steps.renew_on(c, holder, ttl).await,
+            On::Quorum(q) => q.renew(steps, holder, ttl).await,
         }
     }
 
-    /// Releases `token`'s hold.
-    pub(crate) async fn release(&self, steps: &impl Steps, token: &str) -> Result<Released> {
+    /// Releases `holder`'s hold.
+    pub(crate) async fn release(&self, steps: &impl Steps, holder: &Holder<'_>) -> Result<Released> {
         match &self.0 {
-            On::One(c) => steps.release_on(c, token).await,
-            On::Quorum(q) => q.release(steps, token).await,
+            On::One(c) => steps.release_on(c, holder).await,
+            On::Quorum(q) => q.release(steps, holder).await,
         }
     }
 

@@ -11,7 +11,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 
+use crate::error::Result;
+use crate::primitive::steps::Holder;
+use crate::scripts::Refreshed;
 use crate::support::events::{self, Event, HoldId, LossCause, Subject};
+use crate::transport::replication::Shortfall;
 
 /// Called once, with the reason, when a hold is lost.
 pub type LostHook = Box<dyn FnOnce(&str) + Send>;
@@ -28,6 +32,9 @@ pub(crate) struct Terms {
     /// `None` for a primitive whose holds are not fenced (a read, a permit),
     /// and for a lease restored from its token.
     pub fence: Option<i64>,
+    /// The hold's value, when the step that took it wrote it whole
+    /// (`Holder::written`).
+    pub written: Option<Arc<str>>,
     /// What the hold is of, for its events and messages.
     pub subject: Arc<Subject>,
     /// When the acquire that took it was sent; `None`: restored from a
@@ -41,6 +48,9 @@ pub(crate) struct Terms {
 pub struct Lease {
     token: String,
     fence: Option<i64>,
+    /// The hold's value while only this owner has written it, as far as it
+    /// knows (`Holder::written`); `None` once it does not know.
+    written: Mutex<Option<Arc<str>>>,
     restored: bool,
     subject: Arc<Subject>,
     /// When the hold began (its acquire was sent), for the time it was held.
@@ -66,11 +76,12 @@ pub struct Lease {
 
 impl Lease {
     pub(crate) fn new(terms: Terms) -> Lease {
-        let Terms { token, fence, subject, sent, ttl, max_hold } = terms;
+        let Terms { token, fence, written, subject, sent, ttl, max_hold } = terms;
         let started = sent.unwrap_or_else(Instant::now);
         Lease {
             token,
             fence,
+            written: Mutex::new(written),
             restored: sent.is_none(),
             subject,
             started,
@@ -106,6 +117,26 @@ impl Lease {
     /// Greater than every earlier hold's on these names (a fenced primitive).
     pub fn fence(&self) -> Option<i64> {
         self.fence
+    }
+
+    /// The hold's value as this owner wrote it, while it knows it.
+    pub(crate) fn written(&self) -> Option<Arc<str>> {
+        self.written.lock().unwrap().clone()
+    }
+
+    /// A renewal (or an extend) answered `refreshed`: whether it held, and
+    /// the replicas' shortfall. The hold's value is noted as the renewal
+    /// left it: not known after an error, or a renewal that ran a script.
+    pub(crate) fn answered(&self, refreshed: Result<Refreshed>) -> (Result<bool>, Option<Shortfall>) {
+        let (held, shortfall, written) = Refreshed::split(refreshed);
+        *self.written.lock().unwrap() = written;
+        (held, shortfall)
+    }
+
+    /// Who the hold's renewals and release are for; `written`: its value, as
+    /// `written()` gave it.
+    pub(crate) fn holder<'a>(&'a self, written: Option<&'a str>) -> Holder<'a> {
+        Holder { token: &self.token, fence: self.fence, written }
     }
 
     /// Restored from a token, not taken by this process.

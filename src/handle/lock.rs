@@ -14,7 +14,7 @@ use crate::handle::Via;
 use crate::keys::one_slot;
 use crate::primitive::steps::Steps;
 use crate::primitive::{patience, Mode};
-use crate::scripts::{Record, Refreshed};
+use crate::scripts::Record;
 use crate::support::events::{self, Event, LossCause, ReplicaStep, Subject};
 use crate::support::per_process::PerProcess;
 use crate::transport::conn::Io;
@@ -125,6 +125,7 @@ impl Lock {
             let terms = Terms {
                 token,
                 fence: None,
+                written: None,
                 subject: subject.clone(),
                 sent: None,
                 ttl: opts.ttl,
@@ -170,11 +171,13 @@ impl Lock {
     }
 
     /// What a lease taken by this handle is made of: `sent` is when its
-    /// acquire's attempt went out.
-    fn terms(&self, token: String, fence: i64, sent: Instant) -> Terms {
+    /// acquire's attempt went out; `written`, the hold's value when the
+    /// attempt wrote it whole.
+    fn terms(&self, token: String, fence: i64, sent: Instant, written: Option<Arc<str>>) -> Terms {
         Terms {
             token,
             fence: self.mode.fenced().then_some(fence),
+            written,
             subject: self.subject.clone(),
             sent: Some(sent),
             ttl: self.opts.ttl,
@@ -294,7 +297,9 @@ impl Via<'_, Lock> {
         let valid = lease.valid_until().is_some_and(|t| Instant::now() < t) && !lease.is_marked_lost();
         // Renewal stops before the release is sent.
         lease.mark_released();
-        let released = self.client.via(self.io).release(&self.mode, lease.token()).await?;
+        let written = lease.written();
+        let holder = lease.holder(written.as_deref());
+        let released = self.client.via(self.io).release(&self.mode, &holder).await?;
         // Sent twice after a dropped connection, and the second found nothing:
         // while the hold was still surely valid, nobody but this release can
         // have ended it, so the first sending did.
@@ -335,10 +340,11 @@ impl Via<'_, Lock> {
                 self.label()
             )));
         };
-        let token = lease.token();
+        let written = lease.written();
         let sent = Instant::now();
-        let refreshed = self.client.via(self.io).refresh(&self.mode, token, lease.fence(), ttl).await;
-        let (renewed, unacknowledged) = Refreshed::split(refreshed);
+        let refreshed =
+            self.client.via(self.io).refresh(&self.mode, &lease.holder(written.as_deref()), ttl).await;
+        let (renewed, unacknowledged) = lease.answered(refreshed);
         if renewed? {
             if let Some(shortfall) = unacknowledged {
                 let kept = self.client.options().replication.policy == Policy::Warn;

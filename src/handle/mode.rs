@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::client::Client;
 use crate::error::Result;
-use crate::primitive::steps::Steps;
+use crate::primitive::steps::{Holder, Steps};
 use crate::primitive::{rw, semaphore, FairRw, Mode, Permit, Read, RwKeys, Write};
 
 impl Mode {
@@ -16,7 +16,7 @@ impl Mode {
     /// queue, so nothing is sent twice.
     pub(crate) async fn undo(&self, d: &Client, token: &str, ours: bool) -> Result<()> {
         if ours && self.patience().is_none() {
-            d.release(self, token).await?;
+            d.release(self, &Holder::of(token)).await?;
         }
         d.withdraw(self, token, ours).await
     }

@@ -14,7 +14,6 @@ use tokio::time::{sleep, sleep_until};
 use crate::client::Client;
 use crate::handle::lease::Lease;
 use crate::primitive::Mode;
-use crate::scripts::Refreshed;
 use crate::support::events::{self, Event, LossCause, ReplicaStep};
 use crate::support::retry::Retry;
 use crate::transport::replication::{self, Policy};
@@ -126,8 +125,9 @@ impl Keeper {
                     return expire_unless_extended(lease, &self.max_hold_reached()).await;
                 };
                 let sent = Instant::now();
-                let attempt =
-                    self.client.renew(&self.steps, lease.token(), lease.fence(), ttl).map(Refreshed::split);
+                let written = lease.written();
+                let holder = lease.holder(written.as_deref());
+                let attempt = self.client.renew(&self.steps, &holder, ttl).map(|r| lease.answered(r));
                 let (outcome, unacknowledged) = tokio::select! {
                     outcome = attempt => outcome,
                     () = sleep_until(deadline.into()) => {

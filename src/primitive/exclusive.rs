@@ -15,8 +15,9 @@ use futures_util::future::BoxFuture;
 use redis::Value;
 
 use super::attempt;
-use super::steps::{Obtaining, Released, Steps};
-use super::transaction::{micros, transact};
+use super::compared;
+use super::steps::{Holder, Obtaining, Released, Steps};
+use super::transaction::{exchange, micros, Sent};
 use crate::error::{Error, Result};
 use crate::keys::{wake_channel, with_fence_records};
 use crate::scripts::{
@@ -121,28 +122,24 @@ impl Steps for Exclusive {
         run_held(c, &invocation, taken).await.map(taken_or_busy)
     }
 
-    async fn refresh_on(
-        &self,
-        c: &Backend,
-        token: &str,
-        fence: Option<i64>,
-        ttl: Duration,
-    ) -> Result<Refreshed> {
-        refresh(c, &self.keys, token, fence, ttl).await
+    async fn refresh_on(&self, c: &Backend, holder: &Holder<'_>, ttl: Duration) -> Result<Refreshed> {
+        refresh(c, &self.keys, holder, ttl).await
     }
 
-    async fn renew_on(
-        &self,
-        c: &Backend,
-        token: &str,
-        fence: Option<i64>,
-        ttl: Duration,
-    ) -> Result<Refreshed> {
-        renew(c, &self.keys, token, fence, ttl).await
+    async fn renew_on(&self, c: &Backend, holder: &Holder<'_>, ttl: Duration) -> Result<Refreshed> {
+        renew(c, &self.keys, holder, ttl).await
     }
 
-    async fn release_on(&self, c: &Backend, token: &str) -> Result<Released> {
-        let (n, retried) = release(c, &self.keys, token, Whose::Own, "").await?;
+    /// `DELIFEQ` where the server has it and the owner knows the hold's
+    /// value (`compared`); else, or when that finds another value,
+    /// `release.lua`.
+    async fn release_on(&self, c: &Backend, holder: &Holder<'_>) -> Result<Released> {
+        if let [key] = &*self.keys {
+            if let Some(released) = Box::pin(compared::release(c, key, holder)).await? {
+                return Ok(released);
+            }
+        }
+        let (n, retried) = release(c, &self.keys, holder.token, Whose::Own, "").await?;
         Ok(Released { held: n > 0, retried })
     }
 
@@ -173,30 +170,18 @@ impl Steps for Exclusive {
 /// (docs/design.md, "A take without a script").
 async fn take_free(c: &Backend, key: &str, ask: &Obtaining<'_>) -> Result<Option<Obtain>> {
     let what = "a Lock's take";
-    let set = redis::cmd("SET")
-        .arg(key)
-        .arg(unrecorded_hold(ask.token, ask.metadata))
-        .arg("NX")
-        .arg("PX")
-        .arg(ask.ttl.as_millis() as u64)
-        .take();
-    let done = transact(c, what, vec![set, redis::cmd("TIME")]).await?;
+    let value = compared::unrecorded(ask.token, ask.metadata);
+    let set =
+        redis::cmd("SET").arg(key).arg(&value).arg("NX").arg("PX").arg(ask.ttl.as_millis() as u64).take();
+    let done = exchange(c, what, Sent::Atomically, vec![set, redis::cmd("TIME")]).await?;
     let [set, time] = &done.replies[..] else {
         return Err(Error::Redis(format!("unexpected reply to {what}: {:?}", done.replies)));
     };
     if matches!(set.clone().extract_error()?, Value::Nil) {
         return Ok(None);
     }
-    Ok(Some(Obtain::Taken { fence: micros(time, what)?, shortfall: done.shortfall, sent: done.sent }))
-}
-
-/// A new hold's value with no fence and no flags in it: `<token>  [ <meta>]`
-/// (lua/lib/hold.lua's layout, `<token> <fence> <flags>[ <meta>]`).
-fn unrecorded_hold(token: &str, metadata: Option<&str>) -> String {
-    match metadata {
-        Some(meta) => format!("{token}   {meta}"),
-        None => format!("{token}  "),
-    }
+    let (fence, shortfall, sent) = (micros(time, what)?, done.shortfall, done.sent);
+    Ok(Some(Obtain::Taken { fence, shortfall, sent, written: Some(Arc::from(value)) }))
 }
 
 /// Raises the fence of `token`'s hold on `keys` to at least `fence`, and
@@ -225,45 +210,71 @@ pub(crate) async fn release(
     client.call_noting_retry(|mut c| async move { invocation.invoke_async(&mut c).await }).await
 }
 
-/// Whether `token` still held every key (and now holds it for `ttl`); its
-/// `fence` is written into a hold taken without one (`take_free`).
+/// Whether `holder` still held every key (and now holds it for `ttl`); its
+/// fence is written into a hold taken without one (`take_free`). One key
+/// whose value the owner knows is renewed by comparing it, where the
+/// server can (`compared`); else, or when that finds another value, by
+/// `refresh.lua`.
 pub(crate) async fn refresh(
     client: &Backend,
     keys: &[String],
-    token: &str,
-    fence: Option<i64>,
+    holder: &Holder<'_>,
     ttl: Duration,
 ) -> Result<Refreshed> {
-    let (ttl_ms, fence) = (ttl.as_millis() as u64, fence.unwrap_or(0));
+    let ttl_ms = ttl.as_millis() as u64;
+    if let [key] = keys {
+        if let Some(refreshed) = compared::refresh(client, key, holder, ttl_ms).await? {
+            return Ok(refreshed);
+        }
+    }
+    let (token, fence) = (holder.token, holder.fence.unwrap_or(0));
     run_held(client, RefreshArgv { token, ttl_ms, fence }.on(client).key(keys), one).await.map(refreshed)
 }
 
 /// `refresh`, as the watchdog sends it: in one call with the other
 /// renewals of holds of this shape (a Lock's, a fair Lock's, an RWMutex
-/// writer's hash) that fall due with it (`Backend::renew`).
+/// writer's) that fall due with it (`Backend::renew`).
 pub(crate) async fn renew(
     client: &Backend,
     keys: &[String],
-    token: &str,
-    fence: Option<i64>,
+    holder: &Holder<'_>,
     ttl: Duration,
 ) -> Result<Refreshed> {
-    let renewal =
-        Renewal { keys: keys.to_vec(), token: token.to_string(), fence, ttl_ms: ttl.as_millis() as u64 };
+    let renewal = Renewal {
+        keys: keys.to_vec(),
+        token: holder.token.to_string(),
+        fence: holder.fence,
+        written: holder.written.map(Arc::from),
+        ttl_ms: ttl.as_millis() as u64,
+    };
     client.renew(&RENEWALS, renewal).await.map(Refreshed::from)
 }
 
-/// How the renewals of hashes go together: `refresh_batch.lua`; one alone,
-/// `refresh.lua`.
+/// How the renewals of holds go together: those whose value their owner
+/// knows, by comparing it where the server can (`compared::refresh_each`,
+/// one round trip); the others, and those whose value was not the one
+/// written, in `refresh_batch.lua` (one alone: `refresh`).
 static RENEWALS: Batch = Batch { send: send_renewals };
 
 fn send_renewals(client: Backend, renewals: Arc<[Renewal]>) -> BoxFuture<'static, Result<Answers>> {
     Box::pin(async move {
         if let [one] = &*renewals {
+            let holder = Holder { token: &one.token, fence: one.fence, written: one.written.as_deref() };
             let ttl = Duration::from_millis(one.ttl_ms);
-            return refresh(&client, &one.keys, &one.token, one.fence, ttl).await.map(Answers::from);
+            return refresh(&client, &one.keys, &holder, ttl).await.map(Answers::from);
         }
-        run_batch(&client, &renewals, true, |holds| RefreshBatchArgv { holds }.on(&client)).await
+        let Some((compared, shortfall)) = compared::refresh_each(&client, &renewals).await? else {
+            return run_batch(&client, &renewals, true, |holds| RefreshBatchArgv { holds }.on(&client)).await;
+        };
+        let rest: Vec<Renewal> =
+            renewals.iter().zip(&compared).filter(|(_, c)| c.is_none()).map(|(r, _)| r.clone()).collect();
+        let scripted = match &rest[..] {
+            [] => Answers { held: Vec::new(), written: Vec::new(), shortfall: None },
+            _ => run_batch(&client, &rest, true, |holds| RefreshBatchArgv { holds }.on(&client)).await?,
+        };
+        let mut scripted_held = scripted.held.into_iter();
+        let held = compared.iter().map(|c| c.is_some() || scripted_held.next().unwrap_or(false)).collect();
+        Ok(Answers { held, written: compared, shortfall: shortfall.or(scripted.shortfall) })
     })
 }
 

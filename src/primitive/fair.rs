@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::steps::{Obtaining, Released, Steps};
+use super::steps::{Holder, Obtaining, Released, Steps};
 use super::{attempt, exclusive};
 use crate::error::Result;
 use crate::keys::{KeySpace, Part};
@@ -121,27 +121,16 @@ impl Steps for Fair {
         run_held(c, &invocation, taken).await.map(taken_or_busy)
     }
 
-    async fn refresh_on(
-        &self,
-        c: &Backend,
-        token: &str,
-        fence: Option<i64>,
-        ttl: Duration,
-    ) -> Result<Refreshed> {
-        exclusive::refresh(c, std::slice::from_ref(&self.keys.lock), token, fence, ttl).await
+    async fn refresh_on(&self, c: &Backend, holder: &Holder<'_>, ttl: Duration) -> Result<Refreshed> {
+        exclusive::refresh(c, std::slice::from_ref(&self.keys.lock), holder, ttl).await
     }
 
-    async fn renew_on(
-        &self,
-        c: &Backend,
-        token: &str,
-        fence: Option<i64>,
-        ttl: Duration,
-    ) -> Result<Refreshed> {
-        exclusive::renew(c, std::slice::from_ref(&self.keys.lock), token, fence, ttl).await
+    async fn renew_on(&self, c: &Backend, holder: &Holder<'_>, ttl: Duration) -> Result<Refreshed> {
+        exclusive::renew(c, std::slice::from_ref(&self.keys.lock), holder, ttl).await
     }
 
-    async fn release_on(&self, c: &Backend, token: &str) -> Result<Released> {
+    async fn release_on(&self, c: &Backend, holder: &Holder<'_>) -> Result<Released> {
+        let token = holder.token;
         let held = self.leave(c, token, Leave::Hold).await?;
         Ok(Released { held, retried: false })
     }

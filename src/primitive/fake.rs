@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::steps::{Obtaining, Released, Steps};
+use super::steps::{Holder, Obtaining, Released, Steps};
 use crate::error::{Error, Result};
 use crate::scripts::{Obtain, Record, Refreshed};
 use crate::transport::backend::Backend;
@@ -62,19 +62,19 @@ impl Steps for Fake {
         };
         let sent = Instant::now();
         match answer {
-            Answer::Taken => Ok(Obtain::Taken { fence: 1, shortfall: None, sent }),
+            Answer::Taken => Ok(Obtain::Taken { fence: 1, shortfall: None, sent, written: None }),
             Answer::Busy(pttl_ms) => Ok(Obtain::Busy { pttl_ms, sent }),
             Answer::Down => Err(Error::Connection("the fake server is down".into())),
             Answer::Stall => std::future::pending().await,
         }
     }
 
-    async fn refresh_on(&self, _: &Backend, _: &str, _: Option<i64>, _: Duration) -> Result<Refreshed> {
-        Ok(Refreshed { held: true, shortfall: None })
+    async fn refresh_on(&self, _: &Backend, _: &Holder<'_>, _: Duration) -> Result<Refreshed> {
+        Ok(Refreshed { held: true, shortfall: None, written: None })
     }
 
-    async fn release_on(&self, _: &Backend, token: &str) -> Result<Released> {
-        self.log().released.push(token.to_string());
+    async fn release_on(&self, _: &Backend, holder: &Holder<'_>) -> Result<Released> {
+        self.log().released.push(holder.token.to_string());
         Ok(Released { held: true, retried: false })
     }
 

@@ -15,6 +15,7 @@ use crate::error::Result;
 use crate::scripts::{self, Attempt, Lua, Obtain, Record, Refreshed};
 use crate::transport::backend::Backend;
 
+pub(crate) mod compared;
 pub(crate) mod election;
 pub(crate) mod exclusive;
 pub(crate) mod fair;
@@ -33,7 +34,7 @@ pub(crate) use plain::Plain;
 pub(crate) use rw::{Read, RwKeys, Write};
 pub(crate) use rw_fair::FairRw;
 pub(crate) use semaphore::{Permit, SemKeys};
-use steps::{Obtaining, Released, Steps};
+use steps::{Holder, Obtaining, Released, Steps};
 
 #[derive(Debug, Clone)]
 pub(crate) enum Mode {
@@ -129,28 +130,16 @@ impl Steps for Mode {
         on_primitive!(self, p => p.obtain_on(c, ask, quorum).await)
     }
 
-    async fn refresh_on(
-        &self,
-        c: &Backend,
-        token: &str,
-        fence: Option<i64>,
-        ttl: Duration,
-    ) -> Result<Refreshed> {
-        on_primitive!(self, p => p.refresh_on(c, token, fence, ttl).await)
+    async fn refresh_on(&self, c: &Backend, holder: &Holder<'_>, ttl: Duration) -> Result<Refreshed> {
+        on_primitive!(self, p => p.refresh_on(c, holder, ttl).await)
     }
 
-    async fn renew_on(
-        &self,
-        c: &Backend,
-        token: &str,
-        fence: Option<i64>,
-        ttl: Duration,
-    ) -> Result<Refreshed> {
-        on_primitive!(self, p => p.renew_on(c, token, fence, ttl).await)
+    async fn renew_on(&self, c: &Backend, holder: &Holder<'_>, ttl: Duration) -> Result<Refreshed> {
+        on_primitive!(self, p => p.renew_on(c, holder, ttl).await)
     }
 
-    async fn release_on(&self, c: &Backend, token: &str) -> Result<Released> {
-        on_primitive!(self, p => p.release_on(c, token).await)
+    async fn release_on(&self, c: &Backend, holder: &Holder<'_>) -> Result<Released> {
+        on_primitive!(self, p => p.release_on(c, holder).await)
     }
 
     async fn withdraw_on(&self, c: &Backend, token: &str, ours: bool) -> Result<()> {

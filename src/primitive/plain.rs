@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use redis::Value;
 
-use super::steps::{Obtaining, Released, Steps};
-use super::transaction::{micros, transact};
+use super::steps::{Holder, Obtaining, Released, Steps};
+use super::transaction::{exchange, micros, Sent};
 use crate::error::{Error, Result};
 use crate::scripts::{run_held, step, taken, wire, Argv, Held, Lua, Obtain, Record, Refreshed, Whose};
 use crate::transport::backend::Backend;
@@ -104,35 +104,46 @@ impl Steps for Plain {
             set.arg("PX").arg(ms);
         }
         let (get, pttl) = (redis::cmd("GET").arg(hold).take(), redis::cmd("PTTL").arg(hold).take());
-        let done =
-            transact(c, "the plain hold's transaction", vec![set, get, pttl, redis::cmd("TIME")]).await?;
+        let done = exchange(
+            c,
+            "the plain hold's transaction",
+            Sent::Atomically,
+            vec![set, get, pttl, redis::cmd("TIME")],
+        )
+        .await?;
         let (taken, sent) = (Taken::parse(&done.replies)?, done.sent);
         if taken.set {
-            return Ok(Obtain::Taken { fence: taken.now_us, shortfall: done.shortfall, sent });
+            return Ok(Obtain::Taken { fence: taken.now_us, shortfall: done.shortfall, sent, written: None });
         }
         if taken.holder.as_deref() == Some(token) {
             let reach = if ttl_ms.is_some() { Reach::Set } else { Reach::Keep };
             // Validity from the transaction's sending: earlier than the renewal's, so never longer.
             return Ok(match refresh(c, hold, token, ttl_ms.unwrap_or(0), reach).await? {
-                Reached::Held { shortfall, .. } => Obtain::Taken { fence: taken.now_us, shortfall, sent },
-                Reached::NoExpiry => Obtain::Taken { fence: taken.now_us, shortfall: None, sent },
+                Reached::Held { shortfall, .. } => {
+                    Obtain::Taken { fence: taken.now_us, shortfall, sent, written: None }
+                }
+                Reached::NoExpiry => {
+                    Obtain::Taken { fence: taken.now_us, shortfall: None, sent, written: None }
+                }
                 Reached::NotHeld => Obtain::Busy { pttl_ms: -2, sent },
             });
         }
         Ok(Obtain::Busy { pttl_ms: taken.pttl_ms, sent })
     }
 
-    async fn refresh_on(&self, c: &Backend, token: &str, _: Option<i64>, ttl: Duration) -> Result<Refreshed> {
+    async fn refresh_on(&self, c: &Backend, holder: &Holder<'_>, ttl: Duration) -> Result<Refreshed> {
+        let token = holder.token;
         let reach = if self.expires { Reach::Set } else { Reach::Keep };
         Ok(match refresh(c, &self.keys.hold, token, ttl.as_millis() as u64, reach).await? {
-            Reached::Held { shortfall, .. } => Refreshed { held: true, shortfall },
+            Reached::Held { shortfall, .. } => Refreshed { held: true, shortfall, written: None },
             // Held, made persistent behind its back: it lasts the longer.
-            Reached::NoExpiry => Refreshed { held: true, shortfall: None },
-            Reached::NotHeld => Refreshed { held: false, shortfall: None },
+            Reached::NoExpiry => Refreshed { held: true, shortfall: None, written: None },
+            Reached::NotHeld => Refreshed { held: false, shortfall: None, written: None },
         })
     }
 
-    async fn release_on(&self, c: &Backend, token: &str) -> Result<Released> {
+    async fn release_on(&self, c: &Backend, holder: &Holder<'_>) -> Result<Released> {
+        let token = holder.token;
         let (held, retried) = release(c, &self.keys, token, Whose::Own).await?;
         Ok(Released { held, retried })
     }

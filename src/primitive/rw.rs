@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use redis::Value;
 
-use super::steps::{Obtaining, Released, Steps};
+use super::steps::{Holder, Obtaining, Released, Steps};
 use super::{attempt, exclusive};
 use crate::error::{Error, Result};
 use crate::keys::{fence_record, KeySpace, Part};
@@ -188,18 +188,21 @@ impl Steps for Read {
         run_held(c, &invocation, taken).await.map(taken_or_busy)
     }
 
-    async fn refresh_on(&self, c: &Backend, token: &str, _: Option<i64>, ttl: Duration) -> Result<Refreshed> {
+    async fn refresh_on(&self, c: &Backend, holder: &Holder<'_>, ttl: Duration) -> Result<Refreshed> {
+        let token = holder.token;
         lease_refresh(c, &[&self.keys.readers], token, ttl).await
     }
 
-    async fn renew_on(&self, c: &Backend, token: &str, _: Option<i64>, ttl: Duration) -> Result<Refreshed> {
+    async fn renew_on(&self, c: &Backend, holder: &Holder<'_>, ttl: Duration) -> Result<Refreshed> {
+        let token = holder.token;
         lease_renew(c, &[&self.keys.readers], token, ttl).await
     }
 
     /// A transaction, no script: the reader leaves, and the writer hash says
     /// whether a writer waits. Only then does `rw_read_release.lua` run, to
     /// wake it if this was the last live reader.
-    async fn release_on(&self, c: &Backend, token: &str) -> Result<Released> {
+    async fn release_on(&self, c: &Backend, holder: &Holder<'_>) -> Result<Released> {
+        let token = holder.token;
         let k = &self.keys;
         let (left, retried) = leave_readers(c, k, token).await?;
         if left.writer_waits {
@@ -253,27 +256,16 @@ impl Steps for Write {
         run_held(c, &invocation, taken).await.map(taken_or_busy)
     }
 
-    async fn refresh_on(
-        &self,
-        c: &Backend,
-        token: &str,
-        fence: Option<i64>,
-        ttl: Duration,
-    ) -> Result<Refreshed> {
-        exclusive::refresh(c, std::slice::from_ref(&self.keys.writer), token, fence, ttl).await
+    async fn refresh_on(&self, c: &Backend, holder: &Holder<'_>, ttl: Duration) -> Result<Refreshed> {
+        exclusive::refresh(c, std::slice::from_ref(&self.keys.writer), holder, ttl).await
     }
 
-    async fn renew_on(
-        &self,
-        c: &Backend,
-        token: &str,
-        fence: Option<i64>,
-        ttl: Duration,
-    ) -> Result<Refreshed> {
-        exclusive::renew(c, std::slice::from_ref(&self.keys.writer), token, fence, ttl).await
+    async fn renew_on(&self, c: &Backend, holder: &Holder<'_>, ttl: Duration) -> Result<Refreshed> {
+        exclusive::renew(c, std::slice::from_ref(&self.keys.writer), holder, ttl).await
     }
 
-    async fn release_on(&self, c: &Backend, token: &str) -> Result<Released> {
+    async fn release_on(&self, c: &Backend, holder: &Holder<'_>) -> Result<Released> {
+        let token = holder.token;
         let writer = std::slice::from_ref(&self.keys.writer);
         let (n, retried) = exclusive::release(c, writer, token, Whose::Own, &self.keys.channel).await?;
         Ok(Released { held: n > 0, retried })
@@ -400,7 +392,13 @@ pub(crate) async fn lease_renew(
     ttl: Duration,
 ) -> Result<Refreshed> {
     let keys = keys.iter().map(|k| (*k).clone()).collect();
-    let renewal = Renewal { keys, token: token.to_string(), fence: None, ttl_ms: ttl.as_millis() as u64 };
+    let renewal = Renewal {
+        keys,
+        token: token.to_string(),
+        fence: None,
+        written: None,
+        ttl_ms: ttl.as_millis() as u64,
+    };
     client.renew(&LEASE_RENEWALS, renewal).await.map(Refreshed::from)
 }
 

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::rw::{self, RwKeys};
-use super::steps::{Obtaining, Released, Steps};
+use super::steps::{Holder, Obtaining, Released, Steps};
 use super::{attempt, exclusive};
 use crate::error::Result;
 use crate::scripts::{
@@ -119,35 +119,24 @@ impl Steps for FairRw {
         run_held(c, &invocation, taken).await.map(taken_or_busy)
     }
 
-    async fn refresh_on(
-        &self,
-        c: &Backend,
-        token: &str,
-        fence: Option<i64>,
-        ttl: Duration,
-    ) -> Result<Refreshed> {
+    async fn refresh_on(&self, c: &Backend, holder: &Holder<'_>, ttl: Duration) -> Result<Refreshed> {
         if self.writer {
-            exclusive::refresh(c, std::slice::from_ref(&self.keys.writer), token, fence, ttl).await
+            exclusive::refresh(c, std::slice::from_ref(&self.keys.writer), holder, ttl).await
         } else {
-            rw::lease_refresh(c, &[&self.keys.readers], token, ttl).await
+            rw::lease_refresh(c, &[&self.keys.readers], holder.token, ttl).await
         }
     }
 
-    async fn renew_on(
-        &self,
-        c: &Backend,
-        token: &str,
-        fence: Option<i64>,
-        ttl: Duration,
-    ) -> Result<Refreshed> {
+    async fn renew_on(&self, c: &Backend, holder: &Holder<'_>, ttl: Duration) -> Result<Refreshed> {
         if self.writer {
-            exclusive::renew(c, std::slice::from_ref(&self.keys.writer), token, fence, ttl).await
+            exclusive::renew(c, std::slice::from_ref(&self.keys.writer), holder, ttl).await
         } else {
-            rw::lease_renew(c, &[&self.keys.readers], token, ttl).await
+            rw::lease_renew(c, &[&self.keys.readers], holder.token, ttl).await
         }
     }
 
-    async fn release_on(&self, c: &Backend, token: &str) -> Result<Released> {
+    async fn release_on(&self, c: &Backend, holder: &Holder<'_>) -> Result<Released> {
+        let token = holder.token;
         let held = self.leave(c, token, Leave::Hold).await?;
         Ok(Released { held, retried: false })
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use redis::Value;
 
-use super::steps::{Obtaining, Released, Steps};
+use super::steps::{Holder, Obtaining, Released, Steps};
 use super::{attempt, rw};
 use crate::error::{Error, Result};
 use crate::keys::{KeySpace, Part};
@@ -185,18 +185,21 @@ impl Steps for Permit {
         self.taken(run_held(c, &invocation, taken).await)
     }
 
-    async fn refresh_on(&self, c: &Backend, token: &str, _: Option<i64>, ttl: Duration) -> Result<Refreshed> {
+    async fn refresh_on(&self, c: &Backend, holder: &Holder<'_>, ttl: Duration) -> Result<Refreshed> {
+        let token = holder.token;
         rw::lease_refresh(c, &[&self.keys.holders, &self.keys.data], token, ttl).await
     }
 
-    async fn renew_on(&self, c: &Backend, token: &str, _: Option<i64>, ttl: Duration) -> Result<Refreshed> {
+    async fn renew_on(&self, c: &Backend, holder: &Holder<'_>, ttl: Duration) -> Result<Refreshed> {
+        let token = holder.token;
         rw::lease_renew(c, &[&self.keys.holders, &self.keys.data], token, ttl).await
     }
 
     /// `sem_give.lua` first: it gives the permit back while nobody waits;
     /// when someone does, it changes nothing, and `sem_release.lua` gives it
     /// back, waking or serving the waiters.
-    async fn release_on(&self, c: &Backend, token: &str) -> Result<Released> {
+    async fn release_on(&self, c: &Backend, holder: &Holder<'_>) -> Result<Released> {
+        let token = holder.token;
         let mut invocation = SemGiveArgv { token }.on(c);
         invocation.key(&self.keys.of_leases());
         let held = match run::<i64>(c, &invocation).await? {

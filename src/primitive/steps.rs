@@ -26,6 +26,26 @@ pub(crate) struct Obtaining<'a> {
     pub from: Option<&'a str>,
 }
 
+/// Whose hold a renewal or a release is for: the owner's token; its fence
+/// (recorded in a hold taken without one: `exclusive::take_free`); and,
+/// while nobody but the owner has written the hold, its value exactly as
+/// the owner wrote it (a take by the transaction, renewals that compared
+/// it: `Refreshed::written`), for a step that compares it in one command
+/// rather than read it in a script.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Holder<'a> {
+    pub token: &'a str,
+    pub fence: Option<i64>,
+    pub written: Option<&'a str>,
+}
+
+impl<'a> Holder<'a> {
+    /// `token`'s hold, nothing more known of it (an undo, an operator's step).
+    pub(crate) fn of(token: &'a str) -> Holder<'a> {
+        Holder { token, fence: None, written: None }
+    }
+}
+
 /// What a release found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Released {
@@ -48,15 +68,12 @@ pub(crate) trait Steps: Sync {
         quorum: bool,
     ) -> impl Future<Output = Result<Obtain>> + Send;
 
-    /// Whether `token` still held, and now holds for `ttl` more (with the
-    /// replicas' shortfall, when too few acknowledged it). `fence`: the
-    /// owner's, recorded in a hold taken without it (a free name taken by
-    /// the transaction: `exclusive::take_free`).
+    /// Whether `holder` still held, and now holds for `ttl` more (with the
+    /// replicas' shortfall, when too few acknowledged it).
     fn refresh_on(
         &self,
         c: &Backend,
-        token: &str,
-        fence: Option<i64>,
+        holder: &Holder<'_>,
         ttl: Duration,
     ) -> impl Future<Output = Result<Refreshed>> + Send;
 
@@ -67,15 +84,14 @@ pub(crate) trait Steps: Sync {
     fn renew_on(
         &self,
         c: &Backend,
-        token: &str,
-        fence: Option<i64>,
+        holder: &Holder<'_>,
         ttl: Duration,
     ) -> impl Future<Output = Result<Refreshed>> + Send {
-        self.refresh_on(c, token, fence, ttl)
+        self.refresh_on(c, holder, ttl)
     }
 
-    /// Releases `token`'s hold (a fair one goes to the next in line).
-    fn release_on(&self, c: &Backend, token: &str) -> impl Future<Output = Result<Released>> + Send;
+    /// Releases `holder`'s hold (a fair one goes to the next in line).
+    fn release_on(&self, c: &Backend, holder: &Holder<'_>) -> impl Future<Output = Result<Released>> + Send;
 
     /// Takes back what waiting left: a writer's intent, a place in a fair
     /// queue (and, when `ours`, a grant that reached it meanwhile). A

@@ -1,8 +1,9 @@
 //! A step that is a transaction, not a script: `MULTI / commands / EXEC`,
 //! as atomic as a script and cheaper for the server (no Lua entry, no
-//! argument or reply conversion). With replica acknowledgement on, one
-//! `WAIT` (or `WAITAOF`) follows the `EXEC` in the same round trip, as it
-//! follows a script (`scripts::run_held`).
+//! argument or reply conversion); or plain commands in one round trip,
+//! each atomic on its own (`pipeline`). With replica acknowledgement on,
+//! one `WAIT` (or `WAITAOF`) follows the `EXEC` (or the commands) in the
+//! same round trip, as it follows a script (`scripts::run_held`).
 
 use std::time::Instant;
 
@@ -21,34 +22,68 @@ pub(crate) struct Transacted {
     pub sent: Instant,
 }
 
-/// Runs `commands` as one transaction on `client`. `what` names the step
-/// in the error an unexpected reply gives.
-pub(crate) async fn transact(client: &Backend, what: &str, commands: Vec<redis::Cmd>) -> Result<Transacted> {
+/// How `exchange` sends its commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sent {
+    /// As one transaction (`MULTI` … `EXEC`).
+    Atomically,
+    /// In one round trip, not as a transaction: each runs on its own, and
+    /// its reply (an error reply too) is its own.
+    Apart,
+}
+
+/// Sends `commands` to `client` as `how` says, in one round trip: their
+/// replies, in order. With replica acknowledgement on, one `WAIT` follows
+/// them (after the `EXEC`). `what` names the step in the error an
+/// unexpected reply gives.
+pub(crate) async fn exchange(
+    client: &Backend,
+    what: &str,
+    how: Sent,
+    commands: Vec<redis::Cmd>,
+) -> Result<Transacted> {
+    let atomic = how == Sent::Atomically;
     let count = commands.len();
     let mut pipe = redis::pipe();
-    pipe.cmd("MULTI");
+    if atomic {
+        pipe.cmd("MULTI");
+    }
     for command in commands {
         pipe.add_command(command);
     }
-    pipe.cmd("EXEC");
+    if atomic {
+        pipe.cmd("EXEC");
+    }
     let replication = client.options().replication;
     if replication.is_on() {
         pipe.add_command(replication.wait_cmd());
     }
     let pipe = &*pipe.ignore_errors();
-    let (replies, sent): (Vec<Value>, _) =
+    let (mut replies, sent): (Vec<Value>, _) =
         client.call_timed(|mut con| async move { pipe.query_async(&mut con).await }).await?;
-    // MULTI's OK and each command's QUEUED: an error there (a command the
-    // server or an ACL refuses) is the transaction's error.
-    for reply in replies.iter().take(count + 1) {
-        reply.clone().extract_error()?;
-    }
-    let mut rest = replies.into_iter().skip(count + 1);
-    let (exec, wait) = (rest.next(), rest.next());
-    // EXEC's own error (a user not allowed EXEC) is the transaction's.
-    let Some(Value::Array(replies)) = exec.map(Value::extract_error).transpose()? else {
-        return Err(Error::Redis(format!("unexpected reply to {what}: no EXEC reply")));
+    let wait = if replication.is_on() { replies.pop() } else { None };
+    let replies = if atomic {
+        // MULTI's OK and each command's QUEUED: an error there (a command the
+        // server or an ACL refuses) is the transaction's.
+        for reply in replies.iter().take(count + 1) {
+            reply.clone().extract_error()?;
+        }
+        // EXEC's own error (a user not allowed EXEC) is the transaction's.
+        let Some(Value::Array(replies)) =
+            replies.into_iter().nth(count + 1).map(Value::extract_error).transpose()?
+        else {
+            return Err(Error::Redis(format!("unexpected reply to {what}: no EXEC reply")));
+        };
+        replies
+    } else {
+        replies
     };
+    if replies.len() != count {
+        return Err(Error::Redis(format!(
+            "unexpected reply to {what}: {} replies to {count} commands",
+            replies.len()
+        )));
+    }
     let shortfall = match wait {
         Some(wait) => {
             let acked = replication.acked(&wait.extract_error()?).map_err(Error::Redis)?;

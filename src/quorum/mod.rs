@@ -23,7 +23,7 @@ use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::keys::KeySpace;
-use crate::primitive::steps::{Obtaining, Released, Steps};
+use crate::primitive::steps::{Holder, Obtaining, Released, Steps};
 use crate::scripts::{Obtain, Record, Refreshed};
 use crate::support::cleanup::Cleanups;
 use crate::support::per_process::PerProcess;
@@ -209,7 +209,7 @@ impl Quorum {
         if granted.len() >= need {
             if let Some(fence) = self.settle_fence(mode, token, &granted, limit).await {
                 let shortfall = worst(&answers, Obtain::shortfall);
-                return Ok(Obtain::Taken { fence, shortfall, sent: sent(true) });
+                return Ok(Obtain::Taken { fence, shortfall, sent: sent(true), written: None });
             }
         }
         if ours && !granted.is_empty() {
@@ -217,7 +217,8 @@ impl Quorum {
             // answer too, which run it after their obtain (a late grant).
             let gave: Vec<usize> = granted.iter().map(|(i, _)| *i).collect();
             let back = |a: &Answers<Released>| gave.iter().all(|i| a[*i].is_some());
-            self.on_all(limit, |m| mode.release_on(m, token), back).await;
+            let holder = Holder::of(token);
+            self.on_all(limit, |m| mode.release_on(m, &holder), back).await;
         }
         let busy: Vec<i64> = answers
             .iter()
@@ -271,11 +272,10 @@ impl Quorum {
     pub(crate) async fn refresh(
         &self,
         mode: &impl Steps,
-        token: &str,
-        fence: Option<i64>,
+        holder: &Holder<'_>,
         ttl: Duration,
     ) -> Result<Refreshed> {
-        self.renewal(ttl, |m| mode.refresh_on(m, token, fence, ttl)).await
+        self.renewal(ttl, |m| mode.refresh_on(m, holder, ttl)).await
     }
 
     /// `refresh`, as the watchdog sends it: on each master, in one call with
@@ -283,11 +283,10 @@ impl Quorum {
     pub(crate) async fn renew(
         &self,
         mode: &impl Steps,
-        token: &str,
-        fence: Option<i64>,
+        holder: &Holder<'_>,
         ttl: Duration,
     ) -> Result<Refreshed> {
-        self.renewal(ttl, |m| mode.renew_on(m, token, fence, ttl)).await
+        self.renewal(ttl, |m| mode.renew_on(m, holder, ttl)).await
     }
 
     /// A renewal for `ttl`, sent to each master by `op`, decided as `refresh` says.
@@ -308,9 +307,9 @@ impl Quorum {
         let renewed = answered(&answers, |r| r.held);
         let refused = answered(&answers, |r| !r.held);
         if renewed >= need {
-            Ok(Refreshed { held: true, shortfall: worst(&answers, |r| r.shortfall) })
+            Ok(Refreshed { held: true, shortfall: worst(&answers, |r| r.shortfall), written: None })
         } else if refused > n - need {
-            Ok(Refreshed { held: false, shortfall: None })
+            Ok(Refreshed { held: false, shortfall: None, written: None })
         } else {
             Err(self.unreachable("renewing the lock", &answers))
         }
@@ -330,10 +329,10 @@ impl Quorum {
     /// Releases on every master. It was held when no majority said it was
     /// not (masters that did not answer may still have it: they release it
     /// when their command runs, or it expires).
-    pub(crate) async fn release(&self, mode: &impl Steps, token: &str) -> Result<Released> {
+    pub(crate) async fn release(&self, mode: &impl Steps, holder: &Holder<'_>) -> Result<Released> {
         self.ready().await?;
         let need = self.needed();
-        let answers = self.on_majority(|m| mode.release_on(m, token)).await;
+        let answers = self.on_majority(|m| mode.release_on(m, holder)).await;
         let held = answered(&answers, |r| r.held);
         let gone = answered(&answers, |r| !r.held);
         if held == 0 && gone == 0 {
@@ -458,8 +457,11 @@ mod tests {
     #[test]
     fn the_worst_shortfall_of_the_masters_counts() {
         let on = |replicas| crate::transport::replication::Replication { replicas, ..Default::default() };
-        let renewed =
-            |acked: Option<u32>| Refreshed { held: true, shortfall: acked.map(|a| on(3).shortfall(a)) };
+        let renewed = |acked: Option<u32>| Refreshed {
+            held: true,
+            shortfall: acked.map(|a| on(3).shortfall(a)),
+            written: None,
+        };
         let answers: Answers<Refreshed> = vec![
             Some(Ok(renewed(Some(2)))),
             Some(Ok(renewed(Some(0)))),
@@ -475,9 +477,9 @@ mod tests {
         let tie = on(2).shortfall(1);
         let sent = std::time::Instant::now();
         let even: Answers<Obtain> = vec![
-            Some(Ok(Obtain::Taken { fence: 1, shortfall: Some(tie), sent })),
+            Some(Ok(Obtain::Taken { fence: 1, shortfall: Some(tie), sent, written: None })),
             Some(Ok(Obtain::Busy { pttl_ms: 5, sent })),
-            Some(Ok(Obtain::Taken { fence: 2, shortfall: Some(on(3).shortfall(1)), sent })),
+            Some(Ok(Obtain::Taken { fence: 2, shortfall: Some(on(3).shortfall(1)), sent, written: None })),
         ];
         assert_eq!(worst(&even, Obtain::shortfall), Some(tie));
     }

@@ -9,7 +9,7 @@
 //! wake-up channel in `crate::transport::wakeups::handover`, refusals in
 //! `crate::error::refusal`.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use redis::Value;
@@ -67,11 +67,13 @@ pub(crate) use invocation::Invocation;
 /// What `obtain.lua` answered, and when the attempt was sent (on a quorum:
 /// the earliest sending of the masters that answered so): a grant's
 /// validity runs from there.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Obtain {
     /// `shortfall`: fewer replicas than asked acknowledged the grant in
     /// time (how many did); `None` when enough did, or none were asked.
-    Taken { fence: i64, shortfall: Option<Shortfall>, sent: Instant },
+    /// `written`: the hold's value, when the step wrote it whole and knows
+    /// it (`Holder::written`).
+    Taken { fence: i64, shortfall: Option<Shortfall>, sent: Instant, written: Option<Arc<str>> },
     /// Held by another owner for `pttl_ms` more (-1: no expiry, -2: just gone).
     Busy { pttl_ms: i64, sent: Instant },
 }
@@ -113,36 +115,40 @@ impl Obtain {
 }
 
 /// What a renewal found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Refreshed {
     /// The token still held (and now holds for the ttl asked).
     pub held: bool,
     /// It held, but fewer replicas than asked acknowledged the renewal in
     /// time (how many did).
     pub shortfall: Option<Shortfall>,
+    /// The hold's value now, exactly, when the renewal wrote it by
+    /// comparing it (`Holder::written`); `None`: not known.
+    pub written: Option<Arc<str>>,
 }
 
 impl Refreshed {
     /// Whether it held, and the shortfall apart: what a renewal's caller
-    /// reads (an error says neither).
-    pub(crate) fn split(refreshed: Result<Refreshed>) -> (Result<bool>, Option<Shortfall>) {
+    /// reads (an error says neither); and the hold's value as the renewal
+    /// left it, when known (not after an error).
+    pub(crate) fn split(refreshed: Result<Refreshed>) -> (Result<bool>, Option<Shortfall>, Option<Arc<str>>) {
         match refreshed {
-            Ok(r) => (Ok(r.held), r.shortfall),
-            Err(e) => (Err(e), None),
+            Ok(r) => (Ok(r.held), r.shortfall, r.written),
+            Err(e) => (Err(e), None, None),
         }
     }
 }
 
 impl From<Renewed> for Refreshed {
     fn from(r: Renewed) -> Refreshed {
-        Refreshed { held: r.held, shortfall: r.shortfall }
+        Refreshed { held: r.held, shortfall: r.shortfall, written: r.written }
     }
 }
 
 impl From<Refreshed> for Answers {
     /// One hold's answer, as a batch's.
     fn from(r: Refreshed) -> Answers {
-        Answers { held: vec![r.held], shortfall: r.shortfall }
+        Answers { held: vec![r.held], written: vec![r.written], shortfall: r.shortfall }
     }
 }
 
@@ -158,7 +164,7 @@ pub(crate) struct Held<T> {
 pub(crate) fn taken_or_busy(held: Held<(i64, i64)>) -> Obtain {
     let Held { answer: (taken, n), shortfall, sent } = held;
     if taken == 1 {
-        Obtain::Taken { fence: n, shortfall, sent }
+        Obtain::Taken { fence: n, shortfall, sent, written: None }
     } else {
         Obtain::Busy { pttl_ms: n, sent }
     }
@@ -166,7 +172,7 @@ pub(crate) fn taken_or_busy(held: Held<(i64, i64)>) -> Obtain {
 
 /// A renewal's answer: `1` when the token still held.
 pub(crate) fn refreshed(held: Held<i64>) -> Refreshed {
-    Refreshed { held: held.answer == 1, shortfall: held.shortfall }
+    Refreshed { held: held.answer == 1, shortfall: held.shortfall, written: None }
 }
 
 /// Loads `steps` into the server `client` reaches (SCRIPT LOAD, one
@@ -254,7 +260,8 @@ pub(crate) async fn run_batch(
     }
     let renewed: fn(&Vec<i64>) -> bool = |answers| answers.contains(&1);
     let held = run_held(client, &invocation, renewed).await?;
-    Ok(Answers { held: held.answer.iter().map(|a| *a == 1).collect(), shortfall: held.shortfall })
+    let held_each = held.answer.iter().map(|a| *a == 1).collect();
+    Ok(Answers { held: held_each, written: Vec::new(), shortfall: held.shortfall })
 }
 
 /// A hold was taken (or re-entered): `{1, fence}`.

@@ -15,6 +15,7 @@ use crate::keys::KeySpace;
 use crate::support::cleanup::Cleanups;
 use crate::support::per_process::PerProcess;
 use crate::transport::cluster::ClusterTarget;
+use crate::transport::compare::Compare;
 use crate::transport::conn::{Conn, InlinePool, Io};
 use crate::transport::replication::{Replication, Throttle, REPLICA_WARNINGS_EVERY};
 use crate::transport::sentinel::SentinelTarget;
@@ -107,6 +108,8 @@ struct Inner {
     /// Whether this process connected and checked the server, and whether
     /// the client was closed.
     ready: Readiness,
+    /// The compare commands the server has, that steps may send.
+    compare: Compare,
 }
 
 /// What belongs to one process: its connection (opened one at a time), its
@@ -178,6 +181,7 @@ impl Backend {
                 local: PerProcess::new(),
                 replica_warnings: Throttle::new(REPLICA_WARNINGS_EVERY),
                 ready: Readiness::default(),
+                compare: Compare::default(),
             }),
             io: Io::Multiplexed,
         }
@@ -218,6 +222,11 @@ impl Backend {
 
     pub fn options(&self) -> &ClientOptions {
         &self.inner.opts
+    }
+
+    /// The compare commands steps may send to this deployment's server.
+    pub(crate) fn compare(&self) -> &Compare {
+        &self.inner.compare
     }
 
     /// At most one warning per 10 s of steps its replicas did not acknowledge.

@@ -6,6 +6,7 @@
 
 pub mod backend;
 pub(crate) mod cluster;
+pub(crate) mod compare;
 pub(crate) mod conn;
 pub(crate) mod probe;
 pub mod replication;

@@ -1,8 +1,10 @@
 //! What ferrolock asks of the server it connects to: a version its scripts
 //! run on (refused otherwise), and a memory policy that never evicts a held
-//! lock (warned about otherwise).
+//! lock (warned about otherwise); and what it may use there beyond the
+//! scripts (`compare::Commands`).
 
 use crate::error::{Error, Result};
+use crate::transport::compare::Commands;
 use crate::transport::conn::Conn;
 use crate::transport::replication::Replication;
 
@@ -13,8 +15,9 @@ const MIN_REDIS_CLUSTER: (u32, u32) = (7, 0);
 
 /// Checks a server just connected to: its version (too old: an error), and
 /// whether it may evict held locks (a warning: that is the operator's call).
-pub(crate) async fn check(conn: &mut Conn, cluster: bool, display: &str) -> Result<()> {
-    check_version(conn, cluster, display).await?;
+/// Returns the compare commands it has.
+pub(crate) async fn check(conn: &mut Conn, cluster: bool, display: &str) -> Result<Commands> {
+    let commands = check_version(conn, cluster, display).await?;
     if let Some(policy) = evicting_policy(conn).await {
         log::warn!(
             "Redis at {display} has maxmemory set with maxmemory-policy {policy}: when memory fills up it \
@@ -22,28 +25,30 @@ pub(crate) async fn check(conn: &mut Conn, cluster: bool, display: &str) -> Resu
              a second holder could then acquire; set maxmemory-policy noeviction on servers that hold locks"
         );
     }
-    Ok(())
+    Ok(commands)
 }
 
 /// Refuses a server older than the scripts need. A version that cannot
-/// be read (a proxy, a user without the right to ask) is let through.
-async fn check_version(conn: &mut Conn, cluster: bool, display: &str) -> Result<()> {
+/// be read (a proxy, a user without the right to ask) is let through, with
+/// no compare command.
+async fn check_version(conn: &mut Conn, cluster: bool, display: &str) -> Result<Commands> {
     let (min, why) = if cluster {
         (MIN_REDIS_CLUSTER, "a Cluster's wake-ups use sharded pub/sub, SPUBLISH and SSUBSCRIBE, new in 7.0")
     } else {
         (MIN_REDIS, "its scripts use ZADD with GT, new in 6.2")
     };
     let found = match server_version(conn).await {
-        ServerVersion::Reported(version) => match parse_version(&version) {
+        ServerVersion::Reported { server, version } => match parse_version(&version) {
             Some(v) if v < min => format!("version {version}"),
-            _ => return Ok(()),
+            Some(v) => return Ok(Commands::detect(&server, v)),
+            None => return Ok(Commands::default()),
         },
         ServerVersion::Before62 => {
             "older than 6.2 (it refuses HELLO without arguments, as Redis 6.0 does)".to_string()
         }
         ServerVersion::Unknown => {
             log::debug!("could not read the Redis version of {display}");
-            return Ok(());
+            return Ok(Commands::default());
         }
     };
     Err(Error::Configuration(format!(
@@ -69,7 +74,7 @@ pub(crate) async fn check_replication(
     }
     if replication.fsync {
         let found = match server_version(conn).await {
-            ServerVersion::Reported(version) => match parse_version(&version) {
+            ServerVersion::Reported { version, .. } => match parse_version(&version) {
                 Some(v) if v < MIN_REDIS_WAITAOF => format!("version {version}"),
                 _ => String::new(),
             },
@@ -119,7 +124,11 @@ fn may_evict(info: &str) -> Option<String> {
 }
 
 enum ServerVersion {
-    Reported(String),
+    /// `server`: `redis` or `valkey` (`HELLO`'s; `INFO` says `redis`).
+    Reported {
+        server: String,
+        version: String,
+    },
     /// HELLO without arguments refused for its arity: Redis 6.0 does that.
     Before62,
     Unknown,
@@ -130,13 +139,14 @@ enum ServerVersion {
 async fn server_version(conn: &mut Conn) -> ServerVersion {
     let hello = redis::cmd("HELLO").query_async::<redis::Value>(conn).await;
     if let Some(version) = hello.as_ref().ok().and_then(|reply| hello_field(reply, "version")) {
-        return ServerVersion::Reported(version);
+        let server = hello.as_ref().ok().and_then(|reply| hello_field(reply, "server"));
+        return ServerVersion::Reported { server: server.unwrap_or_default(), version };
     }
     let info: redis::RedisResult<String> = redis::cmd("INFO").arg("server").query_async(conn).await;
     if let Some(version) = info.ok().and_then(|info| {
         info.lines().find_map(|l| l.strip_prefix("redis_version:")).map(|v| v.trim().to_string())
     }) {
-        return ServerVersion::Reported(version);
+        return ServerVersion::Reported { server: "redis".into(), version };
     }
     match hello {
         Err(e) if e.detail().is_some_and(|d| d.contains("wrong number of arguments")) => {

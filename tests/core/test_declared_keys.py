@@ -246,7 +246,9 @@ def drive(url: str, prefix: str) -> None:
     # Renewals in batches: holds taken together fall due together, and one
     # call renews several of them (refresh_batch.lua; readers' leases:
     # lease_refresh_batch.lua); three rounds, so that one finds them together.
-    together = [client.lock(f"batch{i}", ttl=1.0) for i in range(10)]
+    # Two names a lock: on a server with SET … IFEQ, a one-name Lock's
+    # renewals are that command instead.
+    together = [client.lock([f"batch{i}", f"batch{i}b"], ttl=1.0) for i in range(10)]
     batched_rw = client.rwmutex("batch-rw", ttl=1.0)
     together += [batched_rw.read() for _ in range(10)]
 
@@ -356,7 +358,8 @@ def test_a_script_touching_an_undeclared_key_is_caught(monitored, prefix):
     the script as shipped, run the same way (the release's own arguments), is not."""
     server, lua_first = monitored[0][0], monitored[1]
     monitor = Monitor(server)
-    with ferrolock.Client(server.url, prefix=prefix).lock("x"):
+    # Two names: a one-name Lock's release is DELIFEQ where the server has it.
+    with ferrolock.Client(server.url, prefix=prefix).lock(["x", "y"]):
         pass
     seen = monitor.stop()
     release = steps()["release.lua"]

@@ -1,7 +1,11 @@
 """What a lock cycle costs the server, counted in commands (never in time:
 benches/server_cost.py measures that): an uncontended cycle runs a fixed set
 of commands, a release nobody waits for publishes nothing, and a waiter is
-still woken by the release it waits for, however many wait behind it."""
+still woken by the release it waits for, however many wait behind it. On a
+server with compare commands (Valkey 9: `SET … IFEQ`, `DELIFEQ`), a Lock's
+renewal and release are one such command each, and a hold whose value is
+not the one its owner wrote falls back to the script. Run against each
+server the project is tested on (`make test-servers`)."""
 
 from __future__ import annotations
 
@@ -12,9 +16,13 @@ import pytest
 import ferrolock
 from ferrolock import Retry
 from ferrolock._ferrolock import _debug_stats
-from support.helpers import hold_field, key, wait_for
+from support.helpers import compares, hold_field, hold_value, key, wait_for
 
 SLOW = Retry.fixed(10.0)  # polling alone would take 10 s: only a wake-up is fast
+
+# A Lock's cycle on a server with compare commands: the transaction, then
+# DELIFEQ of the value it wrote.
+COMPARED_LOCK = {"multi": 1, "set": 1, "time": 1, "exec": 1, "delifeq": 1}
 
 # Every command one uncontended acquire + release runs, inside the scripts too.
 CYCLES = {
@@ -99,11 +107,14 @@ def cycle(client, kind: str):
 
 
 def commands(server) -> dict[str, int]:
-    """Calls of each command since the last CONFIG RESETSTAT, but INFO."""
+    """Calls of each command since the last CONFIG RESETSTAT, but INFO and
+    the test's own connection set-up (a new connection's CLIENT SETINFO)."""
     info = server.command("INFO", "commandstats").decode()
     counts = {}
     for line in info.splitlines():
-        if line.startswith("cmdstat_") and not line.startswith(("cmdstat_info:", "cmdstat_config")):
+        if line.startswith("cmdstat_") and not line.startswith(
+            ("cmdstat_info:", "cmdstat_config", "cmdstat_client|setinfo")
+        ):
             name, rest = line[len("cmdstat_") :].split(":", 1)
             counts[name] = int(rest.split("calls=", 1)[1].split(",", 1)[0])
     return counts
@@ -118,7 +129,100 @@ def test_an_uncontended_cycle_runs_its_commands_and_publishes_nothing(server, ki
     run()
     ran = commands(server)
     assert ran.get("publish", 0) == (2 if kind == "election" else 0)
-    assert ran == CYCLES[kind]
+    assert ran == (COMPARED_LOCK if kind == "lock" and compares(server) else CYCLES[kind])
+
+
+def test_a_lock_is_renewed_and_released_by_comparing_where_the_server_can(server):
+    """An extend records the fence in the hold (the transaction could not),
+    the next keeps it; with compare commands each is one SET … IFEQ and the
+    release one DELIFEQ, else the scripts'; the value is the same either way."""
+    client = ferrolock.Client(server.url, prefix="t:")
+    warm_up(client)
+    lock = client.lock("c", metadata="two words")
+    assert lock.acquire()
+    lock_key = key("t:", "c")
+    assert server.command("GET", lock_key) == hold_value(lock.token, "", meta="two words").encode()
+    server.command("CONFIG", "RESETSTAT")
+    lock.extend()
+    lock.extend()
+    ran = commands(server)
+    assert server.command("GET", lock_key) == hold_value(lock.token, lock.fence, meta="two words").encode()
+    if compares(server):
+        assert ran == {"set": 2}, ran
+    else:
+        assert (ran["evalsha"], ran["set"], ran["pexpire"]) == (2, 1, 1), ran
+    server.command("CONFIG", "RESETSTAT")
+    lock.release()
+    ran = commands(server)
+    assert server.command("EXISTS", lock_key) == 0
+    assert ran == ({"delifeq": 1} if compares(server) else {"evalsha": 1, "get": 1, "del": 1})
+
+
+def test_a_hold_a_waiter_marked_is_renewed_and_released_by_the_script(server):
+    """A waiter's mark changes the hold's value: the compare finds another
+    value and changes nothing, the script renews it (and from then on alone,
+    the owner no longer knowing the value), and the release's script wakes
+    the waiter, which a release by DELIFEQ could not."""
+    client = ferrolock.Client(server.url, prefix="t:")
+    warm_up(client)
+    holder = client.lock("m")
+    assert holder.acquire()
+    lock_key = key("t:", "m")
+    got, counted = threading.Event(), threading.Event()
+
+    def wait() -> None:
+        waiting = client.lock("m", retry=SLOW)
+        if waiting.acquire(timeout=8):
+            got.set()
+            counted.wait(10)
+            waiting.release()
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    wait_for(lambda: hold_field(server.command("GET", lock_key), "w") == b"1", 5, "the waiter to mark the hold")
+    server.command("CONFIG", "RESETSTAT")
+    holder.extend()
+    holder.extend()
+    ran = commands(server)
+    assert ran["evalsha"] - ran.get("script|load", 0) == 2, ran  # a first run of refresh.lua loads it
+    assert ran.get("set", 0) == (1 if compares(server) else 0) + 1, ran  # the refused compare; the fence recorded
+    server.command("CONFIG", "RESETSTAT")
+    holder.release()
+    woken = got.wait(5)
+    ran = commands(server)
+    counted.set()
+    waiter.join(10)
+    assert woken, "the waiter was not woken by the release"
+    assert ran.get("delifeq", 0) == 0 and ran["publish"] == 1, ran
+
+
+def test_a_refused_compare_command_falls_back_to_the_script_and_is_not_sent_again(server):
+    """A user the server's ACL does not allow DELIFEQ (or a server without
+    it, after a failover) still releases, by the script; and the client no
+    longer sends it."""
+    if not compares(server):
+        pytest.skip(f"{server.binary} has no DELIFEQ")
+    server.command("ACL", "SETUSER", "nodel", "on", ">pw", "~*", "&*", "+@all", "-delifeq")
+    client = ferrolock.Client(server.url.replace("redis://", "redis://nodel:pw@"), prefix="t:")
+    lock = client.lock("r")
+    for refused in (1, 0):
+        server.command("CONFIG", "RESETSTAT")
+        assert lock.acquire()
+        lock.release()
+        stats = server.command("INFO", "commandstats").decode()
+        assert server.command("EXISTS", key("t:", "r")) == 0
+        assert "cmdstat_evalsha:" in stats, "the release did not run its script"
+        sent = [line for line in stats.splitlines() if line.startswith("cmdstat_delifeq:")]
+        assert len(sent) == refused, sent
+
+
+def warm_up(client) -> None:
+    """A Lock's cycle with an extend, so that the scripts it may run are
+    loaded (a first run of each is a NOSCRIPT, then SCRIPT LOAD)."""
+    lock = client.lock("warm-up")
+    assert lock.acquire()
+    lock.extend()
+    lock.release()
 
 
 def test_a_first_try_at_a_held_lock_is_the_transaction_then_the_script(server):

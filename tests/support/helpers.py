@@ -146,6 +146,16 @@ def command_calls(server, *commands: str) -> int:
     return sum(int(line.split("calls=", 1)[1].split(",", 1)[0]) for line in info.splitlines() if line.startswith(heads))
 
 
+def compares(server) -> bool:
+    """Whether a server (a RedisServer, or a Raw client of one) has SET … IFEQ
+    and DELIFEQ (Valkey 9.0 and later), as its HELLO says: a one-name Lock's
+    renewals and release are those commands there, not scripts."""
+    hello = server.command("HELLO")
+    fields = dict(zip(hello[::2], hello[1::2])) if isinstance(hello, list) else hello
+    name, version = fields[b"server"].decode(), fields[b"version"].decode()
+    return name == "valkey" and tuple(int(p) for p in version.split(".")[:2]) >= (9, 0)
+
+
 def script_calls(server) -> int:
     """Scripts run so far on a private server (EVALSHA, plus EVAL if any)."""
     return command_calls(server, "evalsha", "eval")

@@ -14,7 +14,7 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::handle::lease::Lease;
 use crate::handle::Via;
-use crate::primitive::steps::{Obtaining, Steps};
+use crate::primitive::steps::{Holder, Obtaining, Steps};
 use crate::primitive::Mode;
 use crate::scripts::Obtain;
 use crate::support::events::{self, AcquireProbe, Event, Outcome, ReplicaStep, Wakeup};
@@ -170,13 +170,13 @@ impl Lock {
             };
             attempts.answered(number, answer.sent());
             match answer {
-                Obtain::Taken { fence, shortfall: unacknowledged, sent } => {
+                Obtain::Taken { fence, shortfall: unacknowledged, sent, written } => {
                     let kept = self.client.options().replication.policy == Policy::Warn;
                     if let Some(shortfall) = unacknowledged.filter(|_| !kept) {
                         let refused = self.refuse_unreplicated(&client, &mut undo, &token, ours, &shortfall);
                         return Err(refused.await);
                     }
-                    let lease = Lease::new(self.terms(token, fence, sent));
+                    let lease = Lease::new(self.terms(token, fence, sent, written));
                     self.granted(&mut undo, &mut waiting, permit, lease);
                     if let Some(shortfall) = unacknowledged {
                         self.unacknowledged(&shortfall, true);
@@ -375,7 +375,7 @@ impl Lock {
         if let Some(lost) = lost {
             let (client, mode) = (self.client.clone(), self.mode.clone());
             self.client.spawn_cleanup(async move {
-                let _ = client.release(&mode, lost.token()).await;
+                let _ = client.release(&mode, &Holder::of(lost.token())).await;
             });
         }
     }
@@ -400,7 +400,7 @@ impl Lock {
         let Handed { fence, attempt } = waiting.registration.as_ref()?.take_handed()?;
         let sent = attempts.find(attempt)?;
         let patience = self.mode.patience()?;
-        let lease = Lease::handed(self.terms(token.to_string(), fence, sent), patience);
+        let lease = Lease::handed(self.terms(token.to_string(), fence, sent, None), patience);
         let margin = Duration::from_millis(5);
         let in_time = lease.valid_until().is_some_and(|t| Instant::now() + margin < t);
         // A hand-over is written by the releaser's script, whose replicas this

@@ -44,7 +44,8 @@ impl Backend {
         // database it does not have, is reported here rather than at first use.
         let ping: redis::RedisResult<String> = redis::cmd("PING").query_async(&mut conn).await;
         ping.map_err(|e| client.ping_error(e))?;
-        server::check(&mut conn, client.is_cluster(), client.describe()).await?;
+        let commands = server::check(&mut conn, client.is_cluster(), client.describe()).await?;
+        client.inner.compare.found(commands);
         server::check_replication(&mut conn, &client.inner.opts.replication, client.describe()).await?;
         Ok(())
     }

@@ -39,31 +39,37 @@ pub(crate) const MOST: usize = 100;
 const GATHERING_ROUNDS: usize = 8;
 
 /// One hold's renewal: its keys (the first names its slot), its token, its
-/// fence (recorded in a hold taken without it: `Steps::refresh_on`) and
-/// the ttl it asks for.
+/// fence (recorded in a hold taken without it), its value as its owner
+/// wrote it when known (see `Steps::refresh_on`'s `Holder`) and the ttl it
+/// asks for.
 #[derive(Debug, Clone)]
 pub(crate) struct Renewal {
     pub keys: Vec<String>,
     pub token: String,
     pub fence: Option<i64>,
+    pub written: Option<Arc<str>>,
     pub ttl_ms: u64,
 }
 
 /// What one call renewing several holds answered: whether each still held
-/// (and now holds for its ttl), in the order sent; and, when fewer replicas
-/// than asked acknowledged the call, how many did.
+/// (and now holds for its ttl), in the order sent; the value each has now
+/// when the call wrote it by comparing (empty: none known); and, when
+/// fewer replicas than asked acknowledged the call, how many did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Answers {
     pub held: Vec<bool>,
+    pub written: Vec<Option<Arc<str>>>,
     pub shortfall: Option<Shortfall>,
 }
 
 /// What one renewal found: it still held (and now holds for its ttl);
-/// `shortfall`: it held, but fewer replicas than asked acknowledged it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `shortfall`: it held, but fewer replicas than asked acknowledged it;
+/// `written`: the value it has now, when known.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Renewed {
     pub held: bool,
     pub shortfall: Option<Shortfall>,
+    pub written: Option<Arc<str>>,
 }
 
 /// A kind of hold whose renewals go together (one shape of keys, renewed by
@@ -175,9 +181,10 @@ async fn send(client: Backend, mut call: Vec<Due>) {
     let renewals: Arc<[Renewal]> = call.iter().map(|d| d.renewal.clone()).collect();
     let answers = (batch.send)(client.clone(), renewals.clone()).await;
     match answers {
-        Ok(Answers { held, shortfall }) if held.len() == call.len() => {
-            for (d, held) in call.into_iter().zip(held) {
-                let _ = d.answer.send(Ok(Renewed { held, shortfall: shortfall.filter(|_| held) }));
+        Ok(Answers { held, mut written, shortfall }) if held.len() == call.len() => {
+            written.resize(held.len(), None);
+            for ((d, held), written) in call.into_iter().zip(held).zip(written) {
+                let _ = d.answer.send(Ok(Renewed { held, shortfall: shortfall.filter(|_| held), written }));
             }
         }
         Ok(Answers { held, .. }) => {
@@ -204,7 +211,11 @@ async fn one_by_one(client: &Backend, call: Vec<Due>, e: &Error) {
     let each = call.into_iter().map(|d| async move {
         let alone: Arc<[Renewal]> = Arc::from([d.renewal]);
         let answer = (d.batch.send)(client.clone(), alone).await.and_then(|a| match a.held.as_slice() {
-            [held] => Ok(Renewed { held: *held, shortfall: a.shortfall.filter(|_| *held) }),
+            [held] => Ok(Renewed {
+                held: *held,
+                shortfall: a.shortfall.filter(|_| *held),
+                written: a.written.into_iter().next().flatten(),
+            }),
             other => Err(Error::Redis(format!("a renewal was answered {} times", other.len()))),
         });
         let _ = d.answer.send(answer);
@@ -224,7 +235,8 @@ mod tests {
     static B: Batch = Batch { send: never };
 
     fn due(batch: &'static Batch, key: &str, cluster: bool) -> Due {
-        let renewal = Renewal { keys: vec![key.into()], token: key.into(), fence: None, ttl_ms: 1000 };
+        let renewal =
+            Renewal { keys: vec![key.into()], token: key.into(), fence: None, written: None, ttl_ms: 1000 };
         Due { batch, slot: cluster.then(|| Slot::for_key(key)), renewal, answer: oneshot::channel().0 }
     }
 

@@ -1,0 +1,168 @@
+//! A hold's renewal and release as one command that compares its value,
+//! where the server has one (`SET … IFEQ`, `DELIFEQ`:
+//! `transport::compare`): for a hold whose value its owner knows exactly
+//! (`Holder::written`: a Lock's take by the transaction, and the renewals
+//! that compared it since). A value that is not the one the owner wrote (a
+//! waiter marked it, another handle took it over, it expired) makes the
+//! command change nothing, and the step's script runs next and decides, as
+//! it would have alone; so does a command the server refuses. Either way
+//! the owner no longer knows the value, and its later steps are scripts.
+//! docs/design.md, "A release without a script".
+
+use std::sync::Arc;
+
+use redis::Value;
+
+use super::steps::{Holder, Released};
+use super::transaction::{exchange, Sent};
+use crate::error::Result;
+use crate::scripts::Refreshed;
+use crate::transport::backend::{Backend, Renewal};
+use crate::transport::replication::Shortfall;
+
+/// A new hold's value with no fence and no flags in it: `<token>  [ <meta>]`
+/// (lua/lib/hold.lua's layout, `<token> <fence> <flags>[ <meta>]`).
+pub(crate) fn unrecorded(token: &str, metadata: Option<&str>) -> String {
+    match metadata {
+        Some(meta) => format!("{token}   {meta}"),
+        None => format!("{token}  "),
+    }
+}
+
+/// `written` with `fence` recorded in it, as lua/lib/hold.lua's `renew_hold`
+/// records it: `<token> <fence> <flags>[ <meta>]`; a value with a fence in
+/// it already is kept as it is.
+fn recorded(written: &str, token: &str, fence: i64) -> String {
+    match written.strip_prefix(token).and_then(|rest| rest.strip_prefix(' ')) {
+        Some(rest) if rest.starts_with(' ') => format!("{token} {fence}{rest}"),
+        _ => written.to_string(),
+    }
+}
+
+/// `SET key <recorded value> IFEQ <written> PX ttl`: the renewal of one
+/// hold, `None` when the owner does not know its value (or has no fence to
+/// record), or the server has no such command.
+fn renewal(
+    c: &Backend,
+    key: &str,
+    token: &str,
+    fence: Option<i64>,
+    written: Option<&str>,
+    ttl_ms: u64,
+) -> Option<(redis::Cmd, String)> {
+    let (Some(written), Some(fence)) = (written, fence) else { return None };
+    if !c.compare().can_set() {
+        return None;
+    }
+    let now = recorded(written, token, fence);
+    let cmd = redis::cmd("SET").arg(key).arg(&now).arg("IFEQ").arg(written).arg("PX").arg(ttl_ms).take();
+    Some((cmd, now))
+}
+
+/// What the server answered one compare command: `Some(true)` when it did
+/// what it was asked, `Some(false)` when the value was not the one compared
+/// (or the key is gone), `None` when it refused the command (`refused`
+/// is told why).
+fn answered(reply: &Value, refused: impl FnOnce(&str)) -> Option<bool> {
+    match reply {
+        Value::Okay | Value::Int(1) => Some(true),
+        Value::ServerError(e) => {
+            refused(&format!("{} {}", e.code(), e.details().unwrap_or("")));
+            None
+        }
+        Value::SimpleString(s) if s == "OK" => Some(true),
+        _ => Some(false),
+    }
+}
+
+/// Renews `holder`'s hold on `key` for `ttl_ms` by comparing its value:
+/// `None` when its script must (the value is unknown or not the one
+/// written, or the server refused the command).
+pub(crate) async fn refresh(
+    c: &Backend,
+    key: &str,
+    holder: &Holder<'_>,
+    ttl_ms: u64,
+) -> Result<Option<Refreshed>> {
+    let Some((cmd, now)) = renewal(c, key, holder.token, holder.fence, holder.written, ttl_ms) else {
+        return Ok(None);
+    };
+    let done = exchange(c, "a hold's renewal", Sent::Apart, vec![cmd]).await?;
+    Ok(match answered(&done.replies[0], |e| c.compare().set_refused(e)) {
+        Some(true) => {
+            Some(Refreshed { held: true, shortfall: done.shortfall, written: Some(Arc::from(now)) })
+        }
+        _ => None,
+    })
+}
+
+/// `refresh` for several single-key holds at once, in one round trip (not
+/// a transaction: each renewal stands alone). Returns each one's value now
+/// when it was renewed so, in order (`None` where its script must decide),
+/// and the replicas' shortfall; `None` when not one of them can be.
+pub(crate) async fn refresh_each(
+    c: &Backend,
+    renewals: &[Renewal],
+) -> Result<Option<(Vec<Option<Arc<str>>>, Option<Shortfall>)>> {
+    let each: Vec<_> = renewals
+        .iter()
+        .map(|r| match &r.keys[..] {
+            [key] => renewal(c, key, &r.token, r.fence, r.written.as_deref(), r.ttl_ms),
+            _ => None,
+        })
+        .collect();
+    if each.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    let sending: Vec<redis::Cmd> = each.iter().flatten().map(|(cmd, _)| cmd.clone()).collect();
+    let done = exchange(c, "a batch of renewals", Sent::Apart, sending).await?;
+    let mut replies = done.replies.iter();
+    let mut now = Vec::with_capacity(each.len());
+    for one in each {
+        let Some((_, value)) = one else {
+            now.push(None);
+            continue;
+        };
+        let reply = replies.next().unwrap_or(&Value::Nil);
+        let renewed = answered(reply, |e| c.compare().set_refused(e)) == Some(true);
+        now.push(renewed.then(|| Arc::from(value)));
+    }
+    Ok(Some((now, done.shortfall)))
+}
+
+/// Releases `holder`'s hold on `key` by comparing its value (`DELIFEQ`):
+/// `None` when its script must (the value is unknown or not the one
+/// written, or the server refused the command).
+pub(crate) async fn release(c: &Backend, key: &str, holder: &Holder<'_>) -> Result<Option<Released>> {
+    let Some(written) = holder.written else { return Ok(None) };
+    if !c.compare().can_delete() {
+        return Ok(None);
+    }
+    let cmd = redis::cmd("DELIFEQ").arg(key).arg(written).take();
+    let cmd = &cmd;
+    let (reply, retried): (Value, bool) = c
+        .call_noting_retry(|mut conn| async move {
+            let mut pipe = redis::pipe();
+            pipe.add_command(cmd.clone()).ignore_errors();
+            let mut replies: Vec<Value> = pipe.query_async(&mut conn).await?;
+            Ok(replies.pop().unwrap_or(Value::Nil))
+        })
+        .await?;
+    Ok(match answered(&reply, |e| c.compare().delete_refused(e)) {
+        Some(true) => Some(Released { held: true, retried }),
+        _ => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fence_is_recorded_where_the_script_records_it() {
+        assert_eq!(recorded(&unrecorded("t", None), "t", 42), "t 42 ");
+        assert_eq!(recorded(&unrecorded("t", Some("a b")), "t", 42), "t 42  a b");
+        assert_eq!(recorded("t 42 ", "t", 43), "t 42 ");
+        assert_eq!(recorded("t 42  a b", "t", 43), "t 42  a b");
+    }
+}
