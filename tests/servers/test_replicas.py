@@ -313,7 +313,9 @@ def test_warn_keeps_the_hold_logs_and_counts(pair, prefix, events):
     reader = InMemoryMetricReader()
     telemetry = ferrolock.otel.instrument(MeterProvider(metric_readers=[reader]))
     client = client_of(pair, prefix, replica_policy="warn", replica_timeout=TIMEOUT)
-    lock = client.lock("kept", ttl=0.6)
+    # Each step waits out the replicas' timeout: a ttl with room for a slow
+    # step on a loaded machine (a renewal every 0.5 s).
+    lock = client.lock("kept", ttl=1.5)
     try:
         with warnings_with("not acknowledged by enough replicas") as warned, pair.paused():
             with lock:
