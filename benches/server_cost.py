@@ -168,7 +168,8 @@ def cycles_of(url: str) -> dict[str, Callable[[], None]]:
         "floor: two bare scripts": bare_scripts,
         "floor: clock fence in a script + redis-py's release": fenced_cycle(release_by_script, "cost:fenced"),
         "floor: clock fence in MULTI + redis-py's release": tx_fenced_cycle(release_by_script, "cost:tx"),
-        "ferrolock Lock": handle(lock),
+        # Its release is a plain DELIFEQ where the server has it (Valkey 9+).
+        "ferrolock Lock": sends(handle(lock), "delifeq"),
         "ferrolock Lock(fair=True)": handle(fair),
         "ferrolock RWMutex read": handle(read),
         "ferrolock semaphore(4)": handle(permit),

@@ -1,7 +1,7 @@
 """Scenario 4 of bench.py alone: ferrolock's watchdog holding many locks, each
 renewed every ttl/3, against a throwaway redis-server.
 
-    .venv/bin/python benches/watchdog.py [--locks 100000] [--hold 30] [--ttl 30] [--json FILE]
+    .venv/bin/python benches/watchdog.py [--locks 100000] [--hold 30] [--ttl 30] [--server PATH] [--json FILE]
     .venv/bin/python benches/watchdog.py --baseline DIR   # another build's ferrolock package
 
 Prints the holding process's CPU (% of one core), redis-server's CPU, the
@@ -29,6 +29,7 @@ def main() -> int:
     ap.add_argument("--hold", type=float, default=30.0, help="seconds measured while they are held (30)")
     ap.add_argument("--ttl", type=float, default=30.0, help="each lock's ttl in seconds (30, the default)")
     ap.add_argument("--baseline", metavar="DIR", help="measure the ferrolock package in DIR instead")
+    ap.add_argument("--server", help="the redis-server (or valkey-server) binary (default: redis-server on PATH)")
     ap.add_argument(
         "--no-sweep",
         action="store_true",
@@ -46,7 +47,10 @@ def main() -> int:
     from ferrolock.throwaway import RedisServer
 
     quiet_logs()
-    with RedisServer(extra=("--maxclients", "10000")) as server, tempfile.TemporaryDirectory() as workdir:
+    server = RedisServer(extra=("--maxclients", "10000"))
+    if args.server:
+        server.binary = args.server
+    with server, tempfile.TemporaryDirectory() as workdir:
         w = watchdog(
             server.url, FERRO, args.locks, args.hold, args.ttl, Path(workdir), server.proc.pid, not args.no_sweep
         )
@@ -58,7 +62,8 @@ def main() -> int:
         f"keys at the end {w['keys_at_end']:,}; client CPU {w['cpu_pct']:.1f} % of a core, redis-server "
         f"{w['redis_cpu_pct']:.1f} % (its scripts' command time {w['script_cpu_pct']:.1f} %); "
         f"renewals {w['renewals_per_s']:,.0f}/s in {w['evalsha_per_s']:,.0f} "
-        f"script calls/s; lowest ttl left {w.get('monitor_min_pttl_ms')} ms; acquiring took {w['acquire_s']:.1f} s"
+        f"script calls/s ({w.get('set_per_s', 0):,.0f} SET/s); lowest ttl left {w.get('monitor_min_pttl_ms')} ms; "
+        f"acquiring took {w['acquire_s']:.1f} s"
     )
     if args.json:
         Path(args.json).write_text(json.dumps(w, indent=1))

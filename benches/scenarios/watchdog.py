@@ -17,7 +17,13 @@ from scenarios.common import FERRO, quiet_logs
 
 def scripts(r) -> tuple[int, int]:
     """(calls, usec) of EVALSHA so far, from INFO commandstats."""
-    stats = r.info("commandstats").get("cmdstat_evalsha", {})
+    return calls(r, "evalsha")
+
+
+def calls(r, command: str) -> tuple[int, int]:
+    """(calls, usec) of `command` so far, from INFO commandstats (inside
+    scripts too)."""
+    stats = r.info("commandstats").get(f"cmdstat_{command}", {})
     return int(stats.get("calls", 0)), int(stats.get("usec", 0))
 
 
@@ -82,11 +88,13 @@ def watchdog_worker(
     ready.set()
     go.wait(60)  # the parent starts its ttl monitor, then lets us measure
     evalsha0, usec0 = scripts(r)
+    set0, _ = calls(r, "set")
     renewed0 = renewals(lib)
     c0, s0, w0 = me.cpu_times(), server.cpu_times(), time.perf_counter()
     time.sleep(hold)
     c1, s1, w1 = me.cpu_times(), server.cpu_times(), time.perf_counter()
     evalsha1, usec1 = scripts(r)
+    set1, _ = calls(r, "set")
     renewed1 = renewals(lib)
     held.set()  # the parent stops sweeping
     window = w1 - w0
@@ -94,6 +102,8 @@ def watchdog_worker(
     result["cpu_pct"] = 100 * ((c1.user - c0.user) + (c1.system - c0.system)) / window
     result["redis_cpu_pct"] = 100 * ((s1.user - s0.user) + (s1.system - s0.system)) / window
     result["evalsha_per_s"] = (evalsha1 - evalsha0) / window
+    # SET calls, a script's included: a renewal by SET ... IFEQ (Valkey) is one
+    result["set_per_s"] = (set1 - set0) / window
     # the scripts' own time on the server (INFO commandstats), in % of a core
     result["script_cpu_pct"] = 100 * (usec1 - usec0) / 1e6 / window
     # ferrolock renews many holds in one script call: its renewals are its own count
