@@ -16,7 +16,7 @@ use crate::keys::KeySpace;
 use crate::primitive::steps::{Holder, Obtaining, Released, Steps};
 use crate::quorum::Quorum;
 use crate::scripts::{Obtain, Record, Refreshed};
-use crate::transport::backend::{Backend, ClientOptions};
+use crate::transport::backend::{Backend, ClientOptions, Holding};
 use crate::transport::conn::Io;
 use crate::transport::replication::Throttle;
 use crate::transport::wakeups::Waits;
@@ -221,6 +221,15 @@ impl Client {
         match &self.0 {
             On::One(c) => c.follow_master().await,
             On::Quorum(q) => q.follow_master().await,
+        }
+    }
+
+    /// While a hold renews: follows each Sentinel master through a failover
+    /// (see `Backend::holding`); dropped when the renewal ends.
+    pub(crate) fn holding(&self) -> Vec<Holding> {
+        match &self.0 {
+            On::One(c) => c.holding().into_iter().collect(),
+            On::Quorum(q) => q.members().iter().filter_map(Backend::holding).collect(),
         }
     }
 

@@ -107,6 +107,9 @@ fn renewal_time(due: Instant, ttl: Duration, valid_until: Option<Instant>) -> In
 impl Keeper {
     async fn renew_until_lost(self) {
         let lease = &self.lease;
+        // A Sentinel client follows the master while the hold renews, so a
+        // renewal after a failover goes to the new master.
+        let _following = self.client.holding();
         let mut failing = Failing::default();
         loop {
             let due = lease.renewed_at() + lease.ttl() / 3;

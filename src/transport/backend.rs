@@ -29,6 +29,7 @@ mod ready;
 mod renew;
 mod url;
 
+pub(crate) use follow::Holding;
 pub(crate) use ready::Readiness;
 pub(crate) use renew::{Answers, Batch, Renewal, Renewed};
 
@@ -123,6 +124,9 @@ struct Local {
     cleanups: Arc<Cleanups>,
     wakeups: Arc<Wakeups>,
     renewals: Arc<renew::Renewals>,
+    /// The holds renewing on this client, which a Sentinel client follows
+    /// through a failover (`Backend::holding`).
+    holders: follow::Holders,
 }
 
 impl std::fmt::Debug for Backend {
@@ -198,6 +202,7 @@ impl Backend {
                 wakeups: Arc::new(Wakeups::new(cleanups.clone())),
                 cleanups,
                 renewals: Arc::default(),
+                holders: follow::Holders::default(),
             })
         })
     }

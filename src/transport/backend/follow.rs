@@ -1,9 +1,34 @@
-//! Following the master: Sentinel rechecks while a client is in use or a
-//! waiter waits, and the wake-up subscription a waiter joins.
+//! Following the master: Sentinel rechecks while a client is in use, a
+//! waiter waits or a hold renews, and the wake-up subscription a waiter
+//! joins.
 
-use super::{Backend, Target};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use super::{Backend, Local, Target};
 use crate::error::{Error, Result};
+use crate::transport::sentinel::RECHECK;
 use crate::transport::wakeups::{Feed, Registration, Waits};
+
+/// The holds renewing on one process's Sentinel client, and whether the
+/// task that follows the master for them runs (one for them all).
+#[derive(Default)]
+pub(super) struct Holders {
+    count: AtomicUsize,
+    following: AtomicBool,
+}
+
+/// A hold renewing on a Sentinel client (see `Backend::holding`); dropped
+/// when its renewal ends.
+pub(crate) struct Holding {
+    local: Arc<Local>,
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        self.local.holders.count.fetch_sub(1, Ordering::SeqCst);
+    }
+}
 
 impl Backend {
     /// In Sentinel mode, at most once every `sentinel::RECHECK` while the
@@ -34,11 +59,47 @@ impl Backend {
     pub(crate) async fn follow_master(&self) {
         if matches!(self.inner.target, Target::Sentinel(_)) {
             loop {
-                tokio::time::sleep(crate::transport::sentinel::RECHECK).await;
+                tokio::time::sleep(RECHECK).await;
                 self.recheck_sentinels();
             }
         }
         std::future::pending::<()>().await;
+    }
+
+    /// While a hold renews, in Sentinel mode: asks the Sentinels every
+    /// `sentinel::RECHECK` whether the master moved, as for a waiter, in one
+    /// task for all the holds of this process's client. A holder's client
+    /// sends nothing but its renewals (every ttl/3), and a master demoted by
+    /// `SENTINEL FAILOVER` serves them until its Sentinel reconfigures it:
+    /// asked only when a renewal is sent, the client would learn of the new
+    /// master after that renewal, and the next one (a ttl after the last
+    /// renewal the new master got, when the promotion came just after it)
+    /// could come too late for the hold. `None` outside Sentinel mode.
+    pub(crate) fn holding(&self) -> Option<Holding> {
+        if !matches!(self.inner.target, Target::Sentinel(_)) {
+            return None;
+        }
+        let local = self.local();
+        local.holders.count.fetch_add(1, Ordering::SeqCst);
+        if !local.holders.following.swap(true, Ordering::SeqCst) {
+            let (client, holders) = (self.clone(), local.clone());
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(RECHECK).await;
+                    let h = &holders.holders;
+                    if h.count.load(Ordering::SeqCst) == 0 {
+                        h.following.store(false, Ordering::SeqCst);
+                        // A hold that came meanwhile saw this task still
+                        // following: it goes on for it, unless one started.
+                        if h.count.load(Ordering::SeqCst) == 0 || h.following.swap(true, Ordering::SeqCst) {
+                            return;
+                        }
+                    }
+                    client.recheck_sentinels();
+                }
+            });
+        }
+        Some(Holding { local })
     }
 
     /// After a dropped connection: in Sentinel mode the next command asks
