@@ -92,7 +92,8 @@ def granted_by_new_master(d: SentinelDeployment, old: int, key: str) -> bool:
 def expires_after(node, key: str, at: float) -> bool:
     """Whether `key` on `node` expires after `at` (a time.time()). A write
     made before the promotion, on the old master or replicated from it,
-    expires by then + TTL: a later expiry was written on the node since."""
+    expires by then + TTL: a later expiry was written on the node since
+    (by the holder's renewal, when the hold is still its own)."""
     asked = time.time()  # the server reads its clock after this: its expiry is at least asked + pttl
     pttl = node("PTTL", key)
     return pttl > 0 and asked + pttl / 1000 > at
@@ -140,15 +141,18 @@ def test_a_holder_and_a_waiter_ride_out_a_failover(deployment, kind, prefix, eve
 
         # The holder renews on the new master (its hold was replicated), and is
         # not lost; had it been, it would have been told (on_lost, lost). Not
-        # at its first renewal after the fault: a master demoted by SENTINEL
-        # FAILOVER serves its connections until its Sentinel reconfigures it,
-        # and the holder's client asks the Sentinels when it renews, in the
-        # background, so that renewal may still land on the demoted master
-        # (and a release then would too, waking nobody on the new master).
-        # The next one lands on the new master, before the copy the promotion
-        # gave it runs out (at most TTL after the promotion).
-        d.wait_for(lambda: expires_after(new, key, promoted + TTL), TTL, "the holder to renew on the new master")
-        assert hold_field(new("GET", key), "token") == holder.token
+        # necessarily at its first renewal after the fault: a master demoted
+        # by SENTINEL FAILOVER serves its connections until its Sentinel
+        # reconfigures it, and the holder's client asks the Sentinels once a
+        # second, so a renewal sent before it heard of the new master lands
+        # on the demoted one (and a release then would too, waking nobody on
+        # the new master). A later one lands on the new master, before the
+        # copy the promotion gave it runs out (at most TTL after the promotion).
+        d.wait_for(
+            lambda: hold_field(new("GET", key), "token") == holder.token and expires_after(new, key, promoted + TTL),
+            TTL,
+            "the holder to renew on the new master",
+        )
         assert not holder.lost and lost.calls == 0
 
         # The waiter follows: subscribed on the new master (at its next attempt,
