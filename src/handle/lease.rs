@@ -135,7 +135,7 @@ impl Lease {
 
     /// Who the hold's renewals and release are for; `written`: its value, as
     /// `written()` gave it.
-    pub(crate) fn holder<'a>(&'a self, written: Option<&'a str>) -> Holder<'a> {
+    pub(crate) fn holder<'a>(&'a self, written: Option<&'a Arc<str>>) -> Holder<'a> {
         Holder { token: &self.token, fence: self.fence, written }
     }
 

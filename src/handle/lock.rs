@@ -298,7 +298,7 @@ impl Via<'_, Lock> {
         // Renewal stops before the release is sent.
         lease.mark_released();
         let written = lease.written();
-        let holder = lease.holder(written.as_deref());
+        let holder = lease.holder(written.as_ref());
         let released = self.client.via(self.io).release(&self.mode, &holder).await?;
         // Sent twice after a dropped connection, and the second found nothing:
         // while the hold was still surely valid, nobody but this release can
@@ -343,7 +343,7 @@ impl Via<'_, Lock> {
         let written = lease.written();
         let sent = Instant::now();
         let refreshed =
-            self.client.via(self.io).refresh(&self.mode, &lease.holder(written.as_deref()), ttl).await;
+            self.client.via(self.io).refresh(&self.mode, &lease.holder(written.as_ref()), ttl).await;
         let (renewed, unacknowledged) = lease.answered(refreshed);
         if renewed? {
             if let Some(shortfall) = unacknowledged {

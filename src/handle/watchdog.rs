@@ -129,7 +129,7 @@ impl Keeper {
                 };
                 let sent = Instant::now();
                 let written = lease.written();
-                let holder = lease.holder(written.as_deref());
+                let holder = lease.holder(written.as_ref());
                 let attempt = self.client.renew(&self.steps, &holder, ttl).map(|r| lease.answered(r));
                 let (outcome, unacknowledged) = tokio::select! {
                     outcome = attempt => outcome,

@@ -31,31 +31,33 @@ pub(crate) fn unrecorded(token: &str, metadata: Option<&str>) -> String {
 
 /// `written` with `fence` recorded in it, as lua/lib/hold.lua's `renew_hold`
 /// records it: `<token> <fence> <flags>[ <meta>]`; a value with a fence in
-/// it already is kept as it is.
-fn recorded(written: &str, token: &str, fence: i64) -> String {
+/// it already is kept as it is (the same, not a copy).
+fn recorded(written: &Arc<str>, token: &str, fence: i64) -> Arc<str> {
     match written.strip_prefix(token).and_then(|rest| rest.strip_prefix(' ')) {
-        Some(rest) if rest.starts_with(' ') => format!("{token} {fence}{rest}"),
-        _ => written.to_string(),
+        Some(rest) if rest.starts_with(' ') => Arc::from(format!("{token} {fence}{rest}")),
+        _ => written.clone(),
     }
 }
 
-/// `SET key <recorded value> IFEQ <written> PX ttl`: the renewal of one
-/// hold, `None` when the owner does not know its value (or has no fence to
-/// record), or the server has no such command.
+/// `SET key <recorded value> IFEQ <written> PX ttl`, and the value it
+/// writes: the renewal of one hold; `None` when the owner does not know
+/// its value (or has no fence to record), or the server has no such command.
 fn renewal(
     c: &Backend,
     key: &str,
     token: &str,
     fence: Option<i64>,
-    written: Option<&str>,
+    written: Option<&Arc<str>>,
     ttl_ms: u64,
-) -> Option<(redis::Cmd, String)> {
+) -> Option<(redis::Cmd, Arc<str>)> {
     let (Some(written), Some(fence)) = (written, fence) else { return None };
     if !c.compare().can_set() {
         return None;
     }
     let now = recorded(written, token, fence);
-    let cmd = redis::cmd("SET").arg(key).arg(&now).arg("IFEQ").arg(written).arg("PX").arg(ttl_ms).take();
+    // Sized once: a watchdog builds one a renewal.
+    let mut cmd = redis::Cmd::with_capacity(7, 3 + key.len() + now.len() + 4 + written.len() + 2 + 20);
+    cmd.arg("SET").arg(key).arg(&*now).arg("IFEQ").arg(&**written).arg("PX").arg(ttl_ms);
     Some((cmd, now))
 }
 
@@ -89,9 +91,7 @@ pub(crate) async fn refresh(
     };
     let done = exchange(c, "a hold's renewal", Sent::Apart, vec![cmd]).await?;
     Ok(match answered(&done.replies[0], |e| c.compare().set_refused(e)) {
-        Some(true) => {
-            Some(Refreshed { held: true, shortfall: done.shortfall, written: Some(Arc::from(now)) })
-        }
+        Some(true) => Some(Refreshed { held: true, shortfall: done.shortfall, written: Some(now) }),
         _ => None,
     })
 }
@@ -104,29 +104,31 @@ pub(crate) async fn refresh_each(
     c: &Backend,
     renewals: &[Renewal],
 ) -> Result<Option<(Vec<Option<Arc<str>>>, Option<Shortfall>)>> {
-    let each: Vec<_> = renewals
-        .iter()
-        .map(|r| match &r.keys[..] {
-            [key] => renewal(c, key, &r.token, r.fence, r.written.as_deref(), r.ttl_ms),
+    let mut sending = Vec::with_capacity(renewals.len());
+    let mut values = Vec::with_capacity(renewals.len());
+    for r in renewals {
+        let one = match &r.keys[..] {
+            [key] => renewal(c, key, &r.token, r.fence, r.written.as_ref(), r.ttl_ms),
             _ => None,
-        })
-        .collect();
-    if each.iter().all(Option::is_none) {
+        };
+        values.push(one.map(|(cmd, value)| {
+            sending.push(cmd);
+            value
+        }));
+    }
+    if sending.is_empty() {
         return Ok(None);
     }
-    let sending: Vec<redis::Cmd> = each.iter().flatten().map(|(cmd, _)| cmd.clone()).collect();
     let done = exchange(c, "a batch of renewals", Sent::Apart, sending).await?;
     let mut replies = done.replies.iter();
-    let mut now = Vec::with_capacity(each.len());
-    for one in each {
-        let Some((_, value)) = one else {
-            now.push(None);
-            continue;
-        };
-        let reply = replies.next().unwrap_or(&Value::Nil);
-        let renewed = answered(reply, |e| c.compare().set_refused(e)) == Some(true);
-        now.push(renewed.then(|| Arc::from(value)));
-    }
+    let now = values
+        .into_iter()
+        .map(|value| {
+            let value = value?;
+            let reply = replies.next().unwrap_or(&Value::Nil);
+            (answered(reply, |e| c.compare().set_refused(e)) == Some(true)).then_some(value)
+        })
+        .collect();
     Ok(Some((now, done.shortfall)))
 }
 
@@ -138,7 +140,7 @@ pub(crate) async fn release(c: &Backend, key: &str, holder: &Holder<'_>) -> Resu
     if !c.compare().can_delete() {
         return Ok(None);
     }
-    let cmd = redis::cmd("DELIFEQ").arg(key).arg(written).take();
+    let cmd = redis::cmd("DELIFEQ").arg(key).arg(&**written).take();
     let cmd = &cmd;
     let (reply, retried): (Value, bool) = c
         .call_noting_retry(|mut conn| async move {
@@ -160,9 +162,10 @@ mod tests {
 
     #[test]
     fn a_fence_is_recorded_where_the_script_records_it() {
-        assert_eq!(recorded(&unrecorded("t", None), "t", 42), "t 42 ");
-        assert_eq!(recorded(&unrecorded("t", Some("a b")), "t", 42), "t 42  a b");
-        assert_eq!(recorded("t 42 ", "t", 43), "t 42 ");
-        assert_eq!(recorded("t 42  a b", "t", 43), "t 42  a b");
+        let recorded = |written: &str, fence| recorded(&Arc::from(written), "t", fence).to_string();
+        assert_eq!(recorded(&unrecorded("t", None), 42), "t 42 ");
+        assert_eq!(recorded(&unrecorded("t", Some("a b")), 42), "t 42  a b");
+        assert_eq!(recorded("t 42 ", 43), "t 42 ");
+        assert_eq!(recorded("t 42  a b", 43), "t 42  a b");
     }
 }

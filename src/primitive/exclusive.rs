@@ -244,7 +244,7 @@ pub(crate) async fn renew(
         keys: keys.to_vec(),
         token: holder.token.to_string(),
         fence: holder.fence,
-        written: holder.written.map(Arc::from),
+        written: holder.written.cloned(),
         ttl_ms: ttl.as_millis() as u64,
     };
     client.renew(&RENEWALS, renewal).await.map(Refreshed::from)
@@ -259,7 +259,7 @@ static RENEWALS: Batch = Batch { send: send_renewals };
 fn send_renewals(client: Backend, renewals: Arc<[Renewal]>) -> BoxFuture<'static, Result<Answers>> {
     Box::pin(async move {
         if let [one] = &*renewals {
-            let holder = Holder { token: &one.token, fence: one.fence, written: one.written.as_deref() };
+            let holder = Holder { token: &one.token, fence: one.fence, written: one.written.as_ref() };
             let ttl = Duration::from_millis(one.ttl_ms);
             return refresh(&client, &one.keys, &holder, ttl).await.map(Answers::from);
         }

@@ -3,6 +3,7 @@
 //! of a quorum and decides by a majority (`crate::quorum`).
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::Result;
@@ -36,7 +37,7 @@ pub(crate) struct Obtaining<'a> {
 pub(crate) struct Holder<'a> {
     pub token: &'a str,
     pub fence: Option<i64>,
-    pub written: Option<&'a str>,
+    pub written: Option<&'a Arc<str>>,
 }
 
 impl<'a> Holder<'a> {
