@@ -133,16 +133,18 @@ pub(crate) async fn refresh_each(
 }
 
 /// Releases `holder`'s hold on `key` by comparing its value (`DELIFEQ`):
-/// `None` when its script must (the value is unknown or not the one
-/// written, or the server refused the command).
-pub(crate) async fn release(c: &Backend, key: &str, holder: &Holder<'_>) -> Result<Option<Released>> {
-    let Some(written) = holder.written else { return Ok(None) };
+/// `Released` when it did; else `Sent { twice }`, and its script must
+/// decide (the value is unknown or not the one written, or the server
+/// refused the command). `twice`: the command was sent a second time after
+/// a dropped connection, so the first may have deleted the hold.
+pub(crate) async fn release(c: &Backend, key: &str, holder: &Holder<'_>) -> Result<Deleted> {
+    let Some(written) = holder.written else { return Ok(Deleted::Not { twice: false }) };
     if !c.compare().can_delete() {
-        return Ok(None);
+        return Ok(Deleted::Not { twice: false });
     }
     let cmd = redis::cmd("DELIFEQ").arg(key).arg(&**written).take();
     let cmd = &cmd;
-    let (reply, retried): (Value, bool) = c
+    let (reply, twice): (Value, bool) = c
         .call_noting_retry(|mut conn| async move {
             let mut pipe = redis::pipe();
             pipe.add_command(cmd.clone()).ignore_errors();
@@ -151,9 +153,18 @@ pub(crate) async fn release(c: &Backend, key: &str, holder: &Holder<'_>) -> Resu
         })
         .await?;
     Ok(match answered(&reply, |e| c.compare().delete_refused(e)) {
-        Some(true) => Some(Released { held: true, retried }),
-        _ => None,
+        Some(true) => Deleted::Released(Released { held: true, retried: twice }),
+        _ => Deleted::Not { twice },
     })
+}
+
+/// What `release` did.
+pub(crate) enum Deleted {
+    Released(Released),
+    /// Nothing: the script decides. `twice`: see `release`.
+    Not {
+        twice: bool,
+    },
 }
 
 #[cfg(test)]

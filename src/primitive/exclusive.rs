@@ -134,13 +134,16 @@ impl Steps for Exclusive {
     /// value (`compared`); else, or when that finds another value,
     /// `release.lua`.
     async fn release_on(&self, c: &Backend, holder: &Holder<'_>) -> Result<Released> {
+        let mut twice = false;
         if let [key] = &*self.keys {
-            if let Some(released) = Box::pin(compared::release(c, key, holder)).await? {
-                return Ok(released);
+            match Box::pin(compared::release(c, key, holder)).await? {
+                compared::Deleted::Released(released) => return Ok(released),
+                compared::Deleted::Not { twice: resent } => twice = resent,
             }
         }
         let (n, retried) = release(c, &self.keys, holder.token, Whose::Own, "").await?;
-        Ok(Released { held: n > 0, retried })
+        // A DELIFEQ sent twice that found nothing may have released it the first time.
+        Ok(Released { held: n > 0, retried: retried || twice })
     }
 
     async fn inspect_on(&self, c: &Backend) -> Result<Vec<Option<Record>>> {

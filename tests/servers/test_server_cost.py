@@ -216,6 +216,29 @@ def test_a_refused_compare_command_falls_back_to_the_script_and_is_not_sent_agai
         assert len(sent) == refused, sent
 
 
+def test_a_delifeq_resent_after_a_dropped_reply_is_not_a_loss(server):
+    """The DELIFEQ runs on the server, then the connection drops before its
+    reply arrives; sent again on a new connection it finds nothing, and so
+    does the script after it. That is not a lost lock: the hold was still
+    valid, so the first sending released it (as for the script's release,
+    tests/faults/test_faults.py)."""
+    from support.fault_proxy import FaultProxy
+
+    if not compares(server):
+        pytest.skip(f"{server.binary} has no DELIFEQ")
+    proxy = FaultProxy(int(server.url.rsplit(":", 1)[1].split("/")[0]))
+    try:
+        lock = ferrolock.Client(proxy.url, prefix="t:").lock("resent", ttl=30.0)
+        assert lock.acquire()
+        proxy.drop_reply_to(b"DELIFEQ")
+        lock.release()  # no LockNotOwned
+        assert proxy.dropped.is_set()  # the fault did happen
+        assert lock.lost is False
+        assert server.command("EXISTS", key("t:", "resent")) == 0
+    finally:
+        proxy.close()
+
+
 def warm_up(client) -> None:
     """A Lock's cycle with an extend, so that the scripts it may run are
     loaded (a first run of each is a NOSCRIPT, then SCRIPT LOAD)."""
