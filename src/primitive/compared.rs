@@ -7,7 +7,7 @@
 //! command change nothing, and the step's script runs next and decides, as
 //! it would have alone; so does a command the server refuses. Either way
 //! the owner no longer knows the value, and its later steps are scripts.
-//! docs/design.md, "A release without a script".
+//! docs/design.md, "A renewal and a release without a script".
 
 use std::sync::Arc;
 
@@ -55,9 +55,8 @@ fn renewal(
         return None;
     }
     let now = recorded(written, token, fence);
-    // Sized once: a watchdog builds one a renewal.
-    let mut cmd = redis::Cmd::with_capacity(7, 3 + key.len() + now.len() + 4 + written.len() + 2 + 20);
-    cmd.arg("SET").arg(key).arg(&*now).arg("IFEQ").arg(&**written).arg("PX").arg(ttl_ms);
+    let mut cmd = redis::cmd("SET");
+    cmd.arg(key).arg(&*now).arg("IFEQ").arg(&**written).arg("PX").arg(ttl_ms);
     Some((cmd, now))
 }
 
@@ -133,7 +132,7 @@ pub(crate) async fn refresh_each(
 }
 
 /// Releases `holder`'s hold on `key` by comparing its value (`DELIFEQ`):
-/// `Released` when it did; else `Sent { twice }`, and its script must
+/// `Deleted::Released` when it did; else `Deleted::Not`, and its script must
 /// decide (the value is unknown or not the one written, or the server
 /// refused the command). `twice`: the command was sent a second time after
 /// a dropped connection, so the first may have deleted the hold.

@@ -16,19 +16,20 @@ tokio::task_local! {
     static TRACKED: Arc<Tracked>;
 }
 
-/// The clean-ups one piece of code started (dropping a cancelled
-/// operation's future: the undo of its acquire, its waiter's unsubscribe),
-/// counted apart from the rest of the process's.
+/// A count of clean-ups running, and a wake-up when it falls to none: a
+/// process's ([`Cleanups`]), or those one piece of code started (dropping a
+/// cancelled operation's future: the undo of its acquire, its waiter's
+/// unsubscribe), counted apart from the rest of the process's.
 #[derive(Default)]
 pub(crate) struct Tracked {
     running: AtomicUsize,
     done: Notify,
 }
 
-// Used by the Python bindings' coroutines (`py::coro`).
-#[cfg_attr(not(feature = "python"), expect(dead_code))]
 impl Tracked {
     /// Runs `f`, counting here the clean-ups it starts.
+    // Used by the Python bindings' coroutines (`py::coro`).
+    #[cfg_attr(not(feature = "python"), expect(dead_code))]
     pub(crate) fn around<R>(f: impl FnOnce() -> R) -> (R, Arc<Tracked>) {
         let tracked = Arc::new(Tracked::default());
         let result = TRACKED.sync_scope(tracked.clone(), f);
@@ -58,8 +59,7 @@ impl Tracked {
 }
 
 pub(crate) struct Cleanups {
-    running: AtomicUsize,
-    done: Notify,
+    all: Tracked,
     /// The runtime this process's connections live on, for a clean-up
     /// started from a thread outside it (a future dropped by Python).
     runtime: Option<Handle>,
@@ -67,11 +67,7 @@ pub(crate) struct Cleanups {
 
 impl Cleanups {
     pub(crate) fn new() -> Arc<Cleanups> {
-        Arc::new(Cleanups {
-            running: AtomicUsize::new(0),
-            done: Notify::new(),
-            runtime: Handle::try_current().ok(),
-        })
+        Arc::new(Cleanups { all: Tracked::default(), runtime: Handle::try_current().ok() })
     }
 
     /// Runs `fut` detached from its caller, counted until it ends.
@@ -83,7 +79,7 @@ impl Cleanups {
             log::warn!("no runtime to run a lock clean-up on; what it would undo expires after its ttl");
             return;
         };
-        self.running.fetch_add(1, Ordering::SeqCst);
+        self.all.started();
         let tracked = TRACKED.try_with(Arc::clone).ok();
         if let Some(t) = &tracked {
             t.started();
@@ -91,9 +87,7 @@ impl Cleanups {
         let me = self.clone();
         rt.spawn(async move {
             fut.await;
-            if me.running.fetch_sub(1, Ordering::SeqCst) == 1 {
-                me.done.notify_waiters();
-            }
+            me.all.ended();
             if let Some(t) = tracked {
                 t.ended();
             }
@@ -102,12 +96,6 @@ impl Cleanups {
 
     /// Resolves once no clean-up is running.
     pub(crate) async fn settle(&self) {
-        loop {
-            let done = self.done.notified();
-            if self.running.load(Ordering::SeqCst) == 0 {
-                return;
-            }
-            done.await;
-        }
+        self.all.settle().await;
     }
 }

@@ -13,7 +13,7 @@ import pytest
 
 import ferrolock
 from ferrolock import LockNotAcquired, LockNotOwned, Retry
-from support.helpers import cancelled_after, hold_field, postponed
+from support.helpers import cancelled_after, hold_field, next_comer_gets, postponed
 
 TOKEN_RE = re.compile(r"[0-9a-f]{32}")
 
@@ -332,12 +332,7 @@ async def test_cancelled_acquire_raises_only_once_its_attempt_is_undone(server, 
         server.command("CLIENT", "UNPAUSE")
     assert seen == {"pending": 0, "keys": []}
     assert lock.token is None
-    # Nothing the cancelled acquire sent takes the lock: the next comer gets it.
-    other = client.lock("paused", ttl=10.0)
-    assert other.acquire(blocking=False)
-    other.release()
-    assert await lock.aacquire(blocking=False)
-    await lock.arelease()
+    await next_comer_gets(client, lock)
     assert server.command("KEYS", prefix + "*") == []
 
 

@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import ferrolock
 import ferrolock.otel
 from ferrolock import LockLost
-from support.helpers import hold_field, key, postponed, until
+from support.helpers import hold_field, key, next_comer_gets, postponed, until
 
 BACKENDS = ["asyncio", "trio"]
 
@@ -211,12 +211,7 @@ def test_cancelled_acquire_reports_cancelled_only_once_its_attempt_is_undone(ser
             server.command("CLIENT", "UNPAUSE")
         assert seen == {"cancelled": True, "pending": 0, "keys": []}
         assert lock.token is None
-        # Nothing the cancelled acquire sent takes the lock: the next comer gets it.
-        other = client.lock("paused", ttl=10.0)
-        assert other.acquire(blocking=False)
-        other.release()
-        assert await lock.aacquire(blocking=False)
-        await lock.arelease()
+        await next_comer_gets(client, lock)
 
     trio.run(main)
     assert server.command("KEYS", prefix + "*") == []

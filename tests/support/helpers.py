@@ -146,6 +146,17 @@ def command_calls(server, *commands: str) -> int:
     return sum(int(line.split("calls=", 1)[1].split(",", 1)[0]) for line in info.splitlines() if line.startswith(heads))
 
 
+async def next_comer_gets(client, lock) -> None:
+    """Nothing a cancelled acquire of `lock` sent takes it: another handle
+    of `client` on the same name gets it at once, and then `lock` does
+    (under asyncio or trio)."""
+    other = client.lock(lock.name, ttl=10.0)
+    assert other.acquire(blocking=False)
+    other.release()
+    assert await lock.aacquire(blocking=False)
+    await lock.arelease()
+
+
 def compares(server) -> bool:
     """Whether a server (a RedisServer, or a Raw client of one) has SET … IFEQ
     and DELIFEQ (Valkey 9.0 and later), as its HELLO says: a one-name Lock's
