@@ -188,6 +188,7 @@ impl Steps for Mode {
 pub(crate) fn every_step() -> impl Iterator<Item = &'static Lua> {
     exclusive::STEPS
         .iter()
+        .chain(&compared::STEPS)
         .chain(&fair::STEPS)
         .chain(&election::STEPS)
         .chain(&plain::STEPS)

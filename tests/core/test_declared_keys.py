@@ -244,11 +244,12 @@ def drive(url: str, prefix: str) -> None:
         term.proclaim("a2")
         assert election.leader().value == "a2"
     # Renewals in batches: holds taken together fall due together, and one
-    # call renews several of them (refresh_batch.lua; readers' leases:
-    # lease_refresh_batch.lua); three rounds, so that one finds them together.
-    # Two names a lock: on a server with SET … IFEQ, a one-name Lock's
-    # renewals are that command instead.
+    # call renews several of them (one-name Locks, whose value their owner
+    # knows: refresh_compared.lua; two-name Locks: refresh_batch.lua;
+    # readers' leases: lease_refresh_batch.lua); three rounds, so that one
+    # finds them together.
     together = [client.lock([f"batch{i}", f"batch{i}b"], ttl=1.0) for i in range(10)]
+    together += [client.lock(f"compared{i}", ttl=1.0) for i in range(10)]
     batched_rw = client.rwmutex("batch-rw", ttl=1.0)
     together += [batched_rw.read() for _ in range(10)]
 

@@ -15,7 +15,7 @@ import pytest
 import ferrolock
 from ferrolock._ferrolock import _debug_stats
 from ferrolock import LockLost, LockNotOwned
-from support.helpers import Events, LostProbe, command_calls, compares, hold_of, hold_value, key, script_calls, wait_for
+from support.helpers import Events, LostProbe, command_calls, hold_of, hold_value, key, script_calls, wait_for
 
 # The ttls here are long enough that a process not scheduled for a few
 # hundred milliseconds (a busy machine) still renews in time: a hold is
@@ -468,8 +468,9 @@ def test_a_hold_lost_inside_a_batch_is_told_lost_while_the_others_in_it_stay_hel
     batch finds it lost, and it is told lost as a hold renewed alone is
     (`lost`, `on_lost` once, a `lost` event, LockLost out of its `with`
     block), while the other holds of that same call are renewed and stay
-    held. On a server with SET … IFEQ, the victim's own compare finds another
-    value, and the script it falls back to finds the hold lost."""
+    held. Their values known to their owners, the batch compares each
+    (refresh_compared.lua): the victim's compare finds another value, and
+    the script it falls back to finds the hold lost."""
     import contextlib
 
     import redis
@@ -481,16 +482,9 @@ def test_a_hold_lost_inside_a_batch_is_told_lost_while_the_others_in_it_stay_hel
     ours = {key(prefix, f"b{i}"): i for i in range(n)}
     watcher = redis.Redis.from_url(server.url, socket_timeout=15)
 
-    # On a server with SET … IFEQ, each hold's renewal is that command
-    # alone, and the script runs only for a hold whose value changed.
-    compared = compares(server)
-
     def renewed_in(command: str) -> list:
-        """Our holds a command renews: a script call's, or a SET … IFEQ's."""
-        words = command.split()
-        if words[:1] == ["SET"] and "IFEQ" in words and words[1] in ours:
-            return [ours[words[1]]]
-        return [ours[k] for k in words if k in ours] if command.startswith("EVALSHA") else []
+        """Our holds a script call renews."""
+        return [ours[k] for k in command.split() if k in ours] if command.startswith("EVALSHA") else []
 
     with pytest.raises(LockLost):
         with contextlib.ExitStack() as stack:
@@ -498,7 +492,7 @@ def test_a_hold_lost_inside_a_batch_is_told_lost_while_the_others_in_it_stay_hel
                 stack.enter_context(lock)
             with watcher.monitor() as monitor:
                 # A call renewing several of them: its first hold is the victim.
-                while len(together := renewed_in(monitor.next_command()["command"])) < (1 if compared else 2):
+                while len(together := renewed_in(monitor.next_command()["command"])) < 2:
                     pass
                 victim = together[0]
                 victim_key = key(prefix, f"b{victim}")
@@ -512,7 +506,7 @@ def test_a_hold_lost_inside_a_batch_is_told_lost_while_the_others_in_it_stay_hel
                     after = after or (command.startswith("SET") and victim_key in command)
                     if after and victim in renewed_in(command):
                         break
-            assert compared or len(renewed_in(command)) > 1, f"the victim was renewed alone: {command}"
+            assert len(renewed_in(command)) > 1, f"the victim was renewed alone: {command}"
             assert locks[victim].lost
             renewed0 = renewals(events)
             wait_for(lambda: renewals(events) >= renewed0 + n - 1, 10, "a round of the others")

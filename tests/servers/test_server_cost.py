@@ -4,14 +4,18 @@ of commands, a release nobody waits for publishes nothing, and a waiter is
 still woken by the release it waits for, however many wait behind it. On a
 server with compare commands (Valkey 9: `SET … IFEQ`, `DELIFEQ`), a Lock's
 renewal and release are one such command each, and a hold whose value is
-not the one its owner wrote falls back to the script. Run against each
-server the project is tested on (`make test-servers`)."""
+not the one its owner wrote falls back to the script; the watchdog's
+renewals that fall due together compare their values in one script call on
+every server. Run against each server the project is tested on (`make
+test-servers`)."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import pytest
+import redis
 
 import ferrolock
 from ferrolock import Retry
@@ -237,6 +241,48 @@ def test_a_delifeq_resent_after_a_dropped_reply_is_not_a_loss(server):
         assert server.command("EXISTS", key("t:", "resent")) == 0
     finally:
         proxy.close()
+
+
+def test_renewals_that_fall_due_together_compare_their_values_in_one_call(server):
+    """A watchdog's batch of one-name Locks, whose values their owners know,
+    is one refresh_compared.lua call on every server: one MGET for the whole
+    batch, then one PEXPIRE a hold (a SET the first time, recording its
+    fence), and no value read hold by hold; a hold whose value changed (a
+    waiter's mark) is left to refresh_batch.lua, and stays held."""
+    client = ferrolock.Client(server.url, prefix="t:")
+    warm_up(client)
+    n = 12
+    locks = [client.lock(f"b{i}", ttl=1.5) for i in range(n)]
+    ours = {key("t:", f"b{i}") for i in range(n)}
+
+    async def take_all() -> list:
+        return await asyncio.gather(*(lock.aacquire(blocking=False) for lock in locks))
+
+    assert all(asyncio.run(take_all()))
+    # A waiter's mark on one of them: its value is no longer the one known.
+    marked = key("t:", "b0")
+    assert not client.lock("b0", retry=SLOW).acquire(timeout=0.05)
+    assert hold_field(server.command("GET", marked), "w") == b"1"
+    watcher = redis.Redis.from_url(server.url, socket_timeout=15)
+    batches = []
+    with watcher.monitor() as monitor:
+        while len(batches) < 2:
+            command = monitor.next_command()["command"]
+            renewed = ours & set(command.split())
+            if command.startswith("EVALSHA") and len(renewed) > 1:
+                ran = []
+                while (inner := monitor.next_command())["client_type"] == "lua":
+                    ran.append(inner["command"].split()[0])
+                if ran:  # not a first call's NOSCRIPT
+                    batches.append((renewed, ran))
+    for renewed, ran in batches:
+        assert ran[0] == "MGET" and len(ran) == 1 + len(renewed - {marked}), ran
+        assert set(ran[1:]) <= {"PEXPIRE", "SET"}, ran
+    assert [client.inspect(lock.name).fence for lock in locks[1:]] == [lock.fence for lock in locks[1:]]
+    for lock in locks:
+        assert not lock.lost
+        lock.release()
+    assert server.command("DBSIZE") == 0
 
 
 def warm_up(client) -> None:
