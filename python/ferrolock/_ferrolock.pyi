@@ -1529,7 +1529,8 @@ def _at_exit() -> None:
 
 def _debug_stats() -> dict[str, int]:
     """Diagnostics of this process: ``watchdogs`` (live watchdog tasks), ``waiters`` (waiting acquires),
-    ``handed_over`` (holds taken straight from a fair release's wake-up) and ``renewals`` (renewals made).
+    ``handed_over`` (holds taken straight from a fair release's wake-up), ``renewals`` (renewals made)
+    and ``log_records`` (core log records handed to Python's ``logging``).
     """
 
 def _handle_options() -> list[tuple[str, str, str, list[str], str]]:

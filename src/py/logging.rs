@@ -13,6 +13,7 @@
 //! pyo3-log's level cache, which the forwarding thread clears every second:
 //! a level lowered to DEBUG takes effect within a second.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,6 +32,14 @@ struct Queued {
     module_path: Option<String>,
     file: Option<String>,
     line: Option<u32>,
+}
+
+/// Records queued for Python's `logging` so far, in this process.
+static QUEUED: AtomicU64 = AtomicU64::new(0);
+
+/// Records queued for Python's `logging` so far (`_debug_stats`).
+pub(crate) fn queued() -> u64 {
+    QUEUED.load(Ordering::Relaxed)
 }
 
 /// How stale the level cache of debug records may get.
@@ -108,8 +117,14 @@ fn forward(python: &Loggers, records: &Receiver<Queued>) {
 impl Log for Forwarder {
     fn enabled(&self, metadata: &Metadata) -> bool {
         // No call into Python on the calling thread: info and above are
-        // always queued, debug goes by pyo3-log's level cache.
-        metadata.level() <= Level::Info || self.python.cached.enabled(metadata)
+        // always queued, debug goes by pyo3-log's level cache, which holds
+        // the levels of the loggers records go to: looked up by the name
+        // the record is forwarded under, not by its module path (which
+        // the cache never holds, so every debug record went to Python).
+        metadata.level() <= Level::Info || {
+            let target = logger_target(metadata.target());
+            self.python.cached.enabled(&Metadata::builder().level(metadata.level()).target(&target).build())
+        }
     }
 
     fn log(&self, record: &Record) {
@@ -125,7 +140,9 @@ impl Log for Forwarder {
             line: record.line(),
         };
         if let Some(queue) = self.queue() {
-            let _ = queue.send(queued);
+            if queue.send(queued).is_ok() {
+                QUEUED.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 

@@ -83,7 +83,8 @@ pub mod _ferrolock {
     use super::semaphore::_semaphore;
 
     /// Diagnostics of this process: ``watchdogs`` (live watchdog tasks), ``waiters`` (waiting acquires),
-    /// ``handed_over`` (holds taken straight from a fair release's wake-up) and ``renewals`` (renewals made).
+    /// ``handed_over`` (holds taken straight from a fair release's wake-up), ``renewals`` (renewals made)
+    /// and ``log_records`` (core log records handed to Python's ``logging``).
     #[pyfunction]
     fn _debug_stats(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
         let stats = pyo3::types::PyDict::new(py);
@@ -91,6 +92,7 @@ pub mod _ferrolock {
         stats.set_item("handed_over", crate::handle::lock::handed_over())?;
         stats.set_item("waiters", crate::waiters())?;
         stats.set_item("renewals", crate::renewals())?;
+        stats.set_item("log_records", super::logging::queued())?;
         Ok(stats)
     }
 

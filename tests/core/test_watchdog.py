@@ -72,6 +72,34 @@ def test_renewal_stops_with_release(server, prefix):
     assert steps_run(server) == after_release
 
 
+def test_renewals_hand_python_no_record_while_its_logger_is_above_debug(server, prefix):
+    """Each renewal logs at DEBUG (`ferrolock.watchdog`). With the logger
+    above DEBUG the core drops those records itself, by the level it
+    caches for that logger (asked again each second): a hundred renewals
+    hand Python's `logging` a few records at most, not one each, which
+    cost the holding process more CPU than the renewals themselves.
+    tests/faults/test_faults.py::test_a_level_set_after_the_first_records_is_obeyed
+    has them arrive once the level is DEBUG."""
+    import logging
+
+    logger = logging.getLogger("ferrolock")
+    before = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        client = ferrolock.Client(server.url, prefix=prefix)
+        locks = [client.lock(f"quiet-log{i}", ttl=0.3) for i in range(10)]
+        for lock in locks:
+            assert lock.acquire()
+        renewed, logged = _debug_stats()["renewals"], _debug_stats()["log_records"]
+        wait_for(lambda: _debug_stats()["renewals"] >= renewed + 100, 15, "a hundred renewals")
+        handed = _debug_stats()["log_records"] - logged
+        for lock in locks:
+            lock.release()
+    finally:
+        logger.setLevel(before)
+    assert handed < 20, f"{handed} log records handed to Python over a hundred renewals"
+
+
 def steps_run(server) -> int:
     """What a hold's steps have run so far: scripts, and the plain commands
     a Lock's renewal may be on a server that compares (SET … IFEQ)."""
