@@ -336,6 +336,17 @@ bench-script-cost: deps build-dev
 	$(PY) -m pip install -q -r $(BENCH_REQS)
 	$(PY) benches/script_cost.py
 
+# `make bench-renewal-cost`: what one renewal of a held lock costs the server,
+# by design, side by side (benches/renewal_cost.py): redis-py's extend, one
+# call a hold; ferrolock's batch scripts; SET ... IFEQ; the floor. On Redis 7
+# and on Valkey 9.
+.PHONY: bench-renewal-cost
+bench-renewal-cost: deps build-dev valkey
+	$(PY) -m pip install -q -r $(BENCH_REQS)
+	cargo test --no-default-features -q --lib every_step_is_written_assembled_for_the_linter
+	$(PY) benches/renewal_cost.py
+	@if [ -x "$(VALKEY)" ]; then $(PY) benches/renewal_cost.py --server $(VALKEY); fi
+
 # `make bench-scale`: lock throughput over many names and client processes, on one
 # redis-server and on a 3-master Redis Cluster, beside a SET/DEL floor, with each
 # server's and the clients' CPU (benches/scale.py; BENCH_ARGS=--quick for a short run).
