@@ -367,6 +367,33 @@ def test_a_fair_hand_over_nobody_claims_may_stand_for_twice_the_patience():
     assert types(found) == {"orphan-hold": 1}
 
 
+def test_a_stray_token_that_went_and_came_back_is_two_holds_each_with_its_own_bound():
+    """A hand-over to a cut-off waiter lapses; after the heal a request the
+    cut held up lands and takes the name again under the same token. The
+    monitor read the name in between and found it gone: nothing renewed it,
+    and each life is held to its own bound. Without such a read (the monitor
+    stalled) the sightings stay one life."""
+    known = [granted("s0", 1, 0, fence=1, token="mine")]
+    cut = [{"fault": "partition", "t": 0, "t_end": 2000 * MS}]
+
+    def read(name, t_ms):
+        return {"t0": t_ms * MS, "t": (t_ms + 1) * MS, "name": name}
+
+    first = samples("late", 900)
+    again = [{**x, "t0": x["t0"] + 2000 * MS, "t": x["t"] + 2000 * MS} for x in samples("late", 300)]
+    gone = [read("a", t) for t in range(900, 2000, 10)]
+
+    def check(rounds):
+        seen = first + again
+        return checker.check(history(known), cut, [], seen, SLACK, 1000 * MS, handover_ns=2000 * MS, rounds=rounds)
+
+    assert check(gone) == {}
+    assert types(check([])) == {"orphan-hold": 1}, "seen 2.3 s with no read that missed it: one life"
+    assert types(check([read("b", t) for t in range(900, 2000, 10)])) == {"orphan-hold": 1}, "another name's reads"
+    lives = checker.stray_tokens(history(known), first + again, gone)
+    assert [(x["first_seen"], x["alive_ns"]) for x in lives] == [(1 * MS, 889 * MS), (2001 * MS, 289 * MS)]
+
+
 def test_a_stray_hold_while_a_worker_was_frozen_or_the_server_stalled_is_excused():
     known = [granted("s0", 1, 0, fence=1, token="mine")]
     stop = {"fault": "sigstop", "pid": 9, "t": 0, "t_end": 400 * MS}

@@ -28,7 +28,10 @@
    any, had long had time to finish. ``unexpected-error``: an exception
    that is not a LockError (e.g. SystemError from the bindings).
 6. Holds in Redis (sampled every 10 ms) of tokens no worker was given: an
-   acquire that gave up left them. ``orphan-hold``: seen for longer than the
+   acquire that gave up left them. Each life of such a token counts apart: it
+   may go and come back (a request a cut held up landing after the heal),
+   and nothing renewed it while a complete read of the name found it gone.
+   ``orphan-hold``: one life seen for longer than the
    longest ttl (something keeps renewing it); in a fair queue, for longer
    than twice the longest patience (a hand-over to a waiter that can no
    longer claim it stands for its patience, and may come a patience after
@@ -51,6 +54,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -318,18 +322,46 @@ def left_holds(events: list, stops: dict, min_ns: int, t0: int = 0) -> list:
     return found
 
 
-def stray_tokens(events: list, samples: list) -> list:
+def stray_tokens(events: list, samples: list, rounds: list = ()) -> list:
     """Tokens seen in Redis that no worker was given, with how long each was seen
-    (at least): {"name", "token", "alive_ns", "first_seen"}."""
+    (at least): {"name", "token", "alive_ns", "first_seen"}, one per life
+    (see lives) when the monitor's `rounds` are given, else one per token."""
     given = {e.get("token") for e in events if e.get("token")}
     seen = defaultdict(list)
     for s in samples:
         if s["token"] not in given:
             seen[(s["name"], s["token"])].append(s)
+    read = defaultdict(list)  # name -> when each of the monitor's reads of it began
+    for r in sorted(rounds, key=lambda r: r["t0"]):
+        read[r["name"]].append(r)
     return [
-        {"name": name, "token": token, "alive_ns": ss[-1]["t0"] - ss[0]["t"], "first_seen": ss[0]["t"]}
+        {"name": name, "token": token, "alive_ns": life[-1]["t0"] - life[0]["t"], "first_seen": life[0]["t"]}
         for (name, token), ss in sorted(seen.items())
+        for life in lives(sorted(ss, key=lambda s: s["t0"]), read[name])
     ]
+
+
+def lives(samples: list, rounds: list) -> list:
+    """A stray token's samples (in time order), split where the monitor read
+    the name in between (`rounds`: its complete reads of the name, in time
+    order) and did not find the token: it was gone then, and came back. A
+    token can come back: a request a cut held up lands after the heal and
+    takes the name again under the token of an acquire that gave up (see
+    retransmissions), after a hand-over to it lapsed. Each life is one hold
+    and has its own bound; nothing renewed the token across the gap."""
+    starts = [r["t0"] for r in rounds]
+    found: list = []
+    for s in samples:
+        if found:
+            prev = found[-1][-1]
+            i = bisect_left(starts, prev["t"])  # the first read begun after the last sighting
+            if i < len(rounds) and rounds[i]["t"] <= s["t0"]:  # ... and done before this one
+                found.append([s])
+                continue
+            found[-1].append(s)
+        else:
+            found.append([s])
+    return found
 
 
 def unexpected_errors(events: list, t0: int = 0) -> list:
@@ -356,7 +388,7 @@ def fault_windows(faults: list, kinds: tuple, before_ns: int, after_ns: int) -> 
     return merged
 
 
-def strays(events, samples, faults, max_ttl_ns, slack_ns, t0=0, handover_ns=0) -> list:
+def strays(events, samples, faults, max_ttl_ns, slack_ns, t0=0, handover_ns=0, rounds=()) -> list:
     """Holds in Redis of tokens no worker was given. ``orphan-hold``: alive longer
     than the longest ttl (renewed by something), or in a fair queue than
     `handover_ns` if longer: a fair release hands the lock to the head of
@@ -369,7 +401,7 @@ def strays(events, samples, faults, max_ttl_ns, slack_ns, t0=0, handover_ns=0) -
     stalls = fault_windows(faults, STALLING, 0, STALL_GRACE_NS)
     cuts = fault_windows(faults, CUTTING, IN_FLIGHT_NS, STALL_GRACE_NS) + retransmissions(faults)
     found = []
-    for s in stray_tokens(events, samples):
+    for s in stray_tokens(events, samples, rounds):
         first, last = s["first_seen"], s["first_seen"] + s["alive_ns"]
         stalled = sum(max(0, min(last, b) - max(first, a)) for a, b in stalls)
         base = {
@@ -484,10 +516,11 @@ def failover_overlaps(found: list, faults: list, max_ttl_ns: int, slack_ns: int,
     return allowed, rest
 
 
-def check(events, faults, keys, samples, slack_ns, max_ttl_ns, t0=0, records=None, handover_ns=0) -> dict:
+def check(events, faults, keys, samples, slack_ns, max_ttl_ns, t0=0, records=None, handover_ns=0, rounds=()) -> dict:
     """Every anomaly of the history, by type. `records`: the storage's
     fenced writes per name (see stale_writes), when the run made any;
-    `handover_ns`: how long a fair hand-over may stand unclaimed (strays)."""
+    `handover_ns`: how long a fair hand-over may stand unclaimed (strays);
+    `rounds`: the monitor's complete reads of each name (lives)."""
     holds = build_holds(events)
     stops = stops_from(faults)
     found = (
@@ -498,7 +531,7 @@ def check(events, faults, keys, samples, slack_ns, max_ttl_ns, t0=0, records=Non
         + loss_reports(holds, stops, slack_ns, t0, stalls_from(events))
         + left_holds(events, stops, LEFT_MIN_NS, t0)
         + unexpected_errors(events, t0)
-        + strays(events, samples, faults, max_ttl_ns, slack_ns, t0, handover_ns)
+        + strays(events, samples, faults, max_ttl_ns, slack_ns, t0, handover_ns, rounds)
         + clock_skews(events)
         + keys_left(keys)
     )
