@@ -43,6 +43,9 @@ class HolderMonitor:
         self.keys = [(n, f"{prefix}{{{n}}}") for n in names]
         self.layout = layout
         self.samples: list = []  # {"t0", "t", "name", "token"}: Redis answered between t0 and t
+        # {"t0", "t", "name"}: every server asked about the name answered
+        # between t0 and t, so a token not sampled then was not holding it.
+        self.rounds: list = []
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -70,15 +73,19 @@ class HolderMonitor:
                     self.masters[i] = resp.Connection(port, self.masters[i].timeout)
             for i, (name, key) in enumerate(self.keys):
                 t0 = now_ns()
-                seen = []
+                seen, answered = [], True
                 for redis in [self.masters[i]] if self.per_name else self.masters:
                     try:
                         seen += self._holders(redis, key)
                     except resp.RespError as e:
+                        answered = False
                         self._follow(i, str(e))
                     except OSError:
+                        answered = False
                         continue  # the server is down or stalled: a fault, not a finding
                 t = now_ns()
+                if answered:
+                    self.rounds.append({"t0": t0, "t": t, "name": name})
                 majority = 1 if self.per_name else len(self.masters) // 2 + 1
                 tokens = [tok for tok in set(seen) if seen.count(tok) >= majority]
                 self.samples += [{"t0": t0, "t": t, "name": name, "token": tok.decode()} for tok in tokens]

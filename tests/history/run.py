@@ -175,7 +175,7 @@ def run(cfg: RunConfig) -> dict:
         resp.route(routed)
         specs = _specs(cfg, url, prefix, workdir, rng, servers[0].port, net, routed, storage.socket)
         hosts = {s.index: net.by_role(f"worker-{s.index}") for s in specs} if net else {}
-        events_at, wall, exits, fault_log, samples, t0 = _execute(
+        events_at, wall, exits, fault_log, samples, rounds, t0 = _execute(
             cfg,
             specs,
             servers,
@@ -196,7 +196,7 @@ def run(cfg: RunConfig) -> dict:
             net.close()
         for d in aof_dirs:
             shutil.rmtree(d, ignore_errors=True)
-    for name, rows in (("nemesis", fault_log), ("holders", samples)):
+    for name, rows in (("nemesis", fault_log), ("holders", samples), ("rounds", rounds)):
         (workdir / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     events, torn = read_events(events_at)
     max_ttl_ns = int(cfg.ttl[1] * 1e9)
@@ -210,6 +210,7 @@ def run(cfg: RunConfig) -> dict:
         t0,
         written,
         handover_ns=2 * min(max_ttl_ns, PATIENCE_NS) if fair(cfg.scenario) else 0,
+        rounds=rounds,
     )
     # Without replica acknowledgement a failover may lose a hold: allowed only
     # inside its window (see checker.failover_overlaps).
@@ -425,7 +426,7 @@ def _execute(cfg, specs, servers, prefix, plan, deployment=None, net=None, hosts
     exits = [p.exitcode for p in procs]
     for p in procs:
         p.close()
-    return [Path(s.log_path) for s in specs], wall, exits, nemesis.log, samples, t0
+    return [Path(s.log_path) for s in specs], wall, exits, nemesis.log, samples, monitor.rounds, t0
 
 
 def _settle(ports: list, prefix: str, wait_s: float) -> list:
