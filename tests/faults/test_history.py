@@ -571,7 +571,8 @@ def test_history_under_faults_has_no_anomaly(scenario, seed, tmp_path):
     if scenario == "multi-lock":
         assert {"lock", "multi"} <= set(s["holds_by_kind"])
     missing = {k for k in s["faults_scheduled"] if not s["faults"].get(k)}
-    assert not missing, f"scheduled but never injected: {missing} (skipped: {s['faults_skipped']})"
+    late = f"the nemesis {s['nemesis_behind_s']} s behind its plan, the workers ran {s['ran_s']} s"
+    assert not missing, f"scheduled but never injected: {missing} (skipped: {s['faults_skipped']}; {late})"
     assert s["interrupted"] + s["sigint_ignored"] > 0, "no Ctrl-C reached a worker"
     assert s["timeouts"].get("cancelled-in-acquire", 0) > 0, "no async waiter was cancelled"
     assert s["holder_samples"] > 0, "the monitor never saw a holder in Redis: has the key layout moved?"
@@ -699,7 +700,8 @@ def test_history_under_partitions_has_no_anomaly(scenario, seed, tmp_path):
     assert s["torn_lines"] == 0
     assert s["holds_valid"] >= 5 * duration, f"too few holds: {s['holds_valid']}"
     missing = {k for k in s["faults_scheduled"] if not s["faults"].get(k)}
-    assert not missing, f"scheduled but never injected: {missing} (skipped: {s['faults_skipped']})"
+    late = f"the nemesis {s['nemesis_behind_s']} s behind its plan, the workers ran {s['ran_s']} s"
+    assert not missing, f"scheduled but never injected: {missing} (skipped: {s['faults_skipped']}; {late})"
     assert {"partition", "cut-requests", "cut-replies"} <= set(s["faults"])
     if scenario != "semaphore":  # a permit has a fence, but its holders are not exclusive: none writes
         assert s["writes"]["in_hold"].get("written", 0) > 0, s["writes"]

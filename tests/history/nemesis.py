@@ -158,13 +158,22 @@ class Nemesis:
     hosts: dict = field(default_factory=dict)  # worker index -> its Host, in a run with partitions
     names: tuple = ()  # the names the workers take (a Cluster's faults aim at the master of one)
     prefix: str = ""
+    behind_s: float = 0.0  # how far behind its plan a fault was started at most
 
-    def run(self, plan: list, t0_ns: int) -> None:
+    def run(self, plan: list, t0_ns: int, until_ns: int | None = None) -> None:
+        """Each fault of `plan` at its offset from `t0_ns`, or as soon after as
+        the faults before it are done (on a loaded machine a restart or a
+        wait for a waiter runs long); one whose turn comes at or after
+        `until_ns`, when the workers stop, is recorded as skipped."""
         try:
             for n, (offset, kind) in enumerate(plan):
                 delay = t0_ns / 1e9 + offset - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)  # the schedule itself, not a synchronisation
+                self.behind_s = max(self.behind_s, -delay)
+                if until_ns is not None and now_ns() >= until_ns:
+                    self._record(kind, now_ns(), skipped=f"the workers had stopped ({-delay:.1f} s behind the plan)")
+                    continue
                 self.rng = random.Random(f"{self.seed}:{n}")
                 fault = getattr(self, "_" + kind.replace("-", "_"))
                 if kind in SENTINEL_KINDS + CLUSTER_KINDS:

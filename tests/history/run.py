@@ -19,7 +19,7 @@ from .board import Board
 from .clock import skewed_env
 from .events import now_ns, read_events
 from .monitor import HolderMonitor
-from .nemesis import FIRST_SENTINEL, MASTER_ONLY, SPLIT_KINDS, Nemesis, Worker, allowed_kinds, schedule
+from .nemesis import FIRST_SENTINEL, MASTER_ONLY, SPLIT_KINDS, WINDOW, Nemesis, Worker, allowed_kinds, schedule
 from .scenarios import MASTERS, NAMES, SKEWED_SCENARIOS, SKEWS, fair, layout, topology
 from .storage import records
 from .summary import summarize
@@ -65,6 +65,12 @@ LINK_FAULT_PERIOD_S = {"partition": 3, "cut-requests": 5, "cut-replies": 5, "lat
 SPLIT_FAULT_PERIOD_S = {"split-brain": 20, "master-isolated": 16}
 PATIENCE_NS = 2_000_000_000  # a fair waiter's patience: its ttl, at most 2 s (src/primitive/mod.rs)
 EXIT_GRACE_S = 20  # a worker's last attempt: acquire timeout, a long hold, the on_lost wait
+# How far past the run's duration the workers go on while the nemesis has
+# faults of its plan left: on a loaded machine a fault that waits (a server's
+# restart, a waiter for Ctrl-C, a failover) puts the rest of the plan behind.
+# Every fault is then injected into running workers, whatever the load; one
+# still left after this many seconds is recorded as skipped, and the run fails.
+NEMESIS_LATE_S = 30  # within the tests' 120 s: setup, the run, the workers' exit, the checks
 SENTINELS = 3  # sentinel-stop freezes one; a failover needs a majority of them
 
 
@@ -175,7 +181,7 @@ def run(cfg: RunConfig) -> dict:
         resp.route(routed)
         specs = _specs(cfg, url, prefix, workdir, rng, servers[0].port, net, routed, storage.socket)
         hosts = {s.index: net.by_role(f"worker-{s.index}") for s in specs} if net else {}
-        events_at, wall, exits, fault_log, samples, rounds, t0 = _execute(
+        events_at, wall, exits, fault_log, samples, rounds, t0, late = _execute(
             cfg,
             specs,
             servers,
@@ -257,6 +263,8 @@ def run(cfg: RunConfig) -> dict:
         t0=t0,
     )
     summary["faults_scheduled"] = faults
+    # How long the workers ran (past the duration when the nemesis ran late), and how late it ran.
+    summary.update(late)
     summary["plan"] = [[round(at, 3), kind] for at, kind in plan[1]]
     # Anomalies a setting allows, apart: overlaps inside a failover's window
     # without replica acknowledgement, holds undone late behind WAITs with it.
@@ -409,10 +417,15 @@ def _execute(cfg, specs, servers, prefix, plan, deployment=None, net=None, hosts
     try:
         barrier.wait(120)  # every worker connected
         t0 = now_ns()
-        deadline.value = t0 + int(cfg.duration * 1e9)
+        deadline.value = t0 + int((cfg.duration + NEMESIS_LATE_S) * 1e9)  # until the nemesis is done
         go.set()
         monitor.start()
-        nemesis.run(faults, t0)
+        nemesis.run(faults, t0, until_ns=deadline.value)
+        # The workers end at the run's duration, or, when the nemesis ran
+        # late, once they had as long after its last fault as the plan
+        # leaves after its window (WINDOW) to recover.
+        tail_ns = int((1 - WINDOW[1]) * cfg.duration * 1e9)
+        deadline.value = min(deadline.value, max(t0 + int(cfg.duration * 1e9), now_ns() + tail_ns))
         for p in procs:
             p.join(max(0.1, (deadline.value - now_ns()) / 1e9 + EXIT_GRACE_S))
         wall = (now_ns() - t0) / 1e9
@@ -426,7 +439,8 @@ def _execute(cfg, specs, servers, prefix, plan, deployment=None, net=None, hosts
     exits = [p.exitcode for p in procs]
     for p in procs:
         p.close()
-    return [Path(s.log_path) for s in specs], wall, exits, nemesis.log, samples, monitor.rounds, t0
+    late = {"ran_s": round((deadline.value - t0) / 1e9, 2), "nemesis_behind_s": round(nemesis.behind_s, 2)}
+    return [Path(s.log_path) for s in specs], wall, exits, nemesis.log, samples, monitor.rounds, t0, late
 
 
 def _settle(ports: list, prefix: str, wait_s: float) -> list:

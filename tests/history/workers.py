@@ -162,11 +162,11 @@ def sync_worker(spec: WorkerSpec, barrier, go, deadline, board) -> None:
     signal.signal(signal.SIGINT, gate.handler)
     barrier.wait(120)  # connected: the parent then sets the deadline
     go.wait(120)
-    end, seq = deadline.value, 0
+    seq = 0
     times = HoldTimes(spec, rng)
     probe = StallProbe(log, spec.label).start()
     with _crash_logged(log, spec.label, lambda: seq):
-        while now_ns() < end:
+        while now_ns() < deadline.value:  # read each time: the parent moves it once the nemesis is done
             seq += 1
             _sync_attempt(spec, rng, client, log, gate, board, seq, times, storage)
             sleep(rng.uniform(0, 0.002))  # think time between attempts
@@ -270,24 +270,24 @@ def async_worker(spec: WorkerSpec, barrier, go, deadline, board) -> None:
     go.wait(120)
     probe = StallProbe(log, spec.label).start()
     with _crash_logged(log, spec.label, lambda: 0):
-        asyncio.run(_async_main(spec, rng, client, log, board, deadline.value))
+        asyncio.run(_async_main(spec, rng, client, log, board, deadline))
     probe.stop()
     log.close()
 
 
-async def _async_main(spec, rng, client, log, board, end) -> None:
+async def _async_main(spec, rng, client, log, board, deadline) -> None:
     labels = [f"{spec.label}.{i}" for i in range(spec.tasks)]
     storage = AsyncStorage(spec.storage, spec.prefix) if spec.storage else None
     seqs = await asyncio.gather(
-        *(_task_loop(spec, random.Random(rng.random()), client, log, board, w, end, storage) for w in labels)
+        *(_task_loop(spec, random.Random(rng.random()), client, log, board, w, deadline, storage) for w in labels)
     )
     for w, seq in zip(labels, seqs):
         log.write(w, seq, "exit")
 
 
-async def _task_loop(spec, rng, client, log, board, w, end, storage) -> int:
+async def _task_loop(spec, rng, client, log, board, w, deadline, storage) -> int:
     seq, times = 0, HoldTimes(spec, rng)
-    while now_ns() < end:
+    while now_ns() < deadline.value:
         seq += 1
         use_with = rng.random() < 0.5
         att, h = new_attempt(spec, rng, client, log, board, w, seq, "async-with" if use_with else "aacquire")
