@@ -72,6 +72,28 @@ def wait_lost(label, timeout):
         _told.wait_for(lambda: label in lost, timeout)
     return lost.get(label)
 
+# A stall probe (as tests/history/events.py's): a thread that wakes every
+# 10 ms and notes each time it woke 20 ms or more past its due time. From
+# the due time to its waking, a ready thread of this process did not run
+# (the machine's other processes had the cores, or another thread the GIL):
+# on_lost's thread waits alike.
+stalls = []
+
+def _probe():
+    due = time.monotonic() + 0.01
+    while True:
+        time.sleep(max(0.0, due - time.monotonic()))
+        woke = time.monotonic()
+        if woke - due >= 0.02:
+            stalls.append((due, woke))
+        due = woke + 0.01
+
+threading.Thread(target=_probe, name="stall-probe", daemon=True).start()
+
+def stalled(t0, t1):
+    # how long, between t0 and t1, this process's ready threads waited to run (as far as the probe saw)
+    return sum(max(0.0, min(woke, t1) - max(due, t0)) for due, woke in list(stalls))
+
 def timed(call, *args, **kwargs):
     t0 = time.monotonic()
     try:
@@ -151,6 +173,24 @@ def clients(net, storage):
         c.close()
 
 
+def assert_told_before_grant(agent, t_lost: float, t_grant: float) -> None:
+    """The holder in `agent`, told of its loss at `t_lost`, was told before
+    another client's grant at `t_grant`. Its validity ends the drift and a
+    round trip before the server lets the key go (docs/reliability.md, "No
+    silent loss"), but on_lost runs on a thread of the holder's process,
+    which a loaded machine may keep waiting for a core past the grant: that
+    wait, as the agent's stall probe measured it, is not counted, and
+    SLACK / 5 covers waits below the probe's resolution. Told late for any
+    other reason (a timer set on the server's expiry, a renewal's timeout)
+    still fails."""
+    late = t_lost - t_grant
+    waited = agent(f"stalled({t_grant!r}, {t_lost!r})") if late > 0 else 0.0
+    assert late - waited < SLACK / 5, (
+        f"the holder was told {late:.3f} s after the other client was granted the lock, "
+        f"of which its process waited {waited:.3f} s for a core"
+    )
+
+
 def hold(agent, name: str = "k", label: str = "h", ttl: float = TTL, timeout: float = 10.0, **options) -> dict:
     """`label` = a Lock on `name` in the agent, acquired; its fence and times."""
     agent(f"{label} = client.lock({name!r}, ttl={ttl}, on_lost=on_lost({label!r}), **{options!r})")
@@ -193,7 +233,7 @@ def test_a_holder_cut_off_from_its_master_is_told_within_its_validity_and_its_la
             told_before_grant=taken["t1"] - t_lost,
         )
         assert t_lost - t_cut <= TTL - DRIFT + TOLD_SLACK, "told after its validity ran out"
-        assert t_lost < taken["t1"] + SLACK / 5, "the other client was granted the lock before the holder was told"
+        assert_told_before_grant(a, t_lost, taken["t1"])
         assert taken["fence"] > held["fence"]
         assert b(f"write('b', {taken['fence']})") == "written"
         assert a(f"write('a-late', {held['fence']})") == "refused"
@@ -490,7 +530,7 @@ def test_a_quorum_holder_keeps_its_lock_through_a_minority_cut_and_is_told_after
             f"quorum of {masters}, majority cut", told_after_cut=t_lost - t_cut, granted_after_cut=taken["t1"] - t_cut
         )
         assert t_lost - t_cut <= ttl - (ttl / 100 + 0.002) + SLACK
-        assert t_lost < taken["t1"] + SLACK / 5
+        assert_told_before_grant(a, t_lost, taken["t1"])
         assert taken["fence"] > held["fence"]
         assert b(f"write('b', {taken['fence']})") == "written"
         assert a(f"write('a-late', {held['fence']})") == "refused"
@@ -533,7 +573,7 @@ def test_a_cluster_master_cut_off_from_its_replica_and_clients_while_the_replica
             timeouts_before_grant=taken["errors"],
         )
         assert t_lost - t_cut <= ttl - (ttl / 100 + 0.002) + SLACK
-        assert t_lost < taken["t1"] + SLACK / 5
+        assert_told_before_grant(a, t_lost, taken["t1"])
         other = next(p for p in cluster.ports if p != old)
         assert old not in cluster.masters_seen_by(other), "the replica serves the slot"
         fence = b("g.fence")
