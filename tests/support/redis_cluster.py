@@ -11,6 +11,10 @@ from typing import Dict, List, Optional, Tuple
 from ferrolock.testing import Raw, RedisServer, free_port
 
 SLOTS = 16384
+# How long a node is left to finish its handshakes before it is sent
+# CLUSTER MEET again for a peer it does not know: past the 1 s after which
+# a node drops a handshake not answered.
+MEET_AGAIN_S = 1.5
 
 
 def crc16(data: bytes) -> int:
@@ -154,8 +158,8 @@ class RedisCluster:
             for i, node in enumerate(self.nodes):
                 for peer in self.nodes[i + 1 :]:
                     self._expect_ok(node, "CLUSTER", "MEET", peer.host, str(peer.port), str(peer.bus_port))
+            self._await_known()
             if self.replicas:
-                self._await_known()
                 for i, replica in enumerate(self.nodes[self.count :]):
                     master = self.nodes[i % self.count]
                     self._expect_ok(replica, "CLUSTER", "REPLICATE", self.ids[master.port])
@@ -233,15 +237,49 @@ class RedisCluster:
         """The port of (the first) replica of the master on `master_port`."""
         return self.topology(master_port)[master_port][0]
 
-    def _await_known(self) -> None:
-        """Until every node knows every other (the MEETs' handshakes done)."""
+    def _peers(self, node: ClusterNode) -> Tuple[set, set]:
+        """(ports of the nodes `node` knows, ports of those it is still
+        shaking hands with), from its CLUSTER NODES."""
+        known, shaking = set(), set()
+        for line in self.raw(node.port)("CLUSTER", "NODES").decode().splitlines():
+            fields = line.split()
+            port = int(fields[1].split("@", 1)[0].rsplit(":", 1)[1])
+            (shaking if "handshake" in fields[2].split(",") else known).add(port)
+        return known, shaking
 
-        def known(node: ClusterNode) -> bool:
-            text = self.raw(node.port)("CLUSTER", "NODES").decode()
-            lines = text.splitlines()
-            return len(lines) == len(self.nodes) and "handshake" not in text
+    def _meet_again(self, missing: Dict[int, List[int]]) -> None:
+        """CLUSTER MEET again, from each node to the peers it neither knows
+        nor is shaking hands with (`missing`: node port -> peer ports). A node
+        drops a handshake its peer has not answered within the node timeout
+        (1 s at least), and gossip starts it again only from a node that knows
+        the peer: a node kept off the CPU for a second right after the first
+        MEETs (a loaded machine) would otherwise stay alone for good."""
+        for port, peers in missing.items():
+            for peer in map(self._node, peers):
+                self._expect_ok(self._node(port), "CLUSTER", "MEET", peer.host, str(peer.port), str(peer.bus_port))
 
-        self._await(lambda: all(known(n) for n in self.nodes), 20, "every node to know every other")
+    def _await_known(self, limit: float = 20.0) -> None:
+        """Until every node knows every other (the MEETs' handshakes done),
+        meeting again whoever a dropped handshake left out."""
+        missing: Dict[int, List[int]] = {}
+        met = time.monotonic()
+
+        def known() -> bool:
+            nonlocal met
+            missing.clear()
+            shaking = False
+            for node in self.nodes:
+                knows, shakes = self._peers(node)
+                shaking = shaking or bool(shakes)
+                lost = [n.port for n in self.nodes if n.port not in knows | shakes]
+                if lost:
+                    missing[node.port] = lost
+            if missing and time.monotonic() - met >= MEET_AGAIN_S:
+                self._meet_again(missing)
+                met = time.monotonic()
+            return not missing and not shaking
+
+        self._await(known, limit, "every node to know every other", lambda: f" (still unknown, by node: {missing})")
 
     def await_topology(self, limit: float = 30.0) -> Dict[int, List[int]]:
         """Until every live node agrees on one layout in which each master
@@ -279,7 +317,7 @@ class RedisCluster:
         return last["layout"]  # type: ignore[return-value]
 
     @staticmethod
-    def _await(predicate, limit: float, what: str) -> None:
+    def _await(predicate, limit: float, what: str, detail=lambda: "") -> None:
         deadline = time.monotonic() + limit
         while True:
             try:
@@ -288,7 +326,7 @@ class RedisCluster:
             except (OSError, ValueError, IndexError, RuntimeError):
                 pass  # a node restarting, or a reply in flux: ask again
             if time.monotonic() > deadline:
-                raise RuntimeError(f"timed out after {limit} s waiting for {what}")
+                raise RuntimeError(f"timed out after {limit} s waiting for {what}{detail()}")
             time.sleep(0.02)  # the nodes gossip: nothing to await but their reported state
 
     def kill(self, port: int) -> None:
