@@ -10,9 +10,12 @@ target/sentinel-failover-times.jsonl (docs/reliability.md quotes them)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -52,10 +55,16 @@ def first_acquire_on_new_master(
     d: SentinelDeployment, client: ferrolock.Client, prefix: str, old: int, since: float, limit: float = 30
 ) -> float:
     """Seconds from `since` to the first acquire (each on a fresh name) whose
-    hold is on a node other than the old master."""
-    deadline = since + limit
+    hold is on a node other than the old master; within `limit`, not
+    counting time a Sentinel spends in TILT mode (SentinelDeployment.await_sentinels)."""
+    deadline, checked = since + limit, time.monotonic()
     for i in range(100_000):
-        assert time.monotonic() < deadline, "no acquire reached the new master in time"
+        now = time.monotonic()
+        if now - checked >= 0.25:  # asked a few times a second, not at each try
+            if d.any_in_tilt():
+                deadline += now - checked
+            checked = now
+        assert now < deadline, "no acquire reached the new master in time"
         lock = client.lock(f"probe{i}", ttl=5)
         try:
             ok = lock.acquire(blocking=False)
@@ -136,7 +145,7 @@ def test_a_holder_and_a_waiter_ride_out_a_failover(deployment, kind, prefix, eve
         old = fault(d, kind)
         took = first_acquire_on_new_master(d, prober, prefix, old, t_fault)
         promoted = time.time()  # the prober's hold is on the new master: promoted by now
-        d.wait_for(lambda: d.failover_named(old), 30, "the Sentinel to name the new master")
+        d.await_sentinels(lambda: d.failover_named(old), 30, "the Sentinel to name the new master")
         new = d.node(d.master_port())
 
         # The holder renews on the new master (its hold was replicated), and is
@@ -208,7 +217,7 @@ def test_a_blocked_waiter_follows_a_failover_without_sending_commands(deployment
         channel = f"{key}:wake"
         d.wait_for(lambda: channel in d.master("PUBSUB", "CHANNELS", f"{prefix}*"), 5, "the waiter subscribed")
         old = d.sentinel_failover()
-        d.wait_for(lambda: d.failover_named(old), 30, "the Sentinel to name the new master")
+        d.await_sentinels(lambda: d.failover_named(old), 30, "the Sentinel to name the new master")
         new = d.node(d.master_port())
         # RECHECK (1 s), the Sentinel's answer and a new subscription, with a
         # margin for a loaded machine: well short of the 10 s the Sentinel
@@ -246,7 +255,7 @@ def test_with_replicas_1_no_two_valid_holds_across_a_failover(deployment, kind, 
         replica_policy="fail",
     )
     first_client, second_client = ferrolock.Client(d.url(), **opts), ferrolock.Client(d.url(), **opts)
-    d.wait_for(d.ready_for_failover, 30, "the replica in sync")  # else a grant is refused, as asked
+    d.await_sentinels(d.ready_for_failover, 30, "the replica in sync")  # else a grant is refused, as asked
     lost = LostProbe()
     first = first_client.lock("job", ttl=3.0, on_lost=lost)
     for _ in range(20):
@@ -267,7 +276,7 @@ def test_with_replicas_1_no_two_valid_holds_across_a_failover(deployment, kind, 
     else:
         killed = d.kill_master()
         old = killed.port
-        d.wait_for(lambda: d.failover_done(old), 30, "the replica promoted")
+        d.await_sentinels(lambda: d.failover_done(old), 30, "the replica promoted")
         d.restart_as_replica(killed)  # so that the new master has a replica to acknowledge
     second = second_client.lock("job", ttl=3.0)
     for _ in range(3):
@@ -277,7 +286,7 @@ def test_with_replicas_1_no_two_valid_holds_across_a_failover(deployment, kind, 
         except ferrolock.LockNotReplicated:
             # The promoted master has no replica until the old one rejoins as
             # its replica: a grant nobody acknowledges is refused, as asked.
-            d.wait_for(d.ready_for_failover, 30, "a replica in sync with the new master")
+            d.await_sentinels(d.ready_for_failover, 30, "a replica in sync with the new master")
     else:
         raise AssertionError("no replica acknowledged a grant after the failover")
     if taken:
@@ -291,4 +300,27 @@ def test_with_replicas_1_no_two_valid_holds_across_a_failover(deployment, kind, 
         assert second.acquire(timeout=5)
     assert second.fence > fence
     second.release()
-    d.wait_for(lambda: d.failover_named(old), 30, "the Sentinel to name the new master")
+    d.await_sentinels(lambda: d.failover_named(old), 30, "the Sentinel to name the new master")
+
+
+def test_a_sentinel_that_tilts_as_the_master_dies_still_fails_over():
+    """A Sentinel starved of CPU for over 2 s (a loaded machine) enters TILT
+    mode and marks the master down only once it ends; a replica whose link
+    has been down for over ten times down-after by then is never promoted.
+    With the harness's tilt-period (5 times down-after) the failover comes
+    after the TILT; with Sentinel's own 30 s it never would."""
+    d = SentinelDeployment().start()
+    try:
+        d.await_sentinels(d.ready_for_failover, 30, "the replica in sync")
+        old = d.kill_master().port
+        sentinel = d.sentinels[0]
+        os.kill(sentinel.proc.pid, signal.SIGSTOP)
+        try:
+            time.sleep(2.5)  # the stall: its timer runs over 2 s late
+        finally:
+            os.kill(sentinel.proc.pid, signal.SIGCONT)
+        d.await_sentinels(lambda: d.failover_done(old), 30, "the replica promoted after the TILT")
+        log = (Path(sentinel.dir) / "sentinel.log").read_text()
+        assert "+tilt" in log and "-tilt" in log, "the stall put the Sentinel in TILT mode"
+    finally:
+        d.close()

@@ -350,9 +350,10 @@ class Nemesis:
     def _sentinel_wait(self, predicate, what: str) -> None:
         """Polls `predicate` for FAILOVER_LIMIT_S, not counting time any
         Sentinel spends in TILT mode. A Sentinel whose timer runs 2 s late
-        (it was starved of CPU: the machine is loaded) enters TILT and for 30 s
-        acts on nothing (it starts, carries on and ends no failover, and sees
-        no promotion); a failover it was carrying on is then past its
+        (it was starved of CPU: the machine is loaded) enters TILT and for
+        its tilt-period (7.5 s with the runs' down-after of 1.5 s) acts on
+        nothing (it starts, carries on and ends no failover, and sees no
+        promotion); a failover it was carrying on is then past its
         failover-timeout and aborted. Neither is a fault the run injects, and
         a fixed limit would turn a busy machine into a failed run."""
         d = self.deployment
@@ -400,7 +401,7 @@ class Nemesis:
         """The Sentinel clients ask first (FIRST_SENTINEL) frozen, and the
         master's client connections cut meanwhile: every client reconnects
         through the Sentinels while that one does not answer. The harness asks
-        Sentinel 0, which a stop would put in TILT mode (no failover for 30 s)."""
+        Sentinel 0, which a stop would put in TILT mode (no failover for its tilt-period)."""
         d = self.deployment
         node = d.sentinels[FIRST_SENTINEL]
         t = now_ns()

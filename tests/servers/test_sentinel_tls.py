@@ -91,7 +91,7 @@ def test_a_failover_is_followed_over_tls(prefix):
         with client.lock("job", ttl=5) as first:
             fence = first.fence
         old = d.kill_master().port
-        d.wait_for(lambda: d.failover_named(old), 30, "the Sentinel to promote the replica")
+        d.await_sentinels(lambda: d.failover_named(old), 30, "the Sentinel to promote the replica")
         after = client.lock("job", ttl=5)
         assert after.acquire(timeout=15), "the same Client did not follow the failover"
         assert hold_field(d.master("GET", f"{prefix}{{job}}"), "token") == after.token

@@ -47,6 +47,16 @@ LINK_RULES = (
 # SENTINEL MASTERS only names the known services when the one asked for is
 # unknown. (A Sentinel of Redis 7.0 has no CLIENT SETINFO to allow.)
 WATCHER_RULES = "+ping +sentinel|get-master-addr-by-name +sentinel|masters"
+# A Sentinel whose timer ran 2 s late (a stall, a loaded machine) enters
+# TILT mode and acts on nothing for its tilt-period: 30 s by default, beside
+# a default down-after of 30 s. It marks the master down only once TILT
+# ends, and never promotes a replica whose link to the master has been
+# down for more than ten times down-after plus the time since: with this
+# harness's down-after of 1 to 1.5 s, a Sentinel that tilts as the master
+# dies finds no good replica, ever (-failover-abort-no-good-slave, again
+# and again). So TILT lasts here 5 times down-after (SENTINEL DEBUG
+# TILT-PERIOD), which leaves a stall of as much before a failover cannot be.
+TILT_PERIOD_PER_DOWN_AFTER = 5
 
 
 def _text(reply):
@@ -204,6 +214,8 @@ class SentinelDeployment:
             binary = shutil.which("redis-sentinel") or "redis-sentinel"
             for s in self.sentinels:
                 s.start(self.sentinel_conf(s), binary)
+                tilt_ms = TILT_PERIOD_PER_DOWN_AFTER * self.down_after_ms
+                assert s("SENTINEL", "DEBUG", "TILT-PERIOD", str(tilt_ms)) == "OK"
             self.wait_for(
                 lambda: all(self.known_replicas(s) >= 1 for s in self.sentinels),
                 15,
@@ -328,9 +340,33 @@ class SentinelDeployment:
 
     def in_tilt(self, sentinel: int = 0) -> bool:
         """Sentinel `sentinel` is in TILT mode: its timer ran late by more than
-        2 s (a stall, a loaded machine), and for 30 s it acts on nothing: no
-        failover starts, goes on or ends (Redis's Sentinel documentation)."""
+        2 s (a stall, a loaded machine), and for its tilt-period (30 s, 5
+        times down-after here: TILT_PERIOD_PER_DOWN_AFTER) it acts on nothing:
+        no failover starts, goes on or ends (Redis's Sentinel documentation)."""
         return "sentinel_tilt:1" in self.sentinels[sentinel]("INFO", "sentinel")
+
+    def any_in_tilt(self) -> bool:
+        """Some Sentinel is in TILT mode now (one that does not answer is not counted)."""
+        for i in range(len(self.sentinels)):
+            try:
+                if self.in_tilt(i):
+                    return True
+            except (OSError, RuntimeError):
+                pass
+        return False
+
+    def await_sentinels(self, predicate, limit: float, what: str) -> None:
+        """`wait_for` what the Sentinels bring about (a promotion, the new
+        master named, a replica counted), not counting the time a Sentinel
+        spends in TILT mode: a stall of 2 s (a loaded machine) puts it there,
+        and it acts on nothing until it ends. A timeout shows the Sentinels' logs."""
+        self.wait_for(
+            predicate,
+            limit,
+            what,
+            paused=self.any_in_tilt,
+            detail=lambda: f" (not counting TILT); the Sentinels' logs end:\n{self.log_tails()}",
+        )
 
     def log_tails(self, lines: int = 12) -> str:
         """The last `lines` of each Sentinel's log, for a failure's message."""
