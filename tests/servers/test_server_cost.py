@@ -182,8 +182,13 @@ def test_a_hold_a_waiter_marked_is_renewed_and_released_by_the_script(server):
             waiting.release()
 
     waiter = threading.Thread(target=wait)
+    server.command("CONFIG", "RESETSTAT")
     waiter.start()
     wait_for(lambda: hold_field(server.command("GET", lock_key), "w") == b"1", 5, "the waiter to mark the hold")
+    # Its first try marked the hold; it then subscribes, and tries once more
+    # at once (its script alone), and only then waits for the wake-up, its
+    # retry 10 s away: the counts below are the holder's once that try ran.
+    wait_for(lambda: settled(commands(server)), 5, "the waiter to subscribe and try again")
     server.command("CONFIG", "RESETSTAT")
     holder.extend()
     holder.extend()
@@ -198,6 +203,12 @@ def test_a_hold_a_waiter_marked_is_renewed_and_released_by_the_script(server):
     waiter.join(10)
     assert woken, "the waiter was not woken by the release"
     assert ran.get("delifeq", 0) == 0 and ran["publish"] == 1, ran
+
+
+def settled(ran: dict) -> bool:
+    """A waiter's commands since it began (`commands`): a first try (the
+    transaction, then obtain.lua), SUBSCRIBE, and the try right after it."""
+    return ran.get("subscribe", 0) == 1 and ran.get("evalsha", 0) - ran.get("script|load", 0) >= 2
 
 
 def test_a_refused_compare_command_falls_back_to_the_script_and_is_not_sent_again(server):
