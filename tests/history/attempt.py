@@ -22,9 +22,9 @@ ON_LOST_GRACE_S = 1.0
 
 
 class Attempt:
-    def __init__(self, log: EventLog, w: str, seq: int, kind: str, names: tuple, ttl: float, how: str, holding):
+    def __init__(self, log: EventLog, w: str, seq: int, kind: str, names: tuple, ttl: float, how: str, board):
         self.log, self.w, self.seq, self.how = log, w, seq, how
-        self.holding, self.slot = holding  # the board's count of holds, and this worker's slot
+        self.board, self.slot = board  # the board (its counts of holds), and this worker's slot
         self.kind, self.names, self.ttl = kind, names, ttl
         self.phase = "acquire"
         self.asked = now_ns()
@@ -44,7 +44,7 @@ class Attempt:
     def granted(self, handle: ferrolock.Lock, **fields) -> None:
         t = now_ns()
         self.phase = "hold"
-        self.holding[self.slot] += 1
+        self.board.holding[self.slot] += 1
         self.fence = handle.fence
         if self.kind == "permit":
             fields["permits"] = PERMITS
@@ -71,9 +71,10 @@ class Attempt:
         if self.phase != "hold":
             return
         self.phase = "release"
-        self.holding[self.slot] -= 1
+        self.board.holding[self.slot] -= 1
         if self.last_valid is not None:
             self.write("valid", self.last_valid, t_rel=now_ns())
+            self.board.valid[self.slot] += 1
 
     def lost(self, src: str, **fields) -> None:
         self.lost_seen = True

@@ -131,6 +131,9 @@ class RunConfig:
     isolate: bool = False
     # Client(replicas=...) for the sentinel scenarios (0: replication unacknowledged).
     replicas: int = 0
+    # The run goes on past its duration until the workers confirmed this many
+    # holds valid (a loaded machine makes fewer in the time), within NEMESIS_LATE_S.
+    min_holds: int = 0
     # Worker index -> libfaketime offset of its wall clock; None: SKEWS in the skewed scenarios.
     skews: dict | None = None
     # Every worker and server in a test host of its own (tests/support/netns.py), and
@@ -423,9 +426,12 @@ def _execute(cfg, specs, servers, prefix, plan, deployment=None, net=None, hosts
         nemesis.run(faults, t0, until_ns=deadline.value)
         # The workers end at the run's duration, or, when the nemesis ran
         # late, once they had as long after its last fault as the plan
-        # leaves after its window (WINDOW) to recover.
-        tail_ns = int((1 - WINDOW[1]) * cfg.duration * 1e9)
-        deadline.value = min(deadline.value, max(t0 + int(cfg.duration * 1e9), now_ns() + tail_ns))
+        # leaves after its window (WINDOW) to recover; and not before they
+        # confirmed cfg.min_holds holds valid, within the same bound.
+        end = max(t0 + int(cfg.duration * 1e9), now_ns() + int((1 - WINDOW[1]) * cfg.duration * 1e9))
+        while now_ns() < deadline.value and (now_ns() < end or sum(board.valid) < cfg.min_holds):
+            time.sleep(0.02)  # shared memory has no event to await: poll it
+        deadline.value = min(deadline.value, now_ns())
         for p in procs:
             p.join(max(0.1, (deadline.value - now_ns()) / 1e9 + EXIT_GRACE_S))
         wall = (now_ns() - t0) / 1e9

@@ -76,7 +76,7 @@ class HoldTimes:
 def new_attempt(spec, rng, client, log, board, w, seq, how, blocking_timeout=None):
     kind, names = scenarios.pick(spec.scenario, rng)
     ttl = round(rng.uniform(*spec.ttl), 3)
-    att = Attempt(log, w, seq, kind, names, ttl, how, (board.holding, spec.index))
+    att = Attempt(log, w, seq, kind, names, ttl, how, (board, spec.index))
     handle = scenarios.handle(
         client,
         spec.scenario,
