@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+import ferrolock
 from ferrolock import LockLost, LockNotOwned
 from support.helpers import LostProbe, ThreadLag, key
 
@@ -62,22 +63,37 @@ def test_renewal_never_carries_the_hold_past_max_hold(client, raw, prefix):
     """The key never outlives the hold's max_hold. The hold began before
     acquire returned, and PTTL is read after `asked`: so at most
     MAX_HOLD - (asked - acquired) is left when Redis answers, however slow
-    the machine is between the steps."""
+    the machine is between the steps, but for the last renewal's way to
+    Redis: it is cut to end at max_hold when it is sent, and Redis sets
+    the ttl when it arrives, within its round trip (its `renewed` event's
+    seconds), which a loaded machine draws out (27 ms seen)."""
     probe = LostProbe()
-    lock = client.lock("mh-pttl", ttl=TTL, max_hold=MAX_HOLD, on_lost=probe)
-    assert lock.acquire()
-    acquired = time.monotonic()
-    k = key(prefix, "mh-pttl")
-    renewed_past_ttl = False
-    while raw("EXISTS", k):
-        asked = time.monotonic()
-        pttl = raw("PTTL", k)
-        left = MAX_HOLD - (asked - acquired)
-        assert pttl <= left * 1000 + 20, (pttl, left)
-        renewed_past_ttl |= asked - acquired > TTL and pttl > 0
-        time.sleep(0.02)  # sampling until max_hold ends the hold
-    assert renewed_past_ttl, "it was renewed until max_hold"
-    assert probe.wait(10) and lock.lost
+    trips: list = []
+
+    def renewed(event) -> None:
+        if event.kind == "renewed" and "mh-pttl" in event.names:
+            trips.append(event.seconds)
+
+    ferrolock.add_listener(renewed)
+    try:
+        lock = client.lock("mh-pttl", ttl=TTL, max_hold=MAX_HOLD, on_lost=probe)
+        assert lock.acquire()
+        acquired = time.monotonic()
+        k = key(prefix, "mh-pttl")
+        samples = []
+        while raw("EXISTS", k):
+            asked = time.monotonic()
+            samples.append((raw("PTTL", k), MAX_HOLD - (asked - acquired), asked - acquired))
+            time.sleep(0.02)  # sampling until max_hold ends the hold
+        assert probe.wait(10) and lock.lost
+        ferrolock.flush_events(5)
+    finally:
+        ferrolock.remove_listener(renewed)
+    assert trips, "it was never renewed"
+    way_ms = 1000 * max(trips)
+    for pttl, left, since in samples:
+        assert pttl <= left * 1000 + 20 + way_ms, (pttl, left, way_ms)
+    assert any(since > TTL and pttl > 0 for pttl, _, since in samples), "it was renewed until max_hold"
 
 
 def test_extend_cannot_pass_max_hold(client):
