@@ -773,4 +773,12 @@ def test_a_released_or_idle_handle_is_collected_silently(client):
         del released
         client.lock("never-acquired")
         gc.collect()
-    assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
+    # gc.collect() also collects what earlier tests of this process left:
+    # only these two handles' warnings count here.
+    ours = [
+        w
+        for w in caught
+        if issubclass(w.category, ResourceWarning)
+        and ('"quiet"' in str(w.message) or '"never-acquired"' in str(w.message))
+    ]
+    assert ours == []
