@@ -61,10 +61,18 @@ impl Invocation<'_> {
         cmd
     }
 
-    /// Loads the script where this run goes (after a NOSCRIPT answer).
-    pub(crate) async fn load(&self, con: &mut impl StepConn) -> RedisResult<()> {
+    /// Loads the script where this run goes (after a NOSCRIPT answer): the
+    /// first time (`loads` 0), on the master of its first key as the
+    /// client's slot map has it; after that, on every node. A slot map
+    /// behind a Cluster failover names the old master, now a replica, which
+    /// takes the load, while the run is redirected (MOVED) to the promoted
+    /// one, which has not loaded it: every node includes it.
+    pub(crate) async fn load(&self, con: &mut impl StepConn, loads: u32) -> RedisResult<()> {
         let mut cmd = redis::cmd("SCRIPT");
         cmd.arg("LOAD").arg(&self.built.code);
+        if loads > 0 {
+            return con.untimed().on_every_node(cmd).await;
+        }
         let key = self.keys.first().map_or(&[][..], Vec::as_slice);
         con.untimed().on_node_of(key, cmd).await.map(drop)
     }
@@ -78,7 +86,7 @@ impl Invocation<'_> {
         loop {
             match self.evalsha().query_async(con).await {
                 Err(e) if is_noscript_error(&e) && loads < LOADS => {
-                    self.load(con).await?;
+                    self.load(con, loads).await?;
                     loads += 1;
                 }
                 other => return other,

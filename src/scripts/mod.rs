@@ -224,7 +224,7 @@ pub(crate) async fn run_held<T: redis::FromRedisValue>(
                     let noscript = redis::ErrorKind::Server(redis::ServerErrorKind::NoScript);
                     return Err((noscript, "NOSCRIPT after SCRIPT LOAD").into());
                 }
-                invocation.load(&mut c).await?;
+                invocation.load(&mut c, loads).await?;
                 loads += 1;
             }
         })

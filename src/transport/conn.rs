@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::cluster_routing::{MultipleNodeRoutingInfo, Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
 #[derive(Clone)]
@@ -255,6 +255,23 @@ impl Conn {
                 c.route_command(cmd, RoutingInfo::SingleNode(at)).await
             }
             _ => cmd.query_async(self).await,
+        }
+    }
+
+    /// `cmd` on every node the client knows of, replicas too (one node: on
+    /// it): on a Cluster whose slot map is behind a failover, the newly
+    /// promoted master is among them as a replica. Nodes that fail it (a
+    /// dead one) are left out: the answer is whether any took it.
+    pub(crate) async fn on_every_node(&mut self, cmd: Cmd) -> RedisResult<()> {
+        match self {
+            Conn::Cluster(c) => {
+                let every = RoutingInfo::MultiNode((
+                    MultipleNodeRoutingInfo::AllNodes,
+                    Some(redis::cluster_routing::ResponsePolicy::OneSucceeded),
+                ));
+                c.route_command(cmd, every).await.map(drop)
+            }
+            _ => cmd.query_async::<Value>(self).await.map(drop),
         }
     }
 
