@@ -1,6 +1,7 @@
-//! A hold's renewal and release as one command that compares its value,
-//! where the server has one (`SET … IFEQ`, `DELIFEQ`:
-//! `transport::compare`): for a hold whose value its owner knows exactly
+//! A hold's renewal and release by comparing its value: one command where
+//! the server has one (`SET … IFEQ`, `DELIFEQ`: `transport::compare`), and
+//! a batch of renewals in `refresh_compared.lua` on every server (what
+//! `SET … IFEQ` does, for each hold): for a hold whose value its owner knows exactly
 //! (`Holder::written`: a Lock's take by the transaction, and the renewals
 //! that compared it since). A value that is not the one the owner wrote (a
 //! waiter marked it, another handle took it over, it expired) makes the

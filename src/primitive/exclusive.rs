@@ -254,9 +254,9 @@ pub(crate) async fn renew(
 }
 
 /// How the renewals of holds go together: those whose value their owner
-/// knows, by comparing it where the server can (`compared::refresh_each`,
-/// one round trip); the others, and those whose value was not the one
-/// written, in `refresh_batch.lua` (one alone: `refresh`).
+/// knows, by comparing it in one call on any server
+/// (`compared::refresh_each`); the others, and those whose value was not
+/// the one written, in `refresh_batch.lua` next (one alone: `refresh`).
 static RENEWALS: Batch = Batch { send: send_renewals };
 
 fn send_renewals(client: Backend, renewals: Arc<[Renewal]>) -> BoxFuture<'static, Result<Answers>> {
