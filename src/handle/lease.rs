@@ -46,7 +46,7 @@ pub(crate) struct Terms {
 }
 
 pub struct Lease {
-    token: String,
+    token: Arc<str>,
     fence: Option<i64>,
     /// The hold's value while only this owner has written it, as far as it
     /// knows (`Holder::written`); `None` once it does not know.
@@ -79,7 +79,7 @@ impl Lease {
         let Terms { token, fence, written, subject, sent, ttl, max_hold } = terms;
         let started = sent.unwrap_or_else(Instant::now);
         Lease {
-            token,
+            token: token.into(),
             fence,
             written: Mutex::new(written),
             restored: sent.is_none(),

@@ -16,7 +16,7 @@ impl Mode {
     /// queue, so nothing is sent twice.
     pub(crate) async fn undo(&self, d: &Client, token: &str, ours: bool) -> Result<()> {
         if ours && self.patience().is_none() {
-            d.release(self, &Holder::of(token)).await?;
+            d.release(self, &Holder::of(&token.into())).await?;
         }
         d.withdraw(self, token, ours).await
     }

@@ -24,8 +24,21 @@ use crate::transport::replication::Shortfall;
 step! {
     REFRESH_COMPARED = "refresh_compared.lua",
     struct RefreshComparedArgv<'a> {
-        holds: &'a [String],
+        holds: &'a [ComparedHold<'a>],
     }
+}
+
+/// One hold's items in `refresh_compared.lua`'s ARGV: its ttl in ms, its
+/// value as written, and the value to write ('' when the same).
+type ComparedHold<'a> = (u64, &'a str, &'a str);
+
+/// A renewal `refresh_each` compares: its key, its value as written, and
+/// the value it writes.
+struct Compared<'a> {
+    key: &'a str,
+    written: &'a Arc<str>,
+    now: Arc<str>,
+    ttl_ms: u64,
 }
 
 /// The steps of this module, for `every_step`.
@@ -117,34 +130,36 @@ pub(crate) async fn refresh_each(
     c: &Backend,
     renewals: &[Renewal],
 ) -> Result<Option<(Vec<Option<Arc<str>>>, Option<Shortfall>)>> {
-    let mut holds = Vec::with_capacity(3 * renewals.len());
-    let mut keys = Vec::with_capacity(renewals.len());
-    let mut values = Vec::with_capacity(renewals.len());
-    for r in renewals {
-        let one = match (&r.keys[..], &r.written, r.fence) {
-            ([key], Some(written), Some(fence)) => Some((key, written, fence)),
+    let each: Vec<Option<Compared<'_>>> = renewals
+        .iter()
+        .map(|r| match (&r.keys[..], &r.written, r.fence) {
+            ([key], Some(written), Some(fence)) => {
+                Some(Compared { key, written, now: recorded(written, &r.token, fence), ttl_ms: r.ttl_ms })
+            }
             _ => None,
-        };
-        values.push(one.map(|(key, written, fence)| {
-            let now = recorded(written, &r.token, fence);
-            let changed = if Arc::ptr_eq(&now, written) { "" } else { &*now };
-            holds.extend([r.ttl_ms.to_string(), written.to_string(), changed.to_string()]);
-            keys.push(key.as_str());
-            now
-        }));
-    }
+        })
+        .collect();
+    let keys: Vec<&str> = each.iter().flatten().map(|h| h.key).collect();
     if keys.is_empty() {
         return Ok(None);
     }
+    let holds: Vec<ComparedHold<'_>> = each
+        .iter()
+        .flatten()
+        .map(|h| {
+            let changed = if Arc::ptr_eq(&h.now, h.written) { "" } else { &*h.now };
+            (h.ttl_ms, &**h.written, changed)
+        })
+        .collect();
     let mut invocation = RefreshComparedArgv { holds: &holds }.on(c);
     invocation.key(&keys[..]);
     let done = run_held(c, &invocation, |answers: &Vec<i64>| answers.contains(&1)).await?;
     let mut answers = done.answer.into_iter();
-    let now = values
+    let now = each
         .into_iter()
-        .map(|value| {
-            let value = value?;
-            (answers.next() == Some(1)).then_some(value)
+        .map(|h| {
+            let h = h?;
+            (answers.next() == Some(1)).then_some(h.now)
         })
         .collect();
     Ok(Some((now, done.shortfall)))

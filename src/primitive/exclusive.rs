@@ -21,8 +21,8 @@ use super::transaction::{exchange, micros, Sent};
 use crate::error::{Error, Result};
 use crate::keys::{wake_channel, with_fence_records};
 use crate::scripts::{
-    one, parse_record, refreshed, run, run_batch, run_held, step, taken, taken_or_busy, Argv, Lua, Obtain,
-    Record, Refreshed, Whose,
+    one, parse_record, refreshed, run, run_batch, run_held, step, taken, taken_or_busy, Argv, BatchHold, Lua,
+    Obtain, Record, Refreshed, Whose,
 };
 use crate::transport::backend::{Answers, Backend, Batch, Renewal};
 
@@ -61,7 +61,7 @@ step! {
 step! {
     REFRESH_BATCH = "refresh_batch.lua",
     struct RefreshBatchArgv<'a> {
-        holds: &'a [String],
+        holds: &'a [BatchHold<'a>],
     }
 }
 
@@ -127,7 +127,7 @@ impl Steps for Exclusive {
     }
 
     async fn renew_on(&self, c: &Backend, holder: &Holder<'_>, ttl: Duration) -> Result<Refreshed> {
-        renew(c, &self.keys, holder, ttl).await
+        renew(c, self.keys.clone(), holder, ttl).await
     }
 
     /// `DELIFEQ` where the server has it and the owner knows the hold's
@@ -239,13 +239,13 @@ pub(crate) async fn refresh(
 /// writer's) that fall due with it (`Backend::renew`).
 pub(crate) async fn renew(
     client: &Backend,
-    keys: &[String],
+    keys: Arc<[String]>,
     holder: &Holder<'_>,
     ttl: Duration,
 ) -> Result<Refreshed> {
     let renewal = Renewal {
-        keys: keys.to_vec(),
-        token: holder.token.to_string(),
+        keys,
+        token: holder.token.clone(),
         fence: holder.fence,
         written: holder.written.cloned(),
         ttl_ms: ttl.as_millis() as u64,

@@ -2,6 +2,7 @@
 //! next waiter. Its hold is a Lock's hash (renewed and looked at by
 //! `exclusive`'s steps); its queue is its own.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::steps::{Holder, Obtaining, Released, Steps};
@@ -126,7 +127,7 @@ impl Steps for Fair {
     }
 
     async fn renew_on(&self, c: &Backend, holder: &Holder<'_>, ttl: Duration) -> Result<Refreshed> {
-        exclusive::renew(c, std::slice::from_ref(&self.keys.lock), holder, ttl).await
+        exclusive::renew(c, Arc::from([self.keys.lock.clone()]), holder, ttl).await
     }
 
     async fn release_on(&self, c: &Backend, holder: &Holder<'_>) -> Result<Released> {

@@ -16,8 +16,8 @@ use super::{attempt, exclusive};
 use crate::error::{Error, Result};
 use crate::keys::{fence_record, KeySpace, Part};
 use crate::scripts::{
-    one, refreshed, run, run_batch, run_held, step, taken, taken_or_busy, Argv, Lua, Obtain, Record,
-    Refreshed, Whose,
+    one, refreshed, run, run_batch, run_held, step, taken, taken_or_busy, Argv, BatchHold, Lua, Obtain,
+    Record, Refreshed, Whose,
 };
 use crate::transport::backend::{Answers, Backend, Batch, Renewal};
 
@@ -55,7 +55,7 @@ step! {
 step! {
     LEASE_REFRESH_BATCH = "lease_refresh_batch.lua",
     struct LeaseRefreshBatchArgv<'a> {
-        leases: &'a [String],
+        leases: &'a [BatchHold<'a>],
     }
 }
 
@@ -194,8 +194,7 @@ impl Steps for Read {
     }
 
     async fn renew_on(&self, c: &Backend, holder: &Holder<'_>, ttl: Duration) -> Result<Refreshed> {
-        let token = holder.token;
-        lease_renew(c, &[&self.keys.readers], token, ttl).await
+        lease_renew(c, Arc::from([self.keys.readers.clone()]), holder.token, ttl).await
     }
 
     /// A transaction, no script: the reader leaves, and the writer hash says
@@ -261,7 +260,7 @@ impl Steps for Write {
     }
 
     async fn renew_on(&self, c: &Backend, holder: &Holder<'_>, ttl: Duration) -> Result<Refreshed> {
-        exclusive::renew(c, std::slice::from_ref(&self.keys.writer), holder, ttl).await
+        exclusive::renew(c, Arc::from([self.keys.writer.clone()]), holder, ttl).await
     }
 
     async fn release_on(&self, c: &Backend, holder: &Holder<'_>) -> Result<Released> {
@@ -387,18 +386,12 @@ pub(crate) async fn lease_refresh(
 /// leases' renewals that fall due with it (`Backend::renew`).
 pub(crate) async fn lease_renew(
     client: &Backend,
-    keys: &[&String],
-    token: &str,
+    keys: Arc<[String]>,
+    token: &Arc<str>,
     ttl: Duration,
 ) -> Result<Refreshed> {
-    let keys = keys.iter().map(|k| (*k).clone()).collect();
-    let renewal = Renewal {
-        keys,
-        token: token.to_string(),
-        fence: None,
-        written: None,
-        ttl_ms: ttl.as_millis() as u64,
-    };
+    let renewal =
+        Renewal { keys, token: token.clone(), fence: None, written: None, ttl_ms: ttl.as_millis() as u64 };
     client.renew(&LEASE_RENEWALS, renewal).await.map(Refreshed::from)
 }
 

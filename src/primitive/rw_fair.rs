@@ -3,6 +3,7 @@
 //! A writer's hold is a Lock's hash (renewed, looked at and fenced by
 //! `exclusive`'s steps); a reader's, a lease (`rw::lease_refresh`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::rw::{self, RwKeys};
@@ -129,9 +130,9 @@ impl Steps for FairRw {
 
     async fn renew_on(&self, c: &Backend, holder: &Holder<'_>, ttl: Duration) -> Result<Refreshed> {
         if self.writer {
-            exclusive::renew(c, std::slice::from_ref(&self.keys.writer), holder, ttl).await
+            exclusive::renew(c, Arc::from([self.keys.writer.clone()]), holder, ttl).await
         } else {
-            rw::lease_renew(c, &[&self.keys.readers], holder.token, ttl).await
+            rw::lease_renew(c, Arc::from([self.keys.readers.clone()]), holder.token, ttl).await
         }
     }
 

@@ -2,6 +2,7 @@
 //! of one, with its own specialised steps); in arrival order when it has a
 //! `patience`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Value;
@@ -191,8 +192,8 @@ impl Steps for Permit {
     }
 
     async fn renew_on(&self, c: &Backend, holder: &Holder<'_>, ttl: Duration) -> Result<Refreshed> {
-        let token = holder.token;
-        rw::lease_renew(c, &[&self.keys.holders, &self.keys.data], token, ttl).await
+        let keys = Arc::from([self.keys.holders.clone(), self.keys.data.clone()]);
+        rw::lease_renew(c, keys, holder.token, ttl).await
     }
 
     /// `sem_give.lua` first: it gives the permit back while nobody waits;

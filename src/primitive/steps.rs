@@ -32,17 +32,18 @@ pub(crate) struct Obtaining<'a> {
 /// while nobody but the owner has written the hold, its value exactly as
 /// the owner wrote it (a take by the transaction, renewals that compared
 /// it: `Refreshed::written`), for a step that compares it in one command
-/// rather than read it in a script.
+/// rather than read it in a script. The token is shared, so that a
+/// renewal gathered with others (`Backend::renew`) carries it uncopied.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Holder<'a> {
-    pub token: &'a str,
+    pub token: &'a Arc<str>,
     pub fence: Option<i64>,
     pub written: Option<&'a Arc<str>>,
 }
 
 impl<'a> Holder<'a> {
     /// `token`'s hold, nothing more known of it (an undo, an operator's step).
-    pub(crate) fn of(token: &'a str) -> Holder<'a> {
+    pub(crate) fn of(token: &'a Arc<str>) -> Holder<'a> {
         Holder { token, fence: None, written: None }
     }
 }

@@ -217,7 +217,8 @@ impl Quorum {
             // answer too, which run it after their obtain (a late grant).
             let gave: Vec<usize> = granted.iter().map(|(i, _)| *i).collect();
             let back = |a: &Answers<Released>| gave.iter().all(|i| a[*i].is_some());
-            let holder = Holder::of(token);
+            let token = token.into();
+            let holder = Holder::of(&token);
             self.on_all(limit, |m| mode.release_on(m, &holder), back).await;
         }
         let busy: Vec<i64> = answers

@@ -235,25 +235,27 @@ pub(crate) async fn run_held<T: redis::FromRedisValue>(
     Ok(Held { answer, shortfall, sent })
 }
 
+/// One hold's items in the ARGV of a batch step (`run_batch`): how many
+/// keys, its token, its ttl in ms, and its fence (0: none) when the step
+/// takes one. Each is written as its own argument, with no text made of it
+/// first.
+pub(crate) type BatchHold<'a> = (usize, &'a str, u64, Option<i64>);
+
 /// Renews several holds in one run of a batch step (`refresh_batch.lua`,
-/// `lease_refresh_batch.lua`), which `batch` makes from its ARGV: three
-/// items a hold (how many keys, its token, its ttl in ms), and its fence
-/// (0: none) when `fenced`; its KEYS are
-/// each hold's keys in turn. With replica acknowledgement on, one WAIT
-/// follows the whole run, as `run_held`'s does one step.
+/// `lease_refresh_batch.lua`), which `batch` makes from its ARGV: a
+/// `BatchHold` a hold, with its fence when `fenced`; its KEYS are each
+/// hold's keys in turn. With replica acknowledgement on, one WAIT follows
+/// the whole run, as `run_held`'s does one step.
 pub(crate) async fn run_batch(
     client: &Backend,
     renewals: &[Renewal],
     fenced: bool,
-    batch: impl FnOnce(&[String]) -> Invocation<'static>,
+    batch: impl FnOnce(&[BatchHold<'_>]) -> Invocation<'static>,
 ) -> Result<Answers> {
-    let mut holds = Vec::with_capacity(4 * renewals.len());
-    for r in renewals {
-        holds.extend([r.keys.len().to_string(), r.token.clone(), r.ttl_ms.to_string()]);
-        if fenced {
-            holds.push(r.fence.unwrap_or(0).to_string());
-        }
-    }
+    let holds: Vec<BatchHold<'_>> = renewals
+        .iter()
+        .map(|r| (r.keys.len(), &*r.token, r.ttl_ms, fenced.then(|| r.fence.unwrap_or(0))))
+        .collect();
     let mut invocation = batch(&holds);
     for r in renewals {
         invocation.key(&r.keys[..]);

@@ -375,7 +375,7 @@ impl Lock {
         if let Some(lost) = lost {
             let (client, mode) = (self.client.clone(), self.mode.clone());
             self.client.spawn_cleanup(async move {
-                let _ = client.release(&mode, &Holder::of(lost.token())).await;
+                let _ = client.release(&mode, &Holder::of(&lost.token().into())).await;
             });
         }
     }

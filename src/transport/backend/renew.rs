@@ -41,11 +41,12 @@ const GATHERING_ROUNDS: usize = 8;
 /// One hold's renewal: its keys (the first names its slot), its token, its
 /// fence (recorded in a hold taken without it), its value as its owner
 /// wrote it when known (see `Steps::refresh_on`'s `Holder`) and the ttl it
-/// asks for.
+/// asks for. The keys and the token are the hold's own, shared, not copied:
+/// at 100,000 holds, ten thousand renewals a second.
 #[derive(Debug, Clone)]
 pub(crate) struct Renewal {
-    pub keys: Vec<String>,
-    pub token: String,
+    pub keys: Arc<[String]>,
+    pub token: Arc<str>,
     pub fence: Option<i64>,
     pub written: Option<Arc<str>>,
     pub ttl_ms: u64,
@@ -93,12 +94,15 @@ struct Pending {
     gathering: bool,
 }
 
+/// Where one renewal's answer goes.
+type Answer = oneshot::Sender<Result<Renewed>>;
+
 /// A renewal waiting for its call, and where its answer goes.
 struct Due {
     batch: &'static Batch,
     slot: Option<Slot>,
     renewal: Renewal,
-    answer: oneshot::Sender<Result<Renewed>>,
+    answer: Answer,
 }
 
 impl Backend {
@@ -137,7 +141,9 @@ impl Renewals {
         let due = {
             let mut pending = self.pending.lock().unwrap();
             pending.gathering = false;
-            std::mem::take(&mut pending.due)
+            // Room for as many as this tick brought: the next one likely brings as many.
+            let room = Vec::with_capacity(pending.due.len());
+            std::mem::replace(&mut pending.due, room)
         };
         for calls in groups(due) {
             for call in chunks(calls) {
@@ -178,27 +184,30 @@ async fn send(client: Backend, mut call: Vec<Due>) {
     call.retain(|d| !d.answer.is_closed());
     let Some(first) = call.first() else { return };
     let batch = first.batch;
-    let renewals: Arc<[Renewal]> = call.iter().map(|d| d.renewal.clone()).collect();
-    let answers = (batch.send)(client.clone(), renewals.clone()).await;
-    match answers {
-        Ok(Answers { held, mut written, shortfall }) if held.len() == call.len() => {
+    let (renewals, answers): (Vec<Renewal>, Vec<Answer>) =
+        call.into_iter().map(|d| (d.renewal, d.answer)).unzip();
+    let renewals: Arc<[Renewal]> = renewals.into();
+    match (batch.send)(client.clone(), renewals.clone()).await {
+        Ok(Answers { held, mut written, shortfall }) if held.len() == answers.len() => {
             written.resize(held.len(), None);
-            for ((d, held), written) in call.into_iter().zip(held).zip(written) {
-                let _ = d.answer.send(Ok(Renewed { held, shortfall: shortfall.filter(|_| held), written }));
+            for ((answer, held), written) in answers.into_iter().zip(held).zip(written) {
+                let _ = answer.send(Ok(Renewed { held, shortfall: shortfall.filter(|_| held), written }));
             }
         }
         Ok(Answers { held, .. }) => {
             let e = Error::Redis(format!(
                 "a batch of {} renewals was answered {} times: renewing them one by one",
-                call.len(),
+                answers.len(),
                 held.len()
             ));
-            one_by_one(&client, call, &e).await;
+            one_by_one(&client, batch, &renewals, answers, &e).await;
         }
-        Err(e) if call.len() > 1 && !matches!(e, Error::Connection(_)) => one_by_one(&client, call, &e).await,
+        Err(e) if answers.len() > 1 && !matches!(e, Error::Connection(_)) => {
+            one_by_one(&client, batch, &renewals, answers, &e).await;
+        }
         Err(e) => {
-            for d in call {
-                let _ = d.answer.send(Err(e.clone()));
+            for answer in answers {
+                let _ = answer.send(Err(e.clone()));
             }
         }
     }
@@ -206,11 +215,11 @@ async fn send(client: Backend, mut call: Vec<Due>) {
 
 /// Sends each renewal of a call that failed (`e`, not its connection) as
 /// its own step, so that whichever hold failed it fails alone.
-async fn one_by_one(client: &Backend, call: Vec<Due>, e: &Error) {
-    log::debug!("a batch of {} renewals failed ({e}): renewing them one by one", call.len());
-    let each = call.into_iter().map(|d| async move {
-        let alone: Arc<[Renewal]> = Arc::from([d.renewal]);
-        let answer = (d.batch.send)(client.clone(), alone).await.and_then(|a| match a.held.as_slice() {
+async fn one_by_one(client: &Backend, batch: &Batch, renewals: &[Renewal], answers: Vec<Answer>, e: &Error) {
+    log::debug!("a batch of {} renewals failed ({e}): renewing them one by one", renewals.len());
+    let each = renewals.iter().zip(answers).map(|(renewal, answer)| async move {
+        let alone: Arc<[Renewal]> = Arc::from([renewal.clone()]);
+        let renewed = (batch.send)(client.clone(), alone).await.and_then(|a| match a.held.as_slice() {
             [held] => Ok(Renewed {
                 held: *held,
                 shortfall: a.shortfall.filter(|_| *held),
@@ -218,7 +227,7 @@ async fn one_by_one(client: &Backend, call: Vec<Due>, e: &Error) {
             }),
             other => Err(Error::Redis(format!("a renewal was answered {} times", other.len()))),
         });
-        let _ = d.answer.send(answer);
+        let _ = answer.send(renewed);
     });
     join_all(each).await;
 }
@@ -235,13 +244,18 @@ mod tests {
     static B: Batch = Batch { send: never };
 
     fn due(batch: &'static Batch, key: &str, cluster: bool) -> Due {
-        let renewal =
-            Renewal { keys: vec![key.into()], token: key.into(), fence: None, written: None, ttl_ms: 1000 };
+        let renewal = Renewal {
+            keys: Arc::from([key.to_string()]),
+            token: key.into(),
+            fence: None,
+            written: None,
+            ttl_ms: 1000,
+        };
         Due { batch, slot: cluster.then(|| Slot::for_key(key)), renewal, answer: oneshot::channel().0 }
     }
 
     fn tokens(calls: &[Vec<Due>]) -> Vec<Vec<String>> {
-        calls.iter().map(|c| c.iter().map(|d| d.renewal.token.clone()).collect()).collect()
+        calls.iter().map(|c| c.iter().map(|d| d.renewal.token.to_string()).collect()).collect()
     }
 
     #[test]
