@@ -216,7 +216,8 @@ impl Backend {
     }
 
     /// Closes this process's connections (commands, inline, wake-ups) and
-    /// refuses every later use. Waiters still waiting are woken, and fail.
+    /// refuses every later use. Waiters still waiting are woken, and fail;
+    /// nothing asks the Sentinels any more (`holding`, `recheck_sentinels`).
     pub async fn close(&self) {
         self.inner.ready.close();
         let Some(local) = self.inner.local.take() else { return };

@@ -34,16 +34,19 @@ impl Backend {
     /// In Sentinel mode, at most once every `sentinel::RECHECK` while the
     /// client is in use: asks the Sentinels in the background whether the
     /// master moved, and if so drops the connection and the wake-up
-    /// subscription, so the next command goes to the new master.
+    /// subscription, so the next command goes to the new master. A closed
+    /// client asks nothing.
     pub(super) fn recheck_sentinels(&self) {
         let Target::Sentinel(sentinel) = &self.inner.target else { return };
-        if !sentinel.recheck_due() {
+        if self.inner.ready.is_closed() || !sentinel.recheck_due() {
             return;
         }
         let client = self.clone();
         tokio::spawn(async move {
             let Target::Sentinel(sentinel) = &client.inner.target else { return };
-            if sentinel.moved(client.inner.opts.connect_timeout).await {
+            let closed = || client.inner.ready.is_closed();
+            // Closed meanwhile: neither asked, nor its new state made again by `local`.
+            if !closed() && sentinel.moved(client.inner.opts.connect_timeout).await && !closed() {
                 log::info!("the Sentinels of {} name another master: reconnecting", client.inner.display);
                 client.forget_connection();
                 client.local().wakeups.clone().drop_subscription().await;
@@ -74,7 +77,8 @@ impl Backend {
     /// asked only when a renewal is sent, the client would learn of the new
     /// master after that renewal, and the next one (a ttl after the last
     /// renewal the new master got, when the promotion came just after it)
-    /// could come too late for the hold. `None` outside Sentinel mode.
+    /// could come too late for the hold. The task ends when the client is
+    /// closed: its holds are renewed no more. `None` outside Sentinel mode.
     pub(crate) fn holding(&self) -> Option<Holding> {
         if !matches!(self.inner.target, Target::Sentinel(_)) {
             return None;
@@ -85,7 +89,10 @@ impl Backend {
             let (client, holders) = (self.clone(), local.clone());
             tokio::spawn(async move {
                 loop {
-                    tokio::time::sleep(RECHECK).await;
+                    tokio::select! {
+                        () = tokio::time::sleep(RECHECK) => {}
+                        () = client.inner.ready.closed() => return,
+                    }
                     let h = &holders.holders;
                     if h.count.load(Ordering::SeqCst) == 0 {
                         h.following.store(false, Ordering::SeqCst);

@@ -19,6 +19,9 @@ pub(crate) struct Readiness {
     /// way in the parent when it forked cannot leave the child waiting.
     gate: PerProcess<Arc<Gate>>,
     closed: AtomicBool,
+    /// Told when the client is closed: what runs in the background for it
+    /// (following a Sentinel master) ends then.
+    closing: tokio::sync::Notify,
 }
 
 #[derive(Default)]
@@ -51,7 +54,7 @@ impl Readiness {
 
     /// An error when the client was closed.
     pub(crate) fn open(&self) -> Result<()> {
-        if self.closed.load(Ordering::Acquire) {
+        if self.is_closed() {
             return Err(Error::InvalidArgument(
                 "this Client is closed (by close(), aclose() or the end of its with block): make a new \
                  Client to use Redis again"
@@ -64,6 +67,22 @@ impl Readiness {
     /// Refuses every later use.
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::Release);
+        self.closing.notify_waiters();
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Once the client is closed (at once if it is).
+    pub(crate) async fn closed(&self) {
+        let closing = self.closing.notified();
+        tokio::pin!(closing);
+        // Told from here on, so a close between the look and the wait is not missed.
+        closing.as_mut().enable();
+        if !self.is_closed() {
+            closing.await;
+        }
     }
 
     fn gate(&self) -> Arc<Gate> {
@@ -94,5 +113,20 @@ mod tests {
         ready.close();
         let closed = ready.ensure(passing).await.unwrap_err();
         assert!(closed.to_string().contains("closed"), "{closed}");
+    }
+
+    #[tokio::test]
+    async fn what_waits_for_the_close_is_told_and_after_it_does_not_wait() {
+        let ready = Arc::new(Readiness::default());
+        let waiting = tokio::spawn({
+            let ready = ready.clone();
+            async move { ready.closed().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "told before the close");
+        ready.close();
+        let soon = std::time::Duration::from_secs(5);
+        tokio::time::timeout(soon, waiting).await.expect("not told of the close").unwrap();
+        tokio::time::timeout(soon, ready.closed()).await.expect("waits though closed already");
     }
 }
