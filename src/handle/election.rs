@@ -144,7 +144,7 @@ impl Observer {
             let look_again = now.and_then(|l| l.ttl).map_or(IDLE_LOOK, |t| t + Duration::from_millis(2));
             let registration = self.registration.as_ref().expect("registered above");
             tokio::select! {
-                () = registration.woken() => {}
+                _ = registration.woken() => {}
                 () = tokio::time::sleep(look_again) => {}
             }
             registration.rearm();

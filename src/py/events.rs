@@ -74,8 +74,11 @@ pub(crate) fn in_caller_context<F: Future>(py: Python<'_>, fut: F) -> TaskLocalF
 ///                                                   (renewals not acknowledged by the
 ///                                                   replicas, ``replica_policy="fail"``)
 /// ``renewed``         the renewal's round trip      ``None``
-/// ``woken``           ``None``                      ``"pubsub"``, ``"handover"`` (a fair
-///                                                   release named this waiter) or ``"poll"``
+/// ``woken``           ``None``                      ``"pubsub"`` (a release's message),
+///                                                   ``"handover"`` (a fair release named
+///                                                   this waiter) or ``"poll"`` (no message:
+///                                                   its retry delay ran out, or its
+///                                                   subscription dropped)
 /// ``unreplicated``    ``None``                      the step fewer replicas than the client's
 ///                                                   ``replicas`` acknowledged in time:
 ///                                                   ``"acquire"``, ``"renewal"`` or

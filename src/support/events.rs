@@ -80,7 +80,9 @@ pub enum Wakeup {
     PubSub,
     /// A fair release handed the lock straight to this waiter.
     HandOver,
-    /// Its retry delay ran out with no message.
+    /// No message: its retry delay ran out, or the subscription it waited
+    /// on dropped (a failover, a lost connection), so it tries again and
+    /// subscribes anew.
     Poll,
 }
 

@@ -138,7 +138,7 @@ def test_last_reader_out_wakes_the_writer(client, raw, prefix):
     w.release()
 
 
-def test_killed_subscription_connection_recovers(server):
+def test_killed_subscription_connection_recovers(server, events):
     client = ferrolock.Client(server.url, prefix="kill:")
     holder = client.lock("k")
     assert holder.acquire()
@@ -147,6 +147,7 @@ def test_killed_subscription_connection_recovers(server):
     t = threading.Thread(target=lambda: got.setdefault("ok", (waiter.acquire(timeout=5), time.monotonic())))
     t.start()
     wait_for(lambda: waiting(server, "kill:{k}:wake"), 5, "the waiter to fail once and subscribe")
+    killed = time.monotonic()
     assert server.command("CLIENT", "KILL", "TYPE", "pubsub") == 1  # the one subscription
     # The kill took the subscription off the server at once: one there again is the waiter's new one.
     wait_for(lambda: waiting(server, "kill:{k}:wake"), 5, "the waiter, woken by the loss, to subscribe anew")
@@ -155,6 +156,13 @@ def test_killed_subscription_connection_recovers(server):
     t.join(6)
     ok, at = got["ok"]
     assert ok and at - released < 0.5, "the waiter did not subscribe again after its connection was killed"
+    # No message woke it before the release: the loss's wake-up is reported as
+    # what it is (a retry with no message), the release's as pub/sub.
+    assert events.wait(lambda when, k, det, n: k == "woken" and n == ("k",) and released <= when, 2)
+    with events.cond:
+        seen = [(when, det) for when, k, det, n in events.seen if k == "woken" and n == ("k",) and when >= killed]
+    woken = [(when >= released, det) for when, det in seen]
+    assert woken == [(False, "poll"), (True, "pubsub")], woken
     waiter.release()
     # Wake-ups work again afterwards.
     assert holder.acquire()

@@ -197,7 +197,7 @@ def test_a_holder_and_a_waiter_ride_out_a_failover(deployment, kind, prefix, eve
     )
 
 
-def test_a_blocked_waiter_follows_a_failover_without_sending_commands(deployment, prefix):
+def test_a_blocked_waiter_follows_a_failover_without_sending_commands(deployment, prefix, events):
     """A waiter whose next attempt is far off (the holder's ttl and its retry
     delay both long) sends no command, yet its client asks the Sentinels once
     a second while it waits: its subscription moves to the new master about a
@@ -216,6 +216,7 @@ def test_a_blocked_waiter_follows_a_failover_without_sending_commands(deployment
     try:
         channel = f"{key}:wake"
         d.wait_for(lambda: channel in d.master("PUBSUB", "CHANNELS", f"{prefix}*"), 5, "the waiter subscribed")
+        t_fault = time.monotonic()
         old = d.sentinel_failover()
         d.await_sentinels(lambda: d.failover_named(old), 30, "the Sentinel to name the new master")
         new = d.node(d.master_port())
@@ -224,6 +225,10 @@ def test_a_blocked_waiter_follows_a_failover_without_sending_commands(deployment
         # takes to reconfigure the old master, and of the waiter's next attempt.
         d.wait_for(lambda: channel in new("PUBSUB", "CHANNELS", f"{prefix}*"), 5, "the waiter to resubscribe")
         assert "ok" not in got
+        # Its subscription dropped woke it to retry: no message did, and none is reported.
+        with events.cond:
+            woken = [det for at, k, det, n in events.seen if k == "woken" and n == ("job",) and at >= t_fault]
+        assert woken and set(woken) == {"poll"}, woken
         # The holder's client follows at its next command: an extend to 60 s
         # shows on the new master (its copy of the hold has at most 30 s left).
         d.wait_for(lambda: holder.extend(60) is None and new("PTTL", key) > 31_000, 10, "the holder's client to follow")

@@ -325,7 +325,7 @@ impl Lock {
         }
         if let Some(w) = &waiting.registration {
             tokio::select! {
-                () = w.woken() => return Some(Wakeup::PubSub),
+                message = w.woken() => return Some(if message { Wakeup::PubSub } else { Wakeup::Poll }),
                 () = tokio::time::sleep_until(wake.into()) => {}
                 () = self.client.follow_master() => {}
             }

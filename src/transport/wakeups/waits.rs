@@ -1,5 +1,6 @@
 //! A waiter's places in line across the servers it waits on.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use tokio::sync::Notify;
@@ -41,14 +42,16 @@ impl Waits {
     }
 
     /// Until woken on any server (or forever: callers bound it with their
-    /// own timer).
-    pub(crate) async fn woken(&self) {
+    /// own timer). Whether a message woke it: false when the subscription
+    /// it waited on there dropped (which wakes its waiters to retry and
+    /// subscribe anew, and is marked dropped before it does).
+    pub(crate) async fn woken(&self) -> bool {
         loop {
-            let waiters: Vec<Arc<Waiter>> =
-                self.parts.lock().unwrap().iter().map(|p| p.waiter.clone()).collect();
-            let each = waiters.iter().map(|w| Box::pin(w.notify.notified()));
+            let parts: Vec<(Arc<Waiter>, Arc<AtomicBool>)> =
+                self.parts.lock().unwrap().iter().map(|p| (p.waiter.clone(), p.alive.clone())).collect();
+            let each = parts.iter().map(|(w, _)| Box::pin(w.notify.notified()));
             tokio::select! {
-                _ = futures_util::future::select_all(each) => return,
+                ((), i, _) = futures_util::future::select_all(each) => return parts[i].1.load(Ordering::SeqCst),
                 () = self.joined.notified() => {}
             }
         }
