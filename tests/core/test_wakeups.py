@@ -156,13 +156,15 @@ def test_killed_subscription_connection_recovers(server, events):
     t.join(6)
     ok, at = got["ok"]
     assert ok and at - released < 0.5, "the waiter did not subscribe again after its connection was killed"
-    # No message woke it before the release: the loss's wake-up is reported as
-    # what it is (a retry with no message), the release's as pub/sub.
+    # No message woke it before the release: a wake-up by the loss is reported
+    # as what it is (a retry with no message). The loss wakes the waiter only
+    # if it was waiting right then, not still in its attempt, and on a busy
+    # machine that wake-up may come after the release: either way it
+    # subscribes anew, and no pub/sub wake-up comes before the release.
     assert events.wait(lambda when, k, det, n: k == "woken" and n == ("k",) and released <= when, 2)
     with events.cond:
         seen = [(when, det) for when, k, det, n in events.seen if k == "woken" and n == ("k",) and when >= killed]
-    woken = [(when >= released, det) for when, det in seen]
-    assert woken == [(False, "poll"), (True, "pubsub")], woken
+    assert "pubsub" not in [det for when, det in seen if when < released], seen
     waiter.release()
     # Wake-ups work again afterwards.
     assert holder.acquire()

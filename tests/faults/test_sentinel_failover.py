@@ -226,6 +226,7 @@ def test_a_blocked_waiter_follows_a_failover_without_sending_commands(deployment
         d.wait_for(lambda: channel in new("PUBSUB", "CHANNELS", f"{prefix}*"), 5, "the waiter to resubscribe")
         assert "ok" not in got
         # Its subscription dropped woke it to retry: no message did, and none is reported.
+        events.wait(lambda at, k, det, n: k == "woken" and n == ("job",) and at >= t_fault, 5)
         with events.cond:
             woken = [det for at, k, det, n in events.seen if k == "woken" and n == ("job",) and at >= t_fault]
         assert woken and set(woken) == {"poll"}, woken
